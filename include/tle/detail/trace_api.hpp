@@ -1,0 +1,142 @@
+// tle/detail/trace_api.hpp - the boundary between the header-only front end (tle/tile.hpp) and
+// libtle's tracer (src/frontend/). Not for users: everything here may change.
+//
+// Values cross the boundary as opaque `ir::Value*`. Every function that builds an op takes the
+// user's SrcLoc and throws tle::UserError at it when the request is invalid.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tle/detail/enums.hpp"
+#include "tle/dtype.hpp"
+#include "tle/error.hpp"
+
+namespace tle::ir { struct Value; }
+
+namespace tle::detail {
+
+using V = ir::Value*;
+using ShapeVec = std::vector<int64_t>;
+
+/// Every Tile handle is registered with the tracer while it lives, so that device loops and
+/// if_ can turn assignments to handles into loop-carried values and if results (the mem2reg idea).
+struct HandleBase {
+  V v = nullptr;
+  HandleBase* prev = nullptr;
+  HandleBase* next = nullptr;
+  bool attached = false;
+};
+void attach(HandleBase* h) noexcept;
+void detach(HandleBase* h) noexcept;
+
+/// True while a kernel is being traced on this thread.
+bool tracing() noexcept;
+
+// ---- queries
+DType dtype_of_value(V v);
+DType pointee_of_value(V v);
+ShapeVec shape_of_value(V v);
+/// Throws UserError at loc if v is null (a default-constructed Tile never assigned).
+void require_value(V v, const SrcLoc& loc);
+
+// ---- creation
+V constant_int(DType t, int64_t value, const SrcLoc& loc);  // checks that value fits t
+V constant_uint(DType t, uint64_t value, const SrcLoc& loc);
+V constant_float(DType t, double value, const SrcLoc& loc);  // rounds once to t
+V full(const ShapeVec& shape, V scalar, const SrcLoc& loc);
+V arange(int64_t start, int64_t end, const SrcLoc& loc);
+V program_id(int axis, const SrcLoc& loc);
+V num_programs(int axis, const SrcLoc& loc);
+
+// ---- elementwise (operands are broadcast numpy-style and cast to `compute`)
+V convert(V x, DType to, const SrcLoc& loc);
+V bitcast(V x, DType to, const SrcLoc& loc);
+V binary(ir::BinaryOp op, V a, V b, DType compute, const SrcLoc& loc);
+V compare(ir::CmpPred p, V a, V b, DType compute, const SrcLoc& loc);
+V unary(ir::UnaryOp op, V x, const SrcLoc& loc);
+V fma(V a, V b, V c, const SrcLoc& loc);
+V select(V cond, V a, V b, DType compute, const SrcLoc& loc);
+V addptr(V p, V offset, const SrcLoc& loc);
+V hint(V x, int64_t multiple_of, int64_t max_contiguous, const SrcLoc& loc);
+
+// ---- shapes
+V broadcast_to(V x, const ShapeVec& shape, const SrcLoc& loc);
+V expand_dims(V x, int axis, const SrcLoc& loc);
+V reshape(V x, const ShapeVec& shape, const SrcLoc& loc);
+V permute(V x, const std::vector<int>& order, const SrcLoc& loc);
+
+// ---- memory
+struct MemHints {
+  std::string cache;  // "", ".ca", ".cg", ".cs", ".lu", ".cv" (PTX ld/st cache operators)
+  std::string evict;  // "", "evict_first", "evict_last", "evict_normal"
+  bool is_volatile = false;
+};
+V load(V ptr, V mask, V other, const MemHints& hints, const SrcLoc& loc);
+void store(V ptr, V value, V mask, const MemHints& hints, const SrcLoc& loc);
+V atomic_rmw(ir::AtomicOp op, V ptr, V value, V mask, const SrcLoc& loc);
+V atomic_cas(V ptr, V cmp, V value, const SrcLoc& loc);
+
+// ---- reductions, scans, dot
+V reduce(V x, int axis, ir::ReduceKind kind, bool keepdims, const SrcLoc& loc);
+V reduce_combine(V x, int axis, bool keepdims, const std::function<V(V, V)>& combine, const SrcLoc& loc);
+V scan(V x, int axis, bool reverse, const SrcLoc& loc);  // cumsum
+V scan_combine(V x, int axis, bool reverse, const std::function<V(V, V)>& combine, const SrcLoc& loc);
+V dot(V a, V b, V acc, ir::Precision precision, const SrcLoc& loc);
+V histogram(V x, int64_t bins, V mask, const SrcLoc& loc);
+
+// ---- structured control flow
+/// Opens a device loop; returns its induction variable (dtype `index`).
+V for_begin(V lo, V hi, V step, DType index, const SrcLoc& loc);
+/// Closes the innermost device loop: handles assigned in the body become loop-carried values.
+void for_end(const SrcLoc& loc);
+/// The loop object died without closing (break, return, or an exception): drop the region and,
+/// when no exception is in flight, remember an error for the end of tracing.
+void for_abandon(bool exception_in_flight, const SrcLoc& loc);
+/// Traces then_fn (and else_fn, may be empty) into an if op; assigned handles become results.
+void if_else(V cond, const std::function<void()>& then_fn, const std::function<void()>& else_fn,
+             const SrcLoc& loc);
+
+// ---- launch boundary (src/runtime/kernel.cpp)
+
+/// One kernel parameter as the lambda declares it.
+struct ParamSpec {
+  enum Kind : uint8_t { Pointer, Scalar, ConstexprInt, ConstexprFloat, ConstexprBool } kind;
+  DType dtype;  // Pointer: pointee; Scalar: its dtype
+};
+/// One host argument as the caller passed it.
+struct HostArg {
+  enum Kind : uint8_t { Pointer, Int, UInt, Float, Half, BFloat, Bool } kind;
+  DType pointee = DType::f32;  // Pointer: element type of T* (void* gives ptr_untyped = true)
+  bool untyped_pointer = false;
+  const char* type_name = "";  // the C++ type, for messages
+  union { const void* p; int64_t i; uint64_t u; double f; uint16_t h; bool b; };
+};
+/// What the tracer hands the kernel's typed trampoline: per parameter a value (runtime args)
+/// or the constexpr's value.
+struct TraceParam {
+  V value = nullptr;
+  int64_t i = 0;
+  double f = 0;
+};
+using TraceThunk = void (*)(const void* fn, const TraceParam* params);
+
+struct Grid3 {
+  int64_t x = 1, y = 1, z = 1;
+};
+
+class KernelState;  // per tle::jit object: name, parameter specs, specialization cache
+KernelState* kernel_create(const char* name, const std::vector<ParamSpec>& params, TraceThunk thunk,
+                           const SrcLoc& loc);
+void kernel_destroy(KernelState* k) noexcept;
+void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const HostArg* args, size_t nargs,
+                   const SrcLoc& loc);
+/// Traces (without compiling or running) and returns the IR after the pass pipeline, or right
+/// after tracing when `optimized` is false. Used by tests and dumps.
+std::string kernel_ir(KernelState* k, const void* fn, const HostArg* args, size_t nargs, bool optimized,
+                      const SrcLoc& loc);
+/// Number of specializations compiled so far for this kernel (tests use it to check caching).
+size_t kernel_num_compiled(const KernelState* k) noexcept;
+
+}  // namespace tle::detail

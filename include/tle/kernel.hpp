@@ -1,0 +1,158 @@
+// tle/kernel.hpp - turning a lambda into a kernel, and launching it.
+//
+//   auto add = tle::jit("add", [](tle::Ptr<float> x, tle::Ptr<float> y, tle::Tile<int32_t> n,
+//                                 tle::Constexpr<int> BLOCK) { ... });
+//   add(tle::Grid(tle::cdiv(n, 1024)), x_ptr, y_ptr, n, 1024);
+//
+// Parameters are Ptr<T> (host passes T*), Tile<T> (host passes a scalar; converted exactly or
+// rejected), and Constexpr<T> (host passes a value; part of the specialization). A launch is
+// specialized, as in Triton, on constexpr values, on 16-byte alignment of each pointer, and on which
+// integer arguments equal 1; each specialization is traced and compiled once and cached in memory,
+// so later launches neither trace nor compile.
+#pragma once
+#include <array>
+#include <memory>
+#include <source_location>
+#include <string>
+#include <tuple>
+#include <type_traits>
+
+#include "tle/tile.hpp"
+
+namespace tle {
+
+/// A launch grid: number of programs along x, y, z. Limits are CUDA's (x < 2^31, y and z < 2^16) on
+/// every backend; a grid with a 0 axis launches nothing (rule E08). The source position of the
+/// Grid's construction is where launch errors are reported.
+struct Grid {
+  int64_t x = 1, y = 1, z = 1;
+  SrcLoc loc;
+  Grid(int64_t gx, int64_t gy = 1, int64_t gz = 1, loc_t l = loc_t::current()) : x(gx), y(gy), z(gz), loc(l) {}
+};
+
+namespace detail {
+template <class P> struct param_spec;
+template <class T> struct param_spec<Tile<ptr_t<T>>> {
+  static ParamSpec get() { return {ParamSpec::Pointer, dtype_of<T>::value}; }
+};
+template <ScalarElement T> struct param_spec<Tile<T>> {
+  static ParamSpec get() { return {ParamSpec::Scalar, dtype_of<T>::value}; }
+};
+template <class T> struct param_spec<Constexpr<T>> {
+  static ParamSpec get() {
+    if constexpr (std::is_same_v<T, bool>) return {ParamSpec::ConstexprBool, DType::i1};
+    else if constexpr (std::is_integral_v<T>) return {ParamSpec::ConstexprInt, DType::i64};
+    else return {ParamSpec::ConstexprFloat, DType::f64};
+  }
+};
+template <class P> struct param_spec<const P&> : param_spec<P> {};
+template <class P> struct param_spec<P&> : param_spec<P> {};
+template <class P> struct param_spec<const P> : param_spec<P> {};
+
+template <class P> struct make_param;
+template <class T> struct make_param<Tile<T>> {
+  static Tile<T> get(const TraceParam& p) { return Tile<T>(p.value); }
+};
+template <class T> struct make_param<Constexpr<T>> {
+  static Constexpr<T> get(const TraceParam& p) {
+    if constexpr (std::is_integral_v<T>) return Constexpr<T>{static_cast<T>(p.i)};
+    else return Constexpr<T>{static_cast<T>(p.f)};
+  }
+};
+
+template <class F> struct signature : signature<decltype(&F::operator())> {};
+template <class C, class R, class... A> struct signature<R (C::*)(A...) const> { using args = std::tuple<std::decay_t<A>...>; };
+template <class C, class R, class... A> struct signature<R (C::*)(A...)> { using args = std::tuple<std::decay_t<A>...>; };
+template <class R, class... A> struct signature<R (*)(A...)> { using args = std::tuple<std::decay_t<A>...>; };
+
+template <class A> HostArg host_arg(const A& a) {
+  HostArg h{};
+  using D = std::decay_t<A>;
+  if constexpr (std::is_pointer_v<D> || std::is_null_pointer_v<D>) {
+    h.kind = HostArg::Pointer;
+    h.p = static_cast<const void*>(a);
+    if constexpr (std::is_null_pointer_v<D>) {
+      h.untyped_pointer = true;
+      h.type_name = "nullptr";
+    } else {
+      using E = std::remove_cv_t<std::remove_pointer_t<D>>;
+      if constexpr (Element<E> && !is_ptr<E>::value) h.pointee = dtype_of<E>::value;
+      else if constexpr (std::is_same_v<E, long long>) h.pointee = DType::i64;
+      else if constexpr (std::is_same_v<E, unsigned long long>) h.pointee = DType::u64;
+      else if constexpr (std::is_same_v<E, char>) h.pointee = std::is_signed_v<char> ? DType::i8 : DType::u8;
+      else h.untyped_pointer = true;
+      h.type_name = "pointer";
+    }
+  } else if constexpr (std::is_same_v<D, bool>) {
+    h.kind = HostArg::Bool, h.b = a, h.type_name = "bool";
+  } else if constexpr (std::is_integral_v<D> && std::is_signed_v<D>) {
+    h.kind = HostArg::Int, h.i = static_cast<int64_t>(a), h.type_name = "signed integer";
+  } else if constexpr (std::is_integral_v<D>) {
+    h.kind = HostArg::UInt, h.u = static_cast<uint64_t>(a), h.type_name = "unsigned integer";
+  } else if constexpr (std::is_floating_point_v<D>) {
+    h.kind = HostArg::Float, h.f = static_cast<double>(a), h.type_name = std::is_same_v<D, float> ? "float" : "double";
+  } else if constexpr (std::is_same_v<D, f16>) {
+    h.kind = HostArg::Half, h.h = a.bits, h.type_name = "tle::f16";
+  } else if constexpr (std::is_same_v<D, bf16>) {
+    h.kind = HostArg::BFloat, h.h = a.bits, h.type_name = "tle::bf16";
+  } else {
+    static_assert(sizeof(D) == 0, "tle kernel arguments are T* pointers, arithmetic values, tle::f16 or tle::bf16");
+  }
+  return h;
+}
+}  // namespace detail
+
+/// A kernel made from a lambda by tle::jit. Callable as kernel(grid, args...). Thread-safe: several
+/// threads may launch it at once. Not copyable (its specialization cache is owned here).
+template <class F> class Kernel {
+  using Args = typename detail::signature<F>::args;
+  static constexpr size_t N = std::tuple_size_v<Args>;
+
+ public:
+  Kernel(const char* name, F fn, const SrcLoc& loc) : fn_(std::move(fn)) {
+    std::vector<detail::ParamSpec> specs;
+    add_specs(specs, std::make_index_sequence<N>());
+    state_ = detail::kernel_create(name, specs, &trace_thunk, loc);
+  }
+  Kernel(const Kernel&) = delete;
+  Kernel& operator=(const Kernel&) = delete;
+  ~Kernel() { detail::kernel_destroy(state_); }
+
+  /// Launches the kernel on `grid` with host arguments `args` (one per lambda parameter) and waits
+  /// for it to finish (the CPU backend runs the programs on a thread pool). Throws UserError (at
+  /// the Grid's file:line) for a wrong argument count or type, an argument that does not fit its
+  /// parameter, or a grid beyond the limits; RuntimeError if compiling fails.
+  template <class... A> void operator()(const Grid& grid, const A&... args) const {
+    std::array<detail::HostArg, sizeof...(A)> h{detail::host_arg(args)...};
+    detail::kernel_launch(state_, &fn_, detail::Grid3{grid.x, grid.y, grid.z}, h.data(), h.size(), grid.loc);
+  }
+  /// The tile IR of the specialization these arguments select: after the pass pipeline
+  /// (optimized = true) or right after tracing. For tests and inspection; nothing is compiled.
+  template <class... A> std::string ir(bool optimized, const A&... args) const {
+    std::array<detail::HostArg, sizeof...(A)> h{detail::host_arg(args)...};
+    return detail::kernel_ir(state_, &fn_, h.data(), h.size(), optimized, SrcLoc{});
+  }
+  /// How many specializations have been compiled (each once).
+  size_t num_compiled() const { return detail::kernel_num_compiled(state_); }
+
+ private:
+  template <size_t... I> static void add_specs(std::vector<detail::ParamSpec>& s, std::index_sequence<I...>) {
+    (s.push_back(detail::param_spec<std::tuple_element_t<I, Args>>::get()), ...);
+  }
+  template <size_t... I> static void call(const F& f, const detail::TraceParam* p, std::index_sequence<I...>) {
+    f(detail::make_param<std::tuple_element_t<I, Args>>::get(p[I])...);
+  }
+  static void trace_thunk(const void* fn, const detail::TraceParam* params) {
+    call(*static_cast<const F*>(fn), params, std::make_index_sequence<N>());
+  }
+  F fn_;
+  detail::KernelState* state_;
+};
+
+/// Makes a kernel from a lambda (or function pointer) whose parameters are Ptr<T>, Tile<T> scalars
+/// and Constexpr<T>. Nothing is traced until the first launch.
+template <class F> Kernel<std::decay_t<F>> jit(const char* name, F&& fn, loc_t l = loc_t::current()) {
+  return Kernel<std::decay_t<F>>(name, std::forward<F>(fn), l);
+}
+
+}  // namespace tle

@@ -1,0 +1,634 @@
+// tle/tile.hpp - the tile language: Tile<T>, Ptr<T>, operators and tile operations.
+//
+// Kernels are C++ lambdas run once per specialization while libtle records what they do (tracing).
+// A Tile<T> is a handle to a value of the kernel: a tile of elements of type T whose shape is known
+// at trace time (a scalar is a 0-d tile). Shapes come from C++ values (constexpr parameters), so
+// plain C++ `if`/`for` over them run at trace time; device control flow is tle::range and tle::if_.
+//
+// Every operation takes the user's std::source_location (defaulted), and throws tle::UserError
+// naming that file:line when the request is invalid (shape or dtype mismatch, bad axis, ...).
+// Semantics of each operation, including NaN, integer division and rounding rules: docs/semantics.md.
+#pragma once
+#include <source_location>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "tle/detail/trace_api.hpp"
+#include "tle/dtype.hpp"
+#include "tle/error.hpp"
+
+namespace tle {
+
+using Shape = std::vector<int64_t>;
+using ir::Precision;
+using loc_t = std::source_location;
+
+template <class T> class Tile;
+/// A tile of pointers to T (a kernel argument `Ptr<float>` is a scalar pointer).
+template <class T> using Ptr = Tile<ptr_t<T>>;
+
+/// A JIT-time constant kernel parameter: a plain C++ value while tracing (so tile shapes may come
+/// from it), part of the specialization key at launch. Host side: pass a plain value.
+template <class T> struct Constexpr {
+  static_assert(std::is_arithmetic_v<T>, "Constexpr<T>: T must be an integer, bool or floating-point type");
+  T value;
+  constexpr operator T() const { return value; }
+};
+
+namespace detail {
+template <class T> V value_of(const Tile<T>& t);
+template <class T> struct is_constexpr : std::false_type {};
+template <class T> struct is_constexpr<Constexpr<T>> : std::true_type {};
+template <class T> struct is_tile : std::false_type {};
+template <class T> struct is_tile<Tile<T>> : std::true_type {};
+
+template <class T> concept Arith = ScalarElement<T> && !std::is_same_v<T, bool>;
+template <class T> concept FloatElem = Arith<T> && is_float(dtype_of<T>::value);
+template <class T> concept IntElem = Arith<T> && is_int(dtype_of<T>::value);
+template <class T> concept BoolOrInt = std::is_same_v<T, bool> || IntElem<T>;
+template <class T> concept HostScalar = std::is_arithmetic_v<T>;
+
+/// A tile of U may be used where a tile of T is expected when U promotes into T.
+template <class U, class T> concept PromotesInto = ScalarElement<U> && ScalarElement<T> &&
+    (promote(dtype_of<U>::value, dtype_of<T>::value) == dtype_of<T>::value);
+/// A C++ scalar of type U may be used with a tile of T ("weak" scalars take the tile's type):
+/// any arithmetic value with a float tile; integers and bool with an integer tile; bool with bool.
+template <class U, class T> concept ScalarInto = HostScalar<U> && ScalarElement<T> &&
+    (is_float(dtype_of<T>::value) ? true
+     : std::is_same_v<T, bool>    ? std::is_same_v<U, bool>
+                                  : std::is_integral_v<U>);
+
+template <class T, class U> V host_constant(U x, const SrcLoc& loc) {
+  constexpr DType d = dtype_of<T>::value;
+  if constexpr (std::is_floating_point_v<U>) return constant_float(d, static_cast<double>(x), loc);
+  else if constexpr (std::is_same_v<U, bool>) return constant_int(d, x ? 1 : 0, loc);
+  else if constexpr (std::is_signed_v<U>) return constant_int(d, static_cast<int64_t>(x), loc);
+  else return constant_uint(d, static_cast<uint64_t>(x), loc);
+}
+}  // namespace detail
+
+/// An operand of an operation on tiles of T, with the user's source position of the expression.
+/// Built implicitly from a Tile<U> with U promoting into T (a cast is recorded), or from a C++
+/// scalar (recorded as a constant of type T; an integer that does not fit T is a UserError).
+template <class T> struct Operand {
+  detail::V v;
+  SrcLoc loc;
+  template <class U>
+    requires detail::PromotesInto<U, T>
+  Operand(const Tile<U>& t, loc_t l = loc_t::current()) : loc(l) {
+    v = detail::value_of(t);
+    detail::require_value(v, loc);
+    if constexpr (!std::is_same_v<U, T>) v = detail::convert(v, detail::dtype_of<T>::value, loc);
+  }
+  template <class U>
+    requires detail::ScalarInto<U, T>
+  Operand(U x, loc_t l = loc_t::current()) : v(detail::host_constant<T>(x, l)), loc(l) {}
+  template <class U>
+    requires detail::ScalarInto<U, T>
+  Operand(Constexpr<U> x, loc_t l = loc_t::current()) : v(detail::host_constant<T>(x.value, l)), loc(l) {}
+};
+/// An operand of an ordering comparison (<, <=, >, >=): as Operand, but never a boolean, so that a
+/// chained comparison such as `a < b < c` does not compile (edge case E25).
+template <class T> struct Ordered : Operand<T> {
+  template <class U>
+    requires(detail::PromotesInto<U, T> && !std::is_same_v<U, bool>)
+  Ordered(const Tile<U>& t, loc_t l = loc_t::current()) : Operand<T>(t, l) {}
+  template <class U>
+    requires(detail::ScalarInto<U, T> && !std::is_same_v<U, bool>)
+  Ordered(U x, loc_t l = loc_t::current()) : Operand<T>(x, l) {}
+  template <class U>
+    requires(detail::ScalarInto<U, T> && !std::is_same_v<U, bool>)
+  Ordered(Constexpr<U> x, loc_t l = loc_t::current()) : Operand<T>(x.value, l) {}
+};
+/// An integer offset for pointer arithmetic: any integer tile or C++ integer.
+struct Offset {
+  detail::V v;
+  SrcLoc loc;
+  template <class U>
+    requires detail::IntElem<U>
+  Offset(const Tile<U>& t, loc_t l = loc_t::current()) : v(detail::value_of(t)), loc(l) {
+    detail::require_value(v, loc);
+  }
+  template <class U>
+    requires std::is_integral_v<U>
+  Offset(U x, loc_t l = loc_t::current())
+      : v(detail::constant_int(DType::i64, static_cast<int64_t>(x), l)), loc(l) {}
+  template <class U>
+    requires std::is_integral_v<U>
+  Offset(Constexpr<U> x, loc_t l = loc_t::current())
+      : v(detail::constant_int(DType::i64, static_cast<int64_t>(x.value), l)), loc(l) {}
+};
+
+/// A tile of elements of type T. Copying a Tile copies the handle (values are immutable SSA
+/// values); assigning to a Tile inside tle::range / tle::if_ makes it loop-carried / an if result.
+template <class T> class Tile : private detail::HandleBase {
+  static_assert(detail::Element<T>, "Tile<T>: T must be bool, a fixed-width integer, f16, bf16, float, "
+                                    "double or ptr_t<U>");
+
+ public:
+  using element_type = T;
+  static constexpr DType dtype = detail::dtype_of<T>::value;
+
+  /// An empty handle, to be assigned later (e.g. in both branches of tle::if_).
+  Tile() noexcept { detail::attach(this); }
+  /// Wraps a traced value (used by tle itself).
+  explicit Tile(detail::V value) noexcept { v = value; detail::attach(this); }
+  Tile(const Tile& o) noexcept : detail::HandleBase() { v = o.v; detail::attach(this); }
+  /// A scalar constant (weak C++ scalar rules as in Operand).
+  template <class U>
+    requires detail::ScalarInto<U, T>
+  Tile(U x, loc_t l = loc_t::current()) {
+    v = detail::host_constant<T>(x, l);
+    detail::attach(this);
+  }
+  /// A tile of a type that promotes into T (records a cast).
+  template <class U>
+    requires(detail::PromotesInto<U, T> && !std::is_same_v<U, T>)
+  Tile(const Tile<U>& o, loc_t l = loc_t::current()) {
+    v = Operand<T>(o, l).v;
+    detail::attach(this);
+  }
+  ~Tile() { detail::detach(this); }
+  Tile& operator=(const Tile& o) noexcept {
+    v = o.v;
+    return *this;
+  }
+  Tile& operator=(Operand<T> o) noexcept {
+    v = o.v;
+    return *this;
+  }
+
+  /// The traced shape ([] for a scalar).
+  Shape shape() const { return detail::shape_of_value(v); }
+  int rank() const { return static_cast<int>(shape().size()); }
+  detail::V value() const { return v; }
+
+  /// Value conversion to a tile of U (float->int saturates, NaN->0; see docs/semantics.md).
+  template <class U> Tile<U> to(loc_t l = loc_t::current()) const {
+    detail::require_value(v, l);
+    return Tile<U>(detail::convert(v, detail::dtype_of<U>::value, l));
+  }
+
+  // ---- arithmetic (numeric, non-boolean tiles)
+  friend Tile operator+(Operand<T> a, Operand<T> b) requires detail::Arith<T> { return bin(ir::BinaryOp::Add, a, b); }
+  friend Tile operator-(Operand<T> a, Operand<T> b) requires detail::Arith<T> { return bin(ir::BinaryOp::Sub, a, b); }
+  friend Tile operator*(Operand<T> a, Operand<T> b) requires detail::Arith<T> { return bin(ir::BinaryOp::Mul, a, b); }
+  /// Division: IEEE for floats; truncation toward zero for integers, x / 0 == 0 (docs/semantics.md).
+  friend Tile operator/(Operand<T> a, Operand<T> b) requires detail::Arith<T> { return bin(ir::BinaryOp::Div, a, b); }
+  /// Integer remainder with the sign of the dividend (C++), x % 0 == x.
+  friend Tile operator%(Operand<T> a, Operand<T> b) requires detail::IntElem<T> { return bin(ir::BinaryOp::Rem, a, b); }
+  friend Tile operator&(Operand<T> a, Operand<T> b) requires detail::BoolOrInt<T> { return bin(ir::BinaryOp::And, a, b); }
+  friend Tile operator|(Operand<T> a, Operand<T> b) requires detail::BoolOrInt<T> { return bin(ir::BinaryOp::Or, a, b); }
+  friend Tile operator^(Operand<T> a, Operand<T> b) requires detail::BoolOrInt<T> { return bin(ir::BinaryOp::Xor, a, b); }
+  /// Shifts by >= the bit width give 0 (or the sign fill for a signed >>).
+  friend Tile operator<<(Operand<T> a, Operand<T> b) requires detail::IntElem<T> { return bin(ir::BinaryOp::Shl, a, b); }
+  friend Tile operator>>(Operand<T> a, Operand<T> b) requires detail::IntElem<T> { return bin(ir::BinaryOp::Shr, a, b); }
+  /// Logical and/or of boolean tiles (both sides are always evaluated: they are tiles).
+  friend Tile operator&&(Operand<T> a, Operand<T> b) requires std::is_same_v<T, bool> { return bin(ir::BinaryOp::And, a, b); }
+  friend Tile operator||(Operand<T> a, Operand<T> b) requires std::is_same_v<T, bool> { return bin(ir::BinaryOp::Or, a, b); }
+
+  friend Tile operator-(const Tile& a) requires detail::Arith<T> { return un(ir::UnaryOp::Neg, a); }
+  friend Tile operator~(const Tile& a) requires detail::IntElem<T> { return un(ir::UnaryOp::Not, a); }
+  friend Tile operator!(const Tile& a) requires std::is_same_v<T, bool> { return un(ir::UnaryOp::Not, a); }
+
+  // ---- comparisons (result: Tile<bool>). Floats compare ordered: NaN is unequal to everything.
+  friend Tile<bool> operator==(Operand<T> a, Operand<T> b) requires detail::ScalarElement<T> { return cmp(ir::CmpPred::Eq, a, b); }
+  friend Tile<bool> operator!=(Operand<T> a, Operand<T> b) requires detail::ScalarElement<T> { return cmp(ir::CmpPred::Ne, a, b); }
+  friend Tile<bool> operator<(Ordered<T> a, Ordered<T> b) requires detail::Arith<T> { return cmp(ir::CmpPred::Lt, a, b); }
+  friend Tile<bool> operator<=(Ordered<T> a, Ordered<T> b) requires detail::Arith<T> { return cmp(ir::CmpPred::Le, a, b); }
+  friend Tile<bool> operator>(Ordered<T> a, Ordered<T> b) requires detail::Arith<T> { return cmp(ir::CmpPred::Gt, a, b); }
+  friend Tile<bool> operator>=(Ordered<T> a, Ordered<T> b) requires detail::Arith<T> { return cmp(ir::CmpPred::Ge, a, b); }
+
+  // ---- pointer arithmetic: p + offset advances by offset elements (offsets are widened to 64 bits)
+  friend Tile operator+(const Tile& p, Offset off) requires detail::is_ptr<T>::value { return ptr_add(p, off); }
+  friend Tile operator+(Offset off, const Tile& p) requires detail::is_ptr<T>::value { return ptr_add(p, off); }
+
+  // ---- compound assignment
+  Tile& operator+=(Operand<T> b) requires detail::Arith<T> { return *this = bin(ir::BinaryOp::Add, self(b.loc), b); }
+  Tile& operator-=(Operand<T> b) requires detail::Arith<T> { return *this = bin(ir::BinaryOp::Sub, self(b.loc), b); }
+  Tile& operator*=(Operand<T> b) requires detail::Arith<T> { return *this = bin(ir::BinaryOp::Mul, self(b.loc), b); }
+  Tile& operator/=(Operand<T> b) requires detail::Arith<T> { return *this = bin(ir::BinaryOp::Div, self(b.loc), b); }
+  Tile& operator+=(Offset off) requires detail::is_ptr<T>::value { return *this = ptr_add(*this, off); }
+
+ private:
+  template <class> friend class Tile;
+  template <class U> friend detail::V detail::value_of(const Tile<U>&);
+  Operand<T> self(const SrcLoc& l) const {
+    Operand<T> o = *this;
+    o.loc = l;
+    return o;
+  }
+  static Tile bin(ir::BinaryOp op, const Operand<T>& a, const Operand<T>& b) {
+    return Tile(detail::binary(op, a.v, b.v, dtype, b.loc));
+  }
+  static Tile<bool> cmp(ir::CmpPred p, const Operand<T>& a, const Operand<T>& b) {
+    return Tile<bool>(detail::compare(p, a.v, b.v, dtype, b.loc));
+  }
+  static Tile un(ir::UnaryOp op, const Tile& a) {
+    SrcLoc none;
+    detail::require_value(a.v, none);
+    return Tile(detail::unary(op, a.v, none));
+  }
+  static Tile ptr_add(const Tile& p, const Offset& off) {
+    detail::require_value(p.v, off.loc);
+    return Tile(detail::addptr(p.v, off.v, off.loc));
+  }
+};
+
+template <class T> detail::V detail::value_of(const Tile<T>& t) { return t.v; }
+
+// ============================================================== creation
+
+/// The index of this program (CTA) along `axis` (0, 1 or 2) of the launch grid; i32 scalar.
+inline Tile<int32_t> program_id(int axis, loc_t l = loc_t::current()) { return Tile<int32_t>(detail::program_id(axis, l)); }
+/// The number of programs along `axis` of the launch grid; i32 scalar.
+inline Tile<int32_t> num_programs(int axis, loc_t l = loc_t::current()) { return Tile<int32_t>(detail::num_programs(axis, l)); }
+/// i32 tile [end - start] holding start, start+1, ..., end-1. Bounds are trace-time constants;
+/// end > start (a 0-sized tile is a UserError, rule E07).
+inline Tile<int32_t> arange(int64_t start, int64_t end, loc_t l = loc_t::current()) {
+  return Tile<int32_t>(detail::arange(start, end, l));
+}
+/// arange bounds must be known at trace time: passing a runtime tile is reported at the call.
+template <class A, class B>
+  requires(detail::is_tile<A>::value || detail::is_tile<B>::value)
+Tile<int32_t> arange(const A&, const B&, loc_t l = loc_t::current()) {
+  throw UserError(l, "arange bounds must be known at trace time (C++ integers or Constexpr parameters), not "
+                     "runtime tiles; make the bound a Constexpr parameter");
+}
+/// A tile of `shape` with every element equal to `value` (a C++ scalar or a scalar tile of T).
+template <class T> Tile<T> full(const Shape& shape, Operand<T> value, loc_t l = loc_t::current()) {
+  return Tile<T>(detail::full(shape, value.v, l));
+}
+template <class T> Tile<T> zeros(const Shape& shape, loc_t l = loc_t::current()) {
+  if constexpr (std::is_same_v<T, bool>) return full<T>(shape, Operand<T>(false, l), l);  // bool takes only bool scalars
+  else return full<T>(shape, Operand<T>(0, l), l);
+}
+
+// ============================================================== conversions
+
+/// Value conversion (see Tile::to). Narrowing float conversions round once, to nearest even.
+template <class U, class T> Tile<U> cast(const Tile<T>& x, loc_t l = loc_t::current()) { return x.template to<U>(l); }
+/// Reinterprets the bits as U (same bit width, not bool).
+template <class U, class T> Tile<U> bitcast(const Tile<T>& x, loc_t l = loc_t::current()) {
+  detail::require_value(x.value(), l);
+  return Tile<U>(detail::bitcast(x.value(), detail::dtype_of<U>::value, l));
+}
+
+// ============================================================== math
+#define TLE_FLOAT_UNARY(fn, code, doc)                                                   \
+  /** doc; float tiles (f16/bf16 computed in f32, rounded once). */                      \
+  template <detail::FloatElem T> Tile<T> fn(const Tile<T>& x, loc_t l = loc_t::current()) { \
+    detail::require_value(x.value(), l);                                                 \
+    return Tile<T>(detail::unary(ir::UnaryOp::code, x.value(), l));                      \
+  }
+TLE_FLOAT_UNARY(exp, Exp, e^x)
+TLE_FLOAT_UNARY(exp2, Exp2, 2^x)
+TLE_FLOAT_UNARY(log, Log, natural logarithm)
+TLE_FLOAT_UNARY(log2, Log2, base-2 logarithm)
+TLE_FLOAT_UNARY(sqrt, Sqrt, square root)
+TLE_FLOAT_UNARY(rsqrt, Rsqrt, 1 / sqrt(x))
+TLE_FLOAT_UNARY(floor, Floor, round toward -inf)
+TLE_FLOAT_UNARY(ceil, Ceil, round toward +inf)
+TLE_FLOAT_UNARY(sin, Sin, sine (radians))
+TLE_FLOAT_UNARY(cos, Cos, cosine (radians))
+TLE_FLOAT_UNARY(tanh, Tanh, hyperbolic tangent)
+TLE_FLOAT_UNARY(erf, Erf, error function)
+#undef TLE_FLOAT_UNARY
+/// |x| for numeric tiles (integers wrap: abs(INT_MIN) == INT_MIN).
+template <detail::Arith T> Tile<T> abs(const Tile<T>& x, loc_t l = loc_t::current()) {
+  detail::require_value(x.value(), l);
+  return Tile<T>(detail::unary(ir::UnaryOp::Abs, x.value(), l));
+}
+/// a * b + c with a single rounding (float tiles; operands broadcast).
+template <detail::FloatElem T>
+Tile<T> fma(const Tile<T>& a, std::type_identity_t<Operand<T>> b, std::type_identity_t<Operand<T>> c,
+            loc_t l = loc_t::current()) {
+  detail::require_value(a.value(), l);
+  return Tile<T>(detail::fma(a.value(), b.v, c.v, l));
+}
+/// Elementwise maximum / minimum; NaN propagates (rule E02).
+template <detail::Arith T>
+Tile<T> maximum(const Tile<T>& a, std::type_identity_t<Operand<T>> b, loc_t l = loc_t::current()) {
+  detail::require_value(a.value(), l);
+  return Tile<T>(detail::binary(ir::BinaryOp::Max, a.value(), b.v, Tile<T>::dtype, l));
+}
+template <detail::Arith T>
+Tile<T> minimum(const Tile<T>& a, std::type_identity_t<Operand<T>> b, loc_t l = loc_t::current()) {
+  detail::require_value(a.value(), l);
+  return Tile<T>(detail::binary(ir::BinaryOp::Min, a.value(), b.v, Tile<T>::dtype, l));
+}
+/// min(max(x, lo), hi); NaN in x propagates.
+template <detail::Arith T>
+Tile<T> clamp(const Tile<T>& x, std::type_identity_t<Operand<T>> lo, std::type_identity_t<Operand<T>> hi,
+              loc_t l = loc_t::current()) {
+  return minimum(maximum(x, lo, l), hi, l);
+}
+/// x^y and atan2(y, x) for float tiles.
+template <detail::FloatElem T>
+Tile<T> pow(const Tile<T>& x, std::type_identity_t<Operand<T>> y, loc_t l = loc_t::current()) {
+  detail::require_value(x.value(), l);
+  return Tile<T>(detail::binary(ir::BinaryOp::Pow, x.value(), y.v, Tile<T>::dtype, l));
+}
+
+/// cond ? a : b elementwise, with broadcasting; a and b promote to a common type.
+template <class T>
+Tile<T> where(const Tile<bool>& c, const Tile<T>& a, std::type_identity_t<Operand<T>> b, loc_t l = loc_t::current()) {
+  detail::require_value(c.value(), l);
+  detail::require_value(a.value(), l);
+  return Tile<T>(detail::select(c.value(), a.value(), b.v, Tile<T>::dtype, l));
+}
+template <class S, class T>
+  requires detail::ScalarInto<S, T>
+Tile<T> where(const Tile<bool>& c, S a, const Tile<T>& b, loc_t l = loc_t::current()) {
+  detail::require_value(c.value(), l);
+  detail::require_value(b.value(), l);
+  return Tile<T>(detail::select(c.value(), Operand<T>(a, l).v, b.value(), Tile<T>::dtype, l));
+}
+
+/// Ceiling division: cdiv(a, b) = ceil(a / b) for integers of either sign (cdiv(-36, 5) == -7).
+constexpr int64_t cdiv(int64_t a, int64_t b) { return a / b + ((a % b != 0) && ((a < 0) == (b < 0)) ? 1 : 0); }
+template <detail::IntElem T> Tile<T> cdiv(const Tile<T>& a, std::type_identity_t<Operand<T>> b, loc_t l = loc_t::current()) {
+  Operand<T> av(a, l);
+  Tile<T> q(detail::binary(ir::BinaryOp::Div, av.v, b.v, Tile<T>::dtype, l));
+  Tile<T> r(detail::binary(ir::BinaryOp::Rem, av.v, b.v, Tile<T>::dtype, l));
+  Tile<T> bt(detail::full(detail::ShapeVec{}, b.v, l));
+  Tile<bool> up = (r != 0) & ((r < 0) == (bt < 0));
+  return q + up.template to<T>(l);
+}
+
+/// Coalescing hints: every element is a multiple of `n` / runs of `n` contiguous values.
+template <detail::IntElem T> Tile<T> multiple_of(const Tile<T>& x, int64_t n, loc_t l = loc_t::current()) {
+  detail::require_value(x.value(), l);
+  return Tile<T>(detail::hint(x.value(), n, 0, l));
+}
+template <detail::IntElem T> Tile<T> max_contiguous(const Tile<T>& x, int64_t n, loc_t l = loc_t::current()) {
+  detail::require_value(x.value(), l);
+  return Tile<T>(detail::hint(x.value(), 0, n, l));
+}
+
+// ============================================================== shapes
+
+/// Inserts a dimension of size 1 at `axis` (0..rank; negative counts from the end).
+template <class T> Tile<T> expand_dims(const Tile<T>& x, int axis, loc_t l = loc_t::current()) {
+  detail::require_value(x.value(), l);
+  return Tile<T>(detail::expand_dims(x.value(), axis, l));
+}
+/// Broadcasts numpy-style to `shape`.
+template <class T> Tile<T> broadcast_to(const Tile<T>& x, const Shape& shape, loc_t l = loc_t::current()) {
+  detail::require_value(x.value(), l);
+  return Tile<T>(detail::broadcast_to(x.value(), shape, l));
+}
+/// Same elements in row-major order, new shape with the same element count.
+template <class T> Tile<T> reshape(const Tile<T>& x, const Shape& shape, loc_t l = loc_t::current()) {
+  detail::require_value(x.value(), l);
+  return Tile<T>(detail::reshape(x.value(), shape, l));
+}
+/// Result dimension i is x's dimension order[i].
+template <class T> Tile<T> permute(const Tile<T>& x, const std::vector<int>& order, loc_t l = loc_t::current()) {
+  detail::require_value(x.value(), l);
+  return Tile<T>(detail::permute(x.value(), order, l));
+}
+/// Transpose of a 2-D tile.
+template <class T> Tile<T> trans(const Tile<T>& x, loc_t l = loc_t::current()) { return permute(x, {1, 0}, l); }
+
+// ============================================================== memory
+
+/// Cache and eviction hints (kept as attributes; PTX ISA 9.7.9.8 ld cache operators / eviction priority).
+using MemHints = detail::MemHints;
+
+/// Loads *p for every element of the pointer tile p. Where `mask` is false nothing is read and the
+/// element is `other` (0 when not given, rule E01). mask and other broadcast to p's shape.
+template <class T> Tile<T> load(const Ptr<T>& p, loc_t l = loc_t::current()) {
+  detail::require_value(p.value(), l);
+  return Tile<T>(detail::load(p.value(), nullptr, nullptr, {}, l));
+}
+template <class T> Tile<T> load(const Ptr<T>& p, const Tile<bool>& mask, loc_t l = loc_t::current()) {
+  detail::require_value(p.value(), l);
+  detail::require_value(mask.value(), l);
+  return Tile<T>(detail::load(p.value(), mask.value(), nullptr, {}, l));
+}
+template <class T>
+Tile<T> load(const Ptr<T>& p, const Tile<bool>& mask, std::type_identity_t<Operand<T>> other, const MemHints& hints = {},
+             loc_t l = loc_t::current()) {
+  detail::require_value(p.value(), l);
+  detail::require_value(mask.value(), l);
+  return Tile<T>(detail::load(p.value(), mask.value(), other.v, hints, l));
+}
+/// Stores v (broadcast and converted to T) to every pointer of p where mask is true.
+template <class T> void store(const Ptr<T>& p, std::type_identity_t<Operand<T>> v, loc_t l = loc_t::current()) {
+  detail::require_value(p.value(), l);
+  detail::store(p.value(), v.v, nullptr, {}, l);
+}
+template <class T>
+void store(const Ptr<T>& p, std::type_identity_t<Operand<T>> v, const Tile<bool>& mask, const MemHints& hints = {},
+           loc_t l = loc_t::current()) {
+  detail::require_value(p.value(), l);
+  detail::require_value(mask.value(), l);
+  detail::store(p.value(), v.v, mask.value(), hints, l);
+}
+
+#define TLE_ATOMIC(fn, code)                                                                              \
+  template <class T>                                                                                     \
+  Tile<T> fn(const Ptr<T>& p, std::type_identity_t<Operand<T>> v, loc_t l = loc_t::current()) {          \
+    detail::require_value(p.value(), l);                                                                 \
+    return Tile<T>(detail::atomic_rmw(ir::AtomicOp::code, p.value(), v.v, nullptr, l));                  \
+  }                                                                                                      \
+  template <class T>                                                                                     \
+  Tile<T> fn(const Ptr<T>& p, std::type_identity_t<Operand<T>> v, const Tile<bool>& mask,                \
+             loc_t l = loc_t::current()) {                                                               \
+    detail::require_value(p.value(), l);                                                                 \
+    detail::require_value(mask.value(), l);                                                              \
+    return Tile<T>(detail::atomic_rmw(ir::AtomicOp::code, p.value(), v.v, mask.value(), l));             \
+  }
+/// Atomic read-modify-write on global memory per element; returns the old values (0 where masked off).
+TLE_ATOMIC(atomic_add, Add)
+TLE_ATOMIC(atomic_max, Max)
+TLE_ATOMIC(atomic_min, Min)
+TLE_ATOMIC(atomic_xchg, Xchg)
+TLE_ATOMIC(atomic_and, And)
+TLE_ATOMIC(atomic_or, Or)
+TLE_ATOMIC(atomic_xor, Xor)
+#undef TLE_ATOMIC
+/// Atomic compare-and-swap per element: if *p == cmp then *p = v; returns the old values.
+template <class T>
+Tile<T> atomic_cas(const Ptr<T>& p, std::type_identity_t<Operand<T>> cmp, std::type_identity_t<Operand<T>> v,
+                   loc_t l = loc_t::current()) {
+  detail::require_value(p.value(), l);
+  return Tile<T>(detail::atomic_cas(p.value(), cmp.v, v.v, l));
+}
+
+// ============================================================== reductions and scans
+
+/// Sum along `axis` (negative counts from the end); integer sums wrap. keepdims keeps a size-1 dim.
+template <detail::Arith T> Tile<T> sum(const Tile<T>& x, int axis, bool keepdims = false, loc_t l = loc_t::current()) {
+  detail::require_value(x.value(), l);
+  return Tile<T>(detail::reduce(x.value(), axis, ir::ReduceKind::Sum, keepdims, l));
+}
+/// Maximum / minimum along `axis`; NaN propagates (E02).
+template <detail::Arith T> Tile<T> max(const Tile<T>& x, int axis, bool keepdims = false, loc_t l = loc_t::current()) {
+  detail::require_value(x.value(), l);
+  return Tile<T>(detail::reduce(x.value(), axis, ir::ReduceKind::Max, keepdims, l));
+}
+template <detail::Arith T> Tile<T> min(const Tile<T>& x, int axis, bool keepdims = false, loc_t l = loc_t::current()) {
+  detail::require_value(x.value(), l);
+  return Tile<T>(detail::reduce(x.value(), axis, ir::ReduceKind::Min, keepdims, l));
+}
+/// Index (i32) of the maximum / minimum along `axis`: the first NaN if any, else the smallest index
+/// of the extreme value (E02, E03).
+template <detail::Arith T>
+Tile<int32_t> argmax(const Tile<T>& x, int axis, bool keepdims = false, loc_t l = loc_t::current()) {
+  detail::require_value(x.value(), l);
+  return Tile<int32_t>(detail::reduce(x.value(), axis, ir::ReduceKind::Argmax, keepdims, l));
+}
+template <detail::Arith T>
+Tile<int32_t> argmin(const Tile<T>& x, int axis, bool keepdims = false, loc_t l = loc_t::current()) {
+  detail::require_value(x.value(), l);
+  return Tile<int32_t>(detail::reduce(x.value(), axis, ir::ReduceKind::Argmin, keepdims, l));
+}
+/// Reduction with a user combine function (Tile<T>, Tile<T>) -> Tile<T> over scalars, applied left to
+/// right along `axis`. The function is traced once into the reduce op's body.
+template <class T, class F>
+Tile<T> reduce(const Tile<T>& x, int axis, F&& combine, bool keepdims = false, loc_t l = loc_t::current()) {
+  detail::require_value(x.value(), l);
+  std::function<detail::V(detail::V, detail::V)> fn = [&](detail::V a, detail::V b) {
+    Tile<T> r = combine(Tile<T>(a), Tile<T>(b));
+    return r.value();
+  };
+  return Tile<T>(detail::reduce_combine(x.value(), axis, keepdims, fn, l));
+}
+/// Inclusive prefix sum along `axis` (reverse: from the end).
+template <detail::Arith T> Tile<T> cumsum(const Tile<T>& x, int axis, bool reverse = false, loc_t l = loc_t::current()) {
+  detail::require_value(x.value(), l);
+  return Tile<T>(detail::scan(x.value(), axis, reverse, l));
+}
+/// Inclusive scan with a user combine function (as in reduce).
+template <class T, class F>
+Tile<T> associative_scan(const Tile<T>& x, int axis, F&& combine, bool reverse = false, loc_t l = loc_t::current()) {
+  detail::require_value(x.value(), l);
+  std::function<detail::V(detail::V, detail::V)> fn = [&](detail::V a, detail::V b) {
+    Tile<T> r = combine(Tile<T>(a), Tile<T>(b));
+    return r.value();
+  };
+  return Tile<T>(detail::scan_combine(x.value(), axis, reverse, fn, l));
+}
+
+/// Counts of the values of a 1-D integer tile in [0, bins): i32 tile [bins]. Values outside the
+/// range (and masked-off elements) are ignored (rule E06).
+template <detail::IntElem T> Tile<int32_t> histogram(const Tile<T>& x, int64_t bins, loc_t l = loc_t::current()) {
+  detail::require_value(x.value(), l);
+  return Tile<int32_t>(detail::histogram(x.value(), bins, nullptr, l));
+}
+template <detail::IntElem T>
+Tile<int32_t> histogram(const Tile<T>& x, int64_t bins, const Tile<bool>& mask, loc_t l = loc_t::current()) {
+  detail::require_value(x.value(), l);
+  return Tile<int32_t>(detail::histogram(x.value(), bins, mask.value(), l));
+}
+
+// ============================================================== dot
+
+template <class T> using dot_acc_t = std::conditional_t<std::is_integral_v<T>, int32_t, float>;
+/// Matrix product of a [M, K] and b [K, N] tiles, plus acc [M, N]: f16/bf16/f32 inputs accumulate in
+/// f32, i8 inputs in i32. f32 inputs use full IEEE f32 by default (rule E05); Precision::TF32 rounds
+/// inputs to tf32 first. M, N, K may be any size on the CPU backend.
+template <class T>
+Tile<dot_acc_t<T>> dot(const Tile<T>& a, const Tile<T>& b, const Tile<dot_acc_t<T>>& acc,
+                       Precision precision = Precision::IEEE, loc_t l = loc_t::current()) {
+  detail::require_value(a.value(), l);
+  detail::require_value(b.value(), l);
+  detail::require_value(acc.value(), l);
+  return Tile<dot_acc_t<T>>(detail::dot(a.value(), b.value(), acc.value(), precision, l));
+}
+template <class T>
+Tile<dot_acc_t<T>> dot(const Tile<T>& a, const Tile<T>& b, Precision precision = Precision::IEEE,
+                       loc_t l = loc_t::current()) {
+  detail::require_value(a.value(), l);
+  detail::require_value(b.value(), l);
+  return Tile<dot_acc_t<T>>(detail::dot(a.value(), b.value(), nullptr, precision, l));
+}
+
+// ============================================================== device control flow
+
+namespace detail {
+template <class A> struct index_of { using type = void; };  // C++ integers: weak
+template <class T> struct index_of<Tile<T>> { using type = T; };
+template <class A, class B> struct join_index { using type = promote_t<A, B>; };
+template <class A> struct join_index<A, void> { using type = A; };
+template <class B> struct join_index<void, B> { using type = B; };
+template <> struct join_index<void, void> { using type = void; };
+template <class... A> struct index_type { using type = void; };
+template <class A, class... R> struct index_type<A, R...> {
+  using type = typename join_index<typename index_of<std::decay_t<A>>::type, typename index_type<R...>::type>::type;
+};
+template <class... A> using index_t = std::conditional_t<std::is_void_v<typename index_type<A...>::type>, int32_t,
+                                                         typename index_type<A...>::type>;
+}  // namespace detail
+
+/// A device loop: `for (auto i : tle::range(lo, hi, step)) { ... }` traces its body once with a
+/// symbolic induction variable i (i32, or i64 if a bound is a Tile<int64_t>). Bounds may be C++
+/// integers or scalar integer tiles; a runtime step of either sign works, and the trip count never
+/// overflows (docs/semantics.md). Tiles assigned in the body become loop-carried values. `break`
+/// and `return` inside the body are not supported (UserError at the end of tracing).
+template <class I> class Range {
+ public:
+  Range(detail::V lo, detail::V hi, detail::V step, const SrcLoc& loc) : lo_(lo), hi_(hi), step_(step), loc_(loc) {}
+  Range(const Range&) = delete;
+  Range& operator=(const Range&) = delete;
+  ~Range() {
+    if (open_) detail::for_abandon(std::uncaught_exceptions() > 0, loc_);
+  }
+  struct sentinel {};
+  class iterator {
+   public:
+    explicit iterator(Range* r) : r_(r) {}
+    Tile<I> operator*() const { return Tile<I>(r_->iv_); }
+    iterator& operator++() {
+      r_->close();
+      return *this;
+    }
+    bool operator!=(sentinel) const { return r_->open_; }
+
+   private:
+    Range* r_;
+  };
+  iterator begin() {
+    iv_ = detail::for_begin(lo_, hi_, step_, detail::dtype_of<I>::value, loc_);
+    open_ = true;
+    return iterator(this);
+  }
+  sentinel end() { return {}; }
+
+ private:
+  void close() {
+    open_ = false;
+    detail::for_end(loc_);
+  }
+  detail::V lo_, hi_, step_, iv_ = nullptr;
+  SrcLoc loc_;
+  bool open_ = false;
+};
+
+namespace detail {
+template <class A> concept IndexLike = std::is_integral_v<A> || (is_constexpr<A>::value && std::is_integral_v<decltype(A::value)>) ||
+                                       (is_tile<A>::value && IntElem<typename A::element_type>);
+}
+template <detail::IndexLike A, detail::IndexLike B, detail::IndexLike C = int>
+Range<detail::index_t<A, B, C>> range(const A& lo, const B& hi, const C& step = 1, loc_t l = loc_t::current()) {
+  using I = detail::index_t<A, B, C>;
+  return Range<I>(Operand<I>(lo, l).v, Operand<I>(hi, l).v, Operand<I>(step, l).v, l);
+}
+
+/// Data-dependent branch on a boolean scalar tile: both branches are traced; tiles assigned in them
+/// become the if's results (a tile assigned in one branch must have a value before the if_).
+template <class F, class G>
+void if_(const Tile<bool>& cond, F&& then_fn, G&& else_fn, loc_t l = loc_t::current()) {
+  detail::require_value(cond.value(), l);
+  detail::if_else(cond.value(), std::function<void()>(std::forward<F>(then_fn)),
+                  std::function<void()>(std::forward<G>(else_fn)), l);
+}
+template <class F> void if_(const Tile<bool>& cond, F&& then_fn, loc_t l = loc_t::current()) {
+  detail::require_value(cond.value(), l);
+  detail::if_else(cond.value(), std::function<void()>(std::forward<F>(then_fn)), std::function<void()>(), l);
+}
+
+}  // namespace tle

@@ -1,0 +1,192 @@
+// src/backend/cpu/jit.cpp - compile(): lower, verify, optimize (new pass manager, O3, host CPU),
+// JIT with the process-wide ORC LLJIT; launch() over the thread pool.
+#include <fmt/format.h>
+#include <llvm/Analysis/CGSCCPassManager.h>
+#include <llvm/Analysis/LoopAnalysisManager.h>
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+
+#include <atomic>
+#include <climits>
+#include <mutex>
+
+#include "backend/cpu/cpu_backend.hpp"
+#include "backend/cpu/lower.hpp"
+#include "backend/cpu/runtime_helpers.hpp"
+#include "backend/cpu/thread_pool.hpp"
+
+namespace tle::cpu {
+namespace {
+
+std::string to_string(llvm::Error e) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  llvm::logAllUnhandledErrors(std::move(e), os);
+  return os.str();
+}
+
+template <class T> T check(llvm::Expected<T> v, const char* step) {
+  if (!v) throw RuntimeError(step, to_string(v.takeError()));
+  return std::move(*v);
+}
+void check(llvm::Error e, const char* step) {
+  if (e) throw RuntimeError(step, to_string(std::move(e)));
+}
+
+/// The process-wide JIT (created once, never destroyed: kernels may outlive static destructors).
+struct Jit {
+  std::unique_ptr<llvm::orc::LLJIT> lljit;
+  std::unique_ptr<llvm::orc::JITTargetMachineBuilder> jtmb;
+  std::mutex mu;  // serializes addIRModule + lookup (the default compiler is not thread-safe)
+  std::atomic<uint64_t> counter{0};
+};
+
+void init_llvm_target() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+}
+
+llvm::orc::JITTargetMachineBuilder host_jtmb() {
+  init_llvm_target();
+  auto jtmb = check(llvm::orc::JITTargetMachineBuilder::detectHost(), "JITTargetMachineBuilder::detectHost");
+  jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  return jtmb;
+}
+
+Jit& jit() {
+  static Jit* j = [] {
+    auto* jj = new Jit;
+    jj->jtmb = std::make_unique<llvm::orc::JITTargetMachineBuilder>(host_jtmb());
+    jj->lljit = check(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(*jj->jtmb).create(), "LLJITBuilder::create");
+    auto& jd = jj->lljit->getMainJITDylib();
+    const llvm::DataLayout& dl = jj->lljit->getDataLayout();
+    jd.addGenerator(check(llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(dl.getGlobalPrefix()),
+                          "DynamicLibrarySearchGenerator::GetForCurrentProcess"));
+    llvm::orc::MangleAndInterner mangle(jj->lljit->getExecutionSession(), dl);
+    llvm::orc::SymbolMap syms;
+    for (auto& [name, addr] : detail::runtime_helpers()) {
+      syms[mangle(name)] = llvm::orc::ExecutorSymbolDef(llvm::orc::ExecutorAddr::fromPtr(addr),
+                                                         llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);
+    }
+    check(jd.define(llvm::orc::absoluteSymbols(std::move(syms))), "JITDylib::define(runtime helpers)");
+    return jj;
+  }();
+  return *j;
+}
+
+std::string sanitize(const std::string& s) {
+  std::string r;
+  for (char c : s) r += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
+  return r.empty() ? "kernel" : r;
+}
+
+void optimize(llvm::Module& m, llvm::TargetMachine* tm) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions pto;
+  pto.LoopVectorization = true;
+  pto.SLPVectorization = true;
+  pto.LoopUnrolling = true;
+  llvm::PassBuilder pb(tm, pto);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  mpm.run(m, mam);
+}
+
+/// Lowers f into a fresh module configured for the host; returns the module and its entry symbol.
+std::unique_ptr<llvm::Module> build_module(const ir::Function& f, llvm::LLVMContext& ctx, llvm::TargetMachine& tm,
+                                           const std::string& symbol) {
+  auto m = std::make_unique<llvm::Module>(symbol, ctx);
+  m->setDataLayout(tm.createDataLayout());
+  m->setTargetTriple(tm.getTargetTriple().str());
+  detail::lower_function(f, *m, symbol);
+  for (auto& fn : *m) {
+    if (fn.isDeclaration()) continue;
+    fn.addFnAttr("target-cpu", tm.getTargetCPU());
+    fn.addFnAttr("target-features", tm.getTargetFeatureString());
+  }
+  std::string err;
+  llvm::raw_string_ostream os(err);
+  if (llvm::verifyModule(*m, &os)) throw RuntimeError("llvm::verifyModule", fmt::format("kernel '{}': {}", f.name, os.str()));
+  return m;
+}
+
+std::unique_ptr<llvm::TargetMachine> host_tm() {
+  return check(host_jtmb().createTargetMachine(), "JITTargetMachineBuilder::createTargetMachine");
+}
+
+/// Removes a kernel's code from the JIT when the last CompiledKernel copy goes away.
+struct KernelResources {
+  llvm::orc::ResourceTrackerSP tracker;
+  ~KernelResources() {
+    if (tracker) llvm::consumeError(tracker->remove());
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<CompiledKernel> compile(const ir::Function& f) {
+  Jit& j = jit();
+  const std::string symbol = fmt::format("tle_{}_{}", sanitize(f.name), j.counter.fetch_add(1));
+  auto ctx = std::make_unique<llvm::LLVMContext>();
+  auto tm = host_tm();
+  auto m = build_module(f, *ctx, *tm, symbol);
+  optimize(*m, tm.get());
+  auto res = std::make_shared<KernelResources>();
+  auto k = std::make_shared<CompiledKernel>();
+  k->name = symbol;
+  {
+    std::lock_guard<std::mutex> lk(j.mu);
+    res->tracker = j.lljit->getMainJITDylib().createResourceTracker();
+    check(j.lljit->addIRModule(res->tracker, llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx))), "LLJIT::addIRModule");
+    auto addr = check(j.lljit->lookup(symbol), "LLJIT::lookup");
+    k->entry = addr.toPtr<EntryFn>();
+  }
+  k->resources = std::move(res);
+  return k;
+}
+
+std::string llvm_ir_text(const ir::Function& f, bool optimized) {
+  llvm::LLVMContext ctx;
+  auto tm = host_tm();
+  auto m = build_module(f, ctx, *tm, "tle_" + sanitize(f.name));
+  if (optimized) optimize(*m, tm.get());
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  m->print(os, nullptr);
+  return os.str();
+}
+
+void launch(const CompiledKernel& k, void* const* args, const int64_t grid[3]) {
+  if (!k.entry) throw RuntimeError("tle::cpu::launch", "kernel is not compiled");
+  int64_t total = 1;
+  for (int i = 0; i < 3; ++i) {
+    if (grid[i] < 0 || grid[i] > INT32_MAX)
+      throw RuntimeError("tle::cpu::launch", fmt::format("grid axis {} is {}, outside [0, 2^31)", i, grid[i]));
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (grid[i] == 0) return;
+    if (__builtin_mul_overflow(total, grid[i], &total))
+      throw RuntimeError("tle::cpu::launch", "grid has more than 2^63 programs");
+  }
+  EntryFn entry = k.entry;
+  ThreadPool::global().parallel_for(total, [&](int64_t b, int64_t e) { entry(args, grid, b, e); });
+}
+
+}  // namespace tle::cpu

@@ -1,0 +1,422 @@
+// src/backend/cpu/lower.cpp - lowering driver: the body and entry functions, tile storage, op
+// dispatch, shape ops and structured control flow (for, if). See lower.hpp for the model.
+#include "backend/cpu/lower.hpp"
+
+#include <fmt/format.h>
+
+#include <set>
+
+namespace tle::cpu::detail {
+
+using llvm::Value;
+
+Lowerer::Lowerer(const ir::Function& f, llvm::Module& m) : fn_ir(f), mod(m), ctx(m.getContext()), B(m.getContext()) {}
+
+void Lowerer::fail(const ir::Op& op, const std::string& msg) const {
+  std::string where;
+  if (op.loc.known()) where = fmt::format(" (traced at {}:{})", op.loc.file, op.loc.line);
+  throw RuntimeError("tle::cpu::lower", fmt::format("kernel '{}': op '{}': {}{}", fn_ir.name, ir::op_mnemonic(op.kind), msg, where));
+}
+
+llvm::Type* Lowerer::elem_ty(DType d) const {
+  switch (d) {
+    case DType::i1: return llvm::Type::getInt1Ty(ctx);
+    case DType::i8: case DType::u8: return llvm::Type::getInt8Ty(ctx);
+    case DType::i16: case DType::u16: return llvm::Type::getInt16Ty(ctx);
+    case DType::i32: case DType::u32: return llvm::Type::getInt32Ty(ctx);
+    case DType::i64: case DType::u64: return llvm::Type::getInt64Ty(ctx);
+    case DType::f16: return llvm::Type::getHalfTy(ctx);
+    case DType::bf16: return llvm::Type::getBFloatTy(ctx);
+    case DType::f32: return llvm::Type::getFloatTy(ctx);
+    case DType::f64: return llvm::Type::getDoubleTy(ctx);
+    case DType::ptr: return llvm::PointerType::get(ctx, 0);
+  }
+  throw InternalError("cpu backend: bad dtype");
+}
+
+llvm::Type* Lowerer::mem_ty(DType d) const { return d == DType::i1 ? llvm::Type::getInt8Ty(ctx) : elem_ty(d); }
+
+Value* Lowerer::alloc(llvm::Type* elem, int64_t n, const llvm::Twine& name) {
+  llvm::IRBuilder<> ab(alloca_bb, alloca_bb->begin());
+  auto* a = ab.CreateAlloca(llvm::ArrayType::get(elem, static_cast<uint64_t>(n)), nullptr, name);
+  a->setAlignment(llvm::Align(64));
+  return a;
+}
+
+const Tile& Lowerer::tile(const ir::Value* v) const {
+  auto it = tiles.find(v);
+  if (it == tiles.end()) {
+    throw InternalError(fmt::format("cpu backend: kernel '{}' uses a value of type {} before its definition",
+                                    fn_ir.name, v->type.str()));
+  }
+  return it->second;
+}
+
+Value* Lowerer::elem(const Tile& t, llvm::Type* ty, Value* idx) {
+  if (t.splat) return t.splat;
+  return B.CreateLoad(ty, B.CreateInBoundsGEP(ty, t.ptr, idx));
+}
+
+Value* Lowerer::elem(const ir::Value* v, Value* idx) { return elem(tile(v), elem_ty(v->type.dtype), idx); }
+
+void Lowerer::store_elem(Value* arr, llvm::Type* ty, Value* idx, Value* v) {
+  B.CreateStore(v, B.CreateInBoundsGEP(ty, arr, idx));
+}
+
+void Lowerer::loop(Value* begin, Value* end, const std::function<void(Value*)>& fn, const llvm::Twine& name) {
+  llvm::BasicBlock* pre = B.GetInsertBlock();
+  auto* header = llvm::BasicBlock::Create(ctx, name + ".head", body);
+  auto* bodybb = llvm::BasicBlock::Create(ctx, name + ".body", body);
+  auto* exit = llvm::BasicBlock::Create(ctx, name + ".exit", body);
+  B.CreateBr(header);
+  B.SetInsertPoint(header);
+  auto* i = B.CreatePHI(B.getInt64Ty(), 2, name);
+  i->addIncoming(begin, pre);
+  B.CreateCondBr(B.CreateICmpSLT(i, end), bodybb, exit);
+  B.SetInsertPoint(bodybb);
+  fn(i);
+  Value* next = B.CreateAdd(i, i64c(1), name + ".next", /*NUW=*/true, /*NSW=*/true);
+  i->addIncoming(next, B.GetInsertBlock());
+  B.CreateBr(header);
+  B.SetInsertPoint(exit);
+}
+
+void Lowerer::loop(int64_t n, const std::function<void(Value*)>& fn, const llvm::Twine& name) {
+  if (n <= 0) return;
+  if (n == 1) {
+    fn(i64c(0));
+    return;
+  }
+  loop(i64c(0), i64c(n), fn, name);
+}
+
+void Lowerer::produce(const ir::Value* v, const ElemFn& f) {
+  int64_t n = v->type.numel();
+  if (n == 1) {
+    tiles[v] = Tile{nullptr, f(i64c(0))};
+    return;
+  }
+  llvm::Type* ty = elem_ty(v->type.dtype);
+  Value* arr = alloc(ty, n, v->name_hint);
+  loop(n, [&](Value* i) { store_elem(arr, ty, i, f(i)); });
+  tiles[v] = Tile{arr, nullptr};
+}
+
+void Lowerer::copy_into(Value* dst, llvm::Type* ty, const Tile& src, int64_t n) {
+  if (src.ptr == dst) return;
+  loop(n, [&](Value* i) { store_elem(dst, ty, i, elem(src, ty, i)); });
+}
+
+// ---------------------------------------------------------------------------------------------
+// dispatch
+
+void Lowerer::lower_block(const ir::Block& b) {
+  for (auto& op : b.ops)
+    if (op->kind != ir::OpKind::Yield) lower_op(*op);
+}
+
+void Lowerer::lower_op(const ir::Op& op) {
+  using K = ir::OpKind;
+  switch (op.kind) {
+    case K::Constant: case K::Binary: case K::Compare: case K::Unary: case K::Fma: case K::Select:
+    case K::Cast: case K::Bitcast:
+      lower_elementwise(op);
+      return;
+    case K::Arange: {
+      int64_t start = op.int_attr("start");
+      produce(op.result(), [&](Value* i) { return B.CreateTrunc(B.CreateAdd(i, i64c(start)), B.getInt32Ty()); });
+      return;
+    }
+    case K::ProgramId: case K::NumPrograms: {
+      int64_t axis = op.int_attr("axis");
+      if (axis < 0 || axis > 2) fail(op, fmt::format("axis {} is not 0, 1 or 2", axis));
+      tiles[op.result()] = Tile{nullptr, op.kind == K::ProgramId ? pid[axis] : nprog[axis]};
+      return;
+    }
+    case K::Broadcast: case K::ExpandDims: case K::Reshape: case K::Permute: case K::Hint:
+      lower_shape(op);
+      return;
+    case K::AddPtr: case K::Load: case K::Store: case K::AtomicRMW: case K::AtomicCas:
+      lower_memory(op);
+      return;
+    case K::Reduce: lower_reduce(op); return;
+    case K::Scan: lower_scan(op); return;
+    case K::Dot: lower_dot(op); return;
+    case K::Histogram: lower_histogram(op); return;
+    case K::For: lower_for(op); return;
+    case K::If: lower_if(op); return;
+    case K::Yield: fail(op, "yield outside of a region");
+  }
+  fail(op, "unknown op kind");
+}
+
+// ---------------------------------------------------------------------------------------------
+// shape ops
+
+void Lowerer::lower_shape(const ir::Op& op) {
+  const ir::Value* x = op.operands.at(0);
+  const ir::Value* r = op.result();
+  const Tile& xt = tile(x);
+  // Same row-major element order: share the storage (values are immutable).
+  if (op.kind == ir::OpKind::ExpandDims || op.kind == ir::OpKind::Reshape || op.kind == ir::OpKind::Hint || xt.splat) {
+    if (x->type.numel() != r->type.numel() && !xt.splat) fail(op, "element count changes");
+    tiles[r] = xt;
+    return;
+  }
+  const ir::Shape& xs = x->type.shape;
+  const ir::Shape& rs = r->type.shape;
+  const int rank = r->type.rank();
+  if (x->type.rank() != rank) fail(op, "operand and result ranks differ");
+  std::vector<int64_t> xstride(rank, 1);
+  for (int d = rank - 2; d >= 0; --d) xstride[d] = xstride[d + 1] * xs[d + 1];
+  // src_stride[d]: step in x's storage when result index d advances by one.
+  std::vector<int64_t> src_stride(rank);
+  if (op.kind == ir::OpKind::Broadcast) {
+    for (int d = 0; d < rank; ++d) {
+      if (xs[d] != rs[d] && xs[d] != 1) fail(op, "dimension is neither 1 nor equal to the result's");
+      src_stride[d] = xs[d] == 1 ? 0 : xstride[d];
+    }
+  } else {  // Permute
+    const auto& order = op.ints_attr("order");
+    if (static_cast<int>(order.size()) != rank) fail(op, "order length differs from the rank");
+    for (int d = 0; d < rank; ++d) {
+      if (order[d] < 0 || order[d] >= rank || xs[order[d]] != rs[d]) fail(op, "bad order");
+      src_stride[d] = xstride[order[d]];
+    }
+  }
+  llvm::Type* ty = elem_ty(r->type.dtype);
+  int64_t n = r->type.numel();
+  Value* dst = n == 1 ? alloc(ty, 1) : alloc(ty, n, r->name_hint);
+  // Nested loops over the result's dims; dst offset = row-major linear index.
+  std::function<void(int, Value*, Value*)> rec = [&](int d, Value* dst_off, Value* src_off) {
+    if (d == rank) {
+      store_elem(dst, ty, dst_off, elem(xt, ty, src_off));
+      return;
+    }
+    loop(rs[d], [&](Value* i) {
+      Value* dd = B.CreateAdd(B.CreateMul(dst_off, i64c(rs[d])), i, "", true, true);
+      Value* ss = B.CreateAdd(src_off, B.CreateMul(i, i64c(src_stride[d])), "", true, true);
+      rec(d + 1, dd, ss);
+    }, "d" + llvm::Twine(d));
+  };
+  rec(0, i64c(0), i64c(0));
+  if (n == 1) tiles[r] = Tile{nullptr, B.CreateLoad(ty, dst)};
+  else tiles[r] = Tile{dst, nullptr};
+}
+
+// ---------------------------------------------------------------------------------------------
+// structured control flow
+
+namespace {
+/// Storage of a carried value / if result: one scalar slot or an array.
+struct Slot {
+  Value* ptr;
+  llvm::Type* ty;
+  int64_t n;
+};
+}  // namespace
+
+std::vector<Value*> Lowerer::inline_region(const ir::Region& r, const std::vector<Value*>& args) {
+  const ir::Block& b = r.body();
+  if (b.args.size() != args.size()) throw InternalError("cpu backend: region argument count mismatch");
+  for (size_t i = 0; i < args.size(); ++i) tiles[b.arg(i)] = Tile{nullptr, args[i]};
+  lower_block(b);
+  const ir::Op* y = b.terminator();
+  if (!y) throw InternalError("cpu backend: region without yield");
+  std::vector<Value*> out;
+  for (auto* v : y->operands) {
+    const Tile& t = tile(v);
+    out.push_back(t.splat ? t.splat : B.CreateLoad(elem_ty(v->type.dtype), t.ptr));
+  }
+  return out;
+}
+
+void Lowerer::lower_for(const ir::Op& op) {
+  if (op.operands.size() < 3) fail(op, "needs lo, hi, step");
+  const ir::Block& rb = op.region(0).body();
+  const size_t ncarried = op.operands.size() - 3;
+  if (rb.args.size() != ncarried + 1 || op.results.size() != ncarried) fail(op, "carried value count mismatch");
+  const DType d = op.operands[0]->type.dtype;
+  if (!is_int(d)) fail(op, "bounds must be integers");
+  const bool sgn = is_signed_int(d);
+  auto scalar = [&](const ir::Value* v) { return elem(v, i64c(0)); };
+  auto ext = [&](Value* v) { return sgn ? B.CreateSExt(v, B.getInt64Ty()) : B.CreateZExt(v, B.getInt64Ty()); };
+  Value* lo = ext(scalar(op.operands[0]));
+  Value* hi = ext(scalar(op.operands[1]));
+  Value* step = ext(scalar(op.operands[2]));
+  // Trip count without overflow (docs/ir.md): differences in unsigned 64-bit arithmetic.
+  Value* pos = sgn ? B.CreateICmpSGT(step, i64c(0)) : B.CreateICmpNE(step, i64c(0));
+  Value* neg = sgn ? B.CreateICmpSLT(step, i64c(0)) : B.getFalse();
+  Value* runs_pos = B.CreateAnd(pos, sgn ? B.CreateICmpSLT(lo, hi) : B.CreateICmpULT(lo, hi));
+  Value* runs_neg = B.CreateAnd(neg, B.CreateICmpSGT(lo, hi));
+  Value* runs = B.CreateOr(runs_pos, runs_neg);
+  Value* diff = B.CreateSelect(pos, B.CreateSub(hi, lo), B.CreateSub(lo, hi));
+  Value* mag = B.CreateSelect(pos, step, B.CreateNeg(step));
+  Value* safe_mag = B.CreateSelect(B.CreateICmpEQ(mag, i64c(0)), i64c(1), mag);
+  Value* trips_if_runs = B.CreateAdd(B.CreateUDiv(B.CreateSub(diff, i64c(1)), safe_mag), i64c(1));
+  Value* trips = B.CreateSelect(runs, trips_if_runs, i64c(0), "trips");
+
+  // Carried storage, initialized from the inits.
+  std::vector<Slot> slots;
+  for (size_t j = 0; j < ncarried; ++j) {
+    const ir::Value* init = op.operands[3 + j];
+    llvm::Type* ty = elem_ty(init->type.dtype);
+    int64_t n = init->type.numel();
+    Slot s{alloc(ty, n, "carried"), ty, n};
+    copy_into(s.ptr, ty, tile(init), n);
+    slots.push_back(s);
+  }
+  llvm::Type* ity = elem_ty(d);
+  // Trip loop: k in [0, trips) unsigned.
+  llvm::BasicBlock* pre = B.GetInsertBlock();
+  auto* header = llvm::BasicBlock::Create(ctx, "for.head", body);
+  auto* bodybb = llvm::BasicBlock::Create(ctx, "for.body", body);
+  auto* exit = llvm::BasicBlock::Create(ctx, "for.exit", body);
+  B.CreateBr(header);
+  B.SetInsertPoint(header);
+  auto* k = B.CreatePHI(B.getInt64Ty(), 2, "k");
+  k->addIncoming(i64c(0), pre);
+  B.CreateCondBr(B.CreateICmpULT(k, trips), bodybb, exit);
+  B.SetInsertPoint(bodybb);
+  Value* iv = B.CreateTrunc(B.CreateAdd(lo, B.CreateMul(k, step)), ity, "iv");
+  tiles[rb.arg(0)] = Tile{nullptr, iv};
+  for (size_t j = 0; j < ncarried; ++j) {
+    const Slot& s = slots[j];
+    tiles[rb.arg(j + 1)] = s.n == 1 ? Tile{nullptr, B.CreateLoad(s.ty, s.ptr)} : Tile{s.ptr, nullptr};
+  }
+  lower_block(rb);
+  const ir::Op* y = rb.terminator();
+  if (!y || y->operands.size() != ncarried) fail(op, "body must yield every carried value");
+  // Copy the yields into the carried slots. A yielded tile may share storage with another carried
+  // slot (e.g. a swap); those are staged through temporaries first.
+  std::set<Value*> slot_ptrs;
+  for (auto& s : slots) slot_ptrs.insert(s.ptr);
+  std::vector<Tile> srcs;
+  for (size_t j = 0; j < ncarried; ++j) {
+    Tile t = tile(y->operands[j]);
+    if (t.ptr && t.ptr != slots[j].ptr && slot_ptrs.count(t.ptr)) {
+      Value* tmp = alloc(slots[j].ty, slots[j].n, "stage");
+      copy_into(tmp, slots[j].ty, t, slots[j].n);
+      t = Tile{tmp, nullptr};
+    }
+    srcs.push_back(t);
+  }
+  for (size_t j = 0; j < ncarried; ++j) copy_into(slots[j].ptr, slots[j].ty, srcs[j], slots[j].n);
+  k->addIncoming(B.CreateAdd(k, i64c(1), "", true, true), B.GetInsertBlock());
+  B.CreateBr(header);
+  B.SetInsertPoint(exit);
+  for (size_t j = 0; j < ncarried; ++j) {
+    const Slot& s = slots[j];
+    tiles[op.result(j)] = s.n == 1 ? Tile{nullptr, B.CreateLoad(s.ty, s.ptr)} : Tile{s.ptr, nullptr};
+  }
+}
+
+void Lowerer::lower_if(const ir::Op& op) {
+  if (op.operands.size() != 1 || op.regions.size() != 2) fail(op, "needs one condition and two regions");
+  Value* cond = elem(op.operands[0], i64c(0));
+  std::vector<Slot> slots;
+  for (auto& r : op.results) {
+    llvm::Type* ty = elem_ty(r->type.dtype);
+    int64_t n = r->type.numel();
+    slots.push_back(Slot{alloc(ty, n, "ifres"), ty, n});
+  }
+  auto* thenbb = llvm::BasicBlock::Create(ctx, "if.then", body);
+  auto* elsebb = llvm::BasicBlock::Create(ctx, "if.else", body);
+  auto* merge = llvm::BasicBlock::Create(ctx, "if.end", body);
+  B.CreateCondBr(cond, thenbb, elsebb);
+  for (int side = 0; side < 2; ++side) {
+    B.SetInsertPoint(side == 0 ? thenbb : elsebb);
+    const ir::Block& rb = op.region(side).body();
+    lower_block(rb);
+    const ir::Op* y = rb.terminator();
+    if (!y || y->operands.size() != slots.size()) fail(op, "each branch must yield every result");
+    for (size_t j = 0; j < slots.size(); ++j) copy_into(slots[j].ptr, slots[j].ty, tile(y->operands[j]), slots[j].n);
+    B.CreateBr(merge);
+  }
+  B.SetInsertPoint(merge);
+  for (size_t j = 0; j < slots.size(); ++j) {
+    const Slot& s = slots[j];
+    tiles[op.result(j)] = s.n == 1 ? Tile{nullptr, B.CreateLoad(s.ty, s.ptr)} : Tile{s.ptr, nullptr};
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// functions
+
+llvm::Function* Lowerer::run(const std::string& symbol) {
+  const ir::Block& entry = fn_ir.entry();
+  auto* i32 = B.getInt32Ty();
+  auto* i64 = B.getInt64Ty();
+  auto* ptr = B.getPtrTy();
+
+  // Body: (kernel args..., x, y, z, gx, gy, gz).
+  std::vector<llvm::Type*> params;
+  for (auto& a : entry.args) {
+    if (!a->type.is_scalar()) throw RuntimeError("tle::cpu::lower", fmt::format("kernel '{}': argument {} is not a scalar", fn_ir.name, a->index));
+    params.push_back(elem_ty(a->type.dtype));
+  }
+  for (int i = 0; i < 6; ++i) params.push_back(i32);
+  body = llvm::Function::Create(llvm::FunctionType::get(B.getVoidTy(), params, false), llvm::Function::InternalLinkage,
+                                symbol + ".body", mod);
+  body->addFnAttr(llvm::Attribute::NoUnwind);
+  alloca_bb = llvm::BasicBlock::Create(ctx, "allocas", body);
+  auto* start = llvm::BasicBlock::Create(ctx, "start", body);
+  B.SetInsertPoint(start);
+  size_t na = entry.args.size();
+  for (size_t i = 0; i < na; ++i) tiles[entry.arg(i)] = Tile{nullptr, body->getArg(static_cast<unsigned>(i))};
+  for (int i = 0; i < 3; ++i) {
+    pid[i] = body->getArg(static_cast<unsigned>(na + i));
+    nprog[i] = body->getArg(static_cast<unsigned>(na + 3 + i));
+  }
+  lower_block(entry);
+  B.CreateRetVoid();
+  llvm::IRBuilder<>(alloca_bb).CreateBr(start);
+
+  // Entry: (void* const* args, const int64_t* grid, int64_t begin, int64_t end).
+  auto* efn = llvm::Function::Create(llvm::FunctionType::get(B.getVoidTy(), {ptr, ptr, i64, i64}, false),
+                                     llvm::Function::ExternalLinkage, symbol, mod);
+  efn->addFnAttr(llvm::Attribute::NoUnwind);
+  auto* ebb = llvm::BasicBlock::Create(ctx, "entry", efn);
+  B.SetInsertPoint(ebb);
+  std::vector<Value*> call_args;
+  for (size_t i = 0; i < na; ++i) {
+    DType d = entry.arg(i)->type.dtype;
+    Value* slot = B.CreateLoad(ptr, B.CreateConstInBoundsGEP1_64(ptr, efn->getArg(0), i));
+    Value* v = B.CreateLoad(mem_ty(d), slot, entry.arg(i)->name_hint);
+    if (d == DType::i1) v = B.CreateICmpNE(v, B.getInt8(0));
+    call_args.push_back(v);
+  }
+  Value* g[3];
+  for (int i = 0; i < 3; ++i) g[i] = B.CreateLoad(i64, B.CreateConstInBoundsGEP1_64(i64, efn->getArg(1), i));
+  // The per-program loop; the body gets inlined here by the optimizer.
+  Value* begin = efn->getArg(2);
+  Value* end = efn->getArg(3);
+  auto* head = llvm::BasicBlock::Create(ctx, "pid.head", efn);
+  auto* lbody = llvm::BasicBlock::Create(ctx, "pid.body", efn);
+  auto* done = llvm::BasicBlock::Create(ctx, "pid.done", efn);
+  B.CreateBr(head);
+  B.SetInsertPoint(head);
+  auto* p = B.CreatePHI(i64, 2, "pid");
+  p->addIncoming(begin, ebb);
+  B.CreateCondBr(B.CreateICmpSLT(p, end), lbody, done);
+  B.SetInsertPoint(lbody);
+  Value* x = B.CreateURem(p, g[0]);
+  Value* t = B.CreateUDiv(p, g[0]);
+  Value* y = B.CreateURem(t, g[1]);
+  Value* z = B.CreateUDiv(t, g[1]);
+  std::vector<Value*> ca = call_args;
+  for (Value* v : {x, y, z, g[0], g[1], g[2]}) ca.push_back(B.CreateTrunc(v, i32));
+  B.CreateCall(body, ca);
+  p->addIncoming(B.CreateAdd(p, B.getInt64(1)), lbody);
+  B.CreateBr(head);
+  B.SetInsertPoint(done);
+  B.CreateRetVoid();
+  return efn;
+}
+
+llvm::Function* lower_function(const ir::Function& f, llvm::Module& m, const std::string& symbol) {
+  Lowerer l(f, m);
+  return l.run(symbol);
+}
+
+}  // namespace tle::cpu::detail

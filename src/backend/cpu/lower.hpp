@@ -1,0 +1,113 @@
+// src/backend/cpu/lower.hpp - internals of the tile IR -> LLVM IR lowering (CPU backend).
+//
+// One entry point, lower_function. The Lowerer keeps, for every IR value, a Tile: either a pointer
+// to a [numel x T] array in the kernel body's frame (allocas live in the entry block), or a
+// `splat` SSA value when every element is the same (constants, broadcast scalars) or the value has
+// a single element. Ops are loops over elements; op families are lowered in separate files:
+//   lower.cpp             function/entry, storage helpers, shape ops, for/if
+//   lower_elementwise.cpp constants, binary/unary/cmp/select/fma, casts and f16/bf16 rounding
+//   lower_memory.cpp      addptr, load, store, atomics
+//   lower_reduce.cpp      reduce, scan, dot, histogram
+#pragma once
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Module.h>
+
+#include "ir/ir.hpp"
+
+namespace tle::cpu::detail {
+
+/// Lowers `f` into `m`: an internal body function plus the external entry `symbol` with the
+/// EntryFn signature of cpu_backend.hpp. Throws RuntimeError("tle::cpu::lower", ...) on IR it
+/// cannot lower.
+llvm::Function* lower_function(const ir::Function& f, llvm::Module& m, const std::string& symbol);
+
+/// Names of the C helpers the generated code may call (defined in runtime_helpers.cpp and
+/// registered in the JIT as absolute symbols).
+inline constexpr const char* kI64ToBf16 = "tle_cpu_i64_to_bf16";
+inline constexpr const char* kU64ToBf16 = "tle_cpu_u64_to_bf16";
+
+struct Tile {
+  llvm::Value* ptr = nullptr;    // array storage, or null
+  llvm::Value* splat = nullptr;  // the value of every element, or null
+};
+
+using ElemFn = std::function<llvm::Value*(llvm::Value* idx)>;
+
+class Lowerer {
+ public:
+  Lowerer(const ir::Function& f, llvm::Module& m);
+  llvm::Function* run(const std::string& symbol);
+
+  // ---- infrastructure (lower.cpp)
+  const ir::Function& fn_ir;
+  llvm::Module& mod;
+  llvm::LLVMContext& ctx;
+  llvm::IRBuilder<> B;
+  llvm::Function* body = nullptr;
+  llvm::BasicBlock* alloca_bb = nullptr;
+  std::unordered_map<const ir::Value*, Tile> tiles;
+  llvm::Value* pid[3] = {};
+  llvm::Value* nprog[3] = {};
+
+  [[noreturn]] void fail(const ir::Op& op, const std::string& msg) const;
+  /// Element type in tile storage and registers (i1 stays i1, f16 is half, bf16 is bfloat).
+  llvm::Type* elem_ty(DType d) const;
+  /// Element type in global memory (i1 is a byte).
+  llvm::Type* mem_ty(DType d) const;
+  llvm::Value* i64c(int64_t v) { return B.getInt64(static_cast<uint64_t>(v)); }
+  /// An array of n elements in the frame (entry block).
+  llvm::Value* alloc(llvm::Type* elem, int64_t n, const llvm::Twine& name = "");
+  const Tile& tile(const ir::Value* v) const;
+  llvm::Value* elem(const Tile& t, llvm::Type* ty, llvm::Value* idx);
+  llvm::Value* elem(const ir::Value* v, llvm::Value* idx);
+  void store_elem(llvm::Value* arr, llvm::Type* ty, llvm::Value* idx, llvm::Value* v);
+  /// Emits `for (i = begin; i < end; ++i) body(i)` (i64, signed compare); body may add blocks.
+  void loop(llvm::Value* begin, llvm::Value* end, const std::function<void(llvm::Value*)>& body,
+            const llvm::Twine& name = "i");
+  /// Same over [0, n); n == 1 emits body(0) without a loop.
+  void loop(int64_t n, const std::function<void(llvm::Value*)>& body, const llvm::Twine& name = "i");
+  /// Defines v element by element: a splat when v has one element, else a fresh array.
+  void produce(const ir::Value* v, const ElemFn& f);
+  /// Copies the elements of src (n of them) into array dst.
+  void copy_into(llvm::Value* dst, llvm::Type* ty, const Tile& src, int64_t n);
+
+  void lower_block(const ir::Block& b);
+  void lower_op(const ir::Op& op);
+  void lower_shape(const ir::Op& op);
+  void lower_for(const ir::Op& op);
+  void lower_if(const ir::Op& op);
+  /// Lowers the ops of a scalar region (reduce/scan combine) with its args bound to `args`;
+  /// returns the yielded values.
+  std::vector<llvm::Value*> inline_region(const ir::Region& r, const std::vector<llvm::Value*>& args);
+
+  // ---- elementwise (lower_elementwise.cpp)
+  void lower_elementwise(const ir::Op& op);
+  llvm::Constant* constant(DType d, const ir::Attr& value, const ir::Op& op);
+  /// f16/bf16 -> f32 (exact); other types unchanged.
+  llvm::Value* to_compute(llvm::Value* v, DType d);
+  /// f32 or f64 value -> dtype d (f16/bf16/f32 rounded once to nearest even); others unchanged.
+  llvm::Value* from_compute(llvm::Value* v, DType d);
+  llvm::Type* compute_ty(DType d) const;
+  /// Value conversion (docs/ir.md cast rules) of one element.
+  llvm::Value* convert(llvm::Value* v, DType from, DType to);
+  llvm::Value* binary(ir::BinaryOp op, DType d, llvm::Value* a, llvm::Value* b, const ir::Op* where);
+  llvm::Value* compare(ir::CmpPred p, DType d, llvm::Value* a, llvm::Value* b);
+  llvm::Value* float_max_min(bool is_max, llvm::Value* a, llvm::Value* b);
+  llvm::Value* call_libm(const char* f32name, const char* f64name, std::vector<llvm::Value*> args);
+
+  // ---- memory (lower_memory.cpp)
+  void lower_memory(const ir::Op& op);
+
+  // ---- reductions, scans, dot, histogram (lower_reduce.cpp)
+  void lower_reduce(const ir::Op& op);
+  void lower_scan(const ir::Op& op);
+  void lower_dot(const ir::Op& op);
+  void lower_histogram(const ir::Op& op);
+};
+
+}  // namespace tle::cpu::detail

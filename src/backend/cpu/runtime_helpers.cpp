@@ -1,0 +1,77 @@
+// src/backend/cpu/runtime_helpers.cpp - C functions the JIT-compiled code may call, registered as
+// absolute symbols so nothing depends on what libgcc/compiler-rt the process has: the f16/bf16
+// conversion libcalls LLVM emits when the CPU lacks F16C/AVX512-BF16 (x86-64 passes half/bfloat
+// in XMM registers, like _Float16; bf16 values travel in a _Float16 carrier of the same bits), and
+// tle's exact i64/u64 -> bf16 conversions. Every conversion rounds once, to nearest even.
+#include "backend/cpu/runtime_helpers.hpp"
+
+#include <cstring>
+
+#include "support/half.hpp"
+
+namespace tle::cpu::detail {
+namespace {
+
+#if defined(__x86_64__) && defined(__FLT16_MAX__)
+using Half = _Float16;
+#define TLE_HAVE_HALF_ABI 1
+#endif
+
+#ifdef TLE_HAVE_HALF_ABI
+Half from_bits(uint16_t b) { Half h; std::memcpy(&h, &b, 2); return h; }
+uint16_t to_bits(Half h) { uint16_t b; std::memcpy(&b, &h, 2); return b; }
+
+float extendhfsf2(Half h) { return static_cast<float>(f16_bits_to_f64(to_bits(h))); }
+double extendhfdf2(Half h) { return f16_bits_to_f64(to_bits(h)); }
+Half truncsfhf2(float f) { return from_bits(f64_to_f16_bits(f)); }
+Half truncdfhf2(double d) { return from_bits(f64_to_f16_bits(d)); }
+float extendbfsf2(Half h) { return static_cast<float>(bf16_bits_to_f64(to_bits(h))); }
+Half truncsfbf2(float f) { return from_bits(f64_to_bf16_bits(f)); }
+Half truncdfbf2(double d) { return from_bits(f64_to_bf16_bits(d)); }
+#endif
+float gnu_h2f_ieee(uint16_t b) { return static_cast<float>(f16_bits_to_f64(b)); }
+uint16_t gnu_f2h_ieee(float f) { return f64_to_f16_bits(f); }
+
+// |v| as a double rounded to odd (exact below 2^53), so the final rounding to bf16 is the only one.
+double u64_to_double_odd(uint64_t m) {
+  int bits = 64 - __builtin_clzll(m | 1);
+  if (bits > 53) {
+    int shift = bits - 53;
+    uint64_t kept = m >> shift;
+    if (m & ((uint64_t(1) << shift) - 1)) kept |= 1;
+    return static_cast<double>(kept) * static_cast<double>(uint64_t(1) << shift);  // exact
+  }
+  return static_cast<double>(m);
+}
+
+}  // namespace
+
+extern "C" uint16_t tle_cpu_i64_to_bf16(int64_t v) {
+  uint64_t mag = v < 0 ? uint64_t(0) - uint64_t(v) : uint64_t(v);
+  double d = u64_to_double_odd(mag);
+  return f64_to_bf16_bits(v < 0 ? -d : d);
+}
+extern "C" uint16_t tle_cpu_u64_to_bf16(uint64_t v) { return f64_to_bf16_bits(u64_to_double_odd(v)); }
+
+std::vector<std::pair<const char*, void*>> runtime_helpers() {
+  std::vector<std::pair<const char*, void*>> h = {
+      {"tle_cpu_i64_to_bf16", reinterpret_cast<void*>(&tle_cpu_i64_to_bf16)},
+      {"tle_cpu_u64_to_bf16", reinterpret_cast<void*>(&tle_cpu_u64_to_bf16)},
+      {"__gnu_h2f_ieee", reinterpret_cast<void*>(&gnu_h2f_ieee)},
+      {"__gnu_f2h_ieee", reinterpret_cast<void*>(&gnu_f2h_ieee)},
+  };
+#ifdef TLE_HAVE_HALF_ABI
+  h.insert(h.end(), {
+                        {"__extendhfsf2", reinterpret_cast<void*>(&extendhfsf2)},
+                        {"__extendhfdf2", reinterpret_cast<void*>(&extendhfdf2)},
+                        {"__truncsfhf2", reinterpret_cast<void*>(&truncsfhf2)},
+                        {"__truncdfhf2", reinterpret_cast<void*>(&truncdfhf2)},
+                        {"__extendbfsf2", reinterpret_cast<void*>(&extendbfsf2)},
+                        {"__truncsfbf2", reinterpret_cast<void*>(&truncsfbf2)},
+                        {"__truncdfbf2", reinterpret_cast<void*>(&truncdfbf2)},
+                    });
+#endif
+  return h;
+}
+
+}  // namespace tle::cpu::detail

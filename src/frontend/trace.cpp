@@ -1,0 +1,867 @@
+// src/frontend/trace.cpp - the tracer: builds tile IR for each front-end operation, checking
+// shapes, dtypes and axes and reporting mistakes as tle::UserError at the user's file:line.
+//
+// Device control flow follows the mem2reg idea (DESIGN-NOTES): every live Tile handle is tracked
+// when a region opens; for a loop each becomes a block argument, and what the handle holds when
+// the region closes is yielded. Values that did not change are removed later by DCE.
+#include "frontend/trace.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "support/half.hpp"
+
+namespace tle::frontend {
+
+namespace {
+thread_local TraceContext* g_current = nullptr;
+
+}  // namespace
+
+TraceContext::TraceContext(ir::Function& f) : fn(f), builder(&f.entry()), prev_(g_current) { g_current = this; }
+
+TraceContext::~TraceContext() {
+  for (auto* h = head; h;) {
+    auto* next = h->next;
+    h->prev = h->next = nullptr;
+    h->attached = false;
+    h = next;
+  }
+  g_current = prev_;
+}
+
+TraceContext* TraceContext::current() noexcept { return g_current; }
+
+void TraceContext::check_pending() {
+  if (pending) {
+    UserError e = *pending;
+    pending.reset();
+    throw e;
+  }
+}
+
+}  // namespace tle::frontend
+
+namespace tle::detail {
+
+constexpr int64_t kMaxNumel = int64_t(1) << 20;  // as Triton: at most 2^20 elements per tile
+using frontend::Frame;
+using frontend::TraceContext;
+using ir::Type;
+using ir::Value;
+
+namespace {
+
+TraceContext& ctx(const SrcLoc& loc) {
+  auto* c = TraceContext::current();
+  if (!c)
+    throw UserError(loc, "tle tile operations can only run while a kernel is traced (inside the lambda given to "
+                         "tle::jit, when the kernel is launched)");
+  c->check_pending();
+  return *c;
+}
+
+std::string shape_str(const ShapeVec& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+
+/// Is v defined in a block that is open (the entry block or an open region's block)?
+bool visible(TraceContext& c, V v) {
+  ir::Block* b = v->defining_block();
+  if (b == &c.fn.entry()) return true;
+  for (auto& f : c.frames)
+    if (f.block == b) return true;
+  return false;
+}
+
+V use(TraceContext& c, V v, const SrcLoc& loc) {
+  if (!v) throw UserError(loc, "this tile has no value yet (a default-constructed Tile); assign it before use");
+  if (!visible(c, v))
+    throw UserError(loc, "this tile was defined inside a device loop, if_ branch or combine function that has "
+                         "already ended; declare the Tile before that region and assign to it inside");
+  return v;
+}
+
+void check_shape(const ShapeVec& s, const SrcLoc& loc) {
+  int64_t n = 1;
+  for (auto d : s) {
+    if (d <= 0)
+      throw UserError(loc, fmt::format("tile shape {} has a dimension <= 0; every tile dimension must be at least 1 "
+                                       "(handle empty inputs on the host or with a mask)",
+                                       shape_str(s)));
+    n *= d;
+    if (n > kMaxNumel)
+      throw UserError(loc, fmt::format("tile shape {} has more than 2^20 elements; use smaller tiles", shape_str(s)));
+  }
+}
+
+int norm_axis(int axis, int rank, const SrcLoc& loc, const char* what, int extra = 0) {
+  int n = rank + extra;
+  if (axis < -n || axis >= n)
+    throw UserError(loc, fmt::format("{}: axis {} is out of range for a tile of rank {} (valid: {}..{})", what, axis,
+                                     rank, -n, n - 1));
+  return axis < 0 ? axis + n : axis;
+}
+
+Type scalar(DType d, DType pointee = DType::f32) { return ir::scalar_type(d, pointee); }
+
+V cast(TraceContext& c, V v, DType to, const SrcLoc& loc) {
+  if (v->type.dtype == to) return v;
+  if (v->type.dtype == DType::ptr || to == DType::ptr)
+    throw UserError(loc, fmt::format("cannot convert a {} tile to {}; pointer tiles only take integer offsets",
+                                     v->type.str(), dtype_name(to)));
+  return c.builder.cast(v, to, loc);
+}
+
+/// numpy broadcasting of two shapes.
+ShapeVec broadcast_shapes(const ShapeVec& a, const ShapeVec& b, const SrcLoc& loc, const char* what) {
+  size_t n = std::max(a.size(), b.size());
+  ShapeVec r(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1)
+      throw UserError(loc, fmt::format("{}: shapes {} and {} cannot be broadcast together (dimension {}: {} vs {}); "
+                                       "use expand_dims/broadcast_to to make them compatible",
+                                       what, shape_str(a), shape_str(b), i, da, db));
+    r[i] = da == 1 ? db : da;
+  }
+  return r;
+}
+
+V broadcast(TraceContext& c, V v, const ShapeVec& to, const SrcLoc& loc) {
+  const ShapeVec& s = v->type.shape;
+  if (s == to) return v;
+  if (s.size() > to.size())
+    throw UserError(loc, fmt::format("cannot broadcast shape {} to {}", shape_str(s), shape_str(to)));
+  broadcast_shapes(s, to, loc, "broadcast");
+  for (size_t i = 0; i < s.size(); ++i)
+    if (s[i] != 1 && s[i] != to[i + to.size() - s.size()])
+      throw UserError(loc, fmt::format("cannot broadcast shape {} to {}", shape_str(s), shape_str(to)));
+  if (s.size() < to.size()) {
+    ShapeVec padded(to.size() - s.size(), 1);
+    padded.insert(padded.end(), s.begin(), s.end());
+    v = c.builder.create(ir::OpKind::Reshape, {v}, {v->type.with_shape(padded)}, {}, loc)->result();
+  }
+  if (v->type.shape == to) return v;
+  return c.builder.create(ir::OpKind::Broadcast, {v}, {v->type.with_shape(to)}, {}, loc)->result();
+}
+
+/// Broadcasts all of vs to their common shape.
+void broadcast_all(TraceContext& c, std::vector<V*> vs, const SrcLoc& loc, const char* what) {
+  ShapeVec s;
+  for (auto* v : vs) s = broadcast_shapes(s, (*v)->type.shape, loc, what);
+  for (auto* v : vs) *v = broadcast(c, *v, s, loc);
+}
+
+void require_dtype(bool ok, V v, const SrcLoc& loc, const char* what, const char* need) {
+  if (!ok) throw UserError(loc, fmt::format("{} needs {} tiles, got {}", what, need, v->type.str()));
+}
+
+ir::Op* make(TraceContext& c, ir::OpKind k, std::vector<V> operands, std::vector<Type> results,
+             std::map<std::string, ir::Attr> attrs, const SrcLoc& loc, unsigned regions = 0) {
+  return c.builder.create(k, std::move(operands), std::move(results), std::move(attrs), loc, regions);
+}
+
+/// Opens a region frame: tracks every live handle, so that the region's end can see what the
+/// user assigned inside it.
+Frame& push_frame(TraceContext& c, Frame::Kind kind, ir::Op* op, ir::Block* block, const SrcLoc& loc) {
+  Frame f;
+  f.kind = kind;
+  f.op = op;
+  f.block = block;
+  f.loc = loc;
+  for (auto* h = c.head; h; h = h->next) {
+    if (h->v && !visible(c, h->v)) continue;  // a stale handle from a closed region: never carried
+    f.tracked.push_back(h);
+    f.before.push_back(h->v);
+  }
+  c.frames.push_back(std::move(f));
+  c.builder.set_insertion_block(block);
+  return c.frames.back();
+}
+
+/// Closes the innermost frame and moves the insertion point back to the enclosing block.
+Frame pop_frame(TraceContext& c) {
+  Frame f = std::move(c.frames.back());
+  c.frames.pop_back();
+  c.builder.set_insertion_block(c.frames.empty() ? &c.fn.entry() : c.frames.back().block);
+  return f;
+}
+
+V combine_region(TraceContext& c, ir::Op* op, DType dt, const std::function<V(V, V)>& combine, const SrcLoc& loc) {
+  ir::Block& body = op->region().body();
+  V a = body.add_arg(scalar(dt), "a");
+  V b = body.add_arg(scalar(dt), "b");
+  push_frame(c, Frame::Body, op, &body, loc);
+  V r;
+  try {
+    r = combine(a, b);
+  } catch (...) {
+    pop_frame(c);
+    throw;
+  }
+  Frame f = c.frames.back();
+  for (size_t i = 0; i < f.tracked.size(); ++i)
+    if (f.tracked[i] && f.tracked[i]->v != f.before[i]) {
+      pop_frame(c);
+      throw UserError(loc, "a combine function must not assign to tiles declared outside it; return the combined "
+                           "value instead");
+    }
+  if (!r || r->type != scalar(dt)) {
+    pop_frame(c);
+    throw UserError(loc, fmt::format("the combine function must return a scalar {} tile, got {}", dtype_name(dt),
+                                     r ? r->type.str() : "no value"));
+  }
+  use(c, r, loc);
+  c.builder.yield({r}, loc);
+  pop_frame(c);
+  return op->result();
+}
+
+}  // namespace
+
+// ====================================================================== handles
+
+void attach(HandleBase* h) noexcept {
+  auto* c = TraceContext::current();
+  if (!c) return;
+  h->attached = true;
+  h->prev = nullptr;
+  h->next = c->head;
+  if (c->head) c->head->prev = h;
+  c->head = h;
+}
+
+void detach(HandleBase* h) noexcept {
+  if (!h->attached) return;
+  auto* c = TraceContext::current();
+  if (!c) return;
+  if (h->prev) h->prev->next = h->next;
+  else c->head = h->next;
+  if (h->next) h->next->prev = h->prev;
+  h->attached = false;
+  for (auto& f : c->frames)
+    for (auto& t : f.tracked)
+      if (t == h) t = nullptr;
+}
+
+bool tracing() noexcept { return TraceContext::current() != nullptr; }
+
+DType dtype_of_value(V v) { return v ? v->type.dtype : DType::f32; }
+DType pointee_of_value(V v) { return v ? v->type.pointee : DType::f32; }
+ShapeVec shape_of_value(V v) { return v ? v->type.shape : ShapeVec{}; }
+
+void require_value(V v, const SrcLoc& loc) {
+  if (!v) throw UserError(loc, "this tile has no value yet (a default-constructed Tile); assign it before use");
+}
+
+// ====================================================================== creation
+
+V constant_int(DType t, int64_t value, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  if (is_float(t)) return constant_float(t, static_cast<double>(value), loc);
+  if (t == DType::ptr) throw UserError(loc, "a pointer tile cannot be made from an integer constant");
+  bool fits;
+  if (t == DType::i1) fits = value == 0 || value == 1;
+  else if (is_signed_int(t)) {
+    int w = bit_width(t);
+    fits = w == 64 || (value >= -(int64_t(1) << (w - 1)) && value < (int64_t(1) << (w - 1)));
+  } else {
+    int w = bit_width(t);
+    fits = value >= 0 && (w == 64 || value < (int64_t(1) << w));
+  }
+  if (!fits)
+    throw UserError(loc, fmt::format("the constant {} does not fit in {}; use a wider tile type or cast explicitly",
+                                     value, dtype_name(t)));
+  return c.builder.constant(scalar(t), value, loc);
+}
+
+V constant_uint(DType t, uint64_t value, const SrcLoc& loc) {
+  if (is_float(t)) return constant_float(t, static_cast<double>(value), loc);
+  if (t == DType::u64) return ctx(loc).builder.constant(scalar(t), static_cast<int64_t>(value), loc);
+  if (value > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    throw UserError(loc, fmt::format("the constant {} does not fit in {}", value, dtype_name(t)));
+  return constant_int(t, static_cast<int64_t>(value), loc);
+}
+
+V constant_float(DType t, double value, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  double v;
+  switch (t) {
+    case DType::f64: v = value; break;
+    case DType::f32: v = static_cast<float>(value); break;
+    case DType::f16: v = f16_bits_to_f64(f64_to_f16_bits(value)); break;
+    case DType::bf16: v = bf16_bits_to_f64(f64_to_bf16_bits(value)); break;
+    default:
+      throw UserError(loc, fmt::format("a floating-point constant ({}) cannot be used with a {} tile; convert it to an "
+                                       "integer explicitly",
+                                       value, dtype_name(t)));
+  }
+  return c.builder.constant(scalar(t), v, loc);
+}
+
+V full(const ShapeVec& shape, V s, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, s, loc);
+  check_shape(shape, loc);
+  if (!s->type.is_scalar())
+    throw UserError(loc, fmt::format("full: the fill value must be a scalar, got a {} tile", s->type.str()));
+  return broadcast(c, s, shape, loc);
+}
+
+V arange(int64_t start, int64_t end, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  if (end <= start)
+    throw UserError(loc, fmt::format("arange({}, {}) would be empty or negative in size; a tile dimension must be at "
+                                     "least 1 (rule E07)",
+                                     start, end));
+  if (start < std::numeric_limits<int32_t>::min() || end - 1 > std::numeric_limits<int32_t>::max())
+    throw UserError(loc, fmt::format("arange({}, {}) does not fit in i32", start, end));
+  check_shape({end - start}, loc);
+  return make(c, ir::OpKind::Arange, {}, {scalar(DType::i32).with_shape({end - start})},
+              {{"start", start}, {"end", end}}, loc)
+      ->result();
+}
+
+static V grid_query(ir::OpKind k, int axis, const SrcLoc& loc, const char* what) {
+  auto& c = ctx(loc);
+  if (axis < 0 || axis > 2) throw UserError(loc, fmt::format("{}: axis must be 0, 1 or 2, got {}", what, axis));
+  return make(c, k, {}, {scalar(DType::i32)}, {{"axis", int64_t(axis)}}, loc)->result();
+}
+V program_id(int axis, const SrcLoc& loc) { return grid_query(ir::OpKind::ProgramId, axis, loc, "program_id"); }
+V num_programs(int axis, const SrcLoc& loc) { return grid_query(ir::OpKind::NumPrograms, axis, loc, "num_programs"); }
+
+// ====================================================================== elementwise
+
+V convert(V x, DType to, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  return cast(c, use(c, x, loc), to, loc);
+}
+
+V bitcast(V x, DType to, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, x, loc);
+  DType from = x->type.dtype;
+  if (from == to) return x;
+  if (from == DType::ptr || to == DType::ptr || from == DType::i1 || to == DType::i1 || bit_width(from) != bit_width(to))
+    throw UserError(loc, fmt::format("bitcast from {} to {}: both types must be non-boolean, non-pointer and of the "
+                                     "same bit width",
+                                     dtype_name(from), dtype_name(to)));
+  return make(c, ir::OpKind::Bitcast, {x}, {x->type.with_dtype(to)}, {}, loc)->result();
+}
+
+V binary(ir::BinaryOp op, V a, V b, DType compute, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, a, loc);
+  use(c, b, loc);
+  bool bitwise = op == ir::BinaryOp::And || op == ir::BinaryOp::Or || op == ir::BinaryOp::Xor;
+  bool intonly = op == ir::BinaryOp::Rem || op == ir::BinaryOp::Shl || op == ir::BinaryOp::Shr;
+  bool floatonly = op == ir::BinaryOp::Pow || op == ir::BinaryOp::Atan2;
+  if (compute == DType::ptr) throw UserError(loc, "arithmetic on pointer tiles: only `pointer + integer offset` is allowed");
+  if ((bitwise && is_float(compute)) || (intonly && !(is_int(compute) && compute != DType::i1)) ||
+      (floatonly && !is_float(compute)))
+    throw UserError(loc, fmt::format("operator '{}' is not defined for {} tiles", ir::name(op), dtype_name(compute)));
+  a = cast(c, a, compute, loc);
+  b = cast(c, b, compute, loc);
+  broadcast_all(c, {&a, &b}, loc, ir::name(op));
+  return c.builder.binary(op, a, b, loc);
+}
+
+V compare(ir::CmpPred p, V a, V b, DType compute, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, a, loc);
+  use(c, b, loc);
+  a = cast(c, a, compute, loc);
+  b = cast(c, b, compute, loc);
+  broadcast_all(c, {&a, &b}, loc, ir::name(p));
+  return c.builder.cmp(p, a, b, loc);
+}
+
+V unary(ir::UnaryOp op, V x, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, x, loc);
+  DType d = x->type.dtype;
+  bool math = op != ir::UnaryOp::Neg && op != ir::UnaryOp::Not && op != ir::UnaryOp::Abs;
+  if (d == DType::ptr || (math && !is_float(d)) || (op == ir::UnaryOp::Not && is_float(d)))
+    throw UserError(loc, fmt::format("'{}' is not defined for {} tiles", ir::name(op), x->type.str()));
+  return c.builder.unary(op, x, loc);
+}
+
+V fma(V a, V b, V cc, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, a, loc), use(c, b, loc), use(c, cc, loc);
+  require_dtype(is_float(a->type.dtype), a, loc, "fma", "floating-point");
+  b = cast(c, b, a->type.dtype, loc);
+  cc = cast(c, cc, a->type.dtype, loc);
+  broadcast_all(c, {&a, &b, &cc}, loc, "fma");
+  return make(c, ir::OpKind::Fma, {a, b, cc}, {a->type}, {}, loc)->result();
+}
+
+V select(V cond, V a, V b, DType compute, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, cond, loc), use(c, a, loc), use(c, b, loc);
+  require_dtype(cond->type.dtype == DType::i1, cond, loc, "where (condition)", "bool");
+  if (compute != DType::ptr) {
+    a = cast(c, a, compute, loc);
+    b = cast(c, b, compute, loc);
+  } else if (a->type.dtype != DType::ptr || b->type.dtype != DType::ptr || a->type.pointee != b->type.pointee) {
+    throw UserError(loc, "where: both values must be pointer tiles of the same element type");
+  }
+  broadcast_all(c, {&cond, &a, &b}, loc, "where");
+  return make(c, ir::OpKind::Select, {cond, a, b}, {a->type}, {}, loc)->result();
+}
+
+V addptr(V p, V off, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, p, loc), use(c, off, loc);
+  require_dtype(p->type.dtype == DType::ptr, p, loc, "pointer + offset", "pointer");
+  require_dtype(is_int(off->type.dtype) && off->type.dtype != DType::i1, off, loc, "pointer + offset (offset)",
+                "integer");
+  broadcast_all(c, {&p, &off}, loc, "pointer + offset");
+  return make(c, ir::OpKind::AddPtr, {p, off}, {p->type}, {}, loc)->result();
+}
+
+V hint(V x, int64_t multiple_of, int64_t max_contiguous, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, x, loc);
+  std::map<std::string, ir::Attr> attrs;
+  if (multiple_of) {
+    if (multiple_of < 1) throw UserError(loc, "multiple_of: the divisor must be at least 1");
+    attrs["multiple_of"] = multiple_of;
+  }
+  if (max_contiguous) {
+    if (max_contiguous < 1) throw UserError(loc, "max_contiguous: the run length must be at least 1");
+    attrs["max_contiguous"] = max_contiguous;
+  }
+  return make(c, ir::OpKind::Hint, {x}, {x->type}, std::move(attrs), loc)->result();
+}
+
+// ====================================================================== shapes
+
+V broadcast_to(V x, const ShapeVec& shape, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, x, loc);
+  check_shape(shape, loc);
+  return broadcast(c, x, shape, loc);
+}
+
+V expand_dims(V x, int axis, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, x, loc);
+  int a = norm_axis(axis, x->type.rank(), loc, "expand_dims", 1);
+  ShapeVec s = x->type.shape;
+  s.insert(s.begin() + a, 1);
+  return make(c, ir::OpKind::ExpandDims, {x}, {x->type.with_shape(s)}, {{"axis", int64_t(a)}}, loc)->result();
+}
+
+V reshape(V x, const ShapeVec& shape, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, x, loc);
+  check_shape(shape, loc);
+  Type t = x->type.with_shape(shape);
+  if (t.numel() != x->type.numel())
+    throw UserError(loc, fmt::format("reshape from {} to {} changes the number of elements ({} vs {})",
+                                     shape_str(x->type.shape), shape_str(shape), x->type.numel(), t.numel()));
+  if (shape == x->type.shape) return x;
+  return make(c, ir::OpKind::Reshape, {x}, {t}, {}, loc)->result();
+}
+
+V permute(V x, const std::vector<int>& order, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, x, loc);
+  int r = x->type.rank();
+  std::vector<int> sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  bool ok = static_cast<int>(order.size()) == r;
+  for (int i = 0; ok && i < r; ++i) ok = sorted[i] == i;
+  if (!ok)
+    throw UserError(loc, fmt::format("permute: order [{}] is not a permutation of the {} dimensions of a {} tile",
+                                     fmt::join(order, ", "), r, x->type.str()));
+  ShapeVec s(r);
+  std::vector<int64_t> ord(r);
+  for (int i = 0; i < r; ++i) s[i] = x->type.shape[order[i]], ord[i] = order[i];
+  return make(c, ir::OpKind::Permute, {x}, {x->type.with_shape(s)}, {{"order", ord}}, loc)->result();
+}
+
+// ====================================================================== memory
+
+static void add_hints(std::map<std::string, ir::Attr>& attrs, const MemHints& h, const SrcLoc& loc) {
+  static const char* caches[] = {"", ".ca", ".cg", ".cs", ".lu", ".cv", ".wb", ".wt"};
+  static const char* evicts[] = {"", "evict_first", "evict_last", "evict_normal"};
+  if (std::find(std::begin(caches), std::end(caches), h.cache) == std::end(caches))
+    throw UserError(loc, fmt::format("unknown cache modifier '{}' (use .ca, .cg, .cs, .lu, .cv, .wb or .wt)", h.cache));
+  if (std::find(std::begin(evicts), std::end(evicts), h.evict) == std::end(evicts))
+    throw UserError(loc, fmt::format("unknown eviction policy '{}' (use evict_first, evict_last or evict_normal)",
+                                     h.evict));
+  if (!h.cache.empty()) attrs["cache"] = h.cache;
+  if (!h.evict.empty()) attrs["evict"] = h.evict;
+  if (h.is_volatile) attrs["volatile"] = int64_t(1);
+}
+
+V load(V p, V mask, V other, const MemHints& hints, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, p, loc);
+  require_dtype(p->type.dtype == DType::ptr, p, loc, "load", "pointer");
+  std::map<std::string, ir::Attr> attrs;
+  add_hints(attrs, hints, loc);
+  std::vector<V*> bs = {&p};
+  if (mask) {
+    use(c, mask, loc);
+    require_dtype(mask->type.dtype == DType::i1, mask, loc, "load (mask)", "bool");
+    bs.push_back(&mask);
+  }
+  if (other) {
+    use(c, other, loc);
+    other = cast(c, other, p->type.pointee, loc);
+    bs.push_back(&other);
+  }
+  broadcast_all(c, bs, loc, "load");
+  std::vector<V> ops = {p};
+  if (mask) ops.push_back(mask);
+  if (other) ops.push_back(other);
+  Type rt = p->type.with_dtype(p->type.pointee);
+  return make(c, ir::OpKind::Load, ops, {rt}, std::move(attrs), loc)->result();
+}
+
+void store(V p, V value, V mask, const MemHints& hints, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, p, loc), use(c, value, loc);
+  require_dtype(p->type.dtype == DType::ptr, p, loc, "store", "pointer");
+  std::map<std::string, ir::Attr> attrs;
+  add_hints(attrs, hints, loc);
+  value = cast(c, value, p->type.pointee, loc);
+  if (mask) {
+    use(c, mask, loc);
+    require_dtype(mask->type.dtype == DType::i1, mask, loc, "store (mask)", "bool");
+    broadcast_all(c, {&p, &mask}, loc, "store");
+  }
+  if (value->type.rank() > p->type.rank() ||
+      broadcast_shapes(p->type.shape, value->type.shape, loc, "store") != p->type.shape)
+    throw UserError(loc, fmt::format("store: a {} value does not fit the pointer tile's shape {}; the value must "
+                                     "broadcast to the pointers' shape",
+                                     value->type.str(), shape_str(p->type.shape)));
+  value = broadcast(c, value, p->type.shape, loc);
+  std::vector<V> ops = {p, value};
+  if (mask) ops.push_back(mask);
+  make(c, ir::OpKind::Store, ops, {}, std::move(attrs), loc);
+}
+
+V atomic_rmw(ir::AtomicOp op, V p, V value, V mask, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, p, loc), use(c, value, loc);
+  require_dtype(p->type.dtype == DType::ptr, p, loc, "atomic", "pointer");
+  DType d = p->type.pointee;
+  bool bitwise = op == ir::AtomicOp::And || op == ir::AtomicOp::Or || op == ir::AtomicOp::Xor;
+  if ((bitwise && !is_int(d)) || d == DType::i1 || bit_width(d) < 16 ||
+      (is_float(d) && d != DType::f32 && d != DType::f64 && op != ir::AtomicOp::Add))
+    throw UserError(loc, fmt::format("atomic {} is not supported on {} memory (supported: 16/32/64-bit integers, "
+                                     "f32 and f64; f16/bf16 add only)",
+                                     ir::name(op), dtype_name(d)));
+  value = cast(c, value, d, loc);
+  std::vector<V*> bs = {&p, &value};
+  if (mask) {
+    use(c, mask, loc);
+    bs.push_back(&mask);
+  }
+  broadcast_all(c, bs, loc, "atomic");
+  std::vector<V> ops = {p, value};
+  if (mask) ops.push_back(mask);
+  return make(c, ir::OpKind::AtomicRMW, ops, {p->type.with_dtype(d)}, {{"op", int64_t(op)}}, loc)->result();
+}
+
+V atomic_cas(V p, V cmp, V value, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, p, loc), use(c, cmp, loc), use(c, value, loc);
+  require_dtype(p->type.dtype == DType::ptr, p, loc, "atomic_cas", "pointer");
+  DType d = p->type.pointee;
+  if (d == DType::i1 || bit_width(d) < 16)
+    throw UserError(loc, fmt::format("atomic_cas is not supported on {} memory (16, 32 and 64-bit types only)",
+                                     dtype_name(d)));
+  cmp = cast(c, cmp, d, loc);
+  value = cast(c, value, d, loc);
+  broadcast_all(c, {&p, &cmp, &value}, loc, "atomic_cas");
+  return make(c, ir::OpKind::AtomicCas, {p, cmp, value}, {p->type.with_dtype(d)}, {}, loc)->result();
+}
+
+// ====================================================================== reductions
+
+static ShapeVec reduced_shape(V x, int axis) {
+  ShapeVec s = x->type.shape;
+  s.erase(s.begin() + axis);
+  return s;
+}
+
+static V keep(TraceContext& c, V r, int axis, bool keepdims, const SrcLoc& loc) {
+  if (!keepdims) return r;
+  ShapeVec s = r->type.shape;
+  s.insert(s.begin() + axis, 1);
+  return make(c, ir::OpKind::ExpandDims, {r}, {r->type.with_shape(s)}, {{"axis", int64_t(axis)}}, loc)->result();
+}
+
+V reduce(V x, int axis, ir::ReduceKind kind, bool keepdims, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, x, loc);
+  if (x->type.rank() == 0) throw UserError(loc, fmt::format("{}: cannot reduce a scalar", ir::name(kind)));
+  int a = norm_axis(axis, x->type.rank(), loc, ir::name(kind));
+  require_dtype(x->type.dtype != DType::ptr && x->type.dtype != DType::i1, x, loc, ir::name(kind), "numeric");
+  DType rd = (kind == ir::ReduceKind::Argmax || kind == ir::ReduceKind::Argmin) ? DType::i32 : x->type.dtype;
+  V r = make(c, ir::OpKind::Reduce, {x}, {x->type.with_shape(reduced_shape(x, a)).with_dtype(rd)},
+             {{"axis", int64_t(a)}, {"kind", int64_t(kind)}}, loc)
+            ->result();
+  return keep(c, r, a, keepdims, loc);
+}
+
+V reduce_combine(V x, int axis, bool keepdims, const std::function<V(V, V)>& combine, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, x, loc);
+  if (x->type.rank() == 0) throw UserError(loc, "reduce: cannot reduce a scalar");
+  int a = norm_axis(axis, x->type.rank(), loc, "reduce");
+  ir::Op* op = make(c, ir::OpKind::Reduce, {x}, {x->type.with_shape(reduced_shape(x, a))},
+                    {{"axis", int64_t(a)}, {"kind", int64_t(ir::ReduceKind::Combine)}}, loc, 1);
+  V r = combine_region(c, op, x->type.dtype, combine, loc);
+  return keep(c, r, a, keepdims, loc);
+}
+
+V scan(V x, int axis, bool reverse, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, x, loc);
+  if (x->type.rank() == 0) throw UserError(loc, "cumsum: cannot scan a scalar");
+  int a = norm_axis(axis, x->type.rank(), loc, "cumsum");
+  require_dtype(x->type.dtype != DType::ptr && x->type.dtype != DType::i1, x, loc, "cumsum", "numeric");
+  return make(c, ir::OpKind::Scan, {x}, {x->type},
+              {{"axis", int64_t(a)}, {"reverse", int64_t(reverse)}, {"kind", int64_t(ir::ScanKind::Cumsum)}}, loc)
+      ->result();
+}
+
+V scan_combine(V x, int axis, bool reverse, const std::function<V(V, V)>& combine, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, x, loc);
+  if (x->type.rank() == 0) throw UserError(loc, "associative_scan: cannot scan a scalar");
+  int a = norm_axis(axis, x->type.rank(), loc, "associative_scan");
+  ir::Op* op =
+      make(c, ir::OpKind::Scan, {x}, {x->type},
+           {{"axis", int64_t(a)}, {"reverse", int64_t(reverse)}, {"kind", int64_t(ir::ScanKind::Combine)}}, loc, 1);
+  return combine_region(c, op, x->type.dtype, combine, loc);
+}
+
+V dot(V a, V b, V acc, ir::Precision precision, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, a, loc), use(c, b, loc);
+  if (a->type.rank() != 2 || b->type.rank() != 2)
+    throw UserError(loc, fmt::format("dot needs 2-D tiles [M, K] and [K, N], got {} and {}", a->type.str(),
+                                     b->type.str()));
+  if (a->type.shape[1] != b->type.shape[0])
+    throw UserError(loc, fmt::format("dot: inner dimensions differ: {} x {} (a is [M, K], b must be [K, N])",
+                                     a->type.str(), b->type.str()));
+  DType d = a->type.dtype;
+  if (d != b->type.dtype)
+    throw UserError(loc, fmt::format("dot: a and b must have the same element type, got {} and {}; cast one of them",
+                                     dtype_name(d), dtype_name(b->type.dtype)));
+  DType accd;
+  if (d == DType::f16 || d == DType::bf16 || d == DType::f32) accd = DType::f32;
+  else if (d == DType::i8) accd = DType::i32;
+  else
+    throw UserError(loc, fmt::format("dot supports f16, bf16, f32 (f32 accumulation) and i8 (i32 accumulation) "
+                                     "inputs, got {}",
+                                     dtype_name(d)));
+  if (precision != ir::Precision::IEEE && d != DType::f32)
+    throw UserError(loc, "dot: the TF32 precisions apply to f32 inputs only");
+  ShapeVec rs = {a->type.shape[0], b->type.shape[1]};
+  Type rt = scalar(accd).with_shape(rs);
+  if (acc) {
+    use(c, acc, loc);
+    if (acc->type != rt)
+      throw UserError(loc, fmt::format("dot: the accumulator must be a {} tile, got {}", rt.str(), acc->type.str()));
+  } else {
+    acc = broadcast(c, c.builder.constant(scalar(accd), accd == DType::f32 ? ir::Attr(0.0) : ir::Attr(int64_t(0)), loc),
+                    rs, loc);
+  }
+  return make(c, ir::OpKind::Dot, {a, b, acc}, {rt}, {{"precision", int64_t(precision)}}, loc)->result();
+}
+
+V histogram(V x, int64_t bins, V mask, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, x, loc);
+  if (x->type.rank() != 1) throw UserError(loc, fmt::format("histogram needs a 1-D tile, got {}", x->type.str()));
+  require_dtype(is_int(x->type.dtype) && x->type.dtype != DType::i1, x, loc, "histogram", "integer");
+  if (bins < 1) throw UserError(loc, fmt::format("histogram: bins must be at least 1, got {}", bins));
+  check_shape({bins}, loc);
+  std::vector<V> ops = {x};
+  if (mask) {
+    use(c, mask, loc);
+    require_dtype(mask->type.dtype == DType::i1, mask, loc, "histogram (mask)", "bool");
+    ops.push_back(broadcast(c, mask, x->type.shape, loc));
+  }
+  return make(c, ir::OpKind::Histogram, ops, {scalar(DType::i32).with_shape({bins})}, {{"bins", bins}}, loc)->result();
+}
+
+// ====================================================================== control flow
+
+V for_begin(V lo, V hi, V step, DType index, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  for (V* v : {&lo, &hi, &step}) {
+    use(c, *v, loc);
+    if (!(*v)->type.is_scalar() || !is_int((*v)->type.dtype) || (*v)->type.dtype == DType::i1)
+      throw UserError(loc, fmt::format("range bounds and step must be integer scalars, got {}", (*v)->type.str()));
+    *v = cast(c, *v, index, loc);
+  }
+  // Operands and results are filled in below, once the carried handles are known.
+  ir::Op* op = make(c, ir::OpKind::For, {lo, hi, step}, {}, {}, loc, 1);
+  ir::Block& body = op->region().body();
+  V iv = body.add_arg(scalar(index), "i");
+  Frame& f = push_frame(c, Frame::Loop, op, &body, loc);
+  for (size_t i = 0; i < f.tracked.size(); ++i) {
+    V init = f.before[i];
+    if (!init) continue;
+    op->operands.push_back(init);
+    f.tracked[i]->v = body.add_arg(init->type);
+  }
+  return iv;
+}
+
+void for_end(const SrcLoc& loc) {
+  auto* cp = TraceContext::current();
+  if (!cp || cp->frames.empty() || cp->frames.back().kind != Frame::Loop)
+    throw InternalError("tle::range closed while no device loop is open");
+  auto& c = *cp;
+  Frame& f = c.frames.back();
+  ir::Op* op = f.op;
+  ir::Block& body = *f.block;
+  std::vector<V> yields;
+  unsigned arg = 1;
+  for (size_t i = 0; i < f.tracked.size(); ++i) {
+    if (!f.before[i]) {
+      if (f.tracked[i] && f.tracked[i]->v) {
+        V now = f.tracked[i]->v;
+        pop_frame(c);
+        throw UserError(loc, fmt::format("a Tile with no value before this device loop is assigned a {} inside it; "
+                                         "give it an initial value before the loop (e.g. zeros)",
+                                         now->type.str()));
+      }
+      continue;
+    }
+    V carried = body.arg(arg++);
+    V now = f.tracked[i] ? f.tracked[i]->v : carried;
+    if (!now) now = carried;
+    if (now->type != carried->type) {
+      Type before = carried->type;
+      pop_frame(c);
+      throw UserError(loc, fmt::format("a Tile assigned inside this device loop changes from {} to {}; a loop-carried "
+                                       "value must keep its type and shape (cast or broadcast before assigning)",
+                                       before.str(), now->type.str()));
+    }
+    if (!visible(c, now)) {
+      pop_frame(c);
+      throw UserError(loc, "a Tile assigned inside this device loop holds a value from a region that has ended");
+    }
+    yields.push_back(now);
+  }
+  c.builder.yield(yields, loc);
+  Frame closed = pop_frame(c);
+  // Results, one per carried value, and handles now hold them.
+  unsigned r = 0;
+  for (size_t i = 0; i < closed.tracked.size(); ++i) {
+    if (!closed.before[i]) continue;
+    auto v = std::make_unique<Value>();
+    v->type = yields[r]->type;
+    v->def = op;
+    v->index = r;
+    op->results.push_back(std::move(v));
+    if (closed.tracked[i]) closed.tracked[i]->v = op->results.back().get();
+    ++r;
+  }
+}
+
+void for_abandon(bool exception_in_flight, const SrcLoc& loc) {
+  auto* cp = TraceContext::current();
+  if (!cp || cp->frames.empty() || cp->frames.back().kind != Frame::Loop) return;
+  Frame f = pop_frame(*cp);
+  for (size_t i = 0; i < f.tracked.size(); ++i)
+    if (f.tracked[i]) f.tracked[i]->v = f.before[i];
+  // Drop the unfinished loop op so the function stays well formed.
+  auto& ops = cp->builder.insertion_block()->ops;
+  for (auto it = ops.begin(); it != ops.end(); ++it)
+    if (it->get() == f.op) {
+      ops.erase(it);
+      break;
+    }
+  if (!exception_in_flight && !cp->pending)
+    cp->pending.emplace(loc, "`break` or `return` inside a tle::range loop body is not supported: a device loop's body "
+                             "is traced once; use a mask or tle::if_ instead");
+}
+
+void if_else(V cond, const std::function<void()>& then_fn, const std::function<void()>& else_fn, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, cond, loc);
+  if (cond->type.dtype != DType::i1 || !cond->type.is_scalar())
+    throw UserError(loc, fmt::format("if_ needs a scalar bool condition, got {}; reduce the tile first or use where",
+                                     cond->type.str()));
+  ir::Op* op = make(c, ir::OpKind::If, {cond}, {}, {}, loc, 2);
+  std::vector<V> after[2];
+  std::vector<HandleBase*> tracked;
+  std::vector<V> before;
+  for (int branch = 0; branch < 2; ++branch) {
+    Frame& f = push_frame(c, Frame::Branch, op, &op->region(branch).body(), loc);
+    if (branch == 0) tracked = f.tracked, before = f.before;
+    const auto& fn = branch == 0 ? then_fn : else_fn;
+    try {
+      if (fn) fn();
+    } catch (...) {
+      Frame g = pop_frame(c);
+      for (size_t i = 0; i < g.tracked.size(); ++i)
+        if (g.tracked[i]) g.tracked[i]->v = g.before[i];
+      throw;
+    }
+    Frame g = pop_frame(c);
+    after[branch].resize(g.tracked.size());
+    for (size_t i = 0; i < g.tracked.size(); ++i) {
+      after[branch][i] = g.tracked[i] ? g.tracked[i]->v : g.before[i];
+      if (g.tracked[i]) g.tracked[i]->v = g.before[i];
+      tracked[i] = g.tracked[i];
+    }
+  }
+  std::vector<V> yields[2];
+  std::vector<size_t> result_of;
+  for (size_t i = 0; i < tracked.size(); ++i) {
+    V t = after[0][i], e = after[1][i];
+    if (t == before[i] && e == before[i]) continue;
+    if (!t || !e)
+      throw UserError(loc, "a Tile with no value before this if_ is assigned in only one branch; assign it in both "
+                           "branches or give it a value before the if_");
+    if (t->type != e->type)
+      throw UserError(loc, fmt::format("a Tile is assigned a {} in the then-branch and a {} in the else-branch; both "
+                                       "branches must give it the same type and shape",
+                                       t->type.str(), e->type.str()));
+    yields[0].push_back(t);
+    yields[1].push_back(e);
+    result_of.push_back(i);
+  }
+  for (int branch = 0; branch < 2; ++branch) {
+    c.builder.set_insertion_block(&op->region(branch).body());
+    c.builder.yield(yields[branch], loc);
+  }
+  c.builder.set_insertion_block(c.frames.empty() ? &c.fn.entry() : c.frames.back().block);
+  for (size_t r = 0; r < result_of.size(); ++r) {
+    auto v = std::make_unique<Value>();
+    v->type = yields[0][r]->type;
+    v->def = op;
+    v->index = static_cast<unsigned>(r);
+    op->results.push_back(std::move(v));
+    if (tracked[result_of[r]]) tracked[result_of[r]]->v = op->results.back().get();
+  }
+}
+
+}  // namespace tle::detail
+
+namespace tle::frontend {
+
+void trace_into(ir::Function& f, detail::TraceThunk thunk, const void* fn, const detail::TraceParam* params) {
+  TraceContext c(f);
+  thunk(fn, params);
+  c.check_pending();
+  if (!c.frames.empty()) throw InternalError("tracing ended with an open region");
+}
+
+}  // namespace tle::frontend

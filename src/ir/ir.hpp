@@ -1,0 +1,169 @@
+// src/ir/ir.hpp - the tile IR: types, values, operations, blocks, regions and functions.
+//
+// Small and MLIR-like. A Function owns one Region whose single Block's arguments are the kernel
+// arguments. Ops own their results and their regions; Blocks own their arguments and ops.
+// Structured control flow only (For, If, plus combine bodies of Reduce/Scan), so every region
+// has exactly one block ending in a Yield (except the function body, which has no terminator).
+// There are no use-lists: kernels are small, and passes that need uses count them in one walk.
+#pragma once
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "tle/dtype.hpp"
+#include "tle/detail/enums.hpp"
+#include "tle/error.hpp"
+
+namespace tle::ir {
+
+using Shape = std::vector<int64_t>;
+
+/// A register-layout slot: empty on the CPU path; filled by the GPU layout passes.
+struct Layout;
+
+/// The type of a value: element dtype (+ pointee for pointers) and a static shape ([] = scalar).
+struct Type {
+  DType dtype = DType::f32;
+  DType pointee = DType::f32;  // meaningful only when dtype == ptr
+  Shape shape;
+  std::shared_ptr<const Layout> layout;  // null until the GPU pipeline assigns one
+
+  int64_t numel() const;
+  int rank() const { return static_cast<int>(shape.size()); }
+  bool is_scalar() const { return shape.empty(); }
+  Type with_shape(Shape s) const { Type t = *this; t.shape = std::move(s); return t; }
+  Type with_dtype(DType d) const { Type t = *this; t.dtype = d; return t; }
+  /// Same dtype, pointee and shape (the layout is compared by identity).
+  bool operator==(const Type& o) const;
+  bool operator!=(const Type& o) const { return !(*this == o); }
+  /// "f32", "ptr<f16>[128,64]", "i32[1024]".
+  std::string str() const;
+};
+
+enum class OpKind : uint8_t {
+#define TLE_OP(name, mnem, pure) name,
+#include "ir/ops.def"
+#undef TLE_OP
+};
+const char* op_mnemonic(OpKind k);
+bool op_is_pure(OpKind k);
+
+// Enumerations stored in the "op"/"pred"/"kind" attributes live in tle/detail/enums.hpp.
+const char* name(BinaryOp);
+const char* name(UnaryOp);
+const char* name(CmpPred);
+const char* name(AtomicOp);
+const char* name(ReduceKind);
+const char* name(ScanKind);
+const char* name(Precision);
+
+/// An attribute value. Integers and floats are kept exactly (floats as double, which holds every
+/// f16/bf16/f32 value exactly).
+using Attr = std::variant<int64_t, double, std::string, std::vector<int64_t>>;
+
+struct Op;
+struct Block;
+struct Region;
+
+/// An SSA value: the result of an Op, or an argument of a Block.
+struct Value {
+  Type type;
+  Op* def = nullptr;        // defining op, or null for a block argument
+  Block* owner = nullptr;   // block of a block argument, or null for an op result
+  unsigned index = 0;       // result number or argument number
+  std::string name_hint;    // optional, for the printer ("x", "acc")
+
+  bool is_block_arg() const { return def == nullptr; }
+  /// The block in which this value is defined (the op's block for a result).
+  Block* defining_block() const;
+};
+
+/// An operation. Operands are non-owning; results and regions are owned.
+struct Op {
+  OpKind kind;
+  std::vector<Value*> operands;
+  std::vector<std::unique_ptr<Value>> results;
+  std::map<std::string, Attr> attrs;  // ordered: the printer is deterministic
+  std::vector<std::unique_ptr<Region>> regions;
+  Block* parent = nullptr;
+  SrcLoc loc;
+
+  Value* result(unsigned i = 0) const { return results.at(i).get(); }
+  bool has_attr(const std::string& k) const { return attrs.count(k) != 0; }
+  int64_t int_attr(const std::string& k) const;
+  double float_attr(const std::string& k) const;
+  const std::vector<int64_t>& ints_attr(const std::string& k) const;
+  const std::string& str_attr(const std::string& k) const;
+  /// Typed enum attribute ("op", "pred", "kind", "precision").
+  template <class E> E enum_attr(const std::string& k) const { return static_cast<E>(int_attr(k)); }
+  Region& region(unsigned i = 0) const { return *regions.at(i); }
+  bool is_pure() const { return op_is_pure(kind); }
+};
+
+/// A straight-line list of ops with arguments.
+struct Block {
+  std::vector<std::unique_ptr<Value>> args;
+  std::list<std::unique_ptr<Op>> ops;
+  Region* parent = nullptr;
+
+  Value* arg(unsigned i) const { return args.at(i).get(); }
+  Value* add_arg(Type t, std::string hint = {});
+  /// The enclosing op of this block's region (null for the function body).
+  Op* parent_op() const;
+  /// The Yield at the end, or null.
+  Op* terminator() const;
+};
+
+/// A region: exactly one block in this IR.
+struct Region {
+  std::unique_ptr<Block> block;
+  Op* parent = nullptr;  // null for a function body
+  Region();
+  Block& body() { return *block; }
+  const Block& body() const { return *block; }
+};
+
+/// Per-argument facts from specialization (Triton's): 16-byte alignment of pointers.
+struct ArgInfo {
+  std::string name;
+  bool divisible_by_16 = false;
+};
+
+/// A kernel: one function, its body region's block args are the runtime arguments.
+struct Function {
+  std::string name;
+  Region body;
+  std::vector<ArgInfo> arg_info;
+  SrcLoc loc;  // where the user called tle::jit
+  Block& entry() { return body.body(); }
+  const Block& entry() const { return body.body(); }
+};
+
+/// Replace every use of `from` by `to` in ops nested under `root` (operands of all ops, at any depth).
+void replace_all_uses(Block& root, Value* from, Value* to);
+/// Number of uses of every value under `root`.
+std::map<const Value*, int> count_uses(const Block& root);
+/// Calls f(op) for every op under block, in program order, pre-order (op before its regions).
+template <class F> void walk(Block& b, F&& f) {
+  for (auto& op : b.ops) {
+    f(*op);
+    for (auto& r : op->regions) walk(r->body(), f);
+  }
+}
+template <class F> void walk(const Block& b, F&& f) {
+  for (auto& op : b.ops) {
+    f(static_cast<const Op&>(*op));
+    for (auto& r : op->regions) walk(static_cast<const Block&>(r->body()), f);
+  }
+}
+
+/// Deterministic text of a function (values numbered in program order).
+std::string print(const Function& f);
+/// Checks structural invariants; throws InternalError naming the op on failure.
+void verify(const Function& f);
+
+}  // namespace tle::ir

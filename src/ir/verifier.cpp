@@ -1,0 +1,514 @@
+// src/ir/verifier.cpp - structural and typing checks of the tile IR (rules: docs/ir.md).
+//
+// verify() walks the function once, keeping the set of values visible at each point (block
+// arguments of the current and enclosing blocks, and results of ops earlier in them), and checks
+// every op against its kind's operand/attribute/result/region rules. The first violation throws
+// InternalError naming the op as the printer shows it (mnemonic, printed line, result number),
+// followed by the printed function.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "ir/printer.hpp"
+
+namespace tle::ir {
+namespace {
+
+struct Failure {
+  const Op* op;  // null: a function-level problem
+  std::string message;
+};
+
+[[noreturn]] void fail(const Op* op, std::string message) { throw Failure{op, std::move(message)}; }
+
+std::string ts(const Type& t) { return t.str(); }
+
+class Verifier {
+ public:
+  void run(const Function& f) {
+    const Block& entry = f.entry();
+    if (entry.parent != &f.body) fail(nullptr, "function body block has a wrong parent region");
+    if (f.body.parent) fail(nullptr, "function body region has a parent op");
+    if (!f.arg_info.empty() && f.arg_info.size() != entry.args.size())
+      fail(nullptr, fmt::format("arg_info has {} entries for {} arguments", f.arg_info.size(), entry.args.size()));
+    for (size_t i = 0; i < entry.args.size(); ++i) check_arg(nullptr, entry, i);
+    for (auto& a : entry.args) visible_.insert(a.get());
+    if (Op* t = entry.terminator()) fail(t, "the function body must not end in yield");
+    verify_block(entry);
+  }
+
+ private:
+  std::unordered_set<const Value*> visible_;
+
+  void check_type(const Op* op, const Type& t, const std::string& what) {
+    for (auto d : t.shape)
+      if (d <= 0) fail(op, fmt::format("{} has type {} with a dimension <= 0", what, ts(t)));
+    if (t.dtype == DType::ptr && t.pointee == DType::ptr) fail(op, fmt::format("{} is a pointer to pointer", what));
+  }
+
+  void check_arg(const Op* op, const Block& b, size_t i) {
+    const Value* a = b.args[i].get();
+    if (!a) fail(op, "null block argument");
+    if (a->def || a->owner != &b || a->index != i)
+      fail(op, fmt::format("block argument {} has inconsistent owner/index", i));
+    check_type(op, a->type, fmt::format("block argument {}", i));
+  }
+
+  void verify_block(const Block& b) {
+    std::vector<const Value*> added;  // values made visible here, removed on exit (scoping)
+    for (auto& a : b.args)
+      if (visible_.insert(a.get()).second) added.push_back(a.get());
+    for (auto it = b.ops.begin(); it != b.ops.end(); ++it) {
+      const Op& op = **it;
+      if (op.parent != &b) fail(&op, "op's parent pointer is not its block");
+      if (op.kind == OpKind::Yield && std::next(it) != b.ops.end()) fail(&op, "yield is not the last op of its block");
+      for (size_t i = 0; i < op.operands.size(); ++i) {
+        const Value* v = op.operands[i];
+        if (!v) fail(&op, fmt::format("operand {} is null", i));
+        if (!visible_.count(v))
+          fail(&op, fmt::format("operand {} does not dominate its use (defined later, in a nested region, "
+                                "or not in this function)", i));
+      }
+      for (size_t i = 0; i < op.results.size(); ++i) {
+        const Value* r = op.results[i].get();
+        if (!r || r->def != &op || r->owner || r->index != i)
+          fail(&op, fmt::format("result {} has inconsistent def/index", i));
+        check_type(&op, r->type, fmt::format("result {}", i));
+      }
+      for (size_t i = 0; i < op.operands.size(); ++i) check_type(&op, op.operands[i]->type, fmt::format("operand {}", i));
+      for (size_t r = 0; r < op.regions.size(); ++r) {
+        const Region* reg = op.regions[r].get();
+        if (!reg || !reg->block) fail(&op, fmt::format("region {} is empty", r));
+        if (reg->parent != &op || reg->block->parent != reg) fail(&op, fmt::format("region {} has wrong parents", r));
+        const Block& body = reg->body();
+        for (size_t i = 0; i < body.args.size(); ++i) check_arg(&op, body, i);
+        if (!body.terminator()) fail(&op, fmt::format("region {} does not end in yield", r));
+      }
+      check_op(op);
+      for (auto& reg : op.regions) verify_block(reg->body());
+      for (auto& r : op.results)
+        if (visible_.insert(r.get()).second) added.push_back(r.get());
+    }
+    for (auto* v : added) visible_.erase(v);
+  }
+
+  // ---- per-kind rules
+  static void n_operands(const Op& op, size_t lo, size_t hi) {
+    if (op.operands.size() < lo || op.operands.size() > hi) {
+      if (lo == hi) fail(&op, fmt::format("expects {} operands, has {}", lo, op.operands.size()));
+      fail(&op, fmt::format("expects {} to {} operands, has {}", lo, hi, op.operands.size()));
+    }
+  }
+  static void n_results(const Op& op, size_t n) {
+    if (op.results.size() != n) fail(&op, fmt::format("expects {} results, has {}", n, op.results.size()));
+  }
+  static void n_regions(const Op& op, size_t n) {
+    if (op.regions.size() != n) fail(&op, fmt::format("expects {} regions, has {}", n, op.regions.size()));
+  }
+  static const Type& in(const Op& op, size_t i) { return op.operands[i]->type; }
+  static const Type& out(const Op& op, size_t i = 0) { return op.results[i]->type; }
+  static int64_t int_attr(const Op& op, const char* k) {
+    auto it = op.attrs.find(k);
+    if (it == op.attrs.end() || !std::holds_alternative<int64_t>(it->second))
+      fail(&op, fmt::format("missing integer attribute '{}'", k));
+    return std::get<int64_t>(it->second);
+  }
+  static void opt_int_attr(const Op& op, const char* k) {
+    auto it = op.attrs.find(k);
+    if (it != op.attrs.end() && !std::holds_alternative<int64_t>(it->second))
+      fail(&op, fmt::format("attribute '{}' must be an integer", k));
+  }
+  static void opt_str_attr(const Op& op, const char* k) {
+    auto it = op.attrs.find(k);
+    if (it != op.attrs.end() && !std::holds_alternative<std::string>(it->second))
+      fail(&op, fmt::format("attribute '{}' must be a string", k));
+  }
+  static int64_t enum_attr(const Op& op, const char* k, int64_t count) {
+    int64_t v = int_attr(op, k);
+    if (v < 0 || v >= count) fail(&op, fmt::format("attribute '{}' = {} is not a valid enumerator", k, v));
+    return v;
+  }
+  static void same_type(const Op& op, const Type& a, const Type& b, const std::string& what) {
+    if (a != b) fail(&op, fmt::format("{}: {} vs {}", what, ts(a), ts(b)));
+  }
+  static void same_shape(const Op& op, const Type& a, const Type& b, const std::string& what) {
+    if (a.shape != b.shape) fail(&op, fmt::format("{}: shapes {} vs {}", what, ts(a), ts(b)));
+  }
+  static void is_mask(const Op& op, size_t i, const Type& like) {
+    if (in(op, i).dtype != DType::i1) fail(&op, fmt::format("mask operand {} must be i1, is {}", i, ts(in(op, i))));
+    same_shape(op, in(op, i), like, "mask shape differs from the pointer shape");
+  }
+  static void is_ptr(const Op& op, size_t i) {
+    if (in(op, i).dtype != DType::ptr) fail(&op, fmt::format("operand {} must be a pointer, is {}", i, ts(in(op, i))));
+  }
+  // The value type addressed by pointer tile `p`: its pointee with p's shape.
+  static Type pointee_type(const Type& p) {
+    Type t = p;
+    t.dtype = p.pointee;
+    return t;
+  }
+  static void yields(const Op& op, size_t r, const std::vector<Type>& want) {
+    const Op* y = op.regions[r]->body().terminator();
+    if (y->operands.size() != want.size())
+      fail(&op, fmt::format("region {} yields {} values, expected {}", r, y->operands.size(), want.size()));
+    for (size_t i = 0; i < want.size(); ++i)
+      if (y->operands[i]->type != want[i])
+        fail(&op, fmt::format("region {} yield value {} has type {}, expected {}", r, i, ts(y->operands[i]->type),
+                              ts(want[i])));
+    if (!y->results.empty() || !y->attrs.empty() || !y->regions.empty()) fail(y, "yield has results, attributes or regions");
+  }
+  // A combine body: block args (acc, next), scalars of dtype d, yielding one scalar of dtype d.
+  static void combine_region(const Op& op, DType d) {
+    n_regions(op, 1);
+    const Block& b = op.regions[0]->body();
+    Type s;
+    s.dtype = d;
+    if (b.args.size() != 2 || b.args[0]->type != s || b.args[1]->type != s)
+      fail(&op, fmt::format("combine region must take two {} scalars", dtype_name(d)));
+    yields(op, 0, {s});
+  }
+
+  static void check_op(const Op& op) {
+    if (op.kind != OpKind::Reduce && op.kind != OpKind::Scan && op.kind != OpKind::For && op.kind != OpKind::If)
+      n_regions(op, 0);
+    switch (op.kind) {
+      case OpKind::Constant: {
+        n_operands(op, 0, 0);
+        n_results(op, 1);
+        auto it = op.attrs.find("value");
+        if (it == op.attrs.end()) fail(&op, "missing attribute 'value'");
+        DType d = out(op).dtype;
+        if (is_float(d) && !std::holds_alternative<double>(it->second))
+          fail(&op, "a float constant's value must be a double attribute");
+        if (!is_float(d) && !std::holds_alternative<int64_t>(it->second))
+          fail(&op, "an integer or pointer constant's value must be an int64 attribute");
+        break;
+      }
+      case OpKind::Arange: {
+        n_operands(op, 0, 0);
+        n_results(op, 1);
+        int64_t s = int_attr(op, "start"), e = int_attr(op, "end");
+        if (e <= s) fail(&op, fmt::format("end {} must exceed start {}", e, s));
+        if (out(op).dtype != DType::i32 || out(op).shape != Shape{e - s})
+          fail(&op, fmt::format("result must be i32[{}], is {}", e - s, ts(out(op))));
+        break;
+      }
+      case OpKind::ProgramId:
+      case OpKind::NumPrograms: {
+        n_operands(op, 0, 0);
+        n_results(op, 1);
+        int64_t a = int_attr(op, "axis");
+        if (a < 0 || a > 2) fail(&op, fmt::format("axis {} is not 0, 1 or 2", a));
+        if (out(op).dtype != DType::i32 || !out(op).is_scalar()) fail(&op, "result must be an i32 scalar");
+        break;
+      }
+      case OpKind::Broadcast: {
+        n_operands(op, 1, 1);
+        n_results(op, 1);
+        const Type &x = in(op, 0), &r = out(op);
+        same_type(op, x.with_shape(r.shape), r, "result element type differs from the operand's");
+        if (x.rank() != r.rank()) fail(&op, fmt::format("rank of {} differs from result {}", ts(x), ts(r)));
+        for (int i = 0; i < x.rank(); ++i)
+          if (x.shape[i] != 1 && x.shape[i] != r.shape[i])
+            fail(&op, fmt::format("cannot broadcast {} to {} (dim {})", ts(x), ts(r), i));
+        break;
+      }
+      case OpKind::ExpandDims: {
+        n_operands(op, 1, 1);
+        n_results(op, 1);
+        const Type &x = in(op, 0), &r = out(op);
+        int64_t a = int_attr(op, "axis");
+        if (a < 0 || a > x.rank()) fail(&op, fmt::format("axis {} out of range for {}", a, ts(x)));
+        Shape s = x.shape;
+        s.insert(s.begin() + a, 1);
+        same_type(op, x.with_shape(s), r, "result type");
+        break;
+      }
+      case OpKind::Reshape: {
+        n_operands(op, 1, 1);
+        n_results(op, 1);
+        const Type &x = in(op, 0), &r = out(op);
+        same_type(op, x.with_shape(r.shape), r, "result element type differs from the operand's");
+        if (x.numel() != r.numel()) fail(&op, fmt::format("cannot reshape {} to {}", ts(x), ts(r)));
+        break;
+      }
+      case OpKind::Permute: {
+        n_operands(op, 1, 1);
+        n_results(op, 1);
+        const Type &x = in(op, 0), &r = out(op);
+        auto it = op.attrs.find("order");
+        if (it == op.attrs.end() || !std::holds_alternative<std::vector<int64_t>>(it->second))
+          fail(&op, "missing int-list attribute 'order'");
+        const auto& order = std::get<std::vector<int64_t>>(it->second);
+        if (static_cast<int>(order.size()) != x.rank()) fail(&op, "order length differs from the operand rank");
+        std::vector<bool> seen(order.size());
+        Shape s;
+        for (auto o : order) {
+          if (o < 0 || o >= x.rank() || seen[o]) fail(&op, "order is not a permutation");
+          seen[o] = true;
+          s.push_back(x.shape[o]);
+        }
+        same_type(op, x.with_shape(s), r, "result type");
+        break;
+      }
+      case OpKind::Binary: {
+        n_operands(op, 2, 2);
+        n_results(op, 1);
+        auto b = static_cast<BinaryOp>(enum_attr(op, "op", 14));
+        same_type(op, in(op, 0), out(op), "lhs type differs from the result");
+        same_type(op, in(op, 1), out(op), "rhs type differs from the result");
+        DType d = out(op).dtype;
+        if (d == DType::ptr) fail(&op, "arithmetic on pointers (use addptr)");
+        bool bits = b == BinaryOp::And || b == BinaryOp::Or || b == BinaryOp::Xor || b == BinaryOp::Shl ||
+                    b == BinaryOp::Shr;
+        if (bits && !is_int(d)) fail(&op, fmt::format("{} needs integer operands, has {}", name(b), dtype_name(d)));
+        if ((b == BinaryOp::Pow || b == BinaryOp::Atan2) && !is_float(d))
+          fail(&op, fmt::format("{} needs float operands, has {}", name(b), dtype_name(d)));
+        break;
+      }
+      case OpKind::Compare: {
+        n_operands(op, 2, 2);
+        n_results(op, 1);
+        enum_attr(op, "pred", 6);
+        same_type(op, in(op, 0), in(op, 1), "compared operands differ");
+        same_type(op, in(op, 0).with_dtype(DType::i1), out(op), "result must be i1 of the operand shape");
+        break;
+      }
+      case OpKind::Unary: {
+        n_operands(op, 1, 1);
+        n_results(op, 1);
+        auto u = static_cast<UnaryOp>(enum_attr(op, "op", 15));
+        same_type(op, in(op, 0), out(op), "result type differs from the operand");
+        DType d = out(op).dtype;
+        if (d == DType::ptr) fail(&op, "arithmetic on pointers");
+        if (u == UnaryOp::Not && !is_int(d)) fail(&op, "not needs an integer operand");
+        if (u != UnaryOp::Not && u != UnaryOp::Neg && u != UnaryOp::Abs && !is_float(d))
+          fail(&op, fmt::format("{} needs a float operand, has {}", name(u), dtype_name(d)));
+        break;
+      }
+      case OpKind::Fma: {
+        n_operands(op, 3, 3);
+        n_results(op, 1);
+        for (size_t i = 0; i < 3; ++i) same_type(op, in(op, i), out(op), fmt::format("operand {} type differs", i));
+        if (!is_float(out(op).dtype)) fail(&op, "fma needs float operands");
+        break;
+      }
+      case OpKind::Select: {
+        n_operands(op, 3, 3);
+        n_results(op, 1);
+        if (in(op, 0).dtype != DType::i1) fail(&op, fmt::format("condition must be i1, is {}", ts(in(op, 0))));
+        same_shape(op, in(op, 0), out(op), "condition shape differs from the result");
+        same_type(op, in(op, 1), out(op), "true value type differs from the result");
+        same_type(op, in(op, 2), out(op), "false value type differs from the result");
+        break;
+      }
+      case OpKind::Cast: {
+        n_operands(op, 1, 1);
+        n_results(op, 1);
+        same_shape(op, in(op, 0), out(op), "cast changes the shape");
+        if (in(op, 0).dtype == DType::ptr || out(op).dtype == DType::ptr) fail(&op, "cast of pointers (use bitcast)");
+        break;
+      }
+      case OpKind::Bitcast: {
+        n_operands(op, 1, 1);
+        n_results(op, 1);
+        same_shape(op, in(op, 0), out(op), "bitcast changes the shape");
+        DType a = in(op, 0).dtype, b = out(op).dtype;
+        if (a == DType::i1 || b == DType::i1 || a == DType::ptr || b == DType::ptr || bit_width(a) != bit_width(b))
+          fail(&op, fmt::format("bitcast {} -> {} changes the bit width or involves i1 or ptr", dtype_name(a),
+                                dtype_name(b)));
+        break;
+      }
+      case OpKind::AddPtr: {
+        n_operands(op, 2, 2);
+        n_results(op, 1);
+        is_ptr(op, 0);
+        if (!is_int(in(op, 1).dtype) || in(op, 1).dtype == DType::i1)
+          fail(&op, fmt::format("offset must be an integer, is {}", ts(in(op, 1))));
+        same_shape(op, in(op, 0), in(op, 1), "offset shape differs from the pointer shape");
+        same_type(op, in(op, 0), out(op), "result type differs from the pointer");
+        break;
+      }
+      case OpKind::Hint: {
+        n_operands(op, 1, 1);
+        n_results(op, 1);
+        same_type(op, in(op, 0), out(op), "result type differs from the operand");
+        opt_int_attr(op, "multiple_of");
+        opt_int_attr(op, "max_contiguous");
+        break;
+      }
+      case OpKind::Load: {
+        n_operands(op, 1, 3);
+        n_results(op, 1);
+        is_ptr(op, 0);
+        same_type(op, pointee_type(in(op, 0)), out(op), "result type is not the pointee type");
+        if (op.operands.size() > 1) is_mask(op, 1, in(op, 0));
+        if (op.operands.size() > 2) same_type(op, in(op, 2), out(op), "'other' type differs from the result");
+        opt_str_attr(op, "cache");
+        opt_str_attr(op, "evict");
+        opt_int_attr(op, "volatile");
+        break;
+      }
+      case OpKind::Store: {
+        n_operands(op, 2, 3);
+        n_results(op, 0);
+        is_ptr(op, 0);
+        same_type(op, in(op, 1), pointee_type(in(op, 0)), "stored value type is not the pointee type");
+        if (op.operands.size() > 2) is_mask(op, 2, in(op, 0));
+        opt_str_attr(op, "cache");
+        opt_str_attr(op, "evict");
+        break;
+      }
+      case OpKind::AtomicRMW: {
+        n_operands(op, 2, 3);
+        n_results(op, 1);
+        is_ptr(op, 0);
+        enum_attr(op, "op", 7);
+        same_type(op, in(op, 1), pointee_type(in(op, 0)), "value type is not the pointee type");
+        same_type(op, out(op), in(op, 1), "result type differs from the value type");
+        if (op.operands.size() > 2) is_mask(op, 2, in(op, 0));
+        break;
+      }
+      case OpKind::AtomicCas: {
+        n_operands(op, 3, 3);
+        n_results(op, 1);
+        is_ptr(op, 0);
+        same_type(op, in(op, 1), pointee_type(in(op, 0)), "compare value type is not the pointee type");
+        same_type(op, in(op, 2), pointee_type(in(op, 0)), "new value type is not the pointee type");
+        same_type(op, out(op), in(op, 2), "result type differs from the value type");
+        break;
+      }
+      case OpKind::Reduce: {
+        n_operands(op, 1, 1);
+        n_results(op, 1);
+        const Type &x = in(op, 0), &r = out(op);
+        int64_t axis = int_attr(op, "axis");
+        if (axis < 0 || axis >= x.rank()) fail(&op, fmt::format("axis {} out of range for {}", axis, ts(x)));
+        auto k = static_cast<ReduceKind>(enum_attr(op, "kind", 6));
+        Shape s = x.shape;
+        s.erase(s.begin() + axis);
+        DType d = (k == ReduceKind::Argmax || k == ReduceKind::Argmin) ? DType::i32 : x.dtype;
+        same_type(op, x.with_shape(s).with_dtype(d), r, "result type");
+        if (x.dtype == DType::ptr) fail(&op, "reduction of pointers");
+        if (k == ReduceKind::Combine) combine_region(op, x.dtype);
+        else n_regions(op, 0);
+        break;
+      }
+      case OpKind::Scan: {
+        n_operands(op, 1, 1);
+        n_results(op, 1);
+        const Type &x = in(op, 0), &r = out(op);
+        int64_t axis = int_attr(op, "axis");
+        if (axis < 0 || axis >= x.rank()) fail(&op, fmt::format("axis {} out of range for {}", axis, ts(x)));
+        int64_t rev = int_attr(op, "reverse");
+        if (rev != 0 && rev != 1) fail(&op, "reverse must be 0 or 1");
+        auto k = static_cast<ScanKind>(enum_attr(op, "kind", 2));
+        same_type(op, x, r, "result type differs from the operand");
+        if (x.dtype == DType::ptr) fail(&op, "scan of pointers");
+        if (k == ScanKind::Combine) combine_region(op, x.dtype);
+        else n_regions(op, 0);
+        break;
+      }
+      case OpKind::Dot: {
+        n_operands(op, 3, 3);
+        n_results(op, 1);
+        const Type &a = in(op, 0), &b = in(op, 1), &c = in(op, 2);
+        if (a.rank() != 2 || b.rank() != 2 || c.rank() != 2) fail(&op, "dot operands must be 2-D");
+        if (a.shape[1] != b.shape[0] || c.shape[0] != a.shape[0] || c.shape[1] != b.shape[1])
+          fail(&op, fmt::format("shapes {} @ {} + {} do not match", ts(a), ts(b), ts(c)));
+        if (a.dtype != b.dtype) fail(&op, fmt::format("a is {}, b is {}", dtype_name(a.dtype), dtype_name(b.dtype)));
+        same_type(op, c, out(op), "result type differs from the accumulator");
+        if (a.dtype == DType::f16 || a.dtype == DType::bf16 || a.dtype == DType::f32) {
+          if (c.dtype != DType::f32)
+            fail(&op, fmt::format("{} inputs need an f32 accumulator, has {}", dtype_name(a.dtype), ts(c)));
+        } else if (a.dtype == DType::i8) {
+          if (c.dtype != DType::i32) fail(&op, "i8 inputs need an i32 accumulator");
+        } else {
+          fail(&op, fmt::format("dot inputs must be f16, bf16, f32 or i8, are {}", dtype_name(a.dtype)));
+        }
+        auto prec = static_cast<Precision>(enum_attr(op, "precision", 3));
+        if (prec != Precision::IEEE && a.dtype != DType::f32) fail(&op, "tf32 precisions need f32 inputs");
+        break;
+      }
+      case OpKind::Histogram: {
+        n_operands(op, 1, 2);
+        n_results(op, 1);
+        const Type& x = in(op, 0);
+        if (!is_int(x.dtype) || x.dtype == DType::i1 || x.rank() != 1)
+          fail(&op, fmt::format("input must be a 1-D integer tile, is {}", ts(x)));
+        if (op.operands.size() > 1) is_mask(op, 1, x);
+        int64_t bins = int_attr(op, "bins");
+        if (bins <= 0) fail(&op, "bins must be positive");
+        if (out(op).dtype != DType::i32 || out(op).shape != Shape{bins})
+          fail(&op, fmt::format("result must be i32[{}], is {}", bins, ts(out(op))));
+        break;
+      }
+      case OpKind::For: {
+        if (op.operands.size() < 3) fail(&op, fmt::format("expects lo, hi, step and inits, has {} operands", op.operands.size()));
+        n_regions(op, 1);
+        const Type& lo = in(op, 0);
+        if (!is_int(lo.dtype) || lo.dtype == DType::i1 || !lo.is_scalar())
+          fail(&op, fmt::format("bounds must be integer scalars, lo is {}", ts(lo)));
+        same_type(op, in(op, 1), lo, "hi type differs from lo");
+        same_type(op, in(op, 2), lo, "step type differs from lo");
+        size_t n = op.operands.size() - 3;
+        n_results(op, n);
+        const Block& body = op.regions[0]->body();
+        if (body.args.size() != n + 1)
+          fail(&op, fmt::format("body has {} arguments, expected {} (iv + carried)", body.args.size(), n + 1));
+        same_type(op, body.args[0]->type, lo, "induction variable type differs from the bounds");
+        std::vector<Type> carried;
+        for (size_t i = 0; i < n; ++i) {
+          same_type(op, in(op, 3 + i), out(op, i), fmt::format("init {} type differs from result {}", i, i));
+          same_type(op, body.args[1 + i]->type, out(op, i), fmt::format("body argument {} type differs from result {}", 1 + i, i));
+          carried.push_back(out(op, i));
+        }
+        yields(op, 0, carried);
+        break;
+      }
+      case OpKind::If: {
+        n_operands(op, 1, 1);
+        n_regions(op, 2);
+        if (in(op, 0).dtype != DType::i1 || !in(op, 0).is_scalar())
+          fail(&op, fmt::format("condition must be an i1 scalar, is {}", ts(in(op, 0))));
+        std::vector<Type> res;
+        for (auto& r : op.results) res.push_back(r->type);
+        for (size_t r = 0; r < 2; ++r) {
+          if (!op.regions[r]->body().args.empty()) fail(&op, fmt::format("region {} must have no arguments", r));
+          yields(op, r, res);
+        }
+        break;
+      }
+      case OpKind::Yield: {
+        n_results(op, 0);
+        const Block* b = op.parent;
+        if (!b->parent || !b->parent->parent) fail(&op, "yield outside a region of an op");
+        break;
+      }
+    }
+  }
+};
+
+}  // namespace
+
+void verify(const Function& f) {
+  try {
+    Verifier().run(f);
+  } catch (const Failure& e) {
+    PrintPositions pos;
+    std::string text = print_function(f, &pos);
+    std::string where;
+    if (e.op) {
+      auto line = pos.op_lines.find(e.op);
+      where = fmt::format("'{}' at line {}", op_mnemonic(e.op->kind), line == pos.op_lines.end() ? 0u : line->second);
+      if (!e.op->results.empty() && e.op->results[0]) where += fmt::format(" ({})", pos.value_name(e.op->result(0)));
+      if (e.op->loc.known()) where += fmt::format(" [traced at {}:{}]", e.op->loc.file, e.op->loc.line);
+    } else {
+      where = "function";
+    }
+    throw InternalError(fmt::format("IR verifier: @{}: {}: {}\n{}", f.name, where, e.message, text));
+  }
+}
+
+}  // namespace tle::ir

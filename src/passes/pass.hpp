@@ -1,0 +1,58 @@
+// src/passes/pass.hpp - the pass interface, the passes' entry points and the pipeline driver.
+//
+// A pass rewrites an ir::Function in place and returns whether it changed anything. The order in
+// which passes run lives in one place, src/passes/pipeline.cpp (docs/ir.md, "Passes").
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ir/ir.hpp"
+
+namespace tle::passes {
+
+using PassFn = bool (*)(ir::Function&);
+struct Pass {
+  const char* name;  // used in dumps: "<kernel>.<NN>.<name>.tir"
+  PassFn run;
+};
+
+/// Constant folding and exact algebraic simplification to a fixpoint (canonicalize.cpp).
+bool canonicalize(ir::Function& f);
+/// Common-subexpression elimination of pure region-free ops, scoped by region (cse.cpp).
+bool cse(ir::Function& f);
+/// Dead-code elimination, including dead/invariant loop-carried and if-carried values (dce.cpp).
+bool dce(ir::Function& f);
+
+/// The passes of one round of the pipeline, in order.
+const std::vector<Pass>& pipeline_passes();
+
+struct PipelineOptions {
+  /// Run ir::verify on the traced IR and after every pass. Default: on in debug builds
+  /// (!NDEBUG) or when the environment variable TLE_VERIFY=1.
+  bool verify = false;
+  /// Honour TLE_DUMP_IR (1: dumps to stderr; a directory: one file per stage).
+  bool dump_from_env = true;
+  /// If non-null, receives (stage name, printed IR) for the traced IR ("trace") and after each pass.
+  std::vector<std::pair<std::string, std::string>>* dumps = nullptr;
+};
+/// Options from the build type and the environment (TLE_VERIFY, TLE_DUMP_IR).
+PipelineOptions default_pipeline_options();
+
+/// Runs the pipeline on freshly traced IR with default_pipeline_options().
+void run_pipeline(ir::Function& f);
+void run_pipeline(ir::Function& f, const PipelineOptions& options);
+
+// ---- small helpers shared by the passes
+/// True if `v` is defined inside one of `op`'s regions (at any depth).
+inline bool defined_inside(const ir::Value* v, const ir::Op& op) {
+  for (const ir::Block* b = v->defining_block(); b; ) {
+    const ir::Op* p = b->parent_op();
+    if (!p) return false;
+    if (p == &op) return true;
+    b = p->parent;
+  }
+  return false;
+}
+
+}  // namespace tle::passes

@@ -1,0 +1,124 @@
+// src/passes/pipeline.cpp - THE pass order, plus IR dumps and verification between passes.
+//
+// One round is canonicalize -> cse -> dce. Rounds repeat while a round changes the IR (dce can
+// expose constants to fold, e.g. a loop-carried value replaced by its constant init), at most
+// kMaxRounds times.
+//
+// TLE_DUMP_IR=1 prints the traced IR and the IR after every pass to stderr; TLE_DUMP_IR=<dir>
+// writes <dir>/<kernel>.<NN>.<stage>.tir instead (NN = 00 for the traced IR, then 01, 02, ...).
+// TLE_VERIFY=1 (always in debug builds) runs ir::verify on the traced IR and after every pass.
+#include <fmt/format.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "passes/pass.hpp"
+
+namespace tle::passes {
+namespace {
+
+constexpr int kMaxRounds = 3;
+
+bool env_is_one(const char* name) {
+  const char* v = std::getenv(name);
+  return v && std::string(v) == "1";
+}
+
+std::string file_safe(const std::string& s) {
+  std::string out;
+  for (char c : s) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-') ? c : '_';
+  return out.empty() ? "kernel" : out;
+}
+
+class Dumper {
+ public:
+  Dumper(const ir::Function& f, const PipelineOptions& o) : f_(f), opt_(o) {
+    if (o.dump_from_env) {
+      const char* v = std::getenv("TLE_DUMP_IR");
+      if (v && *v && std::string(v) != "0") {
+        if (std::string(v) == "1") {
+          to_stderr_ = true;
+        } else {
+          dir_ = v;
+          std::error_code ec;
+          std::filesystem::create_directories(dir_, ec);
+        }
+      }
+    }
+  }
+
+  void stage(const std::string& name) {
+    int n = index_++;
+    if (!to_stderr_ && dir_.empty() && !opt_.dumps) return;
+    std::string text = ir::print(f_);
+    if (opt_.dumps) opt_.dumps->emplace_back(name, text);
+    if (to_stderr_)
+      fmt::print(stderr, "// ----- tle IR of @{} after {} ({:02}) -----\n{}\n", f_.name, name, n, text);
+    if (!dir_.empty()) {
+      auto path = std::filesystem::path(dir_) / fmt::format("{}.{:02}.{}.tir", file_safe(f_.name), n, name);
+      std::ofstream(path) << text;
+    }
+  }
+
+ private:
+  const ir::Function& f_;
+  const PipelineOptions& opt_;
+  bool to_stderr_ = false;
+  std::string dir_;
+  int index_ = 0;
+};
+
+}  // namespace
+
+const std::vector<Pass>& pipeline_passes() {
+  static const std::vector<Pass> passes = {
+      {"canonicalize", &canonicalize},
+      {"cse", &cse},
+      {"dce", &dce},
+  };
+  return passes;
+}
+
+PipelineOptions default_pipeline_options() {
+  PipelineOptions o;
+#ifndef NDEBUG
+  o.verify = true;
+#endif
+  if (env_is_one("TLE_VERIFY")) o.verify = true;
+  return o;
+}
+
+void run_pipeline(ir::Function& f) { run_pipeline(f, default_pipeline_options()); }
+
+void run_pipeline(ir::Function& f, const PipelineOptions& options) {
+  Dumper dump(f, options);
+  dump.stage("trace");
+  if (options.verify) {
+    try {
+      ir::verify(f);
+    } catch (const InternalError& e) {
+      throw InternalError(fmt::format("traced IR: {}", e.what()));
+    }
+  }
+  for (int round = 0; round < kMaxRounds; ++round) {
+    bool changed = false;
+    for (const Pass& p : pipeline_passes()) {
+      bool c = p.run(f);
+      changed |= c;
+      dump.stage(p.name);
+      if (options.verify) {
+        try {
+          ir::verify(f);
+        } catch (const InternalError& e) {
+          throw InternalError(fmt::format("after pass {}: {}", p.name, e.what()));
+        }
+      }
+    }
+    if (!changed) break;
+  }
+}
+
+}  // namespace tle::passes

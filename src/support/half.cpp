@@ -1,0 +1,66 @@
+// src/support/half.cpp - exact f16/bf16 conversions (IEEE 754-2008 binary16; bfloat16), rounding to
+// nearest even exactly once from double, so f64 -> f16 never double-rounds through f32 (E26).
+#include "support/half.hpp"
+
+#include <cmath>
+#include <cstring>
+
+namespace tle {
+namespace {
+
+// Rounds a finite or infinite double to a float format with `mbits` explicit mantissa bits and
+// exponent bias `bias` (max exponent field all-ones is inf/nan), returning the bit pattern.
+uint16_t round_to_small_float(double v, int ebits, int mbits) {
+  const int bias = (1 << (ebits - 1)) - 1;
+  uint16_t sign = std::signbit(v) ? uint16_t(1u << (ebits + mbits)) : 0;
+  const uint16_t inf = uint16_t(((1u << ebits) - 1) << mbits);
+  if (std::isnan(v)) return uint16_t(sign | inf | (1u << (mbits - 1)));
+  double a = std::fabs(v);
+  if (std::isinf(a)) return sign | inf;
+  if (a == 0) return sign;
+  int e;
+  std::frexp(a, &e);  // a = f * 2^e, f in [0.5, 1)
+  int exp = e - 1;    // a = 1.x * 2^exp
+  const int emin = 1 - bias;
+  // Quantum (value of one unit in the last place) for this exponent, or the subnormal quantum.
+  int qexp = (exp < emin ? emin : exp) - mbits;
+  double scaled = std::ldexp(a, -qexp);  // exact: a double scaled by a power of two
+  double r = std::nearbyint(scaled);     // default rounding mode: nearest even
+  // r * 2^qexp is the rounded value; rebuild bits.
+  uint64_t q = static_cast<uint64_t>(r);
+  if (exp < emin) {
+    // subnormal (or rounds up into the smallest normal, which the bit layout handles)
+    return uint16_t(sign | q);
+  }
+  // normal: q in [2^mbits, 2^(mbits+1)]
+  int biased = exp + bias;
+  if (q == (1ull << (mbits + 1))) { q >>= 1; biased += 1; }
+  if (biased >= (1 << ebits) - 1) return sign | inf;
+  return uint16_t(sign | (uint16_t(biased) << mbits) | (q & ((1u << mbits) - 1)));
+}
+
+double small_float_to_double(uint16_t b, int ebits, int mbits) {
+  const int bias = (1 << (ebits - 1)) - 1;
+  bool neg = b >> (ebits + mbits);
+  int e = (b >> mbits) & ((1 << ebits) - 1);
+  uint32_t m = b & ((1u << mbits) - 1);
+  double v;
+  if (e == (1 << ebits) - 1) v = m ? NAN : INFINITY;
+  else if (e == 0) v = std::ldexp(double(m), 1 - bias - mbits);
+  else v = std::ldexp(double(m | (1u << mbits)), e - bias - mbits);
+  return neg ? -v : v;
+}
+
+}  // namespace
+
+uint16_t f64_to_f16_bits(double v) { return round_to_small_float(v, 5, 10); }
+uint16_t f64_to_bf16_bits(double v) { return round_to_small_float(v, 8, 7); }
+double f16_bits_to_f64(uint16_t b) { return small_float_to_double(b, 5, 10); }
+double bf16_bits_to_f64(uint16_t b) { return small_float_to_double(b, 8, 7); }
+
+f16::f16(double v) : bits(f64_to_f16_bits(v)) {}
+f16::operator float() const { return static_cast<float>(f16_bits_to_f64(bits)); }
+bf16::bf16(double v) : bits(f64_to_bf16_bits(v)) {}
+bf16::operator float() const { return static_cast<float>(bf16_bits_to_f64(bits)); }
+
+}  // namespace tle
