@@ -352,7 +352,7 @@ template <detail::IntElem T> Tile<T> cdiv(const Tile<T>& a, std::type_identity_t
   Operand<T> av(a, l);
   Tile<T> q(detail::binary(ir::BinaryOp::Div, av.v, b.v, Tile<T>::dtype, l));
   Tile<T> r(detail::binary(ir::BinaryOp::Rem, av.v, b.v, Tile<T>::dtype, l));
-  Tile<T> bt(detail::full(detail::ShapeVec{}, b.v, l));
+  Tile<T> bt(b.v);  // b may be a scalar or a tile (broadcast by the comparisons below)
   Tile<bool> up = (r != 0) & ((r < 0) == (bt < 0));
   return q + up.template to<T>(l);
 }
