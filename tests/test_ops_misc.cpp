@@ -764,3 +764,29 @@ TEST_CASE("ops: kernel.ir() shows the traced and the optimized IR", "[ops]") {
   for (int i = 0; i < 3; ++i) s += std::exp(double(x[i]));
   for (int i = 0; i < 3; ++i) CHECK(out[i] == Approx(std::exp(double(x[i])) + s + 3.0 + 13 * 1.0).epsilon(1e-5));
 }
+
+// ============================================================ histogram
+
+TEST_CASE("ops: histogram ignores out-of-range values and masked lanes", "[ops]") {
+  auto k = jit("hist", [](Ptr<int32_t> x, Ptr<int32_t> counts, Tile<int32_t> n, Constexpr<int> BLOCK,
+                          Constexpr<int> BINS) {
+    Tile<int32_t> offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    Tile<bool> m = offs < n;
+    Tile<int32_t> h = histogram(load(x + offs, m, -1), BINS, m);
+    atomic_add(counts + arange(0, BINS), h);
+    Tile<int32_t> h2 = histogram(load(x + offs, m, 0), BINS);  // no mask: lanes past n count as 0
+    atomic_add(counts + BINS + arange(0, BINS), h2);
+  });
+  for (int n : kSizes) {
+    CAPTURE(n);
+    const int bins = 17, block = 64;
+    Buf<int32_t> x = random_buf<int32_t>(n, 3, -3, bins + 3), counts(2 * bins, 0);
+    std::vector<int32_t> w(2 * bins, 0);
+    int grid = int(cdiv(n, block));
+    for (int i = 0; i < n; ++i)
+      if (x[i] >= 0 && x[i] < bins) w[x[i]] += 1, w[bins + x[i]] += 1;
+    w[bins] += grid * block - n;
+    k(Grid(grid), x.data(), counts.data(), n, block, bins);
+    CHECK(diffs(counts, w) == "");
+  }
+}

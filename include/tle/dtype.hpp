@@ -36,7 +36,8 @@ constexpr int byte_size(DType t) { return t == DType::i1 ? 1 : bit_width(t) / 8;
 
 /// Promotion rule for binary arithmetic on two tiles (numpy/Triton-like, no promotion to int):
 ///  1. equal types stay;  2. i1 with X gives X;  3. float with integer gives the float;
-///  4. two floats give the wider; f16 with bf16 gives f32;
+///  4. two floats give the wider; f16 with bf16 gives f32 (tile operators on such a pair do not
+///     compile: neither side promotes into the other, so cast one side explicitly);
 ///  5. two integers of one signedness give the wider;
 ///  6. signed with unsigned: the unsigned if it is at least as wide, else the signed (C++ rule).
 /// C++ scalars (literals) are weak: they take the tile's type (see Tile operators).

@@ -154,10 +154,8 @@ template <class T> class Tile : private detail::HandleBase {
     v = o.v;
     return *this;
   }
-  Tile& operator=(Operand<T> o) noexcept {
-    v = o.v;
-    return *this;
-  }
+  // Assigning a C++ scalar or a tile of a promotable type goes through the converting
+  // constructors above, whose defaulted source_location is the user's assignment.
 
   /// The traced shape ([] for a scalar).
   Shape shape() const { return detail::shape_of_value(v); }

@@ -25,8 +25,8 @@ llvm::Type* Lowerer::elem_ty(DType d) const {
     case DType::i16: case DType::u16: return llvm::Type::getInt16Ty(ctx);
     case DType::i32: case DType::u32: return llvm::Type::getInt32Ty(ctx);
     case DType::i64: case DType::u64: return llvm::Type::getInt64Ty(ctx);
-    case DType::f16: return llvm::Type::getHalfTy(ctx);
-    case DType::bf16: return llvm::Type::getBFloatTy(ctx);
+    // f16/bf16 travel as their bits: no FP move can quiet a signaling NaN (bitcast round trips).
+    case DType::f16: case DType::bf16: return llvm::Type::getInt16Ty(ctx);
     case DType::f32: return llvm::Type::getFloatTy(ctx);
     case DType::f64: return llvm::Type::getDoubleTy(ctx);
     case DType::ptr: return llvm::PointerType::get(ctx, 0);

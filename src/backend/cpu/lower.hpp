@@ -55,7 +55,7 @@ class Lowerer {
   llvm::Value* nprog[3] = {};
 
   [[noreturn]] void fail(const ir::Op& op, const std::string& msg) const;
-  /// Element type in tile storage and registers (i1 stays i1, f16 is half, bf16 is bfloat).
+  /// Element type in tile storage and registers (i1 stays i1; f16/bf16 are their i16 bits).
   llvm::Type* elem_ty(DType d) const;
   /// Element type in global memory (i1 is a byte).
   llvm::Type* mem_ty(DType d) const;

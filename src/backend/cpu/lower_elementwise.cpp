@@ -21,9 +21,9 @@ llvm::Type* Lowerer::compute_ty(DType d) const {
 }
 
 Value* Lowerer::to_compute(Value* v, DType d) {
-  if (d == DType::f16) return B.CreateFPExt(v, B.getFloatTy());
+  if (d == DType::f16) return B.CreateFPExt(B.CreateBitCast(v, B.getHalfTy()), B.getFloatTy());
   if (d == DType::bf16) {
-    Value* bits = B.CreateZExt(B.CreateBitCast(v, B.getInt16Ty()), B.getInt32Ty());
+    Value* bits = B.CreateZExt(v, B.getInt32Ty());
     return B.CreateBitCast(B.CreateShl(bits, 16), B.getFloatTy());
   }
   return v;
@@ -50,8 +50,7 @@ Value* f32_to_bf16(llvm::IRBuilder<>& B, Value* f) {
   Value* rounded = B.CreateLShr(B.CreateAdd(bits, B.CreateAdd(lsb, B.getInt32(0x7FFF))), 16);
   Value* nan = B.CreateOr(B.CreateLShr(bits, 16), B.getInt32(0x40));
   Value* isnan = B.CreateFCmpUNO(f, f);
-  Value* r = B.CreateTrunc(B.CreateSelect(isnan, nan, rounded), B.getInt16Ty());
-  return B.CreateBitCast(r, B.getBFloatTy());
+  return B.CreateTrunc(B.CreateSelect(isnan, nan, rounded), B.getInt16Ty());
 }
 }  // namespace
 
@@ -60,7 +59,7 @@ Value* Lowerer::from_compute(Value* v, DType d) {
   switch (d) {
     case DType::f16:
       if (dbl) v = f64_to_f32_odd(B, v);
-      return B.CreateFPTrunc(v, B.getHalfTy());
+      return B.CreateBitCast(B.CreateFPTrunc(v, B.getHalfTy()), B.getInt16Ty());
     case DType::bf16:
       if (dbl) v = f64_to_f32_odd(B, v);
       return f32_to_bf16(B, v);
@@ -76,8 +75,8 @@ llvm::Constant* Lowerer::constant(DType d, const ir::Attr& value, const ir::Op& 
   if (is_float(d)) {
     double v = is_i ? static_cast<double>(std::get<int64_t>(value)) : std::get<double>(value);
     switch (d) {
-      case DType::f16: return llvm::ConstantFP::get(ctx, llvm::APFloat(llvm::APFloat::IEEEhalf(), llvm::APInt(16, f64_to_f16_bits(v))));
-      case DType::bf16: return llvm::ConstantFP::get(ctx, llvm::APFloat(llvm::APFloat::BFloat(), llvm::APInt(16, f64_to_bf16_bits(v))));
+      case DType::f16: return B.getInt16(f64_to_f16_bits(v));
+      case DType::bf16: return B.getInt16(f64_to_bf16_bits(v));
       case DType::f32: return llvm::ConstantFP::get(B.getFloatTy(), static_cast<double>(static_cast<float>(v)));
       default: return llvm::ConstantFP::get(B.getDoubleTy(), v);
     }
@@ -113,8 +112,18 @@ Value* Lowerer::call_libm(const char* f32name, const char* f64name, std::vector<
 }
 
 Value* Lowerer::float_max_min(bool is_max, Value* a, Value* b) {
-  // NaN-propagating (E02); -0 < +0.
-  return B.CreateBinaryIntrinsic(is_max ? llvm::Intrinsic::maximum : llvm::Intrinsic::minimum, a, b);
+  // NaN-propagating (E02); -0 < +0. Written as compares and selects rather than llvm.maximum /
+  // llvm.minimum: InstCombine narrows those to half vectors, whose x86 lowering (no AVX512-FP16)
+  // was seen to drop the NaN of minimum(-0, NaN).
+  Value* better = is_max ? B.CreateFCmpOGT(a, b) : B.CreateFCmpOLT(a, b);
+  Value* r = B.CreateSelect(better, a, b);
+  // Equal values: identical bits, or +0/-0 where max takes the AND of the bits (+0), min the OR (-0).
+  llvm::Type* it = B.getIntNTy(a->getType()->getPrimitiveSizeInBits().getFixedValue());
+  Value* ai = B.CreateBitCast(a, it);
+  Value* bi = B.CreateBitCast(b, it);
+  Value* z = B.CreateBitCast(is_max ? B.CreateAnd(ai, bi) : B.CreateOr(ai, bi), a->getType());
+  r = B.CreateSelect(B.CreateFCmpOEQ(a, b), z, r);
+  return B.CreateSelect(B.CreateFCmpUNO(a, b), B.CreateFAdd(a, b), r);  // a + b is a quiet NaN
 }
 
 Value* Lowerer::binary(ir::BinaryOp op, DType d, Value* a, Value* b, const ir::Op* where) {
@@ -224,7 +233,7 @@ Value* Lowerer::convert(Value* v, DType from, DType to) {
       case DType::f16: {
         // Every integer below f16's overflow threshold is exact in f32, so one rounding happens.
         Value* f = src_signed ? B.CreateSIToFP(v, B.getFloatTy()) : B.CreateUIToFP(v, B.getFloatTy());
-        return B.CreateFPTrunc(f, B.getHalfTy());
+        return from_compute(f, DType::f16);
       }
       case DType::bf16: {
         if (bit_width(from) <= 32) {  // exact in f64, then round once
@@ -237,7 +246,7 @@ Value* Lowerer::convert(Value* v, DType from, DType to) {
           f->addFnAttr(llvm::Attribute::NoUnwind);
           f->setMemoryEffects(llvm::MemoryEffects::none());
         }
-        return B.CreateBitCast(B.CreateCall(fn, {v}), B.getBFloatTy());
+        return B.CreateCall(fn, {v});
       }
       default: break;
     }

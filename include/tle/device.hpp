@@ -1,0 +1,220 @@
+// tle/device.hpp - which backend runs kernels, GPU facts, streams and device memory.
+//
+//   if (tle::default_backend() == tle::Backend::GPU) {
+//     tle::DeviceBuffer<float> x(n);          // n floats of device memory, freed by the destructor
+//     x.copy_from_host(host.data(), n);       // sizes must match, or UserError at this line
+//     ...launch...
+//     tle::synchronize();                     // an earlier asynchronous failure surfaces here
+//     x.copy_to_host(host.data(), n);
+//   }
+//
+// libtle loads the CUDA driver (libcuda.so.1) at run time with dlopen and never links it, so a
+// program using tle runs on machines without a driver or a GPU; there, default_backend() is CPU
+// and the GPU classes below throw RuntimeError when used. Environment:
+//   TLE_BACKEND=cpu|gpu  force a backend (gpu without a usable driver and device: RuntimeError)
+//   TLE_LIBCUDA=<path>   load this file instead of libcuda.so.1
+//
+// Contexts: tle uses the CUDA context current on the calling thread if there is one (an engine's
+// own), otherwise device 0's primary context, the one the CUDA runtime also uses. So device
+// pointers from cudaMalloc and streams from cudaStreamCreate can be passed to tle directly.
+//
+// This header does not include cuda.h: CUDA handles cross it as void* (CUstream) and device
+// addresses as pointers or uint64_t (CUdeviceptr).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <source_location>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "tle/error.hpp"
+
+namespace tle {
+
+/// Where kernels run.
+enum class Backend {
+  CPU,  ///< LLVM ORC JIT on the host, programs spread over a thread pool
+  GPU,  ///< PTX through the CUDA Driver API
+};
+
+/// "cpu" or "gpu".
+const char* backend_name(Backend b);
+
+/// The backend kernels use by default: GPU when the CUDA driver loads and reports a device,
+/// else CPU. TLE_BACKEND=cpu or TLE_BACKEND=gpu (any case) overrides the choice; TLE_BACKEND=gpu
+/// with no usable driver or device throws RuntimeError saying why, and any other non-empty value
+/// throws UserError. The environment is read at every call; the driver is probed once.
+Backend default_backend();
+
+/// Facts about one GPU, read with cuDeviceGetAttribute.
+struct DeviceInfo {
+  std::string name;                       ///< e.g. "NVIDIA H200"
+  int ordinal = 0;                        ///< CUDA device ordinal
+  int cc_major = 0, cc_minor = 0;         ///< compute capability
+  int sm = 0;                             ///< cc_major * 10 + cc_minor (90 for H100/H200)
+  int num_sms = 0;                        ///< streaming multiprocessors
+  size_t shared_mem_per_block = 0;        ///< without opt-in (48 KB)
+  size_t shared_mem_per_block_optin = 0;  ///< with opt-in, for dynamic shared memory (227 KB on sm_90)
+  size_t shared_mem_per_sm = 0;
+  int regs_per_block = 0;                 ///< 32-bit registers per block
+  int max_threads_per_block = 0;
+  int warp_size = 0;
+  size_t l2_cache_bytes = 0;
+  size_t total_memory_bytes = 0;
+  bool cluster_launch = false;            ///< thread block clusters supported (sm_90+)
+  int driver_version = 0;                 ///< cuDriverGetVersion, e.g. 13000
+};
+
+/// Facts about CUDA device `ordinal`, or nullopt when there is no usable driver or no such
+/// device. Throws RuntimeError only if the driver fails a query.
+std::optional<DeviceInfo> gpu_info(int ordinal = 0);
+
+/// Waits for all work in tle's CUDA context to finish and reports an earlier asynchronous failure
+/// (a faulting kernel, say) as RuntimeError naming cuCtxSynchronize. Does nothing when no CUDA
+/// context is in use (no driver, or nothing ran on the GPU yet).
+void synchronize();
+
+/// A CUDA stream. Either owned (created by the constructor, destroyed by the destructor) or
+/// borrowed from the caller with Stream::wrap (never destroyed by tle). Move-only.
+class Stream {
+ public:
+  /// Creates a stream in tle's context. By default the stream synchronizes with the legacy
+  /// default stream (CU_STREAM_DEFAULT), so DeviceBuffer's synchronous copies are ordered after
+  /// work queued on it; non_blocking = true creates a CU_STREAM_NON_BLOCKING stream, whose work
+  /// must be waited for (synchronize()) before copying its results. Throws RuntimeError when
+  /// there is no driver or creation fails.
+  explicit Stream(bool non_blocking = false);
+  /// Refers to a CUstream the caller owns (cuStreamCreate/cudaStreamCreate; null is the legacy
+  /// default stream). tle never destroys it; it must outlive this object's use.
+  static Stream wrap(void* cu_stream) noexcept;
+
+  Stream(Stream&& o) noexcept;
+  Stream& operator=(Stream&& o) noexcept;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  ~Stream();
+
+  /// The CUstream, as void*. Null for the legacy default stream and for a moved-from Stream.
+  void* handle() const noexcept { return stream_; }
+  /// Whether this object destroys the stream.
+  bool owned() const noexcept { return owned_; }
+  /// Waits for the stream's work; an asynchronous failure is reported as RuntimeError.
+  void synchronize() const;
+
+ private:
+  struct Borrow {};
+  Stream(Borrow, void* s) noexcept : stream_(s), owned_(false) {}
+  void release() noexcept;
+  void* stream_ = nullptr;
+  bool owned_ = false;
+};
+
+namespace detail {
+// Device memory primitives behind DeviceBuffer (src/runtime/cuda/device.cpp). Addresses are
+// CUdeviceptr values. Each throws RuntimeError naming the driver call on failure (or saying that
+// there is no driver). Copies and memsets are synchronous.
+uint64_t device_alloc(size_t bytes);
+void device_free(uint64_t ptr) noexcept;
+void copy_htod(uint64_t dst, const void* src, size_t bytes);
+void copy_dtoh(void* dst, uint64_t src, size_t bytes);
+void copy_dtod(uint64_t dst, uint64_t src, size_t bytes);
+void memset_zero(uint64_t dst, size_t bytes);
+/// UserError at loc: "DeviceBuffer::<op>: <given> elements given, but the buffer holds <size>".
+[[noreturn]] void buffer_size_error(const std::source_location& loc, const char* op, size_t given, size_t size);
+/// UserError at loc with this message.
+[[noreturn]] void buffer_error(const std::source_location& loc, const char* message);
+}  // namespace detail
+
+/// An RAII allocation of `size()` elements of T in device memory (cuMemAlloc), freed by the
+/// destructor. Move-only. data() is the device address as T*, for kernel arguments; it must not
+/// be dereferenced on the host. Copies are synchronous and ordered with the legacy default stream.
+/// Driver failures throw RuntimeError; a host size that differs from size() throws UserError at
+/// the caller's line.
+template <class T> class DeviceBuffer {
+  static_assert(std::is_trivially_copyable_v<T>, "DeviceBuffer<T> needs a trivially copyable T");
+
+ public:
+  using loc_t = std::source_location;
+
+  /// An empty buffer (no allocation).
+  DeviceBuffer() noexcept = default;
+  /// Allocates n elements (uninitialized; n = 0 allocates nothing).
+  explicit DeviceBuffer(size_t n, loc_t loc = loc_t::current()) : size_(n) {
+    if (n > SIZE_MAX / sizeof(T)) detail::buffer_error(loc, "DeviceBuffer: element count too large");
+    if (n) ptr_ = detail::device_alloc(n * sizeof(T));
+  }
+  /// Allocates host.size() elements and copies `host` in.
+  explicit DeviceBuffer(const std::vector<T>& host, loc_t loc = loc_t::current()) : DeviceBuffer(host.size(), loc) {
+    copy_from_host(host.data(), host.size(), loc);
+  }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), size_(o.size_) { o.ptr_ = 0, o.size_ = 0; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      ptr_ = o.ptr_, size_ = o.size_;
+      o.ptr_ = 0, o.size_ = 0;
+    }
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { reset(); }
+
+  /// Frees the allocation; the buffer becomes empty.
+  void reset() noexcept {
+    if (ptr_) detail::device_free(ptr_);
+    ptr_ = 0, size_ = 0;
+  }
+
+  /// Number of elements.
+  size_t size() const noexcept { return size_; }
+  size_t bytes() const noexcept { return size_ * sizeof(T); }
+  bool empty() const noexcept { return size_ == 0; }
+  /// The device address as T* (null when empty).
+  T* data() const noexcept { return reinterpret_cast<T*>(static_cast<uintptr_t>(ptr_)); }
+  /// The device address as a CUdeviceptr value.
+  uint64_t device_ptr() const noexcept { return ptr_; }
+
+  /// Copies n elements from host memory into the buffer; n must equal size().
+  void copy_from_host(const T* src, size_t n, loc_t loc = loc_t::current()) {
+    check_size("copy_from_host", n, loc);
+    if (n && !src) detail::buffer_error(loc, "DeviceBuffer::copy_from_host: null host pointer");
+    if (n) detail::copy_htod(ptr_, src, n * sizeof(T));
+  }
+  void copy_from_host(const std::vector<T>& src, loc_t loc = loc_t::current()) { copy_from_host(src.data(), src.size(), loc); }
+
+  /// Copies the buffer into n elements of host memory; n must equal size().
+  void copy_to_host(T* dst, size_t n, loc_t loc = loc_t::current()) const {
+    check_size("copy_to_host", n, loc);
+    if (n && !dst) detail::buffer_error(loc, "DeviceBuffer::copy_to_host: null host pointer");
+    if (n) detail::copy_dtoh(dst, ptr_, n * sizeof(T));
+  }
+  /// The buffer's contents as a vector.
+  std::vector<T> to_host() const {
+    std::vector<T> v(size_);
+    if (size_) detail::copy_dtoh(v.data(), ptr_, bytes());
+    return v;
+  }
+
+  /// Copies another buffer of the same size (device to device).
+  void copy_from(const DeviceBuffer& src, loc_t loc = loc_t::current()) {
+    check_size("copy_from", src.size(), loc);
+    if (size_) detail::copy_dtod(ptr_, src.ptr_, bytes());
+  }
+
+  /// Sets every byte to zero.
+  void fill_zero() {
+    if (size_) detail::memset_zero(ptr_, bytes());
+  }
+
+ private:
+  void check_size(const char* op, size_t n, const loc_t& loc) const {
+    if (n != size_) detail::buffer_size_error(loc, op, n, size_);
+  }
+  uint64_t ptr_ = 0;
+  size_t size_ = 0;
+};
+
+}  // namespace tle

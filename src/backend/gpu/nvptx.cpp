@@ -1,0 +1,114 @@
+// src/backend/gpu/nvptx.cpp - PTX from LLVM IR through the NVPTX back end (see nvptx.hpp).
+#include "backend/gpu/nvptx.hpp"
+
+#include <fmt/format.h>
+#include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Linker/Linker.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/Transforms/IPO/Internalize.h>
+
+#include <mutex>
+
+#include "tle/error.hpp"
+
+extern "C" const char tle_libdevice_begin[];
+extern "C" const char tle_libdevice_end[];
+
+namespace tle::gpu {
+namespace {
+
+const llvm::Target& nvptx_target() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    LLVMInitializeNVPTXTargetInfo();
+    LLVMInitializeNVPTXTarget();
+    LLVMInitializeNVPTXTargetMC();
+    LLVMInitializeNVPTXAsmPrinter();
+  });
+  std::string err;
+  const llvm::Target* t = llvm::TargetRegistry::lookupTarget("nvptx64-nvidia-cuda", err);
+  if (!t) throw RuntimeError("llvm::TargetRegistry::lookupTarget(nvptx64)", err);
+  return *t;
+}
+
+std::unique_ptr<llvm::TargetMachine> target_machine(const Target& t) {
+  llvm::TargetOptions opt;
+  opt.AllowFPOpFusion = llvm::FPOpFusion::Standard;  // a*b+c may fuse (as nvcc's default -fmad=true)
+  std::string features = fmt::format("+ptx{}", t.ptx_version);
+  std::unique_ptr<llvm::TargetMachine> tm(nvptx_target().createTargetMachine(
+      "nvptx64-nvidia-cuda", t.cpu(), features, opt, std::nullopt, std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+  if (!tm) throw RuntimeError("llvm::Target::createTargetMachine", "cannot create the NVPTX target for " + t.cpu());
+  return tm;
+}
+
+void link_libdevice(llvm::Module& m) {
+  bool needed = false;
+  for (auto& f : m)
+    if (f.isDeclaration() && f.getName().starts_with("__nv_")) needed = true;
+  if (!needed) return;
+  llvm::StringRef bytes(tle_libdevice_begin, static_cast<size_t>(tle_libdevice_end - tle_libdevice_begin));
+  auto lib = llvm::parseBitcodeFile(llvm::MemoryBufferRef(bytes, "libdevice.10.bc"), m.getContext());
+  if (!lib) {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    llvm::logAllUnhandledErrors(lib.takeError(), os);
+    throw RuntimeError("llvm::parseBitcodeFile(libdevice)", os.str());
+  }
+  (*lib)->setDataLayout(m.getDataLayout());
+  (*lib)->setTargetTriple(m.getTargetTriple());
+  if (llvm::Linker::linkModules(m, std::move(*lib), llvm::Linker::Flags::LinkOnlyNeeded))
+    throw RuntimeError("llvm::Linker::linkModules(libdevice)", "linking libdevice failed");
+}
+
+}  // namespace
+
+void configure_module(llvm::Module& m, const Target& t) {
+  auto tm = target_machine(t);
+  m.setTargetTriple("nvptx64-nvidia-cuda");
+  m.setDataLayout(tm->createDataLayout());
+  // libdevice's __nvvm_reflect("__CUDA_FTZ"): keep denormals (IEEE), as PyTorch's kernels do.
+  m.addModuleFlag(llvm::Module::Override, "nvvm-reflect-ftz", uint32_t(0));
+}
+
+std::string emit_ptx(llvm::Module& m, const Target& t) {
+  auto tm = target_machine(t);
+  link_libdevice(m);
+  // Everything but the kernels becomes internal, so libdevice's unused functions disappear.
+  llvm::internalizeModule(m, [](const llvm::GlobalValue& g) {
+    auto* f = llvm::dyn_cast<llvm::Function>(&g);
+    return f && f->getCallingConv() == llvm::CallingConv::PTX_Kernel;
+  });
+  {
+    std::string err;
+    llvm::raw_string_ostream os(err);
+    if (llvm::verifyModule(m, &os)) throw RuntimeError("llvm::verifyModule(nvptx)", os.str());
+  }
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder pb(tm.get());
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
+
+  llvm::SmallString<0> ptx;
+  llvm::raw_svector_ostream os(ptx);
+  llvm::legacy::PassManager pm;
+  if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::AssemblyFile))
+    throw RuntimeError("llvm::TargetMachine::addPassesToEmitFile", "NVPTX cannot emit PTX");
+  pm.run(m);
+  return std::string(ptx.str());
+}
+
+}  // namespace tle::gpu

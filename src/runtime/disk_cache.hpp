@@ -1,0 +1,82 @@
+// src/runtime/disk_cache.hpp - the on-disk cache of compiled artifacts (PTX, cubin bytes).
+//
+// The caller supplies the key as text that determines the artifact completely: printed IR,
+// target, options and versions. The key is hashed with SHA-256 (LLVM's implementation, already
+// linked into libtle) to name the entry file, <dir>/<64 hex digits>.tlec. SHA-256 was chosen over
+// a pair of 64-bit non-cryptographic hashes because it costs nothing extra here (keys are a few KB
+// against compiles of milliseconds) and makes accidental collisions a non-issue; even so the full
+// key is stored in each entry and compared on read, so a collision would be a miss, never a wrong
+// kernel.
+//
+// Entry format (version 1):
+//   bytes 0..7   magic "TLECACH" followed by the format version byte 0x01
+//   bytes 8..    one zstd frame, with its content size and content checksum (XXH64), holding
+//                  u64 (little endian) key length | key bytes | artifact bytes
+// Entries are written atomically: a temporary file in the same directory is written, fsync'ed
+// and renamed over the entry, so concurrent processes see either no entry or a whole one. A bad
+// entry (wrong magic, truncated, failed decompression or checksum, different key) is removed and
+// reported as a miss, never as an error.
+//
+// Environment: TLE_CACHE=0 (or off/false/no) disables the cache; TLE_CACHE_DIR names its
+// directory, else $XDG_CACHE_HOME/tle, else $HOME/.cache/tle. A directory that cannot be created
+// or written disables the cache with one warning on stderr per process.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tle::detail {
+
+class DiskCache {
+ public:
+  /// Counters since construction (for tests and TLE statistics).
+  struct Stats {
+    uint64_t hits = 0, misses = 0, bad_entries_removed = 0, writes = 0, write_failures = 0;
+  };
+
+  /// A disabled cache: get() always misses, put() does nothing.
+  DiskCache();
+  /// A cache in `directory`, created (with parents) if missing. If it cannot be created or is
+  /// not writable, the cache is disabled (one warning to stderr per process). Never throws.
+  explicit DiskCache(std::string directory);
+  DiskCache(const DiskCache&) = delete;
+  DiskCache& operator=(const DiskCache&) = delete;
+
+  /// A cache configured by the environment as read now (see the top of this file).
+  static std::unique_ptr<DiskCache> from_env();
+  /// The process-wide cache, configured from the environment on first use.
+  static DiskCache& global();
+  /// The directory the environment selects (TLE_CACHE_DIR, $XDG_CACHE_HOME/tle, $HOME/.cache/tle),
+  /// or "" when none can be determined. Ignores TLE_CACHE.
+  static std::string directory_from_env();
+  /// Whether TLE_CACHE disables the cache.
+  static bool disabled_by_env();
+
+  /// The artifact stored under `key`, or nullopt on a miss (no entry, a bad entry - which is
+  /// removed - or a disabled cache). Thread- and process-safe; never throws.
+  std::optional<std::string> get(const std::string& key);
+  /// Stores `bytes` under `key`, replacing any entry. Thread- and process-safe. A failure to write
+  /// disables the cache for this process (one warning at most); never throws.
+  void put(const std::string& key, std::string_view bytes);
+
+  bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
+  const std::string& directory() const { return dir_; }
+  /// The entry file for `key` (whether or not it exists).
+  std::string entry_path(const std::string& key) const;
+  /// Lower-case hex SHA-256 of `key` (64 characters): the entry's file name without ".tlec".
+  static std::string key_hash(const std::string& key);
+  Stats stats() const;
+  /// How many warnings the disk cache has printed in this process (at most 1).
+  static int warnings_printed();
+
+ private:
+  void disable(const std::string& why);
+  std::string dir_;
+  std::atomic<bool> enabled_{false};
+  std::atomic<uint64_t> hits_{0}, misses_{0}, bad_{0}, writes_{0}, write_failures_{0};
+};
+
+}  // namespace tle::detail

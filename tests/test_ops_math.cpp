@@ -1,0 +1,775 @@
+// tests/test_ops_math.cpp - CPU numerical tests through the public API, part 2: math functions,
+// reductions (built-in and with a combine function), scans and dot.
+#include "ops_util.hpp"
+
+using namespace tle;
+using namespace opstest;
+
+namespace {
+
+/// Relative tolerance of one unit in the last place of T (f16/bf16 math is computed in f32 and
+/// rounded once, so the result is within half an ulp of the f32 result, itself within a few f32 ulp).
+template <class T> double ulp_rtol() {
+  if constexpr (std::is_same_v<T, f16>) return std::ldexp(1.0, -10);
+  else if constexpr (std::is_same_v<T, bf16>) return std::ldexp(1.0, -7);
+  else if constexpr (std::is_same_v<T, float>) return 4 * std::ldexp(1.0, -23);
+  else return 8 * std::ldexp(1.0, -52);
+}
+
+enum Fn { Exp, Exp2, Log, Log2, Sqrt, Rsqrt, Abs, Floor, Ceil, Sin, Cos, Tanh, Erf, NumFn };
+const char* fn_name(int f) {
+  static const char* n[] = {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "floor", "ceil", "sin", "cos", "tanh",
+                            "erf"};
+  return n[f];
+}
+double ref_fn(int f, double x) {
+  switch (f) {
+    case Exp: return std::exp(x);
+    case Exp2: return std::exp2(x);
+    case Log: return std::log(x);
+    case Log2: return std::log2(x);
+    case Sqrt: return std::sqrt(x);
+    case Rsqrt: return 1.0 / std::sqrt(x);
+    case Abs: return std::fabs(x);
+    case Floor: return std::floor(x);
+    case Ceil: return std::ceil(x);
+    case Sin: return std::sin(x);
+    case Cos: return std::cos(x);
+    case Tanh: return std::tanh(x);
+    default: return std::erf(x);
+  }
+}
+// input ranges per function
+std::pair<double, double> fn_domain(int f) {
+  switch (f) {
+    case Exp: case Exp2: return {-10, 10};
+    case Log: case Log2: case Sqrt: case Rsqrt: return {1e-3, 1e3};
+    case Sin: case Cos: return {-10, 10};
+    case Tanh: return {-5, 5};
+    case Erf: return {-3, 3};
+    default: return {-100, 100};
+  }
+}
+
+template <class T> void unary_math_case(unsigned seed) {
+  auto k = jit("unary_math", [](Ptr<T> x, Ptr<T> out, Tile<int32_t> n, Constexpr<int> FN, Constexpr<int> BLOCK) {
+    Tile<int32_t> offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    Tile<bool> m = offs < n;
+    Tile<T> v = load(x + offs, m, 1);
+    Tile<T> r;
+    switch (int(FN)) {
+      case Exp: r = exp(v); break;
+      case Exp2: r = exp2(v); break;
+      case Log: r = log(v); break;
+      case Log2: r = log2(v); break;
+      case Sqrt: r = sqrt(v); break;
+      case Rsqrt: r = rsqrt(v); break;
+      case Abs: r = abs(v); break;
+      case Floor: r = floor(v); break;
+      case Ceil: r = ceil(v); break;
+      case Sin: r = sin(v); break;
+      case Cos: r = cos(v); break;
+      case Tanh: r = tanh(v); break;
+      default: r = erf(v); break;
+    }
+    store(out + offs, r, m);
+  });
+  for (int f = 0; f < NumFn; ++f) {
+    for (int n : kSizes) {
+      CAPTURE(fn_name(f), n);
+      auto [lo, hi] = fn_domain(f);
+      Buf<T> x = random_buf<T>(n, seed + f * 7 + n, lo, hi);
+      if ((f == Floor || f == Ceil || f == Abs) && n > 4) x[0] = from_d<T>(-0.0), x[1] = from_d<T>(2.0), x[2] = from_d<T>(-2.5);
+      Buf<T> out(n);
+      std::vector<double> want(n);
+      for (int i = 0; i < n; ++i) {
+        double w = ref_fn(f, to_d(x[i]));
+        // f16/bf16: the exact result rounded to T (what "computed in f32, rounded once" approximates)
+        if constexpr (is_half_v<T>) w = to_d(T(w));
+        else if constexpr (std::is_same_v<T, float>) w = double(float(w));
+        want[i] = w;
+      }
+      k(Grid(cdiv(n, 128)), x.data(), out.data(), n, f, 128);
+      bool exact = f == Abs || f == Floor || f == Ceil;
+      double rtol = exact ? 0 : ulp_rtol<T>();
+      // sin/cos near their zeros: absolute error relative to the input magnitude
+      double atol = exact ? 0 : (f == Sin || f == Cos ? 10 * ulp_rtol<T>() : 1e-300);
+      if (!exact && std::is_same_v<T, f16>) atol = std::max(atol, std::ldexp(1.0, -24));  // f16 subnormals
+      CHECK(diffs(out, want, rtol, atol) == "");
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("ops: unary math f32", "[ops]") { unary_math_case<float>(100); }
+TEST_CASE("ops: unary math f64", "[ops]") { unary_math_case<double>(200); }
+TEST_CASE("ops: unary math f16", "[ops]") { unary_math_case<f16>(300); }
+TEST_CASE("ops: unary math bf16", "[ops]") { unary_math_case<bf16>(400); }
+
+TEST_CASE("ops: math special values (f32)", "[ops]") {
+  auto k = jit("math_special", [](Ptr<float> x, Ptr<float> out) {
+    Tile<int32_t> r = arange(0, 8);
+    Tile<float> v = load(x + r);
+    store(out + r, exp(v));
+    store(out + 8 + r, log(v));
+    store(out + 16 + r, sqrt(v));
+    store(out + 24 + r, rsqrt(v));
+    store(out + 32 + r, abs(v));
+    store(out + 40 + r, tanh(v));
+  });
+  const float xs[8] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1.0f, -1.0f, 4.0f};
+  Buf<float> x(8), out(48);
+  for (int i = 0; i < 8; ++i) x[i] = xs[i];
+  std::vector<float> want(48);
+  for (int i = 0; i < 8; ++i) {
+    want[i] = std::exp(xs[i]), want[8 + i] = std::log(xs[i]), want[16 + i] = std::sqrt(xs[i]);
+    want[24 + i] = 1.0f / std::sqrt(xs[i]), want[32 + i] = std::fabs(xs[i]), want[40 + i] = std::tanh(xs[i]);
+  }
+  k(Grid(1), x.data(), out.data());
+  CHECK(diffs(out, want, 4 * std::ldexp(1.0, -23), 0) == "");
+}
+
+TEST_CASE("ops: abs on integers (abs(INT_MIN) wraps)", "[ops]") {
+  auto k = jit("iabs", [](Ptr<int8_t> a, Ptr<int32_t> b, Ptr<int64_t> c, Ptr<int8_t> oa, Ptr<int32_t> ob,
+                          Ptr<int64_t> oc) {
+    Tile<int32_t> r = arange(0, 17);
+    store(oa + r, abs(load(a + r)));
+    store(ob + r, abs(load(b + r)));
+    store(oc + r, abs(load(c + r)));
+  });
+  Buf<int8_t> a = random_full<int8_t>(17, 1);
+  Buf<int32_t> b = random_full<int32_t>(17, 2);
+  Buf<int64_t> c = random_full<int64_t>(17, 3);
+  a[0] = -128, b[0] = std::numeric_limits<int32_t>::min(), c[0] = std::numeric_limits<int64_t>::min();
+  Buf<int8_t> oa(17);
+  Buf<int32_t> ob(17);
+  Buf<int64_t> oc(17);
+  std::vector<int8_t> wa(17);
+  std::vector<int32_t> wb(17);
+  std::vector<int64_t> wc(17);
+  for (int i = 0; i < 17; ++i) {
+    wa[i] = a[i] < 0 ? int8_t(-int(a[i])) : a[i];
+    wb[i] = b[i] < 0 ? int32_t(0u - uint32_t(b[i])) : b[i];
+    wc[i] = c[i] < 0 ? int64_t(0ull - uint64_t(c[i])) : c[i];
+  }
+  k(Grid(1), a.data(), b.data(), c.data(), oa.data(), ob.data(), oc.data());
+  CHECK(diffs(oa, wa) == "");
+  CHECK(diffs(ob, wb) == "");
+  CHECK(diffs(oc, wc) == "");
+}
+
+template <class T> void binary_math_case(unsigned seed) {
+  auto k = jit("binmath", [](Ptr<T> a, Ptr<T> b, Ptr<T> c, Ptr<T> out, Tile<int32_t> n, Constexpr<int> BLOCK) {
+    Tile<int32_t> offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    Tile<bool> m = offs < n;
+    Tile<T> x = load(a + offs, m), y = load(b + offs, m), z = load(c + offs, m);
+    store(out + offs, fma(x, y, z), m);
+    store(out + n + offs, minimum(x, y), m);
+    store(out + 2 * n + offs, maximum(x, y), m);
+    store(out + 3 * n + offs, clamp(x, -0.5, z), m);  // lo literal, hi tile
+    store(out + 4 * n + offs, pow(abs(x) + 0.5, y), m);
+    store(out + 5 * n + offs, fma(x, 2, 1.0), m);  // scalar operands
+  });
+  for (int n : kSizes) {
+    CAPTURE(n);
+    Buf<T> a = random_buf<T>(n, seed, -4, 4), b = random_buf<T>(n, seed + 1, -4, 4), c = random_buf<T>(n, seed + 2, 0, 4);
+    if (n > 4) a[1] = from_d<T>(NAN), b[2] = from_d<T>(NAN), a[3] = from_d<T>(0.0), b[3] = from_d<T>(-0.0);
+    Buf<T> out(6 * size_t(n));
+    std::vector<double> want(6 * size_t(n));
+    for (int i = 0; i < n; ++i) {
+      double x = to_d(a[i]), y = to_d(b[i]), z = to_d(c[i]);
+      auto nanmin = [](double p, double q) { return std::isnan(p) || std::isnan(q) ? NAN : std::min(p, q); };
+      auto nanmax = [](double p, double q) { return std::isnan(p) || std::isnan(q) ? NAN : std::max(p, q); };
+      if constexpr (std::is_same_v<T, float>) want[i] = std::fma(float(x), float(y), float(z));
+      else if constexpr (std::is_same_v<T, double>) want[i] = std::fma(x, y, z);
+      else want[i] = to_d(T(std::fmaf(float(x), float(y), float(z))));  // f16/bf16: computed in f32, rounded to T
+      want[n + i] = nanmin(x, y), want[2 * n + i] = nanmax(x, y);
+      double lo = to_d(from_d<T>(-0.5));
+      want[3 * n + i] = nanmin(nanmax(x, lo), z);
+      double p = to_d(from_d<T>(std::fabs(x) + 0.5));
+      if constexpr (is_half_v<T>) p = to_d(T(float(std::fabs(x)) + 0.5f));
+      want[4 * n + i] = std::pow(p, y);
+      if constexpr (is_half_v<T>) want[4 * n + i] = to_d(T(want[4 * n + i]));
+      want[5 * n + i] = std::fma(x, 2.0, 1.0);
+      if constexpr (is_half_v<T>) want[5 * n + i] = to_d(T(want[5 * n + i]));
+      if constexpr (std::is_same_v<T, float>) want[5 * n + i] = std::fma(float(x), 2.0f, 1.0f);
+    }
+    k(Grid(cdiv(n, 64)), a.data(), b.data(), c.data(), out.data(), n, 64);
+    // fma, minimum, maximum, clamp are exact; pow within a few ulp. Check them separately.
+    Buf<T> exact_part(4 * size_t(n)), pow_part(n), fma2_part(n);
+    std::vector<double> we(4 * size_t(n)), wp(n), wf2(n);
+    for (size_t i = 0; i < 4 * size_t(n); ++i) exact_part[i] = out[i], we[i] = want[i];
+    for (int i = 0; i < n; ++i) pow_part[i] = out[4 * n + i], wp[i] = want[4 * n + i];
+    for (int i = 0; i < n; ++i) fma2_part[i] = out[5 * n + i], wf2[i] = want[5 * n + i];
+    // -0.0 vs 0.0 in min/max is not specified: compare values (0 == -0 in close_d)
+    CHECK(diffs(exact_part, we) == "");
+    CHECK(diffs(pow_part, wp, std::is_same_v<T, double> ? 1e-14 : 2 * ulp_rtol<T>(), 0) == "");
+    CHECK(diffs(fma2_part, wf2) == "");
+  }
+}
+
+TEST_CASE("ops: fma, minimum, maximum, clamp, pow (f32, f64, f16, bf16)", "[ops]") {
+  binary_math_case<float>(1);
+  binary_math_case<double>(2);
+  binary_math_case<f16>(3);
+  binary_math_case<bf16>(4);
+}
+
+TEST_CASE("ops: fma rounds once", "[ops]") {
+  auto k = jit("fma1", [](Ptr<float> x, Ptr<float> out) {
+    Tile<float> a = load(x), c = load(x + 1);
+    store(out, fma(a, a, c));
+    store(out + 1, a * a + c);
+  });
+  float a = 1.0f + std::ldexp(1.0f, -12);
+  float c = -(1.0f + std::ldexp(1.0f, -11));
+  Buf<float> x(2), out(2);
+  x[0] = a, x[1] = c;
+  k(Grid(1), x.data(), out.data());
+  CHECK(out[0] == std::ldexp(1.0f, -24));
+  CHECK(out[1] == 0.0f);  // separate multiply and add (no contraction into an fma)
+}
+
+TEST_CASE("ops: minimum / maximum / clamp on integers", "[ops]") {
+  auto k = jit("imm", [](Ptr<int32_t> a, Ptr<int32_t> b, Ptr<uint8_t> c, Ptr<int32_t> out, Ptr<uint8_t> outc) {
+    Tile<int32_t> r = arange(0, 33);
+    Tile<int32_t> x = load(a + r), y = load(b + r);
+    Tile<uint8_t> z = load(c + r);
+    store(out + r, minimum(x, y));
+    store(out + 33 + r, maximum(x, y));
+    store(out + 66 + r, clamp(x, -1000, 1000));
+    store(outc + r, clamp(z, 10, 200));
+    store(outc + 33 + r, maximum(z, 128));
+  });
+  Buf<int32_t> a = random_full<int32_t>(33, 1), b = random_buf<int32_t>(33, 2, -2000, 2000);
+  Buf<uint8_t> c = random_full<uint8_t>(33, 3);
+  for (int i = 0; i < 33; i += 4) a[i] = random_buf<int32_t>(1, i, -2000, 2000)[0];
+  Buf<int32_t> out(99);
+  Buf<uint8_t> outc(66);
+  std::vector<int32_t> w(99);
+  std::vector<uint8_t> wc(66);
+  for (int i = 0; i < 33; ++i) {
+    w[i] = std::min(a[i], b[i]), w[33 + i] = std::max(a[i], b[i]), w[66 + i] = std::clamp(a[i], -1000, 1000);
+    wc[i] = std::clamp<int>(c[i], 10, 200), wc[33 + i] = std::max<int>(c[i], 128);
+  }
+  k(Grid(1), a.data(), b.data(), c.data(), out.data(), outc.data());
+  CHECK(diffs(out, w) == "");
+  CHECK(diffs(outc, wc) == "");
+}
+
+// ============================================================ reductions
+
+namespace {
+enum RK { RSum, RMax, RMin, RArgmax, RArgmin };
+
+template <class T> T line_total(uint64_t us, double s) {
+  if constexpr (std::is_integral_v<T>) return static_cast<T>(us);  // wraps
+  else return from_d<T>(s);
+}
+
+template <class T> auto make_reduce2d() {
+  // x is [M, N] row-major; out holds 5 results for axis 0 ([N] each) then 5 for axis 1 ([M] each),
+  // each written twice (without and with keepdims).
+  return jit("reduce2d", [](Ptr<T> x, Ptr<T> vals, Ptr<int32_t> idx, Constexpr<int> M, Constexpr<int> N) {
+    Tile<int32_t> i = arange(0, M), j = arange(0, N);
+    Tile<int32_t> ci = expand_dims(i, 1), rj = expand_dims(j, 0);
+    Tile<T> v = load(x + ci * N + rj);
+    // axis 0 -> [N]
+    store(vals + j, sum(v, 0));
+    store(vals + N + j, max(v, 0));
+    store(vals + 2 * N + j, min(v, 0));
+    store(idx + j, argmax(v, 0));
+    store(idx + N + j, argmin(v, 0));
+    // axis 1 -> [M]
+    int o = 3 * N, oi = 2 * N;
+    store(vals + o + i, sum(v, 1));
+    store(vals + o + M + i, max(v, 1));
+    store(vals + o + 2 * M + i, min(v, 1));
+    store(idx + oi + i, argmax(v, 1));
+    store(idx + oi + M + i, argmin(v, 1));
+    // keepdims: [1, N] and [M, 1]
+    int k0 = 3 * N + 3 * M, ki = 2 * N + 2 * M;
+    Tile<T> s0 = sum(v, 0, true);
+    CHECK(s0.shape() == Shape{1, N});
+    Tile<int32_t> a1 = argmax(v, 1, true);
+    CHECK(a1.shape() == Shape{M, 1});
+    store(vals + k0 + rj, s0);
+    store(vals + k0 + N + rj, max(v, 0, true));
+    store(vals + k0 + 2 * N + ci, min(v, -1, true));  // negative axis counts from the end
+    store(idx + ki + ci, a1);
+    store(idx + ki + M + rj, argmin(v, 0, true));
+  });
+}
+
+template <class T> void reduce2d_case(unsigned seed, bool ties) {
+  auto k = make_reduce2d<T>();
+  for (auto [M, N] : {std::pair{1, 1}, std::pair{17, 1}, std::pair{1, 17}, std::pair{17, 33}, std::pair{3, 1001}}) {
+    CAPTURE(M, N, ties);
+    Buf<T> x = ties ? random_buf<T>(size_t(M) * N, seed, 0, 3) : random_buf<T>(size_t(M) * N, seed, -100, 100);
+    if constexpr (std::is_integral_v<T> && sizeof(T) <= 2)
+      if (!ties) x = random_full<T>(size_t(M) * N, seed);  // sums wrap
+    auto at = [&](int i, int j) { return x[size_t(i) * N + j]; };
+    size_t nv = 3 * N + 3 * M + 2 * N + M, ni = 2 * N + 2 * M + M + N;
+    Buf<T> vals(nv);
+    Buf<int32_t> idx(ni, -1);
+    std::vector<double> wsum(nv, 0);  // sums (with tolerance for floats)
+    std::vector<T> wv(nv);
+    std::vector<int32_t> wi(ni);
+    double sum_abs_max = 0;
+    auto reduce_line = [&](int len, auto get, double& s, T& mx, T& mn, int& amx, int& amn) {
+      s = 0;
+      long double ls = 0;
+      uint64_t us = 0;
+      mx = get(0), mn = get(0), amx = 0, amn = 0;
+      double sa = 0;
+      for (int t = 0; t < len; ++t) {
+        T e = get(t);
+        ls += to_d(e), sa += std::fabs(to_d(e));
+        if constexpr (std::is_integral_v<T>) us += uint64_t(int64_t(e));
+        if (to_d(e) > to_d(mx)) mx = e, amx = t;
+        if (to_d(e) < to_d(mn)) mn = e, amn = t;
+        if constexpr (std::is_integral_v<T>) {  // exact for i64
+          if (e > mx) mx = e, amx = t;
+          if (e < mn) mn = e, amn = t;
+        }
+      }
+      if constexpr (std::is_integral_v<T>) s = 0, (void)ls;
+      else s = double(ls);
+      sum_abs_max = std::max(sum_abs_max, sa);
+      return us;
+    };
+    // axis 0
+    for (int j = 0; j < N; ++j) {
+      double s;
+      T mx, mn;
+      int amx, amn;
+      uint64_t us = reduce_line(M, [&](int t) { return at(t, j); }, s, mx, mn, amx, amn);
+      T st = line_total<T>(us, s);
+      wsum[j] = std::is_integral_v<T> ? 0 : s;
+      wv[j] = st, wv[N + j] = mx, wv[2 * N + j] = mn, wi[j] = amx, wi[N + j] = amn;
+      size_t k0 = 3 * N + 3 * M;
+      wv[k0 + j] = st, wsum[k0 + j] = wsum[j], wv[k0 + N + j] = mx;
+      wi[2 * N + 2 * M + M + j] = amn;
+    }
+    // axis 1
+    for (int i = 0; i < M; ++i) {
+      double s;
+      T mx, mn;
+      int amx, amn;
+      uint64_t us = reduce_line(N, [&](int t) { return at(i, t); }, s, mx, mn, amx, amn);
+      T st = line_total<T>(us, s);
+      size_t o = 3 * N;
+      wv[o + i] = st, wsum[o + i] = std::is_integral_v<T> ? 0 : s, wv[o + M + i] = mx, wv[o + 2 * M + i] = mn;
+      wi[2 * N + i] = amx, wi[2 * N + M + i] = amn;
+      wv[3 * N + 3 * M + 2 * N + i] = mn;
+      wi[2 * N + 2 * M + i] = amx;
+    }
+    k(Grid(1), x.data(), vals.data(), idx.data(), M, N);
+    CHECK(diffs(idx, wi) == "");
+    if constexpr (std::is_integral_v<T>) {
+      CHECK(diffs(vals, wv) == "");
+    } else {
+      // max/min exact; sums to within a few ulp of the largest partial magnitude
+      double eps = std::is_same_v<T, double> ? 1e-15 : std::is_same_v<T, float> ? 1e-6 : is_half_v<T> ? ulp_rtol<T>() * 2 : 0;
+      double atol = eps * sum_abs_max * 4;
+      std::vector<T> gs, go;
+      std::vector<double> ws, wo;
+      for (size_t t = 0; t < nv; ++t) {
+        bool is_sum = (t < size_t(N)) || (t >= size_t(3 * N) && t < size_t(3 * N + M)) ||
+                      (t >= size_t(3 * N + 3 * M) && t < size_t(4 * N + 3 * M));
+        if (is_sum) gs.push_back(vals[t]), ws.push_back(wsum[t]);
+        else go.push_back(vals[t]), wo.push_back(to_d(wv[t]));
+      }
+      CHECK(diffs(gs, ws, eps, atol) == "");
+      CHECK(diffs(go, wo) == "");  // max / min are exact
+    }
+  }
+}
+}  // namespace
+
+TEST_CASE("ops: sum/max/min/argmax/argmin over axis 0 and 1, keepdims", "[ops]") {
+  SECTION("f32") { reduce2d_case<float>(1, false); }
+  SECTION("f32 ties") { reduce2d_case<float>(2, true); }
+  SECTION("f64") { reduce2d_case<double>(3, false); }
+  SECTION("f16") { reduce2d_case<f16>(4, false); }
+  SECTION("bf16 ties") { reduce2d_case<bf16>(5, true); }
+  SECTION("i8 wraps") { reduce2d_case<int8_t>(6, false); }
+  SECTION("i16 wraps") { reduce2d_case<int16_t>(7, false); }
+  SECTION("i32 ties") { reduce2d_case<int32_t>(8, true); }
+  SECTION("i64") { reduce2d_case<int64_t>(9, false); }
+  SECTION("u8") { reduce2d_case<uint8_t>(10, false); }
+  SECTION("u32 ties") { reduce2d_case<uint32_t>(11, true); }
+}
+
+TEST_CASE("ops: 1-D masked reductions to a scalar over many programs", "[ops]") {
+  auto k = jit("rowred", [](Ptr<float> x, Ptr<float> out, Ptr<int32_t> iout, Tile<int32_t> ncols,
+                            Constexpr<int> BLOCK) {
+    Tile<int32_t> row = program_id(0);
+    Tile<int32_t> c = arange(0, BLOCK);
+    Tile<bool> m = c < ncols;
+    Ptr<float> p = x + row * ncols + c;
+    Tile<float> s = sum(load(p, m, 0.0f), 0);
+    CHECK(s.rank() == 0);
+    store(out + row * 3, s);
+    store(out + row * 3 + 1, max(load(p, m, -INFINITY), 0));
+    store(out + row * 3 + 2, min(load(p, m, INFINITY), 0));
+    store(iout + row * 2, argmax(load(p, m, -INFINITY), 0));
+    store(iout + row * 2 + 1, argmin(load(p, m, INFINITY), 0));
+  });
+  const int rows = 5;
+  for (int n : kSizes) {
+    CAPTURE(n);
+    Buf<float> x = random_buf<float>(size_t(rows) * n, n, -10, 10);
+    Buf<float> out(rows * 3);
+    Buf<int32_t> iout(rows * 2);
+    std::vector<float> w(rows * 3);
+    std::vector<int32_t> wi(rows * 2);
+    double atol = 0;
+    for (int r = 0; r < rows; ++r) {
+      double s = 0, sa = 0;
+      float mx = -INFINITY, mn = INFINITY;
+      int amx = 0, amn = 0;
+      for (int c = 0; c < n; ++c) {
+        float v = x[size_t(r) * n + c];
+        s += v, sa += std::fabs(v);
+        if (v > mx) mx = v, amx = c;
+        if (v < mn) mn = v, amn = c;
+      }
+      w[r * 3] = float(s), w[r * 3 + 1] = mx, w[r * 3 + 2] = mn, wi[r * 2] = amx, wi[r * 2 + 1] = amn;
+      atol = std::max(atol, sa * 1e-6);
+    }
+    k(Grid(rows), x.data(), out.data(), iout.data(), n, 1024);
+    CHECK(diffs(out, w, 0, atol) == "");
+    CHECK(diffs(iout, wi) == "");
+  }
+}
+
+TEST_CASE("ops: max/argmax with NaN propagate the first NaN", "[ops]") {
+  auto k = jit("nanred", [](Ptr<float> x, Ptr<float> out, Ptr<int32_t> iout) {
+    Tile<int32_t> r = arange(0, 17);
+    Tile<float> v = load(x + r);
+    store(out, max(v, 0));
+    store(out + 1, min(v, 0));
+    store(iout, argmax(v, 0));
+    store(iout + 1, argmin(v, 0));
+  });
+  Buf<float> x = random_buf<float>(17, 5);
+  x[5] = NAN, x[11] = NAN, x[13] = 100.f, x[2] = -100.f;
+  Buf<float> out(2);
+  Buf<int32_t> iout(2);
+  k(Grid(1), x.data(), out.data(), iout.data());
+  CHECK(std::isnan(out[0]));
+  CHECK(std::isnan(out[1]));
+  CHECK(iout[0] == 5);
+  CHECK(iout[1] == 5);
+}
+
+TEST_CASE("ops: reduce with a user combine function", "[ops]") {
+  auto k = jit("reduce_combine", [](Ptr<float> x, Ptr<int32_t> xi, Ptr<float> out, Ptr<int32_t> iout,
+                                    Constexpr<int> M, Constexpr<int> N) {
+    Tile<int32_t> ci = expand_dims(arange(0, M), 1), rj = expand_dims(arange(0, N), 0);
+    Tile<float> v = load(x + ci * N + rj);
+    Tile<int32_t> vi = load(xi + ci * N + rj);
+    auto prod = [](Tile<float> a, Tile<float> b) { return a * b; };
+    auto maxabs = [](Tile<float> a, Tile<float> b) { return maximum(abs(a), abs(b)); };
+    store(out + arange(0, M), reduce(v, 1, prod));
+    store(out + M + arange(0, N), reduce(v, 0, maxabs));
+    Tile<float> kd = reduce(v, 0, maxabs, true);
+    CHECK(kd.shape() == Shape{1, N});
+    store(out + M + N + rj, kd);
+    // integer product (wraps) and a bitwise-or reduction
+    store(iout + arange(0, M), reduce(vi, 1, [](Tile<int32_t> a, Tile<int32_t> b) { return a * b; }));
+    store(iout + M + arange(0, N), reduce(vi, 0, [](Tile<int32_t> a, Tile<int32_t> b) { return a | b; }));
+    // "applied left to right from element 0" (docs/ir.md): a non-commutative combine, Horner's rule
+    store(iout + M + N + arange(0, M),
+          reduce(vi & 1, 1, [](Tile<int32_t> acc, Tile<int32_t> e) { return acc * 2 + e; }));
+  });
+  for (auto [M, N] : {std::pair{1, 1}, std::pair{17, 5}, std::pair{4, 17}, std::pair{2, 29}}) {
+    CAPTURE(M, N);
+    Buf<float> x = random_buf<float>(size_t(M) * N, 1, -1.5, 1.5);
+    for (size_t t = 0; t < x.size(); ++t) x[t] = x[t] >= 0 ? x[t] + 0.25f : x[t] - 0.25f;
+    Buf<int32_t> xi = random_full<int32_t>(size_t(M) * N, 2);
+    Buf<float> out(M + 2 * N);
+    Buf<int32_t> iout(2 * M + N);
+    std::vector<float> w(M + 2 * N);
+    std::vector<int32_t> wi(2 * M + N);
+    for (int i = 0; i < M; ++i) {
+      float p = x[size_t(i) * N];
+      uint32_t ip = uint32_t(xi[size_t(i) * N]);
+      uint32_t h = uint32_t(xi[size_t(i) * N]) & 1;
+      for (int j = 1; j < N; ++j) {
+        p *= x[size_t(i) * N + j];
+        ip *= uint32_t(xi[size_t(i) * N + j]);
+        h = h * 2 + (uint32_t(xi[size_t(i) * N + j]) & 1);
+      }
+      w[i] = p, wi[i] = int32_t(ip), wi[M + N + i] = int32_t(h);
+    }
+    for (int j = 0; j < N; ++j) {
+      float ma = x[j];  // the combine is applied from element 0: one element stays as it is
+      int32_t o = 0;
+      for (int i = 0; i < M; ++i) o |= xi[size_t(i) * N + j];
+      for (int i = 1; i < M; ++i) ma = std::max(std::fabs(ma), std::fabs(x[size_t(i) * N + j]));
+      w[M + j] = ma, w[M + N + j] = ma, wi[M + j] = o;
+    }
+    k(Grid(1), x.data(), xi.data(), out.data(), iout.data(), M, N);
+    // the float product may be evaluated in any association: a few ulp per factor
+    CHECK(diffs(out, w, 1e-6 * N, 0) == "");
+    CHECK(diffs(iout, wi) == "");
+  }
+}
+
+// ============================================================ scans
+
+TEST_CASE("ops: cumsum over axis 0/1, forward and reverse", "[ops]") {
+  auto k = jit("cumsum", [](Ptr<int32_t> x, Ptr<float> xf, Ptr<int32_t> out, Ptr<float> outf, Constexpr<int> M,
+                            Constexpr<int> N) {
+    Tile<int32_t> ci = expand_dims(arange(0, M), 1), rj = expand_dims(arange(0, N), 0);
+    Tile<int32_t> o = ci * N + rj;
+    Tile<int32_t> v = load(x + o);
+    Tile<float> vf = load(xf + o);
+    const int MN = M * N;
+    store(out + o, cumsum(v, 0));
+    store(out + MN + o, cumsum(v, 1));
+    store(out + 2 * MN + o, cumsum(v, 0, true));
+    store(out + 3 * MN + o, cumsum(v, 1, true));
+    store(outf + o, cumsum(vf, 1));
+    store(outf + MN + o, cumsum(vf, 0, true));
+  });
+  for (auto [M, N] : {std::pair{1, 1}, std::pair{17, 1}, std::pair{1, 17}, std::pair{17, 33}, std::pair{2, 1001}}) {
+    CAPTURE(M, N);
+    size_t mn = size_t(M) * N;
+    Buf<int32_t> x = random_full<int32_t>(mn, 3);  // wraps
+    Buf<float> xf = random_buf<float>(mn, 4, -1, 1);
+    Buf<int32_t> out(4 * mn);
+    Buf<float> outf(2 * mn);
+    std::vector<int32_t> w(4 * mn);
+    std::vector<float> wf(2 * mn);
+    auto X = [&](int i, int j) { return uint32_t(x[size_t(i) * N + j]); };
+    for (int j = 0; j < N; ++j) {
+      uint32_t s = 0, r = 0;
+      double fr = 0;
+      for (int i = 0; i < M; ++i) s += X(i, j), w[size_t(i) * N + j] = int32_t(s);
+      for (int i = M - 1; i >= 0; --i) {
+        r += X(i, j), w[2 * mn + size_t(i) * N + j] = int32_t(r);
+        fr += xf[size_t(i) * N + j], wf[mn + size_t(i) * N + j] = float(fr);
+      }
+    }
+    for (int i = 0; i < M; ++i) {
+      uint32_t s = 0, r = 0;
+      double fs = 0;
+      for (int j = 0; j < N; ++j) {
+        s += X(i, j), w[mn + size_t(i) * N + j] = int32_t(s);
+        fs += xf[size_t(i) * N + j], wf[size_t(i) * N + j] = float(fs);
+      }
+      for (int j = N - 1; j >= 0; --j) r += X(i, j), w[3 * mn + size_t(i) * N + j] = int32_t(r);
+    }
+    k(Grid(1), x.data(), xf.data(), out.data(), outf.data(), M, N);
+    CHECK(diffs(out, w) == "");
+    CHECK(diffs(outf, wf, 0, 1e-6 * std::max(M, N)) == "");
+  }
+}
+
+TEST_CASE("ops: cumsum on a masked 1-D block across dtypes", "[ops]") {
+  auto k = jit("cumsum1d", [](Ptr<int64_t> x, Ptr<int64_t> out, Ptr<double> xd, Ptr<double> outd, Tile<int32_t> n,
+                              Constexpr<int> BLOCK) {
+    Tile<int32_t> r = arange(0, BLOCK);
+    Tile<bool> m = r < n;
+    store(out + r, cumsum(load(x + r, m), 0), m);
+    store(outd + r, cumsum(load(xd + r, m), 0, true), m);
+  });
+  for (int n : kSizes) {
+    CAPTURE(n);
+    Buf<int64_t> x = random_buf<int64_t>(n, 1, -1e15, 1e15);
+    Buf<double> xd = random_buf<double>(n, 2, 0, 1);
+    Buf<int64_t> out(n);
+    Buf<double> outd(n);
+    std::vector<int64_t> w(n);
+    std::vector<double> wd(n);
+    int64_t s = 0;
+    for (int i = 0; i < n; ++i) s += x[i], w[i] = s;
+    double sd = 0;
+    for (int i = n - 1; i >= 0; --i) sd += xd[i], wd[i] = sd;
+    k(Grid(1), x.data(), out.data(), xd.data(), outd.data(), n, 1024);
+    CHECK(diffs(out, w) == "");
+    CHECK(diffs(outd, wd, 1e-13, 0) == "");
+  }
+}
+
+TEST_CASE("ops: associative_scan with a combine function", "[ops]") {
+  auto k = jit("scan_combine", [](Ptr<int32_t> x, Ptr<float> xf, Ptr<int32_t> out, Ptr<float> outf,
+                                  Constexpr<int> M, Constexpr<int> N) {
+    Tile<int32_t> ci = expand_dims(arange(0, M), 1), rj = expand_dims(arange(0, N), 0);
+    Tile<int32_t> o = ci * N + rj;
+    Tile<int32_t> v = load(x + o);
+    Tile<float> vf = load(xf + o);
+    const int MN = M * N;
+    auto mx = [](Tile<int32_t> a, Tile<int32_t> b) { return maximum(a, b); };
+    // associative but not commutative: "the last non-zero value so far"
+    auto last_nz = [](Tile<int32_t> a, Tile<int32_t> b) { return where(b != 0, b, a); };
+    store(out + o, associative_scan(v, 1, mx));
+    store(out + MN + o, associative_scan(v, 0, mx, true));
+    store(out + 2 * MN + o, associative_scan(v, 1, last_nz));
+    store(out + 3 * MN + o, associative_scan(v, 0, last_nz));
+    store(outf + o, associative_scan(vf, 1, [](Tile<float> a, Tile<float> b) { return a * b; }));
+    store(outf + MN + o, associative_scan(vf, 1, [](Tile<float> a, Tile<float> b) { return minimum(a, b); }, true));
+  });
+  for (auto [M, N] : {std::pair{1, 1}, std::pair{17, 1}, std::pair{3, 17}, std::pair{17, 33}, std::pair{2, 1001}}) {
+    CAPTURE(M, N);
+    size_t mn = size_t(M) * N;
+    Buf<int32_t> x = random_buf<int32_t>(mn, 5, -1000, 1000);
+    for (size_t t = 0; t < mn; t += 2) x[t] = 0;  // runs of zeros for last_nz
+    Buf<float> xf = random_buf<float>(mn, 6, 0.9, 1.1);
+    Buf<int32_t> out(4 * mn);
+    Buf<float> outf(2 * mn);
+    std::vector<int32_t> w(4 * mn);
+    std::vector<float> wf(2 * mn);
+    auto X = [&](int i, int j) { return x[size_t(i) * N + j]; };
+    for (int i = 0; i < M; ++i) {
+      int32_t m = X(i, 0), l = X(i, 0);
+      float p = xf[size_t(i) * N];
+      for (int j = 0; j < N; ++j) {
+        if (j) m = std::max(m, X(i, j)), l = X(i, j) != 0 ? X(i, j) : l, p *= xf[size_t(i) * N + j];
+        w[size_t(i) * N + j] = m, w[2 * mn + size_t(i) * N + j] = l, wf[size_t(i) * N + j] = p;
+      }
+      float mnv = INFINITY;
+      for (int j = N - 1; j >= 0; --j) mnv = std::min(mnv, xf[size_t(i) * N + j]), wf[mn + size_t(i) * N + j] = mnv;
+    }
+    for (int j = 0; j < N; ++j) {
+      int32_t m = std::numeric_limits<int32_t>::min();
+      for (int i = M - 1; i >= 0; --i) m = std::max(m, X(i, j)), w[mn + size_t(i) * N + j] = m;
+      int32_t l = X(0, j);
+      for (int i = 0; i < M; ++i) l = X(i, j) != 0 ? X(i, j) : l, w[3 * mn + size_t(i) * N + j] = l;
+    }
+    k(Grid(1), x.data(), xf.data(), out.data(), outf.data(), M, N);
+    CHECK(diffs(out, w) == "");
+    CHECK(diffs(outf, wf, 1e-6 * N, 0) == "");
+  }
+}
+
+// ============================================================ dot
+
+namespace {
+float tf32_round(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  if ((b & 0x7F800000u) != 0x7F800000u) {
+    uint32_t lsb = (b >> 13) & 1u;
+    b += 0x0FFFu + lsb;
+    b &= ~0x1FFFu;
+  }
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+
+template <class T> auto make_dot() {
+  return jit("dot", [](Ptr<T> a, Ptr<T> b, Ptr<dot_acc_t<T>> acc, Ptr<dot_acc_t<T>> out, Constexpr<int> M,
+                       Constexpr<int> N, Constexpr<int> K, Constexpr<bool> USE_ACC, Constexpr<bool> TF32) {
+    Tile<int32_t> mi = expand_dims(arange(0, M), 1), nj = expand_dims(arange(0, N), 0);
+    Tile<int32_t> kr = expand_dims(arange(0, K), 0), kc = expand_dims(arange(0, K), 1);
+    Tile<T> ta = load(a + mi * K + kr);  // [M, K]
+    Tile<T> tb = load(b + kc * N + nj);  // [K, N]
+    Precision p = TF32 ? Precision::TF32 : Precision::IEEE;
+    Tile<dot_acc_t<T>> r;
+    if (USE_ACC) r = dot(ta, tb, load(acc + mi * N + nj), p);
+    else r = dot(ta, tb, p);
+    CHECK(r.shape() == Shape{M, N});
+    store(out + mi * N + nj, r);
+  });
+}
+
+template <class T> void dot_case(unsigned seed, bool tf32 = false) {
+  using Acc = dot_acc_t<T>;
+  auto k = make_dot<T>();
+  struct S { int M, N, K; };
+  for (S s : {S{16, 33, 17}, S{16, 17, 33}, S{1, 1, 1}, S{17, 5, 64}, S{2, 3, 1}, S{32, 32, 32}}) {
+    for (bool use_acc : {false, true}) {
+      CAPTURE(s.M, s.N, s.K, use_acc, tf32);
+      Buf<T> a, b;
+      if constexpr (std::is_integral_v<T>) a = random_full<T>(size_t(s.M) * s.K, seed), b = random_full<T>(size_t(s.K) * s.N, seed + 1);
+      else a = random_buf<T>(size_t(s.M) * s.K, seed, -2, 2), b = random_buf<T>(size_t(s.K) * s.N, seed + 1, -2, 2);
+      Buf<Acc> acc = std::is_integral_v<T> ? random_buf<Acc>(size_t(s.M) * s.N, seed + 2, -1e6, 1e6)
+                                           : random_buf<Acc>(size_t(s.M) * s.N, seed + 2, -3, 3);
+      Buf<Acc> out(size_t(s.M) * s.N);
+      std::vector<Acc> wi(out.size());
+      std::vector<double> wf(out.size());
+      double worst_mag = 0;
+      for (int i = 0; i < s.M; ++i)
+        for (int j = 0; j < s.N; ++j) {
+          double sum = use_acc ? to_d(acc[size_t(i) * s.N + j]) : 0, mag = std::fabs(sum);
+          int64_t isum = use_acc ? int64_t(acc[size_t(i) * s.N + j]) : 0;
+          for (int kk = 0; kk < s.K; ++kk) {
+            T x = a[size_t(i) * s.K + kk], y = b[size_t(kk) * s.N + j];
+            if constexpr (std::is_integral_v<T>) {
+              isum += int64_t(x) * int64_t(y);
+            } else {
+              double p = tf32 ? double(tf32_round(float(to_d(x)))) * double(tf32_round(float(to_d(y)))) : to_d(x) * to_d(y);
+              sum += p, mag += std::fabs(p);
+            }
+          }
+          wi[size_t(i) * s.N + j] = Acc(isum);
+          wf[size_t(i) * s.N + j] = sum;
+          worst_mag = std::max(worst_mag, mag);
+        }
+      k(Grid(1), a.data(), b.data(), acc.data(), out.data(), s.M, s.N, s.K, use_acc, tf32);
+      if constexpr (std::is_integral_v<T>) CHECK(diffs(out, wi) == "");
+      else CHECK(diffs(out, wf, 0, worst_mag * 1e-6) == "");
+    }
+  }
+}
+}  // namespace
+
+TEST_CASE("ops: dot f32 IEEE", "[ops]") { dot_case<float>(1); }
+TEST_CASE("ops: dot f32 TF32", "[ops]") { dot_case<float>(2, true); }
+TEST_CASE("ops: dot f16", "[ops]") { dot_case<f16>(3); }
+TEST_CASE("ops: dot bf16", "[ops]") { dot_case<bf16>(4); }
+TEST_CASE("ops: dot i8 (i32 accumulation)", "[ops]") { dot_case<int8_t>(5); }
+
+TEST_CASE("ops: dot TF32 rounds inputs to 10 mantissa bits, IEEE does not", "[ops]") {
+  auto k = make_dot<float>();
+  // a = [1 + 2^-12, 1 + 3*2^-11 (exact tie)], b = [1, 1]: IEEE keeps every bit
+  Buf<float> a(2), b(2), acc(1, 0.f), out(1);
+  a[0] = 1.0f + std::ldexp(1.0f, -12);
+  a[1] = 1.0f + 3 * std::ldexp(1.0f, -11);
+  b[0] = 1.0f, b[1] = 1.0f;
+  CHECK(tf32_round(a[0]) == 1.0f);
+  CHECK(tf32_round(a[1]) == 1.0f + std::ldexp(1.0f, -9));
+  k(Grid(1), a.data(), b.data(), acc.data(), out.data(), 1, 1, 2, false, false);
+  CHECK(out[0] == a[0] + a[1]);
+  k(Grid(1), a.data(), b.data(), acc.data(), out.data(), 1, 1, 2, false, true);
+  CHECK(out[0] == 2.0f + std::ldexp(1.0f, -9));
+}
+
+TEST_CASE("ops: dot in a K loop with a carried accumulator and masked tails", "[ops]") {
+  auto mm = jit("matmul", [](Ptr<bf16> a, Ptr<bf16> b, Ptr<float> c, Tile<int32_t> M, Tile<int32_t> N,
+                             Tile<int32_t> K, Constexpr<int> BM, Constexpr<int> BN, Constexpr<int> BK) {
+    Tile<int32_t> rm = program_id(0) * BM + arange(0, BM);
+    Tile<int32_t> rn = program_id(1) * BN + arange(0, BN);
+    Tile<int32_t> rk = arange(0, BK);
+    Tile<float> acc = zeros<float>({BM, BN});
+    for (auto k0 : range(0, K, BK)) {
+      Tile<int32_t> kk = k0 + rk;
+      Tile<bool> ma = expand_dims(rm < M, 1) & expand_dims(kk < K, 0);
+      Tile<bool> mb = expand_dims(kk < K, 1) & expand_dims(rn < N, 0);
+      Tile<bf16> ta = load(a + expand_dims(rm, 1) * K + expand_dims(kk, 0), ma);
+      Tile<bf16> tb = load(b + expand_dims(kk, 1) * N + expand_dims(rn, 0), mb);
+      acc = dot(ta, tb, acc);
+    }
+    store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), acc, expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
+  });
+  struct S { int M, N, K; };
+  for (S s : {S{1, 1, 1}, S{17, 33, 65}, S{40, 9, 17}}) {
+    CAPTURE(s.M, s.N, s.K);
+    Buf<bf16> a = random_buf<bf16>(size_t(s.M) * s.K, 1), b = random_buf<bf16>(size_t(s.K) * s.N, 2);
+    Buf<float> c(size_t(s.M) * s.N, -99.f);
+    std::vector<double> w(c.size());
+    for (int i = 0; i < s.M; ++i)
+      for (int j = 0; j < s.N; ++j) {
+        double t = 0;
+        for (int kk = 0; kk < s.K; ++kk) t += to_d(a[size_t(i) * s.K + kk]) * to_d(b[size_t(kk) * s.N + j]);
+        w[size_t(i) * s.N + j] = t;
+      }
+    mm(Grid(cdiv(s.M, 16), cdiv(s.N, 16)), a.data(), b.data(), c.data(), s.M, s.N, s.K, 16, 16, 16);
+    CHECK(diffs(c, w, 1e-5, 1e-5) == "");
+  }
+}
