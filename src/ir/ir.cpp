@@ -37,7 +37,7 @@ int64_t Type::numel() const {
 
 bool Type::operator==(const Type& o) const {
   return dtype == o.dtype && (dtype != DType::ptr || pointee == o.pointee) && shape == o.shape &&
-         layout == o.layout;
+         layouts_equal(layout.get(), o.layout.get());
 }
 
 std::string Type::str() const {

@@ -22,8 +22,14 @@ namespace tle::ir {
 
 using Shape = std::vector<int64_t>;
 
-/// A register-layout slot: empty on the CPU path; filled by the GPU layout passes.
+/// A register layout (GPU path): which thread and register holds each element of a tile, as a
+/// linear layout over GF(2) from (reg, lane, warp, block) to the tile's dims (src/layout/).
+/// Empty on the CPU path; filled by the GPU layout-assignment pass.
 struct Layout;
+/// Layout equality by value (defined in src/layout/ir_layout.cpp).
+bool layouts_equal(const Layout* a, const Layout* b);
+/// Printed form of a layout (for the IR printer), e.g. "#blocked{...}".
+std::string layout_str(const Layout& l);
 
 /// The type of a value: element dtype (+ pointee for pointers) and a static shape ([] = scalar).
 struct Type {

@@ -72,23 +72,40 @@ class Printer {
     const auto& args = f.entry().args;
     for (size_t i = 0; i < args.size(); ++i) {
       if (i) out_ += ", ";
-      out_ += fmt::format("{}: {}", pos_.value_name(args[i].get()), args[i]->type.str());
+      out_ += fmt::format("{}: {}", pos_.value_name(args[i].get()), tstr(args[i]->type));
       if (i < f.arg_info.size() && f.arg_info[i].divisible_by_16) out_ += " {div16}";
     }
     out_ += ") {\n";
     line_ = 2;
     print_ops(f.entry(), 1);
     out_ += "}\n";
+    // Layouts (GPU path) are listed after the function and referred to as #L<n> in types.
+    for (size_t i = 0; i < layouts_.size(); ++i) {
+      std::string text = layout_str(*layouts_[i]);
+      for (auto& c : text)
+        if (c == '\n') c = ' ';
+      out_ += fmt::format("#L{} = {}\n", i, text);
+    }
     return std::move(out_);
   }
 
  private:
   void newline() { out_ += '\n'; ++line_; }
+
+  /// A type with its layout reference (#L<n>, numbered in order of first appearance).
+  std::string tstr(const Type& t) {
+    std::string s = t.str();
+    if (!t.layout) return s;
+    size_t i = 0;
+    while (i < layouts_.size() && !layouts_equal(layouts_[i], t.layout.get())) ++i;
+    if (i == layouts_.size()) layouts_.push_back(t.layout.get());
+    return s + fmt::format("#L{}", i);
+  }
   void indent(int depth) { out_.append(static_cast<size_t>(2 * depth), ' '); }
 
   std::string types(const std::vector<Value*>& vs) {
     std::string s;
-    for (size_t i = 0; i < vs.size(); ++i) s += (i ? ", " : "") + (vs[i] ? vs[i]->type.str() : std::string("<null>"));
+    for (size_t i = 0; i < vs.size(); ++i) s += (i ? ", " : "") + (vs[i] ? tstr(vs[i]->type) : std::string("<null>"));
     return s;
   }
 
@@ -143,7 +160,7 @@ class Printer {
         indent(depth);
         out_ += "^(";
         for (size_t i = 0; i < body.args.size(); ++i)
-          out_ += fmt::format("{}{}: {}", i ? ", " : "", pos_.value_name(body.args[i].get()), body.args[i]->type.str());
+          out_ += fmt::format("{}{}: {}", i ? ", " : "", pos_.value_name(body.args[i].get()), tstr(body.args[i]->type));
         out_ += "):";
         newline();
       }
@@ -155,6 +172,7 @@ class Printer {
   }
 
   PrintPositions& pos_;
+  std::vector<const Layout*> layouts_;
   std::string out_;
   unsigned line_ = 1;
 };

@@ -330,6 +330,14 @@ class Verifier {
         same_type(op, in(op, 0), out(op), "result type differs from the pointer");
         break;
       }
+      case OpKind::ConvertLayout: {
+        n_operands(op, 1, 1);
+        n_results(op, 1);
+        if (in(op, 0).dtype != out(op).dtype || in(op, 0).shape != out(op).shape)
+          fail(&op, "convert_layout changes the dtype or the shape");
+        if (!out(op).layout) fail(&op, "convert_layout result has no layout");
+        break;
+      }
       case OpKind::Hint: {
         n_operands(op, 1, 1);
         n_results(op, 1);

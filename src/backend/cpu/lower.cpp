@@ -133,7 +133,7 @@ void Lowerer::lower_op(const ir::Op& op) {
       tiles[op.result()] = Tile{nullptr, op.kind == K::ProgramId ? pid[axis] : nprog[axis]};
       return;
     }
-    case K::Broadcast: case K::ExpandDims: case K::Reshape: case K::Permute: case K::Hint:
+    case K::Broadcast: case K::ExpandDims: case K::Reshape: case K::Permute: case K::Hint: case K::ConvertLayout:
       lower_shape(op);
       return;
     case K::AddPtr: case K::Load: case K::Store: case K::AtomicRMW: case K::AtomicCas:
@@ -158,7 +158,7 @@ void Lowerer::lower_shape(const ir::Op& op) {
   const ir::Value* r = op.result();
   const Tile& xt = tile(x);
   // Same row-major element order: share the storage (values are immutable).
-  if (op.kind == ir::OpKind::ExpandDims || op.kind == ir::OpKind::Reshape || op.kind == ir::OpKind::Hint || xt.splat) {
+  if (op.kind == ir::OpKind::ExpandDims || op.kind == ir::OpKind::Reshape || op.kind == ir::OpKind::Hint || op.kind == ir::OpKind::ConvertLayout || xt.splat) {
     if (x->type.numel() != r->type.numel() && !xt.splat) fail(op, "element count changes");
     tiles[r] = xt;
     return;
