@@ -228,7 +228,7 @@ void Lowerer::lower_dot(const ir::Op& op) {
     return B.CreateBitCast(B.CreateSelect(special, bits, rounded), B.getFloatTy());
   };
   const int64_t rn = M * N;
-  // Accumulate directly in the result's array when the result dtype is the compute dtype.
+  // Accumulator in the compute dtype; it becomes the result storage when the dtypes agree.
   Value* accum = alloc(kt, rn, "dotacc");
   loop(rn, [&](Value* i) { store_elem(accum, kt, i, convert(elem(c, i), cd, kd)); }, "init");
   loop(M, [&](Value* m) {
