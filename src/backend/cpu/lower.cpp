@@ -10,31 +10,13 @@ namespace tle::cpu::detail {
 
 using llvm::Value;
 
-Lowerer::Lowerer(const ir::Function& f, llvm::Module& m) : fn_ir(f), mod(m), ctx(m.getContext()), B(m.getContext()) {}
+Lowerer::Lowerer(const ir::Function& f, llvm::Module& m) : ScalarEmitter(m), fn_ir(f) {}
 
 void Lowerer::fail(const ir::Op& op, const std::string& msg) const {
   std::string where;
   if (op.loc.known()) where = fmt::format(" (traced at {}:{})", op.loc.file, op.loc.line);
   throw RuntimeError("tle::cpu::lower", fmt::format("kernel '{}': op '{}': {}{}", fn_ir.name, ir::op_mnemonic(op.kind), msg, where));
 }
-
-llvm::Type* Lowerer::elem_ty(DType d) const {
-  switch (d) {
-    case DType::i1: return llvm::Type::getInt1Ty(ctx);
-    case DType::i8: case DType::u8: return llvm::Type::getInt8Ty(ctx);
-    case DType::i16: case DType::u16: return llvm::Type::getInt16Ty(ctx);
-    case DType::i32: case DType::u32: return llvm::Type::getInt32Ty(ctx);
-    case DType::i64: case DType::u64: return llvm::Type::getInt64Ty(ctx);
-    // f16/bf16 travel as their bits: no FP move can quiet a signaling NaN (bitcast round trips).
-    case DType::f16: case DType::bf16: return llvm::Type::getInt16Ty(ctx);
-    case DType::f32: return llvm::Type::getFloatTy(ctx);
-    case DType::f64: return llvm::Type::getDoubleTy(ctx);
-    case DType::ptr: return llvm::PointerType::get(ctx, 0);
-  }
-  throw InternalError("cpu backend: bad dtype");
-}
-
-llvm::Type* Lowerer::mem_ty(DType d) const { return d == DType::i1 ? llvm::Type::getInt8Ty(ctx) : elem_ty(d); }
 
 Value* Lowerer::alloc(llvm::Type* elem, int64_t n, const llvm::Twine& name) {
   llvm::IRBuilder<> ab(alloca_bb, alloca_bb->begin());

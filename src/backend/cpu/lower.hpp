@@ -17,6 +17,7 @@
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Module.h>
 
+#include "backend/common/scalar_emitter.hpp"
 #include "ir/ir.hpp"
 
 namespace tle::cpu::detail {
@@ -38,27 +39,20 @@ struct Tile {
 
 using ElemFn = std::function<llvm::Value*(llvm::Value* idx)>;
 
-class Lowerer {
+class Lowerer : public backend::ScalarEmitter {
  public:
   Lowerer(const ir::Function& f, llvm::Module& m);
   llvm::Function* run(const std::string& symbol);
 
   // ---- infrastructure (lower.cpp)
   const ir::Function& fn_ir;
-  llvm::Module& mod;
-  llvm::LLVMContext& ctx;
-  llvm::IRBuilder<> B;
   llvm::Function* body = nullptr;
   llvm::BasicBlock* alloca_bb = nullptr;
   std::unordered_map<const ir::Value*, Tile> tiles;
   llvm::Value* pid[3] = {};
   llvm::Value* nprog[3] = {};
 
-  [[noreturn]] void fail(const ir::Op& op, const std::string& msg) const;
-  /// Element type in tile storage and registers (i1 stays i1; f16/bf16 are their i16 bits).
-  llvm::Type* elem_ty(DType d) const;
-  /// Element type in global memory (i1 is a byte).
-  llvm::Type* mem_ty(DType d) const;
+  [[noreturn]] void fail(const ir::Op& op, const std::string& msg) const override;
   llvm::Value* i64c(int64_t v) { return B.getInt64(static_cast<uint64_t>(v)); }
   /// An array of n elements in the frame (entry block).
   llvm::Value* alloc(llvm::Type* elem, int64_t n, const llvm::Twine& name = "");
@@ -87,18 +81,8 @@ class Lowerer {
 
   // ---- elementwise (lower_elementwise.cpp)
   void lower_elementwise(const ir::Op& op);
-  llvm::Constant* constant(DType d, const ir::Attr& value, const ir::Op& op);
-  /// f16/bf16 -> f32 (exact); other types unchanged.
-  llvm::Value* to_compute(llvm::Value* v, DType d);
-  /// f32 or f64 value -> dtype d (f16/bf16/f32 rounded once to nearest even); others unchanged.
-  llvm::Value* from_compute(llvm::Value* v, DType d);
-  llvm::Type* compute_ty(DType d) const;
-  /// Value conversion (docs/ir.md cast rules) of one element.
-  llvm::Value* convert(llvm::Value* v, DType from, DType to);
-  llvm::Value* binary(ir::BinaryOp op, DType d, llvm::Value* a, llvm::Value* b, const ir::Op* where);
-  llvm::Value* compare(ir::CmpPred p, DType d, llvm::Value* a, llvm::Value* b);
-  llvm::Value* float_max_min(bool is_max, llvm::Value* a, llvm::Value* b);
-  llvm::Value* call_libm(const char* f32name, const char* f64name, std::vector<llvm::Value*> args);
+  /// Exact i64/u64 -> bf16 through the runtime helpers kI64ToBf16 / kU64ToBf16.
+  llvm::Value* int64_to_bf16(llvm::Value* v, bool is_signed) override;
 
   // ---- memory (lower_memory.cpp)
   void lower_memory(const ir::Op& op);

@@ -1,10 +1,5 @@
-// src/backend/cpu/lower_elementwise.cpp - constants, binary/unary/cmp/select/fma, casts, bitcasts.
-//
-// f16 and bf16 are computed in f32 and rounded once per op. Rounding to f16 uses LLVM's
-// `fptrunc float to half` (F16C, or the __truncsfhf2 helper the JIT provides); rounding to bf16 is
-// emitted as integer code (vectorizes everywhere). From f64, values are first rounded to f32 with
-// round-to-odd, which makes the second rounding exact (24 >= 11 + 2 bits), so f64 -> f16/bf16
-// rounds exactly once (E26) without any libcall.
+// src/backend/cpu/lower_elementwise.cpp - elementwise ops as loops over tile elements; each
+// element is emitted by backend::ScalarEmitter (src/backend/common), shared with the GPU backend.
 #include <fmt/format.h>
 #include <llvm/IR/Intrinsics.h>
 
@@ -15,253 +10,14 @@ namespace tle::cpu::detail {
 
 using llvm::Value;
 
-llvm::Type* Lowerer::compute_ty(DType d) const {
-  if (d == DType::f16 || d == DType::bf16) return llvm::Type::getFloatTy(ctx);
-  return elem_ty(d);
-}
-
-Value* Lowerer::to_compute(Value* v, DType d) {
-  if (d == DType::f16) return B.CreateFPExt(B.CreateBitCast(v, B.getHalfTy()), B.getFloatTy());
-  if (d == DType::bf16) {
-    Value* bits = B.CreateZExt(v, B.getInt32Ty());
-    return B.CreateBitCast(B.CreateShl(bits, 16), B.getFloatTy());
+Value* Lowerer::int64_to_bf16(Value* v, bool is_signed) {
+  llvm::FunctionCallee fn = mod.getOrInsertFunction(is_signed ? kI64ToBf16 : kU64ToBf16,
+                                                    llvm::FunctionType::get(B.getInt16Ty(), {B.getInt64Ty()}, false));
+  if (auto* f = llvm::dyn_cast<llvm::Function>(fn.getCallee())) {
+    f->addFnAttr(llvm::Attribute::NoUnwind);
+    f->setMemoryEffects(llvm::MemoryEffects::none());
   }
-  return v;
-}
-
-namespace {
-// f64 -> f32 rounding to odd: the truncation toward zero with the lowest bit set when inexact.
-Value* f64_to_f32_odd(llvm::IRBuilder<>& B, Value* d) {
-  Value* f = B.CreateFPTrunc(d, B.getFloatTy());
-  Value* back = B.CreateFPExt(f, B.getDoubleTy());
-  Value* exact = B.CreateFCmpUEQ(back, d);  // also true for NaN
-  Value* bits = B.CreateBitCast(f, B.getInt32Ty());
-  Value* odd = B.CreateTrunc(bits, B.getInt1Ty());
-  llvm::Function* fabs = llvm::Intrinsic::getDeclaration(B.GetInsertBlock()->getModule(), llvm::Intrinsic::fabs, {B.getDoubleTy()});
-  Value* away = B.CreateFCmpOGT(B.CreateCall(fabs, {back}), B.CreateCall(fabs, {d}));  // rounded away from zero
-  Value* adj = B.CreateSelect(away, B.CreateSub(bits, B.getInt32(1)), B.CreateAdd(bits, B.getInt32(1)));
-  Value* keep = B.CreateOr(exact, odd);
-  return B.CreateBitCast(B.CreateSelect(keep, bits, adj), B.getFloatTy());
-}
-// f32 -> bf16 bits, round to nearest even; NaN stays a (quiet) NaN.
-Value* f32_to_bf16(llvm::IRBuilder<>& B, Value* f) {
-  Value* bits = B.CreateBitCast(f, B.getInt32Ty());
-  Value* lsb = B.CreateAnd(B.CreateLShr(bits, 16), B.getInt32(1));
-  Value* rounded = B.CreateLShr(B.CreateAdd(bits, B.CreateAdd(lsb, B.getInt32(0x7FFF))), 16);
-  Value* nan = B.CreateOr(B.CreateLShr(bits, 16), B.getInt32(0x40));
-  Value* isnan = B.CreateFCmpUNO(f, f);
-  return B.CreateTrunc(B.CreateSelect(isnan, nan, rounded), B.getInt16Ty());
-}
-}  // namespace
-
-Value* Lowerer::from_compute(Value* v, DType d) {
-  bool dbl = v->getType()->isDoubleTy();
-  switch (d) {
-    case DType::f16:
-      if (dbl) v = f64_to_f32_odd(B, v);
-      return B.CreateBitCast(B.CreateFPTrunc(v, B.getHalfTy()), B.getInt16Ty());
-    case DType::bf16:
-      if (dbl) v = f64_to_f32_odd(B, v);
-      return f32_to_bf16(B, v);
-    case DType::f32: return dbl ? B.CreateFPTrunc(v, B.getFloatTy()) : v;
-    case DType::f64: return dbl ? v : B.CreateFPExt(v, B.getDoubleTy());
-    default: return v;
-  }
-}
-
-llvm::Constant* Lowerer::constant(DType d, const ir::Attr& value, const ir::Op& op) {
-  const bool is_i = std::holds_alternative<int64_t>(value);
-  if (!is_i && !std::holds_alternative<double>(value)) fail(op, "value attribute is neither an integer nor a float");
-  if (is_float(d)) {
-    double v = is_i ? static_cast<double>(std::get<int64_t>(value)) : std::get<double>(value);
-    switch (d) {
-      case DType::f16: return B.getInt16(f64_to_f16_bits(v));
-      case DType::bf16: return B.getInt16(f64_to_bf16_bits(v));
-      case DType::f32: return llvm::ConstantFP::get(B.getFloatTy(), static_cast<double>(static_cast<float>(v)));
-      default: return llvm::ConstantFP::get(B.getDoubleTy(), v);
-    }
-  }
-  int64_t iv;
-  if (is_i) {
-    iv = std::get<int64_t>(value);
-  } else {
-    double v = std::get<double>(value);
-    iv = v != v ? 0 : v >= 9.2233720368547758e18 ? INT64_MAX : v <= -9.2233720368547758e18 ? INT64_MIN : static_cast<int64_t>(v);
-  }
-  if (d == DType::ptr) {
-    if (iv == 0) return llvm::ConstantPointerNull::get(B.getPtrTy());
-    return llvm::ConstantExpr::getIntToPtr(B.getInt64(static_cast<uint64_t>(iv)), B.getPtrTy());
-  }
-  if (d == DType::i1) iv = iv != 0;
-  return llvm::ConstantInt::get(elem_ty(d), static_cast<uint64_t>(iv), /*isSigned=*/false);
-}
-
-Value* Lowerer::call_libm(const char* f32name, const char* f64name, std::vector<Value*> args) {
-  llvm::Type* t = args[0]->getType();
-  const char* name = t->isDoubleTy() ? f64name : f32name;
-  std::vector<llvm::Type*> ps(args.size(), t);
-  llvm::FunctionCallee callee = mod.getOrInsertFunction(name, llvm::FunctionType::get(t, ps, false));
-  if (auto* fn = llvm::dyn_cast<llvm::Function>(callee.getCallee())) {
-    fn->addFnAttr(llvm::Attribute::NoUnwind);
-    fn->addFnAttr(llvm::Attribute::WillReturn);
-    fn->setMemoryEffects(llvm::MemoryEffects::none());
-  }
-  auto* call = B.CreateCall(callee, args);
-  call->setDoesNotAccessMemory();
-  return call;
-}
-
-Value* Lowerer::float_max_min(bool is_max, Value* a, Value* b) {
-  // NaN-propagating (E02); -0 < +0. Written as compares and selects rather than llvm.maximum /
-  // llvm.minimum: InstCombine narrows those to half vectors, whose x86 lowering (no AVX512-FP16)
-  // was seen to drop the NaN of minimum(-0, NaN).
-  Value* better = is_max ? B.CreateFCmpOGT(a, b) : B.CreateFCmpOLT(a, b);
-  Value* r = B.CreateSelect(better, a, b);
-  // Equal values: identical bits, or +0/-0 where max takes the AND of the bits (+0), min the OR (-0).
-  llvm::Type* it = B.getIntNTy(a->getType()->getPrimitiveSizeInBits().getFixedValue());
-  Value* ai = B.CreateBitCast(a, it);
-  Value* bi = B.CreateBitCast(b, it);
-  Value* z = B.CreateBitCast(is_max ? B.CreateAnd(ai, bi) : B.CreateOr(ai, bi), a->getType());
-  r = B.CreateSelect(B.CreateFCmpOEQ(a, b), z, r);
-  return B.CreateSelect(B.CreateFCmpUNO(a, b), B.CreateFAdd(a, b), r);  // a + b is a quiet NaN
-}
-
-Value* Lowerer::binary(ir::BinaryOp op, DType d, Value* a, Value* b, const ir::Op* where) {
-  using O = ir::BinaryOp;
-  auto bad = [&]() -> Value* {
-    if (where) fail(*where, fmt::format("'{}' is not defined on {}", ir::name(op), dtype_name(d)));
-    throw InternalError("cpu backend: bad binary op");
-  };
-  if (is_float(d)) {
-    Value* x = to_compute(a, d);
-    Value* y = to_compute(b, d);
-    Value* r;
-    switch (op) {
-      case O::Add: r = B.CreateFAdd(x, y); break;
-      case O::Sub: r = B.CreateFSub(x, y); break;
-      case O::Mul: r = B.CreateFMul(x, y); break;
-      case O::Div: r = B.CreateFDiv(x, y); break;
-      case O::Rem: r = B.CreateFRem(x, y); break;
-      case O::Min: r = float_max_min(false, x, y); break;
-      case O::Max: r = float_max_min(true, x, y); break;
-      case O::Pow: r = B.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, y); break;
-      case O::Atan2: r = call_libm("atan2f", "atan2", {x, y}); break;
-      default: return bad();
-    }
-    return from_compute(r, d);
-  }
-  if (!is_int(d)) return bad();
-  const bool sgn = is_signed_int(d);
-  const unsigned w = a->getType()->getIntegerBitWidth();
-  llvm::Type* t = a->getType();
-  auto zero = llvm::ConstantInt::get(t, 0);
-  switch (op) {
-    case O::Add: return B.CreateAdd(a, b);
-    case O::Sub: return B.CreateSub(a, b);
-    case O::Mul: return B.CreateMul(a, b);
-    case O::Div: case O::Rem: {
-      // x/0 == 0, x%0 == x, MIN/-1 == MIN, MIN%-1 == 0: divide by 1 in the special cases.
-      Value* bz = B.CreateICmpEQ(b, zero);
-      Value* special = bz;
-      if (sgn) {
-        Value* ovf = B.CreateAnd(B.CreateICmpEQ(a, llvm::ConstantInt::get(t, llvm::APInt::getSignedMinValue(w))),
-                                 B.CreateICmpEQ(b, llvm::ConstantInt::getAllOnesValue(t)));
-        special = B.CreateOr(bz, ovf);
-      }
-      Value* sb = B.CreateSelect(special, llvm::ConstantInt::get(t, 1), b);
-      if (op == O::Div) return B.CreateSelect(bz, zero, sgn ? B.CreateSDiv(a, sb) : B.CreateUDiv(a, sb));
-      return B.CreateSelect(bz, a, sgn ? B.CreateSRem(a, sb) : B.CreateURem(a, sb));
-    }
-    case O::And: return B.CreateAnd(a, b);
-    case O::Or: return B.CreateOr(a, b);
-    case O::Xor: return B.CreateXor(a, b);
-    case O::Shl: case O::Shr: {
-      // Amount >= width, or negative (huge when unsigned): 0, or the sign fill for signed Shr.
-      Value* oob = B.CreateICmpUGE(b, llvm::ConstantInt::get(t, w));
-      if (op == O::Shl) return B.CreateSelect(oob, zero, B.CreateShl(a, B.CreateSelect(oob, zero, b)));
-      if (sgn) return B.CreateAShr(a, B.CreateSelect(oob, llvm::ConstantInt::get(t, w - 1), b));
-      return B.CreateSelect(oob, zero, B.CreateLShr(a, B.CreateSelect(oob, zero, b)));
-    }
-    case O::Min: return B.CreateBinaryIntrinsic(sgn ? llvm::Intrinsic::smin : llvm::Intrinsic::umin, a, b);
-    case O::Max: return B.CreateBinaryIntrinsic(sgn ? llvm::Intrinsic::smax : llvm::Intrinsic::umax, a, b);
-    default: return bad();
-  }
-}
-
-Value* Lowerer::compare(ir::CmpPred p, DType d, Value* a, Value* b) {
-  using P = ir::CmpPred;
-  if (is_float(d)) {
-    Value* x = to_compute(a, d);
-    Value* y = to_compute(b, d);
-    switch (p) {
-      case P::Eq: return B.CreateFCmpOEQ(x, y);
-      case P::Ne: return B.CreateFCmpUNE(x, y);
-      case P::Lt: return B.CreateFCmpOLT(x, y);
-      case P::Le: return B.CreateFCmpOLE(x, y);
-      case P::Gt: return B.CreateFCmpOGT(x, y);
-      case P::Ge: return B.CreateFCmpOGE(x, y);
-    }
-  }
-  const bool sgn = is_signed_int(d);
-  switch (p) {
-    case P::Eq: return B.CreateICmpEQ(a, b);
-    case P::Ne: return B.CreateICmpNE(a, b);
-    case P::Lt: return sgn ? B.CreateICmpSLT(a, b) : B.CreateICmpULT(a, b);
-    case P::Le: return sgn ? B.CreateICmpSLE(a, b) : B.CreateICmpULE(a, b);
-    case P::Gt: return sgn ? B.CreateICmpSGT(a, b) : B.CreateICmpUGT(a, b);
-    case P::Ge: return sgn ? B.CreateICmpSGE(a, b) : B.CreateICmpUGE(a, b);
-  }
-  throw InternalError("cpu backend: bad cmp predicate");
-}
-
-Value* Lowerer::convert(Value* v, DType from, DType to) {
-  if (from == to) return v;
-  llvm::Type* tt = elem_ty(to);
-  if (to == DType::i1) {
-    if (is_float(from)) return B.CreateFCmpUNE(to_compute(v, from), llvm::ConstantFP::get(compute_ty(from), 0.0));
-    if (from == DType::ptr) return B.CreateICmpNE(v, llvm::ConstantPointerNull::get(B.getPtrTy()));
-    return B.CreateICmpNE(v, llvm::ConstantInt::get(v->getType(), 0));
-  }
-  if (from == DType::ptr) return B.CreatePtrToInt(v, tt);
-  if (to == DType::ptr) return B.CreateIntToPtr(v, tt);
-  const bool src_signed = is_signed_int(from);
-  if (is_int(from) && is_int(to)) return B.CreateIntCast(v, tt, src_signed);
-  if (is_int(from)) {  // int -> float
-    switch (to) {
-      case DType::f32: case DType::f64:
-        return src_signed ? B.CreateSIToFP(v, tt) : B.CreateUIToFP(v, tt);
-      case DType::f16: {
-        // Every integer below f16's overflow threshold is exact in f32, so one rounding happens.
-        Value* f = src_signed ? B.CreateSIToFP(v, B.getFloatTy()) : B.CreateUIToFP(v, B.getFloatTy());
-        return from_compute(f, DType::f16);
-      }
-      case DType::bf16: {
-        if (bit_width(from) <= 32) {  // exact in f64, then round once
-          Value* dv = src_signed ? B.CreateSIToFP(v, B.getDoubleTy()) : B.CreateUIToFP(v, B.getDoubleTy());
-          return from_compute(dv, DType::bf16);
-        }
-        llvm::FunctionCallee fn = mod.getOrInsertFunction(src_signed ? kI64ToBf16 : kU64ToBf16,
-                                                          llvm::FunctionType::get(B.getInt16Ty(), {B.getInt64Ty()}, false));
-        if (auto* f = llvm::dyn_cast<llvm::Function>(fn.getCallee())) {
-          f->addFnAttr(llvm::Attribute::NoUnwind);
-          f->setMemoryEffects(llvm::MemoryEffects::none());
-        }
-        return B.CreateCall(fn, {v});
-      }
-      default: break;
-    }
-  }
-  if (is_float(from) && is_int(to)) {  // saturating, NaN -> 0
-    Value* x = to_compute(v, from);
-    auto id = is_signed_int(to) ? llvm::Intrinsic::fptosi_sat : llvm::Intrinsic::fptoui_sat;
-    llvm::Function* sat = llvm::Intrinsic::getDeclaration(&mod, id, {tt, x->getType()});
-    return B.CreateCall(sat, {x});
-  }
-  if (is_float(from) && is_float(to)) {
-    Value* x = to_compute(v, from);  // f32 or f64, exact
-    return from_compute(x, to);
-  }
-  throw InternalError(fmt::format("cpu backend: no conversion {} -> {}", dtype_name(from), dtype_name(to)));
+  return B.CreateCall(fn, {v});
 }
 
 void Lowerer::lower_elementwise(const ir::Op& op) {
@@ -289,58 +45,12 @@ void Lowerer::lower_elementwise(const ir::Op& op) {
     }
     case K::Unary: {
       auto uop = op.enum_attr<ir::UnaryOp>("op");
-      f = [this, uop, d0, &op](const std::vector<Value*>& v) -> Value* {
-        using U = ir::UnaryOp;
-        Value* a = v[0];
-        if (is_float(d0)) {
-          Value* x = to_compute(a, d0);
-          Value* r;
-          auto intr = [&](llvm::Intrinsic::ID id) { return B.CreateUnaryIntrinsic(id, x); };
-          switch (uop) {
-            case U::Neg: r = B.CreateFNeg(x); break;
-            case U::Exp: r = intr(llvm::Intrinsic::exp); break;
-            case U::Exp2: r = intr(llvm::Intrinsic::exp2); break;
-            case U::Log: r = intr(llvm::Intrinsic::log); break;
-            case U::Log2: r = intr(llvm::Intrinsic::log2); break;
-            case U::Sqrt: r = intr(llvm::Intrinsic::sqrt); break;
-            case U::Rsqrt: r = B.CreateFDiv(llvm::ConstantFP::get(x->getType(), 1.0), intr(llvm::Intrinsic::sqrt)); break;
-            case U::Abs: r = intr(llvm::Intrinsic::fabs); break;
-            case U::Floor: r = intr(llvm::Intrinsic::floor); break;
-            case U::Ceil: r = intr(llvm::Intrinsic::ceil); break;
-            case U::Sin: r = intr(llvm::Intrinsic::sin); break;
-            case U::Cos: r = intr(llvm::Intrinsic::cos); break;
-            case U::Tanh: r = call_libm("tanhf", "tanh", {x}); break;
-            case U::Erf: r = call_libm("erff", "erf", {x}); break;
-            default: fail(op, fmt::format("'{}' is not defined on {}", ir::name(uop), dtype_name(d0)));
-          }
-          return from_compute(r, d0);
-        }
-        if (!is_int(d0)) fail(op, fmt::format("'{}' is not defined on {}", ir::name(uop), dtype_name(d0)));
-        switch (uop) {
-          case U::Neg: return B.CreateNeg(a);
-          case U::Not: return B.CreateNot(a);
-          case U::Abs:
-            if (!is_signed_int(d0)) return a;
-            return B.CreateBinaryIntrinsic(llvm::Intrinsic::abs, a, B.getFalse());
-          case U::Floor: case U::Ceil: return a;
-          default: fail(op, fmt::format("'{}' is not defined on {}", ir::name(uop), dtype_name(d0)));
-        }
-      };
+      f = [this, uop, d0, &op](const std::vector<Value*>& v) { return unary(uop, d0, v[0], op); };
       break;
     }
     case K::Fma: {
       if (!is_float(rd)) fail(op, "fma is float only");
-      f = [this, rd](const std::vector<Value*>& v) -> Value* {
-        // f16/bf16: fma in f64 (products exact) then one rounding through round-to-odd.
-        llvm::Type* ct = rd == DType::f32 ? B.getFloatTy() : B.getDoubleTy();
-        std::vector<Value*> xs;
-        for (Value* e : v) {
-          Value* x = to_compute(e, rd);
-          xs.push_back(x->getType() == ct ? x : B.CreateFPExt(x, ct));
-        }
-        llvm::Function* fma = llvm::Intrinsic::getDeclaration(&mod, llvm::Intrinsic::fma, {ct});
-        return from_compute(B.CreateCall(fma, xs), rd);
-      };
+      f = [this, rd](const std::vector<Value*>& v) { return fma(rd, v); };
       break;
     }
     case K::Select:
@@ -351,12 +61,7 @@ void Lowerer::lower_elementwise(const ir::Op& op) {
       break;
     case K::Bitcast: {
       if (bit_width(d0) != bit_width(rd) || d0 == DType::i1) fail(op, "bit widths differ");
-      llvm::Type* tt = elem_ty(rd);
-      f = [this, d0, rd, tt](const std::vector<Value*>& v) -> Value* {
-        if (d0 == DType::ptr) return B.CreatePtrToInt(v[0], tt);
-        if (rd == DType::ptr) return B.CreateIntToPtr(v[0], tt);
-        return B.CreateBitCast(v[0], tt);
-      };
+      f = [this, d0, rd](const std::vector<Value*>& v) { return bitcast(v[0], d0, rd); };
       break;
     }
     default: fail(op, "not an elementwise op");

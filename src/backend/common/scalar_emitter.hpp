@@ -1,0 +1,63 @@
+// src/backend/common/scalar_emitter.hpp - LLVM IR for one element of every elementwise op, shared
+// by the CPU and GPU backends so that both follow docs/ir.md's arithmetic rules with the same code.
+//
+// Value representation: i1 stays i1; f16/bf16 travel as their i16 bit patterns (no FP move can
+// quiet a signaling NaN); f32/f64 as float/double; pointers as `ptr`. A backend derives from
+// ScalarEmitter and overrides the hooks that differ per target: calls to math functions (libm on
+// the CPU, libdevice on the GPU) and the exact i64 -> bf16 conversion.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Module.h>
+
+#include "ir/ir.hpp"
+
+namespace tle::backend {
+
+class ScalarEmitter {
+ public:
+  explicit ScalarEmitter(llvm::Module& m);
+  virtual ~ScalarEmitter() = default;
+
+  llvm::Module& mod;
+  llvm::LLVMContext& ctx;
+  llvm::IRBuilder<> B;
+
+  /// Throws RuntimeError naming the op (and its traced position).
+  [[noreturn]] virtual void fail(const ir::Op& op, const std::string& msg) const;
+
+  /// Element type in registers (i1 stays i1; f16/bf16 are their i16 bits).
+  llvm::Type* elem_ty(DType d) const;
+  /// Element type in memory (i1 is a byte).
+  llvm::Type* mem_ty(DType d) const;
+  /// f32 for f16/bf16, else elem_ty.
+  llvm::Type* compute_ty(DType d) const;
+  /// f16/bf16 bits -> f32 (exact); other types unchanged.
+  llvm::Value* to_compute(llvm::Value* v, DType d);
+  /// f32 or f64 value -> dtype d (f16/bf16/f32 rounded once to nearest even); others unchanged.
+  llvm::Value* from_compute(llvm::Value* v, DType d);
+  /// The constant of a `constant` op's value attribute in dtype d.
+  llvm::Constant* constant(DType d, const ir::Attr& value, const ir::Op& op);
+
+  /// One element of each elementwise op kind (operands already of dtype d's register type).
+  llvm::Value* binary(ir::BinaryOp op, DType d, llvm::Value* a, llvm::Value* b, const ir::Op* where);
+  llvm::Value* compare(ir::CmpPred p, DType d, llvm::Value* a, llvm::Value* b);
+  llvm::Value* unary(ir::UnaryOp op, DType d, llvm::Value* a, const ir::Op& where);
+  llvm::Value* fma(DType d, const std::vector<llvm::Value*>& abc);
+  llvm::Value* convert(llvm::Value* v, DType from, DType to);
+  llvm::Value* bitcast(llvm::Value* v, DType from, DType to);
+  /// NaN-propagating max/min of two floats of the same type, -0 < +0 (rule E02).
+  llvm::Value* float_max_min(bool is_max, llvm::Value* a, llvm::Value* b);
+
+  // ---- target hooks
+  /// A call of the named math function on f32 (f32name) or f64 (f64name) arguments. CPU: libm.
+  virtual llvm::Value* call_libm(const char* f32name, const char* f64name, std::vector<llvm::Value*> args);
+  /// exp, exp2, log, log2, sin, cos of an f32/f64 value (default: call_libm).
+  virtual llvm::Value* transcendental(ir::UnaryOp op, llvm::Value* x);
+  /// Exact (round-once) conversion of a 64-bit integer to bf16 bits.
+  virtual llvm::Value* int64_to_bf16(llvm::Value* v, bool is_signed) = 0;
+};
+
+}  // namespace tle::backend

@@ -1,0 +1,34 @@
+// src/backend/gpu/gpu_backend.hpp - the GPU backend: tile IR (after the generic pass pipeline) ->
+// GPU passes (layout assignment) -> LLVM IR for nvptx64 -> PTX.
+//
+// Kernel ABI (what a launch passes): one parameter per entry-block argument of the function, in
+// order: pointers as 64-bit global addresses, scalars in their dtype (i1 as one byte, f16/bf16 as
+// their 16 bits). Block = 32 * num_warps threads in x; grid = the launch grid; dynamic shared
+// memory = shared_bytes (the kernel declares it as an external array).
+#pragma once
+#include <string>
+
+#include "backend/gpu/nvptx.hpp"
+#include "ir/ir.hpp"
+
+namespace tle::gpu {
+
+struct Options {
+  int num_warps = 4;  // warps per program (CTA); a power of two from 1 to 32
+};
+
+struct Artifact {
+  std::string ptx;          // PTX text for the target
+  std::string entry;        // the kernel's symbol in the PTX
+  int num_warps = 4;
+  int shared_bytes = 0;     // dynamic shared memory the kernel needs per CTA
+  std::string llvm_ir;      // LLVM IR before optimization (for dumps), filled when asked
+};
+
+/// Compiles `f` for `target`: runs the GPU passes on a copy-free basis (f is modified: layouts are
+/// assigned and convert_layout ops inserted), lowers to LLVM IR and emits PTX. Throws UserError
+/// for kernels the GPU cannot run as written (e.g. a tile dimension that is not a power of two, at
+/// the op's file:line) and RuntimeError for toolchain failures.
+Artifact compile(ir::Function& f, const Target& target, const Options& options, bool keep_llvm_ir = false);
+
+}  // namespace tle::gpu
