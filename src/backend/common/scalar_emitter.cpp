@@ -289,7 +289,7 @@ Value* ScalarEmitter::unary(ir::UnaryOp uop, DType d0, Value* a, const ir::Op& o
   using U = ir::UnaryOp;
   if (is_float(d0)) {
     Value* x = to_compute(a, d0);
-    Value* r;
+    Value* r = nullptr;
     auto intr = [&](llvm::Intrinsic::ID id) { return B.CreateUnaryIntrinsic(id, x); };
     switch (uop) {
       case U::Neg: r = B.CreateFNeg(x); break;
@@ -313,8 +313,10 @@ Value* ScalarEmitter::unary(ir::UnaryOp uop, DType d0, Value* a, const ir::Op& o
       if (!is_signed_int(d0)) return a;
       return B.CreateBinaryIntrinsic(llvm::Intrinsic::abs, a, B.getFalse());
     case U::Floor: case U::Ceil: return a;
-    default: fail(op, fmt::format("'{}' is not defined on {}", ir::name(uop), dtype_name(d0)));
+    default: break;
   }
+  fail(op, fmt::format("'{}' is not defined on {}", ir::name(uop), dtype_name(d0)));
+  return nullptr;  // not reached: fail throws
 }
 
 Value* ScalarEmitter::fma(DType rd, const std::vector<Value*>& v) {
@@ -327,6 +329,34 @@ Value* ScalarEmitter::fma(DType rd, const std::vector<Value*>& v) {
   }
   llvm::Function* fma = llvm::Intrinsic::getDeclaration(&mod, llvm::Intrinsic::fma, {ct});
   return from_compute(B.CreateCall(fma, xs), rd);
+}
+
+Value* ScalarEmitter::round_tf32(Value* x) {
+  Value* bits = B.CreateBitCast(x, B.getInt32Ty());
+  Value* lsb = B.CreateAnd(B.CreateLShr(bits, 13), B.getInt32(1));
+  Value* rounded = B.CreateAnd(B.CreateAdd(bits, B.CreateAdd(lsb, B.getInt32(0xFFF))), B.getInt32(~0x1FFFu));
+  Value* special = B.CreateICmpEQ(B.CreateAnd(bits, B.getInt32(0x7F800000)), B.getInt32(0x7F800000));
+  return B.CreateBitCast(B.CreateSelect(special, bits, rounded), B.getFloatTy());
+}
+
+ScalarEmitter::Trips ScalarEmitter::trip_count(Value* lo_in, Value* hi_in, Value* step_in, DType d) {
+  const bool sgn = is_signed_int(d);
+  auto ext = [&](Value* v) { return sgn ? B.CreateSExt(v, B.getInt64Ty()) : B.CreateZExt(v, B.getInt64Ty()); };
+  auto c = [&](int64_t v) { return B.getInt64(static_cast<uint64_t>(v)); };
+  Value* lo = ext(lo_in);
+  Value* hi = ext(hi_in);
+  Value* step = ext(step_in);
+  // Differences in unsigned 64-bit arithmetic never overflow when the loop runs.
+  Value* pos = sgn ? B.CreateICmpSGT(step, c(0)) : B.CreateICmpNE(step, c(0));
+  Value* neg = sgn ? B.CreateICmpSLT(step, c(0)) : B.getFalse();
+  Value* runs_pos = B.CreateAnd(pos, sgn ? B.CreateICmpSLT(lo, hi) : B.CreateICmpULT(lo, hi));
+  Value* runs_neg = B.CreateAnd(neg, B.CreateICmpSGT(lo, hi));
+  Value* runs = B.CreateOr(runs_pos, runs_neg);
+  Value* diff = B.CreateSelect(pos, B.CreateSub(hi, lo), B.CreateSub(lo, hi));
+  Value* mag = B.CreateSelect(pos, step, B.CreateNeg(step));
+  Value* safe_mag = B.CreateSelect(B.CreateICmpEQ(mag, c(0)), c(1), mag);
+  Value* trips_if_runs = B.CreateAdd(B.CreateUDiv(B.CreateSub(diff, c(1)), safe_mag), c(1));
+  return {B.CreateSelect(runs, trips_if_runs, c(0), "trips"), lo, step};
 }
 
 Value* ScalarEmitter::transcendental(ir::UnaryOp uop, Value* x) {

@@ -51,6 +51,19 @@ class ScalarEmitter {
   /// NaN-propagating max/min of two floats of the same type, -0 < +0 (rule E02).
   llvm::Value* float_max_min(bool is_max, llvm::Value* a, llvm::Value* b);
 
+  /// Rounds an f32 value to tf32 (10 mantissa bits, nearest even); inf and NaN unchanged.
+  llvm::Value* round_tf32(llvm::Value* f32);
+
+  /// Trip count (i64, unsigned) of a device loop over scalar bounds of integer dtype d, computed
+  /// without overflow (docs/ir.md `for`): step > 0: lo < hi ? (hi-lo-1)/step + 1 : 0; step < 0
+  /// symmetric; step == 0: 0. Also returns lo and step widened to i64 (iv = lo + k * step).
+  struct Trips {
+    llvm::Value* trips;
+    llvm::Value* lo64;
+    llvm::Value* step64;
+  };
+  Trips trip_count(llvm::Value* lo, llvm::Value* hi, llvm::Value* step, DType d);
+
   // ---- target hooks
   /// A call of the named math function on f32 (f32name) or f64 (f64name) arguments. CPU: libm.
   virtual llvm::Value* call_libm(const char* f32name, const char* f64name, std::vector<llvm::Value*> args);

@@ -220,23 +220,8 @@ void Lowerer::lower_for(const ir::Op& op) {
   if (rb.args.size() != ncarried + 1 || op.results.size() != ncarried) fail(op, "carried value count mismatch");
   const DType d = op.operands[0]->type.dtype;
   if (!is_int(d)) fail(op, "bounds must be integers");
-  const bool sgn = is_signed_int(d);
   auto scalar = [&](const ir::Value* v) { return elem(v, i64c(0)); };
-  auto ext = [&](Value* v) { return sgn ? B.CreateSExt(v, B.getInt64Ty()) : B.CreateZExt(v, B.getInt64Ty()); };
-  Value* lo = ext(scalar(op.operands[0]));
-  Value* hi = ext(scalar(op.operands[1]));
-  Value* step = ext(scalar(op.operands[2]));
-  // Trip count without overflow (docs/ir.md): differences in unsigned 64-bit arithmetic.
-  Value* pos = sgn ? B.CreateICmpSGT(step, i64c(0)) : B.CreateICmpNE(step, i64c(0));
-  Value* neg = sgn ? B.CreateICmpSLT(step, i64c(0)) : B.getFalse();
-  Value* runs_pos = B.CreateAnd(pos, sgn ? B.CreateICmpSLT(lo, hi) : B.CreateICmpULT(lo, hi));
-  Value* runs_neg = B.CreateAnd(neg, B.CreateICmpSGT(lo, hi));
-  Value* runs = B.CreateOr(runs_pos, runs_neg);
-  Value* diff = B.CreateSelect(pos, B.CreateSub(hi, lo), B.CreateSub(lo, hi));
-  Value* mag = B.CreateSelect(pos, step, B.CreateNeg(step));
-  Value* safe_mag = B.CreateSelect(B.CreateICmpEQ(mag, i64c(0)), i64c(1), mag);
-  Value* trips_if_runs = B.CreateAdd(B.CreateUDiv(B.CreateSub(diff, i64c(1)), safe_mag), i64c(1));
-  Value* trips = B.CreateSelect(runs, trips_if_runs, i64c(0), "trips");
+  auto [trips, lo, step] = trip_count(scalar(op.operands[0]), scalar(op.operands[1]), scalar(op.operands[2]), d);
 
   // Carried storage, initialized from the inits.
   std::vector<Slot> slots;

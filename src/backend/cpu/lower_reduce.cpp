@@ -219,13 +219,7 @@ void Lowerer::lower_dot(const ir::Op& op) {
   const bool tf32 = prec == ir::Precision::TF32 && kd == DType::f32;
   auto input = [&](Value* v, DType d) {
     Value* x = convert(v, d, kd);
-    if (!tf32) return x;
-    // Round to 10 mantissa bits, nearest even; inf/NaN unchanged.
-    Value* bits = B.CreateBitCast(x, B.getInt32Ty());
-    Value* lsb = B.CreateAnd(B.CreateLShr(bits, 13), B.getInt32(1));
-    Value* rounded = B.CreateAnd(B.CreateAdd(bits, B.CreateAdd(lsb, B.getInt32(0xFFF))), B.getInt32(~0x1FFFu));
-    Value* special = B.CreateICmpEQ(B.CreateAnd(bits, B.getInt32(0x7F800000)), B.getInt32(0x7F800000));
-    return B.CreateBitCast(B.CreateSelect(special, bits, rounded), B.getFloatTy());
+    return tf32 ? round_tf32(x) : x;
   };
   const int64_t rn = M * N;
   // Accumulator in the compute dtype; it becomes the result storage when the dtypes agree.
