@@ -1,40 +1,66 @@
 // LayerNorm forward over the rows of a 4096 x 4096 f32 matrix: y = (x - mean) / sqrt(var + eps) * w + b.
+// With --gpu-sizes: 16384 x 4096 with bf16 x and y (statistics in f32; --f32 keeps f32). Runs on
+// tle::default_backend(); on the GPU through DeviceBuffers.
 #include <tle/tle.hpp>
 
 #include "common.hpp"
 
-int main() {
+template <class T> auto make_layernorm() {
   using namespace tle;
-  auto layernorm = jit("layernorm", [](Ptr<float> x, Ptr<float> y, Ptr<float> w, Ptr<float> b, Tile<int32_t> ncols,
-                                       Tile<float> eps, Constexpr<int> BLOCK) {
+  return jit("layernorm", [](Ptr<T> x, Ptr<T> y, Ptr<float> w, Ptr<float> b, Tile<int32_t> ncols, Tile<float> eps,
+                             Constexpr<int> BLOCK) {
     Tile<int64_t> base = program_id(0).to<int64_t>() * ncols;
     Tile<int32_t> cols = arange(0, BLOCK);
     Tile<bool> mask = cols < ncols;
-    Tile<float> v = load(x + base + cols, mask);
+    Tile<float> v = cast<float>(load(x + base + cols, mask));
     Tile<float> n = ncols.to<float>();
     Tile<float> mean = sum(v, 0) / n;
     Tile<float> d = where(mask, v - mean, 0.0f);
     Tile<float> rstd = rsqrt(sum(d * d, 0) / n + eps);
-    store(y + base + cols, d * rstd * load(w + cols, mask) + load(b + cols, mask), mask);
+    store(y + base + cols, cast<T>(d * rstd * load(w + cols, mask) + load(b + cols, mask)), mask);
   });
+}
 
-  const int rows = 4096, cols = 4096;
+template <class T> bool run(tle::Backend backend, const char* label, int rows, int cols, double rtol, double atol) {
+  using namespace tle;
   const float eps = 1e-5f;
-  auto x = ex::random_vector(size_t(rows) * cols, 4, -2.f, 2.f);
+  auto xf = ex::random_vector(size_t(rows) * cols, 4, -2.f, 2.f);
   auto w = ex::random_vector(cols, 5), b = ex::random_vector(cols, 6);
-  std::vector<float> y(x.size()), want(x.size());
+  std::vector<T> x(xf.begin(), xf.end()), y(x.size());
+  std::vector<float> want(x.size());
   for (int r = 0; r < rows; ++r) {
-    const float* xr = &x[size_t(r) * cols];
+    const T* xr = &x[size_t(r) * cols];
     double mean = 0, var = 0;
-    for (int c = 0; c < cols; ++c) mean += xr[c];
+    for (int c = 0; c < cols; ++c) mean += float(xr[c]);
     mean /= cols;
-    for (int c = 0; c < cols; ++c) var += (xr[c] - mean) * (xr[c] - mean);
+    for (int c = 0; c < cols; ++c) var += (float(xr[c]) - mean) * (float(xr[c]) - mean);
     var /= cols;
     double rstd = 1.0 / std::sqrt(var + eps);
-    for (int c = 0; c < cols; ++c) want[size_t(r) * cols + c] = float((xr[c] - mean) * rstd * w[c] + b[c]);
+    for (int c = 0; c < cols; ++c) want[size_t(r) * cols + c] = float((float(xr[c]) - mean) * rstd * w[c] + b[c]);
   }
-  double ms = ex::time_ms([&] { layernorm(Grid(rows), x.data(), y.data(), w.data(), b.data(), cols, eps, cols); });
-  bool ok = ex::check("layernorm 4096x4096 f32", y, want, 1e-4, 1e-5);
-  std::printf("layernorm: %.3f ms, %.1f GB/s (read + write)\n", ms, 8.0 * rows * cols / ms / 1e6);
-  return ok ? 0 : 1;
+  auto layernorm = make_layernorm<T>();
+  double ms;
+  if (backend == Backend::GPU) {
+    const int warps = cols >= 8192 ? 16 : cols >= 2048 ? 8 : 4;
+    DeviceBuffer<T> dx(x), dy(x.size());
+    DeviceBuffer<float> dw(w), db(b);
+    ms = ex::time_gpu_ms([&] { layernorm(Grid(rows).with_warps(warps), dx, dy, dw, db, cols, eps, cols); });
+    dy.copy_to_host(y.data(), y.size());
+  } else {
+    ms = ex::time_ms([&] { layernorm(Grid(rows), x.data(), y.data(), w.data(), b.data(), cols, eps, cols); });
+  }
+  std::vector<float> got(y.begin(), y.end());
+  bool ok = ex::check(label, got, want, rtol, atol);
+  std::printf("layernorm (%s): %.3f ms, %.1f GB/s (read + write)\n", backend_name(backend), ms,
+              2.0 * sizeof(T) * rows * cols / ms / 1e6);
+  return ok;
 }
+
+static int example(int argc, char** argv) {
+  const tle::Backend backend = ex::announce_backend("layernorm");
+  if (!ex::has_flag(argc, argv, "--gpu-sizes")) return run<float>(backend, "layernorm 4096x4096 f32", 4096, 4096, 1e-4, 1e-5) ? 0 : 1;
+  if (ex::has_flag(argc, argv, "--f32")) return run<float>(backend, "layernorm 16384x4096 f32", 16384, 4096, 1e-4, 1e-5) ? 0 : 1;
+  return run<tle::bf16>(backend, "layernorm 16384x4096 bf16", 16384, 4096, 8e-3, 2e-2) ? 0 : 1;
+}
+
+int main(int argc, char** argv) { return ex::guarded(argc, argv, example); }

@@ -1,9 +1,10 @@
-// Row softmax of a 4096 x 4096 f32 matrix: one program per row, the whole row in one tile.
+// Row softmax of a 4096 x 4096 f32 matrix (8192 x 8192 with --gpu-sizes): one program per row, the
+// whole row in one tile. Runs on tle::default_backend(); on the GPU through DeviceBuffers.
 #include <tle/tle.hpp>
 
 #include "common.hpp"
 
-int main() {
+static int example(int argc, char** argv) {
   using namespace tle;
   auto softmax = jit("softmax", [](Ptr<float> x, Ptr<float> y, Tile<int32_t> ncols, Constexpr<int> BLOCK) {
     Tile<int64_t> row = program_id(0).to<int64_t>();
@@ -14,7 +15,9 @@ int main() {
     store(y + row * ncols + cols, e / sum(e, 0), mask);
   });
 
-  const int rows = 4096, cols = 4096;
+  const Backend backend = ex::announce_backend("softmax");
+  const bool big = ex::has_flag(argc, argv, "--gpu-sizes");
+  const int rows = big ? 8192 : 4096, cols = big ? 8192 : 4096;
   auto x = ex::random_vector(size_t(rows) * cols, 3, -4.f, 4.f);
   std::vector<float> y(x.size()), want(x.size());
   for (int r = 0; r < rows; ++r) {
@@ -25,8 +28,20 @@ int main() {
     for (int c = 0; c < cols; ++c) s += std::exp(double(xr[c]) - m);
     for (int c = 0; c < cols; ++c) want[size_t(r) * cols + c] = float(std::exp(double(xr[c]) - m) / s);
   }
-  double ms = ex::time_ms([&] { softmax(Grid(rows), x.data(), y.data(), cols, cols); });
-  bool ok = ex::check("softmax 4096x4096 f32", y, want, 1e-4, 1e-7);
-  std::printf("softmax: %.3f ms, %.1f GB/s (read + write)\n", ms, 8.0 * rows * cols / ms / 1e6);
+  double ms;
+  if (backend == Backend::GPU) {
+    // A whole row per program: more warps for longer rows (as Triton's tutorial does).
+    const int warps = cols >= 8192 ? 16 : cols >= 2048 ? 8 : 4;
+    DeviceBuffer<float> dx(x), dy(x.size());
+    ms = ex::time_gpu_ms([&] { softmax(Grid(rows).with_warps(warps), dx, dy, cols, cols); });
+    dy.copy_to_host(y.data(), y.size());
+  } else {
+    ms = ex::time_ms([&] { softmax(Grid(rows), x.data(), y.data(), cols, cols); });
+  }
+  bool ok = ex::check(big ? "softmax 8192x8192 f32" : "softmax 4096x4096 f32", y, want, 1e-4, 1e-7);
+  std::printf("softmax (%s): %.3f ms, %.1f GB/s (read + write)\n", backend_name(backend), ms,
+              8.0 * rows * cols / ms / 1e6);
   return ok ? 0 : 1;
 }
+
+int main(int argc, char** argv) { return ex::guarded(argc, argv, example); }

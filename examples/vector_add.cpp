@@ -1,9 +1,10 @@
-// Vector add: out = x + y over 2^24 f32 values, one program per BLOCK elements.
+// Vector add: out = x + y over 2^24 f32 values (2^28 with --gpu-sizes), one program per BLOCK
+// elements. Runs on tle::default_backend(); on the GPU through DeviceBuffers.
 #include <tle/tle.hpp>
 
 #include "common.hpp"
 
-int main() {
+static int example(int argc, char** argv) {
   using namespace tle;
   auto add = jit("vector_add", [](Ptr<float> x, Ptr<float> y, Ptr<float> out, Tile<int32_t> n, Constexpr<int> BLOCK) {
     Tile<int32_t> offs = program_id(0) * BLOCK + arange(0, BLOCK);
@@ -11,13 +12,25 @@ int main() {
     store(out + offs, load(x + offs, mask) + load(y + offs, mask), mask);
   });
 
-  const int n = 1 << 24, block = 1024;
+  const Backend backend = ex::announce_backend("vector_add");
+  const bool big = ex::has_flag(argc, argv, "--gpu-sizes");
+  const int n = big ? 1 << 28 : 1 << 24, block = 1024;
   auto x = ex::random_vector(n, 1), y = ex::random_vector(n, 2);
   std::vector<float> out(n), want(n);
   for (int i = 0; i < n; ++i) want[i] = x[i] + y[i];
 
-  double ms = ex::time_ms([&] { add(Grid(cdiv(n, block)), x.data(), y.data(), out.data(), n, block); });
-  bool ok = ex::check("vector_add 2^24 f32", out, want, 0, 0);
-  std::printf("vector_add: %.3f ms, %.1f GB/s (3 x 4 bytes per element)\n", ms, 12.0 * n / ms / 1e6);
+  double ms;
+  if (backend == Backend::GPU) {
+    DeviceBuffer<float> dx(x), dy(y), dout(n);
+    ms = ex::time_gpu_ms([&] { add(Grid(cdiv(n, block)), dx, dy, dout, n, block); });
+    dout.copy_to_host(out.data(), out.size());
+  } else {
+    ms = ex::time_ms([&] { add(Grid(cdiv(n, block)), x.data(), y.data(), out.data(), n, block); });
+  }
+  bool ok = ex::check(big ? "vector_add 2^28 f32" : "vector_add 2^24 f32", out, want, 0, 0);
+  std::printf("vector_add (%s): %.3f ms, %.1f GB/s (3 x 4 bytes per element)\n", backend_name(backend), ms,
+              12.0 * n / ms / 1e6);
   return ok ? 0 : 1;
 }
+
+int main(int argc, char** argv) { return ex::guarded(argc, argv, example); }

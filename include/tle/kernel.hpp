@@ -4,11 +4,22 @@
 //                                 tle::Constexpr<int> BLOCK) { ... });
 //   add(tle::Grid(tle::cdiv(n, 1024)), x_ptr, y_ptr, n, 1024);
 //
-// Parameters are Ptr<T> (host passes T*), Tile<T> (host passes a scalar; converted exactly or
-// rejected), and Constexpr<T> (host passes a value; part of the specialization). A launch is
-// specialized, as in Triton, on constexpr values, on 16-byte alignment of each pointer, and on which
-// integer arguments equal 1; each specialization is traced and compiled once and cached in memory,
-// so later launches neither trace nor compile.
+// Parameters are Ptr<T> (host passes T*, or a tle::DeviceBuffer<T>), Tile<T> (host passes a scalar;
+// converted exactly or rejected), and Constexpr<T> (host passes a value; part of the
+// specialization). A launch is specialized, as in Triton, on constexpr values, on 16-byte alignment
+// of each pointer, and on which integer arguments equal 1 (and, on the GPU, on num_warps); each
+// specialization is traced and compiled once and cached in memory, so later launches neither trace
+// nor compile.
+//
+// Backends: a launch runs on grid.backend(...) if given, else on tle::default_backend() (GPU when a
+// CUDA driver and device are usable; TLE_BACKEND=cpu|gpu forces one). On the CPU a launch is
+// synchronous. On the GPU it is ASYNCHRONOUS: it is queued on the Grid's stream (.on(stream), else
+// the legacy default stream) and returns; results are visible after tle::synchronize(),
+// Stream::synchronize() or a DeviceBuffer copy ordered after it, and a fault while the kernel runs
+// is reported there (RuntimeError). GPU pointer arguments must be device memory (DeviceBuffer,
+// cudaMalloc); a host pointer is a UserError at the Grid's file:line.
+//
+//   add(tle::Grid(cdiv(n, 1024)).with_warps(8).on(stream), x_buf, y_buf, out_buf, n, 1024);
 #pragma once
 #include <array>
 #include <memory>
@@ -17,6 +28,7 @@
 #include <tuple>
 #include <type_traits>
 
+#include "tle/device.hpp"
 #include "tle/tile.hpp"
 
 namespace tle {
@@ -24,10 +36,33 @@ namespace tle {
 /// A launch grid: number of programs along x, y, z. Limits are CUDA's (x < 2^31, y and z < 2^16) on
 /// every backend; a grid with a 0 axis launches nothing (rule E08). The source position of the
 /// Grid's construction is where launch errors are reported.
+///
+/// Optional launch options, chained on the grid (each returns the grid itself):
+///   .on(stream) / .on_stream(cu_stream)  GPU: queue the launch on this stream (default: the legacy
+///                                        default stream). Ignored on the CPU.
+///   .with_warps(w)                       GPU: w warps (32 * w threads) per program; a power of two
+///                                        from 1 to 32, default 4; part of the specialization.
+///                                        Checked on every backend, used on the GPU only.
+///   .backend(Backend::CPU|GPU)           run on this backend instead of default_backend().
 struct Grid {
   int64_t x = 1, y = 1, z = 1;
   SrcLoc loc;
+  void* stream = nullptr;  ///< CUstream (null: the legacy default stream)
+  int num_warps = 4;
+  /// The backend asked for with .backend(); `has_backend` false means default_backend().
+  Backend backend_choice = Backend::CPU;
+  bool has_backend = false;
+
   Grid(int64_t gx, int64_t gy = 1, int64_t gz = 1, loc_t l = loc_t::current()) : x(gx), y(gy), z(gz), loc(l) {}
+
+  Grid& on(const Stream& s) & { stream = s.handle(); return *this; }
+  Grid&& on(const Stream& s) && { return std::move(on(s)); }
+  Grid& on_stream(void* cu_stream) & { stream = cu_stream; return *this; }
+  Grid&& on_stream(void* cu_stream) && { return std::move(on_stream(cu_stream)); }
+  Grid& with_warps(int w) & { num_warps = w; return *this; }
+  Grid&& with_warps(int w) && { return std::move(with_warps(w)); }
+  Grid& backend(Backend b) & { backend_choice = b, has_backend = true; return *this; }
+  Grid&& backend(Backend b) && { return std::move(backend(b)); }
 };
 
 namespace detail {
@@ -64,6 +99,20 @@ template <class F> struct signature : signature<decltype(&F::operator())> {};
 template <class C, class R, class... A> struct signature<R (C::*)(A...) const> { using args = std::tuple<std::decay_t<A>...>; };
 template <class C, class R, class... A> struct signature<R (C::*)(A...)> { using args = std::tuple<std::decay_t<A>...>; };
 template <class R, class... A> struct signature<R (*)(A...)> { using args = std::tuple<std::decay_t<A>...>; };
+
+template <class T> HostArg host_arg(const DeviceBuffer<T>& b) {
+  HostArg h{};
+  h.kind = HostArg::Pointer;
+  h.p = b.data();
+  h.device_buffer = true;
+  if constexpr (Element<T> && !is_ptr<T>::value) h.pointee = dtype_of<T>::value;
+  else if constexpr (std::is_same_v<T, long long>) h.pointee = DType::i64;
+  else if constexpr (std::is_same_v<T, unsigned long long>) h.pointee = DType::u64;
+  else if constexpr (std::is_same_v<T, char>) h.pointee = std::is_signed_v<char> ? DType::i8 : DType::u8;
+  else h.untyped_pointer = true;
+  h.type_name = "tle::DeviceBuffer";
+  return h;
+}
 
 template <class A> HostArg host_arg(const A& a) {
   HostArg h{};
@@ -118,13 +167,27 @@ template <class F> class Kernel {
   Kernel& operator=(const Kernel&) = delete;
   ~Kernel() { detail::kernel_destroy(state_); }
 
-  /// Launches the kernel on `grid` with host arguments `args` (one per lambda parameter) and waits
-  /// for it to finish (the CPU backend runs the programs on a thread pool). Throws UserError (at
-  /// the Grid's file:line) for a wrong argument count or type, an argument that does not fit its
-  /// parameter, or a grid beyond the limits; RuntimeError if compiling fails.
+  /// Launches the kernel on `grid` with arguments `args` (one per lambda parameter). On the CPU
+  /// backend it waits for the programs (run on a thread pool); on the GPU backend it queues the
+  /// kernel on the grid's stream and returns at once (asynchronous: see the top of this file).
+  /// Throws UserError (at the Grid's file:line) for a wrong argument count or type, an argument
+  /// that does not fit its parameter, a grid beyond the limits, a bad num_warps, or a host
+  /// pointer passed to a GPU launch; RuntimeError if compiling, loading or launching fails.
   template <class... A> void operator()(const Grid& grid, const A&... args) const {
     std::array<detail::HostArg, sizeof...(A)> h{detail::host_arg(args)...};
-    detail::kernel_launch(state_, &fn_, detail::Grid3{grid.x, grid.y, grid.z}, h.data(), h.size(), grid.loc);
+    detail::LaunchOptions o;
+    o.stream = grid.stream;
+    o.num_warps = grid.num_warps;
+    o.backend = grid.has_backend ? static_cast<int>(grid.backend_choice) : -1;
+    detail::kernel_launch(state_, &fn_, detail::Grid3{grid.x, grid.y, grid.z}, o, h.data(), h.size(), grid.loc);
+  }
+  /// The PTX of the specialization these arguments select, compiled for sm_<target_sm> (90 means
+  /// sm_90a) with `num_warps` warps per program. Needs no GPU and no driver: pointer arguments may
+  /// be host pointers (only their 16-byte alignment matters). Nothing is cached or launched. For
+  /// tests and inspection; throws as a launch would for bad arguments.
+  template <class... A> std::string ptx(int target_sm, int num_warps, const A&... args) const {
+    std::array<detail::HostArg, sizeof...(A)> h{detail::host_arg(args)...};
+    return detail::kernel_ptx(state_, &fn_, target_sm, num_warps, h.data(), h.size(), SrcLoc{});
   }
   /// The tile IR of the specialization these arguments select: after the pass pipeline
   /// (optimized = true) or right after tracing. For tests and inspection; nothing is compiled.

@@ -2,8 +2,11 @@
 //
 // tle is a tile-programming library with its own JIT compiler: kernels are C++ lambdas over
 // tiles (tle/tile.hpp), made into kernels with tle::jit and launched on a grid (tle/kernel.hpp).
-// Without a GPU, kernels run on the CPU, compiled by LLVM's ORC JIT.
+// Kernels run on the GPU (PTX through the CUDA Driver API, asynchronously on a stream) when a
+// driver and device are usable, else on the CPU, compiled by LLVM's ORC JIT (tle/device.hpp:
+// backend choice, device memory, streams).
 #pragma once
+#include "tle/device.hpp"
 #include "tle/dtype.hpp"
 #include "tle/error.hpp"
 #include "tle/kernel.hpp"

@@ -1,25 +1,46 @@
 // src/runtime/kernel.cpp - kernel objects: argument checking and packing, specialization keys,
-// the in-memory cache of compiled specializations, and launch.
+// the in-memory cache of compiled specializations, and launch on the CPU or the GPU.
 //
 // Specialization (Triton's rules): constexpr values, 16-byte alignment of each pointer, and which
-// integer scalars equal 1 select a specialization; each is traced and compiled once.
+// integer scalars equal 1 select a specialization; each is traced and compiled once. The in-memory
+// key adds the backend and, on the GPU, num_warps and the CUDA context (a module belongs to one).
+//
+// GPU path of a miss: trace -> generic pass pipeline -> disk cache lookup keyed on the printed IR,
+// the target (sm_90a, ...), num_warps, the tle, LLVM and driver versions -> on a disk miss
+// gpu::compile (GPU passes, NVPTX) and store the PTX -> cuModuleLoadDataEx (GpuKernel::from_ptx,
+// whose failure dump also holds the tile IR and, after a fresh compile, the LLVM IR). A launch
+// checks that every pointer is device memory (cuPointerGetAttribute), then cuLaunchKernel with
+// block = 32 * num_warps threads, the artifact's dynamic shared memory, the Grid's stream, and
+// params pointing at the same 8-byte slots the CPU path uses (little endian, so each typed kernel
+// parameter reads its value from the slot's first bytes). The launch is asynchronous.
 #include <fmt/format.h>
+#include <llvm/Config/llvm-config.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <unordered_map>
 
 #include "backend/cpu/cpu_backend.hpp"
+#include "backend/gpu/gpu_backend.hpp"
 #include "frontend/trace.hpp"
 #include "ir/builder.hpp"
 #include "ir/ir.hpp"
 #include "passes/pass.hpp"
+#include "runtime/cuda/driver.hpp"
+#include "runtime/cuda/module.hpp"
+#include "runtime/disk_cache.hpp"
 #include "support/half.hpp"
 #include "tle/detail/trace_api.hpp"
+#include "tle/device.hpp"
+
+#ifndef TLE_VERSION
+#define TLE_VERSION "unknown"
+#endif
 
 namespace tle::detail {
 
@@ -79,7 +100,54 @@ uint64_t float_slot(DType d, double v) {
   return s;
 }
 
+bool valid_num_warps(int w) { return w >= 1 && w <= 32 && (w & (w - 1)) == 0; }
+
+/// The GPU target for compute capability `sm`. sm_90 compiles for sm_90a (wgmma, setmaxnreg).
+/// LLVM 19's NVPTX back end knows nothing newer than sm_90, so a newer device gets sm_90 PTX,
+/// which its driver JIT-compiles forward.
+gpu::Target target_for(int sm) {
+  gpu::Target t;
+  t.sm = sm > 90 ? 90 : sm;
+  t.arch_specific = sm == 90;
+  return t;
+}
+
+/// Disk-cache artifact: "TLEGPU1\n<entry>\n<shared_bytes>\n<num_warps>\n" then the PTX.
+std::string serialize_artifact(const gpu::Artifact& a) {
+  return fmt::format("TLEGPU1\n{}\n{}\n{}\n", a.entry, a.shared_bytes, a.num_warps) + a.ptx;
+}
+std::optional<gpu::Artifact> parse_artifact(const std::string& s) {
+  size_t pos = 0;
+  auto line = [&](std::string& out) {
+    size_t e = s.find('\n', pos);
+    if (e == std::string::npos) return false;
+    out = s.substr(pos, e - pos);
+    pos = e + 1;
+    return true;
+  };
+  std::string magic, entry, smem, warps;
+  if (!line(magic) || magic != "TLEGPU1" || !line(entry) || !line(smem) || !line(warps) || entry.empty()) return std::nullopt;
+  gpu::Artifact a;
+  try {
+    a.shared_bytes = std::stoi(smem);
+    a.num_warps = std::stoi(warps);
+  } catch (...) {
+    return std::nullopt;
+  }
+  a.entry = entry;
+  a.ptx = s.substr(pos);
+  return a;
+}
+
 }  // namespace
+
+/// One compiled specialization: a CPU kernel or a loaded GPU kernel with its launch facts.
+struct Compiled {
+  std::shared_ptr<cpu::CompiledKernel> cpu;
+  std::optional<cuda::GpuKernel> gpu;
+  int num_warps = 4;
+  size_t shared_bytes = 0;
+};
 
 class KernelState {
  public:
@@ -89,7 +157,7 @@ class KernelState {
   SrcLoc loc;
 
   std::shared_mutex mu;
-  std::unordered_map<std::vector<uint64_t>, std::shared_ptr<cpu::CompiledKernel>, KeyHash> cache;
+  std::unordered_map<std::vector<uint64_t>, std::shared_ptr<Compiled>, KeyHash> cache;
   std::mutex compile_mu;
 
   std::string signature() const {
@@ -216,24 +284,79 @@ class KernelState {
     return f;
   }
 
-  std::shared_ptr<cpu::CompiledKernel> get(const void* fn, const Packed& pk) {
+  /// The compiled specialization for `key` (pk.key extended with the backend facts), compiling
+  /// it on a miss. `gpu_ctx` is the current CUcontext for a GPU launch, null for the CPU.
+  std::shared_ptr<Compiled> get(const void* fn, const Packed& pk, const std::vector<uint64_t>& key, bool on_gpu,
+                                int num_warps) {
     {
       std::shared_lock lk(mu);
-      auto it = cache.find(pk.key);
+      auto it = cache.find(key);
       if (it != cache.end()) return it->second;
     }
     std::lock_guard compile_lock(compile_mu);
     {
       std::shared_lock lk(mu);
-      auto it = cache.find(pk.key);
+      auto it = cache.find(key);
       if (it != cache.end()) return it->second;
     }
     auto f = trace(fn, pk);
     passes::run_pipeline(*f);
-    auto compiled = cpu::compile(*f);
+    auto compiled = std::make_shared<Compiled>();
+    if (on_gpu) compile_gpu(*f, num_warps, *compiled);
+    else compiled->cpu = cpu::compile(*f);
     std::unique_lock lk(mu);
-    cache.emplace(pk.key, compiled);
+    cache.emplace(key, compiled);
     return compiled;
+  }
+
+  /// GPU compile of an optimized function for the current context's device, through the disk
+  /// cache, and module load.
+  void compile_gpu(ir::Function& f, int num_warps, Compiled& out) {
+    const cuda::Driver& d = cuda::require_driver("cuModuleLoadDataEx");
+    CUdevice dev = cuda::current_device();
+    int major = 0, minor = 0;
+    cuda::check(d.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute");
+    cuda::check(d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute");
+    gpu::Target target = target_for(major * 10 + minor);
+    std::string ir_text = ir::print(f);
+    std::string key = fmt::format("tle-gpu-ptx\ntle {}\nllvm {}\ndriver {}\ntarget {} ptx{}\nnum_warps {}\n{}", TLE_VERSION,
+                                  LLVM_VERSION_STRING, d.version, target.cpu(), target.ptx_version, num_warps, ir_text);
+    DiskCache& disk = DiskCache::global();
+    std::optional<gpu::Artifact> art;
+    if (auto bytes = disk.get(key)) art = parse_artifact(*bytes);
+    std::vector<cuda::DumpFile> extra = {{name + ".tir", ir_text}};
+    if (!art) {
+      gpu::Options opt;
+      opt.num_warps = num_warps;
+      art = gpu::compile(f, target, opt, /*keep_llvm_ir=*/true);
+      if (!art->llvm_ir.empty()) extra.push_back({name + ".ll", art->llvm_ir});
+      art->llvm_ir.clear();
+      disk.put(key, serialize_artifact(*art));
+    }
+    out.gpu.emplace(cuda::GpuKernel::from_ptx(art->ptx, art->entry, extra));
+    out.num_warps = art->num_warps > 0 ? art->num_warps : num_warps;
+    out.shared_bytes = static_cast<size_t>(std::max(0, art->shared_bytes));
+  }
+
+  /// UserError at `loc` unless every pointer argument is memory the GPU can address (device,
+  /// managed, or registered/pinned host memory). DeviceBuffers and null pointers pass unchecked.
+  void check_device_pointers(const HostArg* args, size_t n, const SrcLoc& loc) const {
+    const cuda::Driver* d = nullptr;
+    for (size_t i = 0; i < n; ++i) {
+      const HostArg& a = args[i];
+      if (params[i].kind != ParamSpec::Pointer || a.device_buffer || a.p == nullptr) continue;
+      if (!d) d = &cuda::require_driver("cuPointerGetAttribute");
+      unsigned int type = 0;
+      CUresult r = d->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                            static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(a.p)));
+      if (r == CUDA_SUCCESS && (type == CU_MEMORYTYPE_DEVICE || type == CU_MEMORYTYPE_HOST || type == CU_MEMORYTYPE_UNIFIED))
+        continue;
+      throw UserError(loc, fmt::format("argument {} of kernel {}: the pointer {} is host memory the GPU cannot "
+                                       "address, but this launch runs on the GPU; pass device memory (a "
+                                       "tle::DeviceBuffer<T>, or memory from cudaMalloc/cuMemAlloc), or run on "
+                                       "the CPU (TLE_BACKEND=cpu or Grid(...).backend(tle::Backend::CPU))",
+                                       i + 1, signature(), a.p));
+    }
   }
 };
 
@@ -249,9 +372,14 @@ KernelState* kernel_create(const char* name, const std::vector<ParamSpec>& param
 
 void kernel_destroy(KernelState* k) noexcept { delete k; }
 
-void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const HostArg* args, size_t nargs,
-                   const SrcLoc& loc) {
+void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const LaunchOptions& opts,
+                   const HostArg* args, size_t nargs, const SrcLoc& loc) {
   Packed pk = k->pack(args, nargs, loc);
+  if (!valid_num_warps(opts.num_warps))
+    throw UserError(loc, fmt::format("with_warps({}): num_warps must be a power of two from 1 to 32", opts.num_warps));
+  const Backend backend = opts.backend < 0 ? default_backend() : static_cast<Backend>(opts.backend);
+  const bool on_gpu = backend == Backend::GPU;
+  if (on_gpu) k->check_device_pointers(args, nargs, loc);
   const int64_t g[3] = {grid.x, grid.y, grid.z};
   const int64_t limit[3] = {(int64_t(1) << 31) - 1, 65535, 65535};
   const char* axis[3] = {"x", "y", "z"};
@@ -262,10 +390,38 @@ void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const Host
                                        axis[i], g[i], limit[i]));
   }
   if (g[0] == 0 || g[1] == 0 || g[2] == 0) return;  // rule E08: nothing to run, outputs untouched
-  auto compiled = k->get(fn, pk);
+  std::vector<uint64_t> key = pk.key;
+  if (on_gpu) {
+    CUcontext ctx = cuda::ensure_context();
+    key.push_back(1);
+    key.push_back(static_cast<uint64_t>(opts.num_warps));
+    key.push_back(reinterpret_cast<uintptr_t>(ctx));
+  } else {
+    key.push_back(0);
+  }
+  auto compiled = k->get(fn, pk, key, on_gpu, opts.num_warps);
   std::vector<void*> ptrs(pk.slots.size());
   for (size_t i = 0; i < ptrs.size(); ++i) ptrs[i] = &pk.slots[i];
-  cpu::launch(*compiled, ptrs.data(), g);
+  if (!on_gpu) {
+    cpu::launch(*compiled->cpu, ptrs.data(), g);
+    return;
+  }
+  // cuLaunchKernel copies the parameter values before it returns, so the slots may die after it.
+  compiled->gpu->launch(cuda::Dim3{unsigned(g[0]), unsigned(g[1]), unsigned(g[2])},
+                        cuda::Dim3{unsigned(32 * compiled->num_warps), 1, 1}, compiled->shared_bytes,
+                        static_cast<CUstream>(opts.stream), ptrs.empty() ? nullptr : ptrs.data());
+}
+
+std::string kernel_ptx(KernelState* k, const void* fn, int sm, int num_warps, const HostArg* args, size_t nargs,
+                       const SrcLoc& loc) {
+  Packed pk = k->pack(args, nargs, loc);
+  if (!valid_num_warps(num_warps))
+    throw UserError(loc, fmt::format("num_warps {}: must be a power of two from 1 to 32", num_warps));
+  auto f = k->trace(fn, pk);
+  passes::run_pipeline(*f);
+  gpu::Options opt;
+  opt.num_warps = num_warps;
+  return gpu::compile(*f, target_for(sm), opt, false).ptx;
 }
 
 std::string kernel_ir(KernelState* k, const void* fn, const HostArg* args, size_t nargs, bool optimized,

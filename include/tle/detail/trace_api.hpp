@@ -110,6 +110,7 @@ struct HostArg {
   enum Kind : uint8_t { Pointer, Int, UInt, Float, Half, BFloat, Bool } kind;
   DType pointee = DType::f32;  // Pointer: element type of T* (void* gives ptr_untyped = true)
   bool untyped_pointer = false;
+  bool device_buffer = false;  // Pointer: from a tle::DeviceBuffer (known device memory)
   const char* type_name = "";  // the C++ type, for messages
   union { const void* p; int64_t i; uint64_t u; double f; uint16_t h; bool b; };
 };
@@ -125,13 +126,23 @@ using TraceThunk = void (*)(const void* fn, const TraceParam* params);
 struct Grid3 {
   int64_t x = 1, y = 1, z = 1;
 };
+/// Launch options from tle::Grid.
+struct LaunchOptions {
+  void* stream = nullptr;  // CUstream
+  int num_warps = 4;
+  int backend = -1;  // -1: default_backend(); else a tle::Backend value
+};
 
 class KernelState;  // per tle::jit object: name, parameter specs, specialization cache
 KernelState* kernel_create(const char* name, const std::vector<ParamSpec>& params, TraceThunk thunk,
                            const SrcLoc& loc);
 void kernel_destroy(KernelState* k) noexcept;
-void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const HostArg* args, size_t nargs,
-                   const SrcLoc& loc);
+void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const LaunchOptions& opts,
+                   const HostArg* args, size_t nargs, const SrcLoc& loc);
+/// Traces, optimizes and compiles for the GPU (sm_<sm>, sm_90a for 90) without a device; returns
+/// the PTX. Used by Kernel::ptx.
+std::string kernel_ptx(KernelState* k, const void* fn, int sm, int num_warps, const HostArg* args, size_t nargs,
+                       const SrcLoc& loc);
 /// Traces (without compiling or running) and returns the IR after the pass pipeline, or right
 /// after tracing when `optimized` is false. Used by tests and dumps.
 std::string kernel_ir(KernelState* k, const void* fn, const HostArg* args, size_t nargs, bool optimized,

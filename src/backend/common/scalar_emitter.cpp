@@ -10,6 +10,9 @@
 #include <fmt/format.h>
 #include <llvm/IR/Intrinsics.h>
 
+#include <functional>
+#include <optional>
+
 #include "support/half.hpp"
 
 namespace tle::backend {
@@ -329,6 +332,77 @@ Value* ScalarEmitter::fma(DType rd, const std::vector<Value*>& v) {
   }
   llvm::Function* fma = llvm::Intrinsic::getDeclaration(&mod, llvm::Intrinsic::fma, {ct});
   return from_compute(B.CreateCall(fma, xs), rd);
+}
+
+Value* ScalarEmitter::atomic_rmw(ir::AtomicOp aop, DType pd, Value* ptr, Value* val, const ir::Op& op) {
+  using A = ir::AtomicOp;
+  using R = llvm::AtomicRMWInst;
+  const llvm::Align align(static_cast<uint64_t>(byte_size(pd)));
+  const auto seq = llvm::AtomicOrdering::SequentiallyConsistent;
+  const bool flt = is_float(pd);
+  const bool sgn = is_signed_int(pd);
+  llvm::Type* et = elem_ty(pd);
+  std::optional<R::BinOp> bin;
+  std::function<Value*(Value*, Value*)> combine;
+  switch (aop) {
+    case A::Add:
+      if (pd == DType::f32 || pd == DType::f64) bin = R::FAdd;
+      else if (flt) combine = [&](Value* o, Value* x) { return from_compute(B.CreateFAdd(to_compute(o, pd), to_compute(x, pd)), pd); };
+      else bin = pd == DType::i1 ? R::Or : R::Add;
+      break;
+    case A::Max: case A::Min:
+      if (flt) combine = [&, aop](Value* o, Value* x) {
+        return from_compute(float_max_min(aop == A::Max, to_compute(o, pd), to_compute(x, pd)), pd);
+      };
+      else if (aop == A::Max) bin = sgn ? R::Max : R::UMax;
+      else bin = sgn ? R::Min : R::UMin;
+      break;
+    case A::Xchg: bin = R::Xchg; break;
+    case A::And: case A::Or: case A::Xor:
+      if (flt) fail(op, fmt::format("atomic '{}' is not defined on {}", ir::name(aop), dtype_name(pd)));
+      bin = aop == A::And ? R::And : aop == A::Or ? R::Or : R::Xor;
+      break;
+  }
+  if (bin) {
+    Value* mv = pd == DType::i1 ? B.CreateZExt(val, B.getInt8Ty()) : val;
+    Value* old = B.CreateAtomicRMW(*bin, ptr, mv, align, seq);
+    return pd == DType::i1 ? B.CreateICmpNE(old, B.getInt8(0)) : old;
+  }
+  // cmpxchg loop on the integer bits.
+  llvm::Type* it = B.getIntNTy(static_cast<unsigned>(bit_width(pd)));
+  Value* first = B.CreateAlignedLoad(it, ptr, align);
+  llvm::cast<llvm::LoadInst>(first)->setAtomic(llvm::AtomicOrdering::Monotonic);
+  llvm::BasicBlock* pre = B.GetInsertBlock();
+  llvm::Function* fn = pre->getParent();
+  auto* retry = llvm::BasicBlock::Create(ctx, "cas.retry", fn);
+  auto* done = llvm::BasicBlock::Create(ctx, "cas.done", fn);
+  B.CreateBr(retry);
+  B.SetInsertPoint(retry);
+  auto* old = B.CreatePHI(it, 2);
+  old->addIncoming(first, pre);
+  Value* nv = B.CreateBitCast(combine(B.CreateBitCast(old, et), val), it);
+  auto* cx = B.CreateAtomicCmpXchg(ptr, old, nv, align, seq, seq);
+  old->addIncoming(B.CreateExtractValue(cx, 0), retry);
+  B.CreateCondBr(B.CreateExtractValue(cx, 1), done, retry);
+  B.SetInsertPoint(done);
+  return B.CreateBitCast(old, et);
+}
+
+Value* ScalarEmitter::atomic_cas(DType pd, Value* ptr, Value* cmp, Value* val) {
+  llvm::Type* mt = mem_ty(pd);
+  llvm::Type* it = pd == DType::ptr ? mt : B.getIntNTy(static_cast<unsigned>(byte_size(pd) * 8));
+  auto to_mem = [&](Value* v) { return pd == DType::i1 ? B.CreateZExt(v, B.getInt8Ty()) : v; };
+  Value* c = to_mem(cmp);
+  Value* nv = to_mem(val);
+  if (c->getType() != it) {
+    c = B.CreateBitCast(c, it);
+    nv = B.CreateBitCast(nv, it);
+  }
+  const llvm::Align align(static_cast<uint64_t>(byte_size(pd)));
+  const auto seq = llvm::AtomicOrdering::SequentiallyConsistent;
+  Value* old = B.CreateExtractValue(B.CreateAtomicCmpXchg(ptr, c, nv, align, seq, seq), 0);
+  if (old->getType() != mt) old = B.CreateBitCast(old, mt);
+  return pd == DType::i1 ? B.CreateICmpNE(old, B.getInt8(0)) : old;
 }
 
 Value* ScalarEmitter::round_tf32(Value* x) {

@@ -51,6 +51,13 @@ class ScalarEmitter {
   /// NaN-propagating max/min of two floats of the same type, -0 < +0 (rule E02).
   llvm::Value* float_max_min(bool is_max, llvm::Value* a, llvm::Value* b);
 
+  /// One atomic read-modify-write on global memory at `ptr` (an element of pointee dtype pd);
+  /// returns the old value. Plain atomicrmw where LLVM has the exact operation; float max/min
+  /// (NaN-propagating) and f16/bf16 add are compare-exchange loops. seq_cst.
+  llvm::Value* atomic_rmw(ir::AtomicOp op, DType pd, llvm::Value* ptr, llvm::Value* val, const ir::Op& where);
+  /// One atomic compare-and-swap; returns the old value.
+  llvm::Value* atomic_cas(DType pd, llvm::Value* ptr, llvm::Value* cmp, llvm::Value* val);
+
   /// Rounds an f32 value to tf32 (10 mantissa bits, nearest even); inf and NaN unchanged.
   llvm::Value* round_tf32(llvm::Value* f32);
 

@@ -107,63 +107,11 @@ void Lowerer::lower_memory(const ir::Op& op) {
       const ir::Value* v = ops.at(1);
       const ir::Value* mask = ops.size() > 2 ? ops[2] : nullptr;
       auto aop = op.enum_attr<ir::AtomicOp>("op");
-      using A = ir::AtomicOp;
-      using R = llvm::AtomicRMWInst;
-      const bool flt = is_float(pd);
-      const bool sgn = is_signed_int(pd);
-      // Plain atomicrmw where LLVM has the exact operation; else a cmpxchg loop over `combine`.
-      std::optional<R::BinOp> bin;
-      std::function<Value*(Value*, Value*)> combine;
-      switch (aop) {
-        case A::Add:
-          if (pd == DType::f32 || pd == DType::f64) bin = R::FAdd;
-          else if (flt) combine = [&](Value* o, Value* x) { return from_compute(B.CreateFAdd(to_compute(o, pd), to_compute(x, pd)), pd); };
-          else bin = pd == DType::i1 ? R::Or : R::Add;
-          break;
-        case A::Max: case A::Min:
-          if (flt) combine = [&, aop](Value* o, Value* x) {
-            return from_compute(float_max_min(aop == A::Max, to_compute(o, pd), to_compute(x, pd)), pd);
-          };
-          else if (aop == A::Max) bin = sgn ? R::Max : R::UMax;
-          else bin = sgn ? R::Min : R::UMin;
-          break;
-        case A::Xchg: bin = R::Xchg; break;
-        case A::And: case A::Or: case A::Xor:
-          if (flt) fail(op, fmt::format("atomic '{}' is not defined on {}", ir::name(aop), dtype_name(pd)));
-          bin = aop == A::And ? R::And : aop == A::Or ? R::Or : R::Xor;
-          break;
-      }
       produce(op.result(), [&](Value* i) {
         Value* ptr = elem(p, i);
         Value* val = elem(v, i);
         return guarded(
-            mask, i,
-            [&]() -> Value* {
-              if (bin) {
-                Value* mv = to_mem(val);
-                return from_mem(B.CreateAtomicRMW(*bin, ptr, mv, natural(pd), llvm::AtomicOrdering::SequentiallyConsistent));
-              }
-              // cmpxchg loop on the integer bits.
-              llvm::Type* it = B.getIntNTy(static_cast<unsigned>(bit_width(pd)));
-              Value* first = B.CreateAlignedLoad(it, ptr, natural(pd));
-              llvm::cast<llvm::LoadInst>(first)->setAtomic(llvm::AtomicOrdering::Monotonic);
-              llvm::BasicBlock* pre = B.GetInsertBlock();
-              auto* retry = llvm::BasicBlock::Create(ctx, "cas.retry", body);
-              auto* done = llvm::BasicBlock::Create(ctx, "cas.done", body);
-              B.CreateBr(retry);
-              B.SetInsertPoint(retry);
-              auto* old = B.CreatePHI(it, 2);
-              old->addIncoming(first, pre);
-              Value* nv = B.CreateBitCast(combine(B.CreateBitCast(old, et), val), it);
-              auto* cx = B.CreateAtomicCmpXchg(ptr, old, nv, natural(pd), llvm::AtomicOrdering::SequentiallyConsistent,
-                                               llvm::AtomicOrdering::SequentiallyConsistent);
-              Value* seen = B.CreateExtractValue(cx, 0);
-              Value* ok = B.CreateExtractValue(cx, 1);
-              old->addIncoming(seen, retry);
-              B.CreateCondBr(ok, done, retry);
-              B.SetInsertPoint(done);
-              return B.CreateBitCast(old, et);
-            },
+            mask, i, [&]() -> Value* { return atomic_rmw(aop, pd, ptr, val, op); },
             [&]() -> Value* { return llvm::Constant::getNullValue(et); });
       });
       return;
@@ -171,21 +119,7 @@ void Lowerer::lower_memory(const ir::Op& op) {
     case K::AtomicCas: {
       const ir::Value* cmp = ops.at(1);
       const ir::Value* v = ops.at(2);
-      llvm::Type* it = pd == DType::ptr ? mt : B.getIntNTy(static_cast<unsigned>(byte_size(pd) * 8));
-      produce(op.result(), [&](Value* i) {
-        Value* ptr = elem(p, i);
-        Value* c = to_mem(elem(cmp, i));
-        Value* nv = to_mem(elem(v, i));
-        if (c->getType() != it) {
-          c = B.CreateBitCast(c, it);
-          nv = B.CreateBitCast(nv, it);
-        }
-        auto* cx = B.CreateAtomicCmpXchg(ptr, c, nv, natural(pd), llvm::AtomicOrdering::SequentiallyConsistent,
-                                         llvm::AtomicOrdering::SequentiallyConsistent);
-        Value* old = B.CreateExtractValue(cx, 0);
-        if (old->getType() != mt) old = B.CreateBitCast(old, mt);
-        return from_mem(old);
-      });
+      produce(op.result(), [&](Value* i) { return atomic_cas(pd, elem(p, i), elem(cmp, i), elem(v, i)); });
       return;
     }
     default: fail(op, "not a memory op");

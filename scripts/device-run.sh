@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# scripts/device-run.sh - the one way to run tle on the GPU machine.
+#
+# Only the agent's `run` tool reaches the H200 machine (driver 580, Ubuntu 24.04, no LLVM, no
+# network), so this script has two halves:
+#
+#   scripts/device-run.sh build [jobs]
+#       HERE: builds Release into build-device/ ($TLE_DEVICE_BUILD overrides; default 2 jobs),
+#       makes build-device/bundle/ with
+#         lib/libtle.so.0            (stripped --strip-unneeded)
+#         bin/tle_tests, bin/<examples>, bin/<benchmarks>   (RUNPATH $ORIGIN/../lib)
+#       checks every binary resolves libtle from the bundle, that the bundle is < 64 MiB, and prints
+#       the exact `run` call to make.
+#
+#   scripts/device-run.sh remote [bundle-dir]
+#       THERE (what the `run` command executes, in the repository root): nvidia-smi, the GPU tests
+#       (tle_tests "[.gpu]"), every example with TLE_BACKEND=gpu (default sizes, then --gpu-sizes),
+#       the benchmarks, and a summary printed last. Exits non-zero if any step failed.
+#
+# Environment for `remote`: STEP_TIMEOUT (seconds per step, default 120), SKIP_GPU_SIZES=1 to run
+# only the default example sizes, TESTS="<catch2 filter>" (default "[.gpu]").
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+mode=${1:-}
+EXAMPLES=(vector_add softmax layernorm matmul)
+BENCHMARKS=(compile_latency)
+LIMIT=$((64 * 1024 * 1024))
+
+case "$mode" in
+build)
+  set -e
+  jobs=${2:-2}
+  build=${TLE_DEVICE_BUILD:-build-device}
+  bundle=$build/bundle
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  ninja -C "$build" -j "$jobs" tle tle_tests "${EXAMPLES[@]}" "${BENCHMARKS[@]}"
+  rm -rf "$bundle"
+  mkdir -p "$bundle/lib" "$bundle/bin"
+  cp -L "$build/libtle.so.0" "$bundle/lib/libtle.so.0"
+  strip --strip-unneeded "$bundle/lib/libtle.so.0"
+  cp "$build/tests/tle_tests" "$bundle/bin/"
+  for e in "${EXAMPLES[@]}"; do cp "$build/examples/$e" "$bundle/bin/"; done
+  for b in "${BENCHMARKS[@]}"; do cp "$build/benchmarks/$b" "$bundle/bin/"; done
+  strip --strip-unneeded "$bundle"/bin/*
+  # Every binary must find libtle through $ORIGIN/../lib (CMake BUILD_RPATH), not the build tree.
+  for f in "$bundle"/bin/*; do
+    if ! readelf -d "$f" | grep -E 'R(UN)?PATH' | grep -q '\$ORIGIN/\.\./lib'; then
+      echo "device-run: $f has no \$ORIGIN/../lib in its RPATH/RUNPATH:" >&2
+      readelf -d "$f" | grep -E 'R(UN)?PATH' >&2 || true
+      exit 1
+    fi
+  done
+  # Resolve from a copy outside the build tree, so only $ORIGIN/../lib can supply libtle.
+  tmp=$(mktemp -d)
+  cp -r "$bundle" "$tmp/b"
+  for f in "$tmp"/b/bin/*; do
+    where=$(ldd "$f" | awk '/libtle\.so\.0/ {print $3}')
+    case "$where" in
+      "$tmp"/b/bin/../lib/libtle.so.0|"$tmp"/b/lib/libtle.so.0) ;;
+      *) echo "device-run: $(basename "$f") resolves libtle.so.0 to '$where', not the bundle's lib/" >&2; rm -rf "$tmp"; exit 1 ;;
+    esac
+  done
+  rm -rf "$tmp"
+  cp "$0" "$bundle/device-run.sh"
+  size=$(du -sb "$bundle" | cut -f1)
+  # What travels besides the carried bundle: tracked and untracked-not-ignored files.
+  tree=$(git ls-files -co --exclude-standard -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+  echo
+  ls -l "$bundle/lib" "$bundle/bin"
+  awk -v b="$bundle" -v s="$size" -v t="${tree:-0}" 'BEGIN { printf "bundle: %s (%d bytes = %.1f MiB); working tree that travels: %.1f MiB; limit 64 MiB together\n", b, s, s / 1048576, t / 1048576 }'
+  if [ $((size + ${tree:-0})) -ge $LIMIT ]; then
+    echo "device-run: bundle + working tree is over 64 MiB; it will not travel" >&2
+    exit 1
+  fi
+  cat <<EOF
+
+Now call the agent's run tool (one call; it takes a few minutes of the shared device budget):
+  run(command="bash scripts/device-run.sh remote $bundle 2>&1 | tee \$OUT/device-run.log",
+      carry=["$bundle"], timeout_s=300)
+EOF
+  ;;
+
+remote)
+  bundle=${2:-build-device/bundle}
+  STEP_TIMEOUT=${STEP_TIMEOUT:-120}
+  TESTS=${TESTS:-[.gpu]}
+  bin=$bundle/bin
+  if [ ! -x "$bin/tle_tests" ]; then
+    echo "device-run: no $bin/tle_tests; run 'scripts/device-run.sh build' here and carry $bundle" >&2
+    exit 2
+  fi
+  export TLE_CACHE_DIR=${TLE_CACHE_DIR:-$(mktemp -d /tmp/tle-cache-XXXXXX)}
+  export TLE_DUMP_DIR=${TLE_DUMP_DIR:-${OUT:-/tmp}}
+  summary=()
+  failed=0
+  step() {  # step <name> <command...>
+    local name=$1; shift
+    echo
+    echo "=================== $name"
+    local t0=$SECONDS
+    timeout -k 5 "$STEP_TIMEOUT" "$@"
+    local rc=$?
+    local verdict=PASS
+    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then verdict="TIMEOUT(${STEP_TIMEOUT}s)"; failed=1
+    elif [ $rc -ne 0 ]; then verdict="FAIL(rc=$rc)"; failed=1; fi
+    summary+=("$(printf '%-34s %-14s %4ds' "$name" "$verdict" $((SECONDS - t0)))")
+  }
+  echo "=================== machine"
+  uname -a
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv 2>&1 || echo "(no nvidia-smi)"
+  ldd "$bin/tle_tests" | grep -E 'libtle|not found'
+  step "tle_tests $TESTS" "$bin/tle_tests" "$TESTS" --durations yes
+  for e in "${EXAMPLES[@]}"; do
+    step "$e (gpu, default sizes)" env TLE_BACKEND=gpu "$bin/$e"
+  done
+  if [ "${SKIP_GPU_SIZES:-0}" != 1 ]; then
+    for e in "${EXAMPLES[@]}"; do
+      step "$e (gpu, --gpu-sizes)" env TLE_BACKEND=gpu "$bin/$e" --gpu-sizes
+    done
+  fi
+  for b in "${BENCHMARKS[@]}"; do
+    step "$b" "$bin/$b"
+  done
+  echo
+  echo "=================== summary (tle device-run)"
+  printf '%s\n' "${summary[@]}"
+  [ $failed -eq 0 ] && echo "ALL PASSED" || echo "SOME STEPS FAILED"
+  exit $failed
+  ;;
+
+*)
+  echo "usage: $0 build [jobs]     (here: build build-device/bundle and print the run call)" >&2
+  echo "       $0 remote [bundle]  (on the GPU machine: tests, examples, benchmarks, summary)" >&2
+  exit 2
+  ;;
+esac

@@ -1,0 +1,36 @@
+// src/backend/gpu/compile.cpp - gpu::compile: GPU passes, lowering, PTX (see gpu_backend.hpp).
+#include <fmt/format.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include <cctype>
+
+#include "backend/gpu/gpu_backend.hpp"
+#include "backend/gpu/lower.hpp"
+#include "passes/gpu/gpu_passes.hpp"
+
+namespace tle::gpu {
+
+Artifact compile(ir::Function& f, const Target& target, const Options& options, bool keep_llvm_ir) {
+  if (options.num_warps < 1 || options.num_warps > 32 || (options.num_warps & (options.num_warps - 1)))
+    throw UserError(f.loc, fmt::format("num_warps must be a power of two from 1 to 32, got {}", options.num_warps));
+  passes::assign_layouts(f, options.num_warps);
+  std::string name = "tle_";
+  for (char c : f.name) name += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
+  llvm::LLVMContext ctx;
+  llvm::Module m(name, ctx);
+  configure_module(m, target);
+  detail::Lowerer lowerer(f, m, options.num_warps);
+  lowerer.run(name);
+  Artifact a;
+  a.entry = name;
+  a.num_warps = options.num_warps;
+  a.shared_bytes = static_cast<int>(lowerer.shared_bytes());
+  if (keep_llvm_ir) {
+    llvm::raw_string_ostream os(a.llvm_ir);
+    m.print(os, nullptr);
+  }
+  a.ptx = emit_ptx(m, target);
+  return a;
+}
+
+}  // namespace tle::gpu

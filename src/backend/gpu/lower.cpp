@@ -1,0 +1,488 @@
+// src/backend/gpu/lower.cpp - GPU lowering driver: kernel entry, layout coordinates, shared
+// memory, elementwise and shape ops, convert_layout, device loops and ifs (see lower.hpp).
+#include "backend/gpu/lower.hpp"
+
+#include <fmt/format.h>
+#include <llvm/IR/IntrinsicsNVPTX.h>
+#include <llvm/IR/Intrinsics.h>
+
+#include "layout/ir_layout.hpp"
+
+namespace tle::gpu::detail {
+
+using layout::LinearLayout;
+using llvm::Value;
+
+Lowerer::Lowerer(const ir::Function& f, llvm::Module& m, int nw) : ScalarEmitter(m), fn_ir(f), num_warps(nw) {}
+
+void Lowerer::fail(const ir::Op& op, const std::string& msg) const {
+  std::string where;
+  if (op.loc.known()) where = fmt::format(" (traced at {}:{})", op.loc.file, op.loc.line);
+  throw RuntimeError("tle::gpu::lower",
+                     fmt::format("kernel '{}': op '{}': {}{}", fn_ir.name, ir::op_mnemonic(op.kind), msg, where));
+}
+
+// ---------------------------------------------------------------------------------------------
+// target hooks
+
+Value* Lowerer::call_libm(const char* f32name, const char* f64name, std::vector<Value*> args) {
+  // libdevice names: __nv_ + the C math name (expf -> __nv_expf, exp -> __nv_exp).
+  llvm::Type* t = args[0]->getType();
+  std::string name = std::string("__nv_") + (t->isDoubleTy() ? f64name : f32name);
+  std::vector<llvm::Type*> ps(args.size(), t);
+  llvm::FunctionCallee callee = mod.getOrInsertFunction(name, llvm::FunctionType::get(t, ps, false));
+  auto* call = B.CreateCall(callee, args);
+  call->setDoesNotAccessMemory();
+  return call;
+}
+
+Value* Lowerer::int64_to_bf16(Value* v, bool is_signed) {
+  // Integer code: normalize |v|, keep 8 significant bits, round to nearest even with the rest.
+  llvm::Type* i64 = B.getInt64Ty();
+  Value* neg = is_signed ? B.CreateICmpSLT(v, B.getInt64(0)) : B.getFalse();
+  Value* mag = is_signed ? B.CreateSelect(neg, B.CreateNeg(v), v) : v;  // |INT64_MIN| as u64 is fine
+  Value* zero = B.CreateICmpEQ(mag, B.getInt64(0));
+  llvm::Function* ctlz = llvm::Intrinsic::getDeclaration(&mod, llvm::Intrinsic::ctlz, {i64});
+  Value* lz = B.CreateCall(ctlz, {mag, B.getTrue()});
+  Value* m = B.CreateShl(mag, lz);                                   // top bit at 63
+  Value* kept = B.CreateLShr(m, B.getInt64(56));                     // 8 bits incl. the leading one
+  Value* rest = B.CreateAnd(m, B.getInt64((uint64_t(1) << 56) - 1));
+  Value* half = B.getInt64(uint64_t(1) << 55);
+  Value* up = B.CreateOr(B.CreateICmpUGT(rest, half),
+                         B.CreateAnd(B.CreateICmpEQ(rest, half), B.CreateICmpNE(B.CreateAnd(kept, B.getInt64(1)), B.getInt64(0))));
+  kept = B.CreateAdd(kept, B.CreateZExt(up, i64));
+  Value* e = B.CreateSub(B.getInt64(63), lz);
+  Value* carry = B.CreateICmpEQ(kept, B.getInt64(256));
+  kept = B.CreateSelect(carry, B.getInt64(128), kept);
+  e = B.CreateSelect(carry, B.CreateAdd(e, B.getInt64(1)), e);
+  Value* bits = B.CreateOr(B.CreateShl(B.CreateAdd(e, B.getInt64(127)), B.getInt64(7)),
+                           B.CreateAnd(kept, B.getInt64(0x7F)));
+  bits = B.CreateOr(bits, B.CreateShl(B.CreateZExt(neg, i64), B.getInt64(15)));
+  bits = B.CreateSelect(zero, B.getInt64(0), bits);
+  return B.CreateTrunc(bits, B.getInt16Ty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// layouts and registers
+
+const LinearLayout* Lowerer::layout_of(const ir::Value* v) { return v->type.layout ? &v->type.layout->ll : nullptr; }
+
+int Lowerer::num_regs(const ir::Value* v) const {
+  const LinearLayout* l = layout_of(v);
+  return l ? l->num_regs() : 1;
+}
+
+std::vector<Value*>& Lowerer::get(const ir::Value* v) {
+  auto it = regs.find(v);
+  if (it == regs.end()) throw InternalError(fmt::format("gpu backend: kernel '{}' uses a {} value before its definition",
+                                                        fn_ir.name, v->type.str()));
+  return it->second;
+}
+
+Value* Lowerer::reg(const ir::Value* v, int i) {
+  auto& r = get(v);
+  return r.size() == 1 ? r[0] : r.at(static_cast<size_t>(i));
+}
+
+std::vector<int32_t> Lowerer::reg_coords(const LinearLayout& l, int r) {
+  std::vector<int32_t> in(static_cast<size_t>(l.num_in_dims()), 0);
+  auto names = l.in_dim_names();
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == layout::kReg) in[i] = r;
+  return l.apply(in);
+}
+
+std::vector<Value*> Lowerer::hw_coords(const LinearLayout& l) {
+  std::vector<Value*> c(static_cast<size_t>(l.num_out_dims()), B.getInt32(0));
+  auto add = [&](const std::string& in, Value* idx) {
+    if (!l.has_in_dim(in)) return;
+    const auto& bases = l.bases(in);
+    for (size_t b = 0; b < bases.size(); ++b) {
+      Value* bit = B.CreateAnd(B.CreateLShr(idx, static_cast<uint64_t>(b)), 1);
+      for (size_t d = 0; d < c.size(); ++d)
+        if (bases[b][d]) c[d] = B.CreateXor(c[d], B.CreateMul(bit, i32c(bases[b][d])));
+    }
+  };
+  add(layout::kLane, lane);
+  add(layout::kWarp, warp);
+  return c;
+}
+
+std::vector<Value*> Lowerer::coords(const LinearLayout& l, const std::vector<Value*>& hw, int r) {
+  auto rc = reg_coords(l, r);
+  std::vector<Value*> c(hw.size());
+  for (size_t d = 0; d < hw.size(); ++d) c[d] = rc[d] ? B.CreateXor(hw[d], i32c(rc[d])) : hw[d];
+  return c;
+}
+
+Value* Lowerer::linear(const std::vector<Value*>& c, const ir::Shape& shape) {
+  Value* idx = B.getInt32(0);
+  int64_t stride = 1;
+  for (size_t d = c.size(); d-- > 0;) {
+    idx = B.CreateAdd(idx, B.CreateMul(c[d], i32c(stride)));
+    stride *= shape[d];
+  }
+  return idx;
+}
+
+bool Lowerer::duplicate_reg(const LinearLayout& l, int r) {
+  return (static_cast<uint32_t>(r) & l.zero_basis_mask(layout::kReg)) != 0;
+}
+
+Value* Lowerer::owner(const LinearLayout* l) {
+  if (!l) return B.CreateICmpEQ(tid, B.getInt32(0));
+  Value* ok = B.getTrue();
+  if (uint32_t m = l->has_in_dim(layout::kLane) ? l->zero_basis_mask(layout::kLane) : 0)
+    ok = B.CreateAnd(ok, B.CreateICmpEQ(B.CreateAnd(lane, m), B.getInt32(0)));
+  if (uint32_t m = l->has_in_dim(layout::kWarp) ? l->zero_basis_mask(layout::kWarp) : 0)
+    ok = B.CreateAnd(ok, B.CreateICmpEQ(B.CreateAnd(warp, m), B.getInt32(0)));
+  return ok;
+}
+
+// ---------------------------------------------------------------------------------------------
+// shared memory
+
+Value* Lowerer::smem_ptr(Value* off) { return B.CreateInBoundsGEP(B.getInt8Ty(), smem, {off}); }
+
+void Lowerer::barrier() {
+  B.CreateCall(llvm::Intrinsic::getDeclaration(&mod, llvm::Intrinsic::nvvm_barrier0));
+}
+
+void Lowerer::smem_store(DType d, int64_t base, Value* idx, Value* v) {
+  llvm::Type* mt = mem_ty(d);
+  if (d == DType::i1) v = B.CreateZExt(v, mt);
+  int64_t sz = byte_size(d);
+  Value* off = B.CreateAdd(i32c(base), B.CreateMul(idx, i32c(sz)));
+  B.CreateAlignedStore(v, smem_ptr(off), llvm::Align(static_cast<uint64_t>(sz)));
+}
+
+Value* Lowerer::smem_load(DType d, int64_t base, Value* idx) {
+  llvm::Type* mt = mem_ty(d);
+  int64_t sz = byte_size(d);
+  Value* off = B.CreateAdd(i32c(base), B.CreateMul(idx, i32c(sz)));
+  Value* v = B.CreateAlignedLoad(mt, smem_ptr(off), llvm::Align(static_cast<uint64_t>(sz)));
+  return d == DType::i1 ? B.CreateTrunc(v, B.getInt1Ty()) : v;
+}
+
+void Lowerer::stage(const ir::Value* v, int64_t base) {
+  const LinearLayout* l = layout_of(v);
+  DType d = v->type.dtype;
+  need_smem(base + v->type.numel() * byte_size(d));
+  if (!l) {  // a scalar: thread 0 writes it
+    llvm::BasicBlock* wr = llvm::BasicBlock::Create(ctx, "stage.w", kernel);
+    llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "stage.d", kernel);
+    B.CreateCondBr(owner(nullptr), wr, done);
+    B.SetInsertPoint(wr);
+    smem_store(d, base, B.getInt32(0), reg(v, 0));
+    B.CreateBr(done);
+    B.SetInsertPoint(done);
+    return;
+  }
+  auto hw = hw_coords(*l);
+  for (int r = 0; r < l->num_regs(); ++r) {
+    if (duplicate_reg(*l, r)) continue;
+    smem_store(d, base, linear(coords(*l, hw, r), v->type.shape), reg(v, r));
+  }
+}
+
+std::vector<Value*> Lowerer::unstage(const LinearLayout* l, const ir::Shape& shape, DType d, int64_t base) {
+  if (!l) return {smem_load(d, base, B.getInt32(0))};
+  auto hw = hw_coords(*l);
+  std::vector<Value*> out;
+  for (int r = 0; r < l->num_regs(); ++r) out.push_back(smem_load(d, base, linear(coords(*l, hw, r), shape)));
+  return out;
+}
+
+Value* Lowerer::shuffle_xor(Value* v, int mask) {
+  llvm::Function* shfl = llvm::Intrinsic::getDeclaration(&mod, llvm::Intrinsic::nvvm_shfl_sync_bfly_i32);
+  auto one = [&](Value* x32) { return B.CreateCall(shfl, {B.getInt32(0xFFFFFFFFu), x32, B.getInt32(static_cast<uint32_t>(mask)), B.getInt32(0x1F)}); };
+  llvm::Type* t = v->getType();
+  unsigned bits = t->isPointerTy() ? 64 : t->getPrimitiveSizeInBits().getFixedValue();
+  llvm::Type* it = B.getIntNTy(bits);
+  Value* x = t->isPointerTy() ? B.CreatePtrToInt(v, it) : (t->isIntegerTy() ? v : B.CreateBitCast(v, it));
+  Value* r;
+  if (bits <= 32) {
+    r = B.CreateTrunc(one(B.CreateZExt(x, B.getInt32Ty())), it);
+  } else {
+    Value* lo = one(B.CreateTrunc(x, B.getInt32Ty()));
+    Value* hi = one(B.CreateTrunc(B.CreateLShr(x, 32), B.getInt32Ty()));
+    r = B.CreateOr(B.CreateZExt(lo, it), B.CreateShl(B.CreateZExt(hi, it), 32));
+  }
+  if (t->isPointerTy()) return B.CreateIntToPtr(r, t);
+  return t->isIntegerTy() ? r : B.CreateBitCast(r, t);
+}
+
+std::vector<Value*> Lowerer::counted_loop(
+    Value* n, std::vector<Value*> init,
+    const std::function<std::vector<Value*>(Value*, const std::vector<Value*>&)>& body) {
+  llvm::BasicBlock* pre = B.GetInsertBlock();
+  auto* head = llvm::BasicBlock::Create(ctx, "loop.head", kernel);
+  auto* bodybb = llvm::BasicBlock::Create(ctx, "loop.body", kernel);
+  auto* exit = llvm::BasicBlock::Create(ctx, "loop.exit", kernel);
+  B.CreateBr(head);
+  B.SetInsertPoint(head);
+  auto* k = B.CreatePHI(n->getType(), 2, "k");
+  k->addIncoming(llvm::ConstantInt::get(n->getType(), 0), pre);
+  std::vector<llvm::PHINode*> phis;
+  std::vector<Value*> cur;
+  for (Value* v : init) {
+    auto* p = B.CreatePHI(v->getType(), 2);
+    p->addIncoming(v, pre);
+    phis.push_back(p);
+    cur.push_back(p);
+  }
+  B.CreateCondBr(B.CreateICmpULT(k, n), bodybb, exit);
+  B.SetInsertPoint(bodybb);
+  std::vector<Value*> next = body(k, cur);
+  k->addIncoming(B.CreateAdd(k, llvm::ConstantInt::get(n->getType(), 1)), B.GetInsertBlock());
+  for (size_t i = 0; i < phis.size(); ++i) phis[i]->addIncoming(next.at(i), B.GetInsertBlock());
+  B.CreateBr(head);
+  B.SetInsertPoint(exit);
+  return cur;
+}
+
+// ---------------------------------------------------------------------------------------------
+// entry and dispatch
+
+llvm::Function* Lowerer::run(const std::string& name) {
+  std::vector<llvm::Type*> params;
+  for (auto& a : fn_ir.entry().args) {
+    DType d = a->type.dtype;
+    params.push_back(d == DType::i1 ? B.getInt8Ty() : elem_ty(d));
+  }
+  kernel = llvm::Function::Create(llvm::FunctionType::get(B.getVoidTy(), params, false),
+                                  llvm::Function::ExternalLinkage, name, mod);
+  kernel->setCallingConv(llvm::CallingConv::PTX_Kernel);
+  const int nthreads = 32 * num_warps;
+  auto* md = mod.getOrInsertNamedMetadata("nvvm.annotations");
+  auto annotate = [&](const char* key, int v) {
+    md->addOperand(llvm::MDNode::get(ctx, {llvm::ValueAsMetadata::get(kernel), llvm::MDString::get(ctx, key),
+                                           llvm::ValueAsMetadata::get(B.getInt32(static_cast<uint32_t>(v)))}));
+  };
+  annotate("kernel", 1);
+  annotate("reqntidx", nthreads);
+  smem = new llvm::GlobalVariable(mod, llvm::ArrayType::get(B.getInt8Ty(), 0), false, llvm::GlobalValue::ExternalLinkage,
+                                  nullptr, "tle_smem", nullptr, llvm::GlobalVariable::NotThreadLocal, 3);
+  smem->setAlignment(llvm::Align(16));
+
+  B.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", kernel));
+  tid = B.CreateCall(llvm::Intrinsic::getDeclaration(&mod, llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x), {}, "tid");
+  lane = B.CreateAnd(tid, 31, "lane");
+  warp = B.CreateLShr(tid, 5, "warp");
+  size_t i = 0;
+  for (auto& a : fn_ir.entry().args) {
+    Value* p = kernel->getArg(static_cast<unsigned>(i));
+    if (a->type.dtype == DType::i1) p = B.CreateTrunc(p, B.getInt1Ty());
+    regs[a.get()] = {p};
+    ++i;
+  }
+  lower_block(fn_ir.entry());
+  B.CreateRetVoid();
+  return kernel;
+}
+
+void Lowerer::lower_block(const ir::Block& b) {
+  for (auto& op : b.ops)
+    if (op->kind != ir::OpKind::Yield) lower_op(*op);
+}
+
+void Lowerer::lower_op(const ir::Op& op) {
+  using K = ir::OpKind;
+  switch (op.kind) {
+    case K::Constant: case K::Binary: case K::Compare: case K::Unary: case K::Fma: case K::Select:
+    case K::Cast: case K::Bitcast:
+      lower_elementwise(op);
+      return;
+    case K::Arange: {
+      const LinearLayout* l = layout_of(op.result());
+      if (!l) fail(op, "a tile has no layout (the GPU layout pass did not run)");
+      auto hw = hw_coords(*l);
+      std::vector<Value*> out;
+      int64_t start = op.int_attr("start");
+      for (int r = 0; r < l->num_regs(); ++r) out.push_back(B.CreateAdd(coords(*l, hw, r)[0], i32c(start)));
+      regs[op.result()] = out;
+      return;
+    }
+    case K::ProgramId: case K::NumPrograms: {
+      static const llvm::Intrinsic::ID ids[2][3] = {
+          {llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x, llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_y,
+           llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_z},
+          {llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_x, llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_y,
+           llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_z}};
+      int64_t axis = op.int_attr("axis");
+      if (axis < 0 || axis > 2) fail(op, "axis must be 0, 1 or 2");
+      regs[op.result()] = {B.CreateCall(llvm::Intrinsic::getDeclaration(&mod, ids[op.kind == K::NumPrograms][axis]))};
+      return;
+    }
+    case K::Broadcast: case K::ExpandDims: case K::Reshape: case K::Permute: case K::Hint:
+      lower_shape(op);
+      return;
+    case K::ConvertLayout: lower_convert(op); return;
+    case K::AddPtr: lower_addptr(op); return;
+    case K::Load: lower_load(op); return;
+    case K::Store: lower_store(op); return;
+    case K::AtomicRMW: case K::AtomicCas: lower_atomic(op); return;
+    case K::Reduce: lower_reduce(op); return;
+    case K::Scan: lower_scan(op); return;
+    case K::Dot: lower_dot(op); return;
+    case K::Histogram: lower_histogram(op); return;
+    case K::For: lower_for(op); return;
+    case K::If: lower_if(op); return;
+    case K::Yield: return;
+  }
+  fail(op, "unknown op kind");
+}
+
+void Lowerer::lower_elementwise(const ir::Op& op) {
+  using K = ir::OpKind;
+  const ir::Value* r = op.result();
+  const DType rd = r->type.dtype;
+  const int n = num_regs(r);
+  if (op.kind == K::Constant) {
+    regs[r] = std::vector<Value*>(static_cast<size_t>(n), constant(rd, op.attrs.at("value"), op));
+    return;
+  }
+  const DType d0 = op.operands.at(0)->type.dtype;
+  for (auto* o : op.operands)
+    if (num_regs(o) != n && num_regs(o) != 1) fail(op, "operand and result registers differ (layout invariant broken)");
+  std::vector<Value*> out;
+  for (int i = 0; i < n; ++i) {
+    std::vector<Value*> v;
+    for (auto* o : op.operands) v.push_back(reg(o, i));
+    switch (op.kind) {
+      case K::Binary: out.push_back(binary(op.enum_attr<ir::BinaryOp>("op"), d0, v[0], v[1], &op)); break;
+      case K::Compare: out.push_back(compare(op.enum_attr<ir::CmpPred>("pred"), d0, v[0], v[1])); break;
+      case K::Unary: out.push_back(unary(op.enum_attr<ir::UnaryOp>("op"), d0, v[0], op)); break;
+      case K::Fma: out.push_back(fma(rd, v)); break;
+      case K::Select: out.push_back(B.CreateSelect(v[0], v[1], v[2])); break;
+      case K::Cast: out.push_back(convert(v[0], d0, rd)); break;
+      case K::Bitcast: out.push_back(bitcast(v[0], d0, rd)); break;
+      default: fail(op, "not an elementwise op");
+    }
+  }
+  regs[r] = out;
+}
+
+void Lowerer::lower_shape(const ir::Op& op) {
+  // The layout pass gives operand and result the same (reg, lane, warp) numbering, so register i
+  // of the result is register i of the operand (a scalar operand fills every register).
+  const ir::Value* x = op.operands.at(0);
+  const ir::Value* r = op.result();
+  const int n = num_regs(r);
+  if (num_regs(x) != n && num_regs(x) != 1) fail(op, "operand and result registers differ (layout invariant broken)");
+  std::vector<Value*> out;
+  for (int i = 0; i < n; ++i) out.push_back(reg(x, i));
+  regs[r] = out;
+}
+
+void Lowerer::lower_convert(const ir::Op& op) {
+  const ir::Value* x = op.operands.at(0);
+  const ir::Value* r = op.result();
+  const LinearLayout* src = layout_of(x);
+  const LinearLayout* dst = layout_of(r);
+  if (!src || !dst) {  // scalar <-> tile: every thread holds the scalar
+    std::vector<Value*> out(static_cast<size_t>(num_regs(r)), reg(x, 0));
+    regs[r] = out;
+    return;
+  }
+  auto plan = layout::plan_conversion(*src, *dst);
+  if (plan.kind == layout::ConversionKind::Identity || plan.kind == layout::ConversionKind::RegisterPermute) {
+    std::vector<Value*> out;
+    auto names = plan.dst_to_src.in_dim_names();
+    auto onames = plan.dst_to_src.out_dim_names();
+    size_t ri = 0;
+    for (size_t i = 0; i < onames.size(); ++i)
+      if (onames[i] == layout::kReg) ri = i;
+    for (int q = 0; q < dst->num_regs(); ++q) {
+      std::vector<int32_t> in(names.size(), 0);
+      for (size_t i = 0; i < names.size(); ++i)
+        if (names[i] == layout::kReg) in[i] = q;
+      out.push_back(reg(x, plan.dst_to_src.apply(in)[ri]));
+    }
+    regs[r] = out;
+    return;
+  }
+  stage(x, 0);
+  barrier();
+  regs[r] = unstage(dst, r->type.shape, r->type.dtype, 0);
+  barrier();
+}
+
+// ---------------------------------------------------------------------------------------------
+// control flow
+
+void Lowerer::lower_for(const ir::Op& op) {
+  const ir::Block& rb = op.region(0).body();
+  const size_t ncarried = op.operands.size() - 3;
+  const DType d = op.operands[0]->type.dtype;
+  auto [trips, lo, step] = trip_count(reg(op.operands[0], 0), reg(op.operands[1], 0), reg(op.operands[2], 0), d);
+  // Flatten the carried values' registers into one list of loop-carried LLVM values.
+  std::vector<Value*> init;
+  std::vector<size_t> start;
+  for (size_t j = 0; j < ncarried; ++j) {
+    start.push_back(init.size());
+    const ir::Value* v = op.operands[3 + j];
+    for (int i = 0; i < num_regs(rb.arg(static_cast<unsigned>(j + 1))); ++i) init.push_back(reg(v, i));
+  }
+  start.push_back(init.size());
+  llvm::Type* ity = elem_ty(d);
+  auto out = counted_loop(trips, init, [&](Value* k, const std::vector<Value*>& cur) {
+    regs[rb.arg(0)] = {B.CreateTrunc(B.CreateAdd(lo, B.CreateMul(k, step)), ity, "iv")};
+    for (size_t j = 0; j < ncarried; ++j)
+      regs[rb.arg(static_cast<unsigned>(j + 1))] = std::vector<Value*>(cur.begin() + start[j], cur.begin() + start[j + 1]);
+    lower_block(rb);
+    const ir::Op* y = rb.terminator();
+    std::vector<Value*> next;
+    for (size_t j = 0; j < ncarried; ++j) {
+      int n = static_cast<int>(start[j + 1] - start[j]);
+      for (int i = 0; i < n; ++i) next.push_back(reg(y->operands[j], i));
+    }
+    return next;
+  });
+  for (size_t j = 0; j < ncarried; ++j)
+    regs[op.result(static_cast<unsigned>(j))] = std::vector<Value*>(out.begin() + start[j], out.begin() + start[j + 1]);
+}
+
+void Lowerer::lower_if(const ir::Op& op) {
+  auto* thenbb = llvm::BasicBlock::Create(ctx, "if.then", kernel);
+  auto* elsebb = llvm::BasicBlock::Create(ctx, "if.else", kernel);
+  auto* join = llvm::BasicBlock::Create(ctx, "if.end", kernel);
+  B.CreateCondBr(reg(op.operands.at(0), 0), thenbb, elsebb);
+  std::vector<std::vector<Value*>> vals[2];
+  llvm::BasicBlock* ends[2];
+  for (int br = 0; br < 2; ++br) {
+    B.SetInsertPoint(br == 0 ? thenbb : elsebb);
+    const ir::Block& b = op.region(static_cast<unsigned>(br)).body();
+    lower_block(b);
+    const ir::Op* y = b.terminator();
+    for (size_t j = 0; j < op.results.size(); ++j) {
+      std::vector<Value*> v;
+      for (int i = 0; i < num_regs(op.result(static_cast<unsigned>(j))); ++i) v.push_back(reg(y->operands[j], i));
+      vals[br].push_back(v);
+    }
+    ends[br] = B.GetInsertBlock();
+    B.CreateBr(join);
+  }
+  B.SetInsertPoint(join);
+  for (size_t j = 0; j < op.results.size(); ++j) {
+    std::vector<Value*> out;
+    for (size_t i = 0; i < vals[0][j].size(); ++i) {
+      auto* p = B.CreatePHI(vals[0][j][i]->getType(), 2);
+      p->addIncoming(vals[0][j][i], ends[0]);
+      p->addIncoming(vals[1][j][i], ends[1]);
+      out.push_back(p);
+    }
+    regs[op.result(static_cast<unsigned>(j))] = out;
+  }
+}
+
+std::vector<Value*> Lowerer::inline_region(const ir::Region& r, const std::vector<Value*>& args) {
+  const ir::Block& b = r.body();
+  for (size_t i = 0; i < args.size(); ++i) regs[b.arg(static_cast<unsigned>(i))] = {args[i]};
+  lower_block(b);
+  std::vector<Value*> out;
+  for (auto* v : b.terminator()->operands) out.push_back(reg(v, 0));
+  return out;
+}
+
+}  // namespace tle::gpu::detail

@@ -1,0 +1,110 @@
+// src/backend/gpu/lower.hpp - tile IR with layouts -> LLVM IR for nvptx64 (one CTA per program).
+//
+// Model: every value of rank >= 1 carries a linear layout (src/layout) from (reg, lane, warp) to
+// its coordinates; each thread holds `num_regs` LLVM values of it, register r being the element at
+// coordinates layout(r, lane, warp). Scalars are one register that every thread holds. The layout
+// pass (passes/gpu) guarantees the relations the lowering relies on (docs/ir.md, GPU layouts):
+// elementwise operands share the result's layout and shape ops keep register numbering, so both
+// are register-wise; a reduction combines registers in the thread, then lanes with butterfly
+// shuffles, then warps through shared memory; convert_layout, scans, dot and histograms go
+// through shared memory. Elementwise arithmetic is backend::ScalarEmitter, as on the CPU.
+// Files: lower.cpp (driver, elementwise, shapes, control flow, shared memory), lower_memory.cpp
+// (load/store/atomics), lower_reduce.cpp (reduce, scan, dot, histogram).
+#pragma once
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/common/scalar_emitter.hpp"
+#include "ir/ir.hpp"
+#include "layout/linear_layout.hpp"
+
+namespace tle::gpu::detail {
+
+class Lowerer : public backend::ScalarEmitter {
+ public:
+  Lowerer(const ir::Function& f, llvm::Module& m, int num_warps);
+  /// Emits the kernel `name`; returns it.
+  llvm::Function* run(const std::string& name);
+  /// Dynamic shared memory the kernel needs (bytes).
+  int64_t shared_bytes() const { return smem_bytes_; }
+
+  // hooks of ScalarEmitter: libdevice math, exact i64 -> bf16 in integer code
+  llvm::Value* call_libm(const char* f32name, const char* f64name, std::vector<llvm::Value*> args) override;
+  llvm::Value* int64_to_bf16(llvm::Value* v, bool is_signed) override;
+  [[noreturn]] void fail(const ir::Op& op, const std::string& msg) const override;
+
+  // ---- infrastructure (lower.cpp)
+  const ir::Function& fn_ir;
+  const int num_warps;
+  llvm::Function* kernel = nullptr;
+  llvm::Value* lane = nullptr;  // i32 thread index in the warp
+  llvm::Value* warp = nullptr;  // i32 warp index in the CTA
+  llvm::Value* tid = nullptr;   // i32 thread index in the CTA
+  llvm::GlobalVariable* smem = nullptr;
+  int64_t smem_bytes_ = 0;
+  std::unordered_map<const ir::Value*, std::vector<llvm::Value*>> regs;
+
+  static const layout::LinearLayout* layout_of(const ir::Value* v);
+  int num_regs(const ir::Value* v) const;
+  std::vector<llvm::Value*>& get(const ir::Value* v);
+  /// Register i of v (register 0 for a scalar).
+  llvm::Value* reg(const ir::Value* v, int i);
+  /// Constant part of the coordinates of register r (one entry per output dim).
+  static std::vector<int32_t> reg_coords(const layout::LinearLayout& l, int r);
+  /// Thread-dependent part (lane and warp bases), one i32 per output dim.
+  std::vector<llvm::Value*> hw_coords(const layout::LinearLayout& l);
+  /// Coordinates of register r: reg part XOR hardware part.
+  std::vector<llvm::Value*> coords(const layout::LinearLayout& l, const std::vector<llvm::Value*>& hw, int r);
+  /// Row-major linear index of coordinates in `shape`.
+  llvm::Value* linear(const std::vector<llvm::Value*>& c, const ir::Shape& shape);
+  /// True for a register that repeats another register's element (a zero register basis is set).
+  static bool duplicate_reg(const layout::LinearLayout& l, int r);
+  /// i1: this thread is the first holder of its elements (replicated lanes/warps are not).
+  llvm::Value* owner(const layout::LinearLayout* l);
+  /// Shared memory at a byte offset, as a pointer in address space 3.
+  llvm::Value* smem_ptr(llvm::Value* byte_offset);
+  void need_smem(int64_t bytes) { smem_bytes_ = std::max(smem_bytes_, bytes); }
+  void barrier();
+  llvm::Value* i32c(int64_t v) { return B.getInt32(static_cast<uint32_t>(v)); }
+  /// Loads/stores an element of dtype d in shared memory at element index idx from `base` bytes.
+  void smem_store(DType d, int64_t base, llvm::Value* idx, llvm::Value* v);
+  llvm::Value* smem_load(DType d, int64_t base, llvm::Value* idx);
+  /// Writes every element a thread holds (by its row-major index) to shared memory at `base`.
+  void stage(const ir::Value* v, int64_t base);
+  /// Reads the registers of `layout`/`shape` from shared memory staged at `base`.
+  std::vector<llvm::Value*> unstage(const layout::LinearLayout* l, const ir::Shape& shape, DType d, int64_t base);
+  /// Butterfly shuffle of any register type across lanes (lane ^ mask).
+  llvm::Value* shuffle_xor(llvm::Value* v, int mask);
+  /// Emits `for (k = 0; k < n; ++k)` with loop-carried values; body returns the next values.
+  std::vector<llvm::Value*> counted_loop(llvm::Value* n, std::vector<llvm::Value*> init,
+                                         const std::function<std::vector<llvm::Value*>(llvm::Value* k,
+                                                                                       const std::vector<llvm::Value*>&)>& body);
+
+  void lower_block(const ir::Block& b);
+  void lower_op(const ir::Op& op);
+  void lower_elementwise(const ir::Op& op);
+  void lower_shape(const ir::Op& op);
+  void lower_convert(const ir::Op& op);
+  void lower_for(const ir::Op& op);
+  void lower_if(const ir::Op& op);
+  /// Lowers a scalar region (combine body) with its args bound to `args`; returns the yields.
+  std::vector<llvm::Value*> inline_region(const ir::Region& r, const std::vector<llvm::Value*>& args);
+
+  // ---- memory (lower_memory.cpp)
+  void lower_addptr(const ir::Op& op);
+  void lower_load(const ir::Op& op);
+  void lower_store(const ir::Op& op);
+  void lower_atomic(const ir::Op& op);
+  /// Makes values computed by owner threads visible to every holder (through shared memory).
+  std::vector<llvm::Value*> share_from_owners(const ir::Value* v, const std::vector<llvm::Value*>& vals);
+
+  // ---- reductions, scans, dot, histogram (lower_reduce.cpp)
+  void lower_reduce(const ir::Op& op);
+  void lower_scan(const ir::Op& op);
+  void lower_dot(const ir::Op& op);
+  void lower_histogram(const ir::Op& op);
+};
+
+}  // namespace tle::gpu::detail

@@ -1,0 +1,254 @@
+// src/backend/gpu/lower_memory.cpp - addptr, load, store and atomics on the GPU.
+//
+// Loads and stores move `vec` consecutive registers (layout pass attribute) as one vector access
+// when the whole group is unmasked; a partly masked group falls back to per-element accesses
+// (llvm.masked.load/store, which NVPTX scalarizes into predicated accesses), so a masked-off lane
+// never touches memory. Stores and atomics are done by one holder of each element only
+// (replicated lanes, warps and registers skip), so an atomic counts once per element.
+#include <fmt/format.h>
+#include <llvm/IR/Intrinsics.h>
+
+#include "backend/gpu/lower.hpp"
+
+namespace tle::gpu::detail {
+
+using layout::LinearLayout;
+using llvm::Value;
+
+namespace {
+
+/// The vector width usable for `l`: registers 0..vec-1 must be consecutive elements of one
+/// dimension (basis k of reg = 2^k along that dim), else 1.
+int usable_vec(const LinearLayout* l, int vec) {
+  if (!l || vec <= 1) return 1;
+  const auto& rb = l->bases(layout::kReg);
+  int bits = 0;
+  while ((1 << (bits + 1)) <= vec) ++bits;
+  if (static_cast<int>(rb.size()) < bits) return 1;
+  int dim = -1;
+  for (int b = 0; b < bits; ++b) {
+    for (size_t d = 0; d < rb[b].size(); ++d) {
+      int32_t want = int32_t(1) << b;
+      if (rb[b][d] == want) {
+        if (dim >= 0 && dim != static_cast<int>(d)) return 1;
+        dim = static_cast<int>(d);
+      } else if (rb[b][d] != 0) {
+        return 1;
+      }
+    }
+    if (dim < 0) return 1;
+  }
+  return 1 << bits;
+}
+
+}  // namespace
+
+void Lowerer::lower_addptr(const ir::Op& op) {
+  const ir::Value* p = op.operands.at(0);
+  const ir::Value* off = op.operands.at(1);
+  llvm::Type* pt = mem_ty(p->type.pointee);
+  const bool sgn = is_signed_int(off->type.dtype);
+  const int n = num_regs(op.result());
+  std::vector<Value*> out;
+  for (int i = 0; i < n; ++i) {
+    Value* o = reg(off, i);
+    o = sgn ? B.CreateSExt(o, B.getInt64Ty()) : B.CreateZExt(o, B.getInt64Ty());
+    out.push_back(B.CreateGEP(pt, reg(p, i), o));
+  }
+  regs[op.result()] = out;
+}
+
+void Lowerer::lower_load(const ir::Op& op) {
+  const ir::Value* p = op.operands.at(0);
+  const ir::Value* mask = op.operands.size() > 1 ? op.operands[1] : nullptr;
+  const ir::Value* other = op.operands.size() > 2 ? op.operands[2] : nullptr;
+  const ir::Value* r = op.result();
+  const DType d = r->type.dtype;
+  llvm::Type* mt = mem_ty(d);
+  const llvm::Align elem_align(static_cast<uint64_t>(byte_size(d)));
+  const LinearLayout* l = layout_of(r);
+  const int n = num_regs(r);
+  const int vec = usable_vec(l, op.has_attr("vec") ? static_cast<int>(op.int_attr("vec")) : 1);
+  auto from_mem = [&](Value* v) { return d == DType::i1 ? B.CreateICmpNE(v, B.getInt8(0)) : v; };
+  auto fill = [&](int i) -> Value* {
+    if (other) {
+      Value* o = reg(other, i);
+      return d == DType::i1 ? B.CreateZExt(o, B.getInt8Ty()) : o;
+    }
+    return llvm::Constant::getNullValue(mt);
+  };
+  std::vector<Value*> out(static_cast<size_t>(n));
+  for (int g = 0; g < n; g += vec) {
+    llvm::Type* vt = llvm::FixedVectorType::get(mt, static_cast<unsigned>(vec));
+    Value* base = reg(p, g);
+    const llvm::Align va(static_cast<uint64_t>(byte_size(d) * vec));
+    auto vector_load = [&]() -> Value* {
+      if (vec == 1) return B.CreateAlignedLoad(mt, base, elem_align);
+      return B.CreateAlignedLoad(vt, base, va);
+    };
+    Value* loaded;
+    if (!mask) {
+      loaded = vector_load();
+    } else {
+      // all lanes on -> one vector access; else per-element masked accesses
+      Value* all = B.getTrue();
+      std::vector<Value*> ms, fills;
+      for (int k = 0; k < vec; ++k) {
+        ms.push_back(reg(mask, g + k));
+        fills.push_back(fill(g + k));
+        all = B.CreateAnd(all, ms.back());
+      }
+      auto* fast = llvm::BasicBlock::Create(ctx, "ld.all", kernel);
+      auto* slow = llvm::BasicBlock::Create(ctx, "ld.some", kernel);
+      auto* join = llvm::BasicBlock::Create(ctx, "ld.join", kernel);
+      B.CreateCondBr(all, fast, slow);
+      B.SetInsertPoint(fast);
+      Value* fv = vector_load();
+      llvm::BasicBlock* fast_end = B.GetInsertBlock();
+      B.CreateBr(join);
+      B.SetInsertPoint(slow);
+      Value* sv;
+      if (vec == 1) {
+        auto* on = llvm::BasicBlock::Create(ctx, "ld.on", kernel);
+        auto* off = llvm::BasicBlock::Create(ctx, "ld.off", kernel);
+        B.CreateCondBr(ms[0], on, off);
+        B.SetInsertPoint(on);
+        Value* lv = B.CreateAlignedLoad(mt, base, elem_align);
+        B.CreateBr(off);
+        B.SetInsertPoint(off);
+        auto* phi = B.CreatePHI(mt, 2);
+        phi->addIncoming(lv, on);
+        phi->addIncoming(fills[0], slow);
+        sv = phi;
+      } else {
+        Value* mv = llvm::PoisonValue::get(llvm::FixedVectorType::get(B.getInt1Ty(), static_cast<unsigned>(vec)));
+        Value* pv = llvm::PoisonValue::get(vt);
+        for (int k = 0; k < vec; ++k) {
+          mv = B.CreateInsertElement(mv, ms[k], static_cast<uint64_t>(k));
+          pv = B.CreateInsertElement(pv, fills[k], static_cast<uint64_t>(k));
+        }
+        sv = B.CreateMaskedLoad(vt, base, elem_align, mv, pv);
+      }
+      llvm::BasicBlock* slow_end = B.GetInsertBlock();
+      B.CreateBr(join);
+      B.SetInsertPoint(join);
+      auto* phi = B.CreatePHI(fv->getType(), 2);
+      phi->addIncoming(fv, fast_end);
+      phi->addIncoming(sv, slow_end);
+      loaded = phi;
+    }
+    for (int k = 0; k < vec; ++k)
+      out[static_cast<size_t>(g + k)] = from_mem(vec == 1 ? loaded : B.CreateExtractElement(loaded, static_cast<uint64_t>(k)));
+  }
+  regs[r] = out;
+}
+
+void Lowerer::lower_store(const ir::Op& op) {
+  const ir::Value* p = op.operands.at(0);
+  const ir::Value* v = op.operands.at(1);
+  const ir::Value* mask = op.operands.size() > 2 ? op.operands[2] : nullptr;
+  const DType d = v->type.dtype;
+  llvm::Type* mt = mem_ty(d);
+  const llvm::Align elem_align(static_cast<uint64_t>(byte_size(d)));
+  const LinearLayout* l = layout_of(p);
+  const int n = num_regs(p);
+  const int vec = usable_vec(l, op.has_attr("vec") ? static_cast<int>(op.int_attr("vec")) : 1);
+  auto to_mem = [&](Value* x) { return d == DType::i1 ? B.CreateZExt(x, B.getInt8Ty()) : x; };
+  Value* own = owner(l);
+  for (int g = 0; g < n; g += vec) {
+    if (l && duplicate_reg(*l, g)) continue;  // the duplicates of a vector group start at its first register
+    Value* base = reg(p, g);
+    std::vector<Value*> ms;
+    Value* all = own;
+    for (int k = 0; k < vec; ++k) {
+      Value* m = mask ? B.CreateAnd(own, reg(mask, g + k)) : own;
+      ms.push_back(m);
+      all = B.CreateAnd(all, m);
+    }
+    llvm::Type* vt = llvm::FixedVectorType::get(mt, static_cast<unsigned>(vec));
+    Value* val = nullptr;
+    if (vec == 1) {
+      val = to_mem(reg(v, g));
+    } else {
+      val = llvm::PoisonValue::get(vt);
+      for (int k = 0; k < vec; ++k) val = B.CreateInsertElement(val, to_mem(reg(v, g + k)), static_cast<uint64_t>(k));
+    }
+    auto* fast = llvm::BasicBlock::Create(ctx, "st.all", kernel);
+    auto* slow = llvm::BasicBlock::Create(ctx, "st.some", kernel);
+    auto* join = llvm::BasicBlock::Create(ctx, "st.join", kernel);
+    B.CreateCondBr(all, fast, slow);
+    B.SetInsertPoint(fast);
+    B.CreateAlignedStore(val, base, vec == 1 ? elem_align : llvm::Align(static_cast<uint64_t>(byte_size(d) * vec)));
+    B.CreateBr(join);
+    B.SetInsertPoint(slow);
+    if (vec > 1) {
+      Value* mv = llvm::PoisonValue::get(llvm::FixedVectorType::get(B.getInt1Ty(), static_cast<unsigned>(vec)));
+      for (int k = 0; k < vec; ++k) mv = B.CreateInsertElement(mv, ms[k], static_cast<uint64_t>(k));
+      B.CreateMaskedStore(val, base, elem_align, mv);
+    }
+    B.CreateBr(join);
+    B.SetInsertPoint(join);
+  }
+}
+
+std::vector<Value*> Lowerer::share_from_owners(const ir::Value* v, const std::vector<Value*>& vals) {
+  // Owners write their results at the element's index; every holder reads it back.
+  const LinearLayout* l = layout_of(v);
+  const DType d = v->type.dtype;
+  need_smem(v->type.numel() * byte_size(d));
+  Value* own = owner(l);
+  std::vector<Value*> idx;
+  auto hw = l ? hw_coords(*l) : std::vector<Value*>{};
+  for (size_t i = 0; i < vals.size(); ++i) idx.push_back(l ? linear(coords(*l, hw, static_cast<int>(i)), v->type.shape) : B.getInt32(0));
+  auto* wr = llvm::BasicBlock::Create(ctx, "share.w", kernel);
+  auto* done = llvm::BasicBlock::Create(ctx, "share.d", kernel);
+  B.CreateCondBr(own, wr, done);
+  B.SetInsertPoint(wr);
+  for (size_t i = 0; i < vals.size(); ++i)
+    if (!l || !duplicate_reg(*l, static_cast<int>(i))) smem_store(d, 0, idx[i], vals[i]);
+  B.CreateBr(done);
+  B.SetInsertPoint(done);
+  barrier();
+  std::vector<Value*> out;
+  for (size_t i = 0; i < vals.size(); ++i) out.push_back(smem_load(d, 0, idx[i]));
+  barrier();
+  return out;
+}
+
+void Lowerer::lower_atomic(const ir::Op& op) {
+  const ir::Value* p = op.operands.at(0);
+  const ir::Value* r = op.result();
+  const DType pd = p->type.pointee;
+  const LinearLayout* l = layout_of(p);
+  const int n = num_regs(r);
+  const bool rmw = op.kind == ir::OpKind::AtomicRMW;
+  const ir::Value* mask = rmw && op.operands.size() > 2 ? op.operands[2] : nullptr;
+  Value* own = owner(l);
+  llvm::Type* et = elem_ty(pd);
+  std::vector<Value*> out;
+  for (int i = 0; i < n; ++i) {
+    if (l && duplicate_reg(*l, i)) {
+      out.push_back(llvm::Constant::getNullValue(et));
+      continue;
+    }
+    Value* m = mask ? B.CreateAnd(own, reg(mask, i)) : own;
+    auto* on = llvm::BasicBlock::Create(ctx, "atom.on", kernel);
+    auto* join = llvm::BasicBlock::Create(ctx, "atom.join", kernel);
+    llvm::BasicBlock* from = B.GetInsertBlock();
+    B.CreateCondBr(m, on, join);
+    B.SetInsertPoint(on);
+    Value* old = rmw ? atomic_rmw(op.enum_attr<ir::AtomicOp>("op"), pd, reg(p, i), reg(op.operands[1], i), op)
+                     : atomic_cas(pd, reg(p, i), reg(op.operands[1], i), reg(op.operands[2], i));
+    llvm::BasicBlock* on_end = B.GetInsertBlock();
+    B.CreateBr(join);
+    B.SetInsertPoint(join);
+    auto* phi = B.CreatePHI(et, 2);
+    phi->addIncoming(old, on_end);
+    phi->addIncoming(llvm::Constant::getNullValue(et), from);
+    out.push_back(phi);
+  }
+  // Old values reach every holder of an element (masked-off elements read 0).
+  regs[r] = share_from_owners(r, out);
+}
+
+}  // namespace tle::gpu::detail

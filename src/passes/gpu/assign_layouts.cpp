@@ -1,0 +1,526 @@
+// src/passes/gpu/assign_layouts.cpp - GPU register-layout assignment (gpu_passes.hpp).
+//
+// The approach follows Triton's coalescing + layout propagation (Coalesce.cpp,
+// RemoveLayoutConversions.cpp); the code is ours:
+//  0. every tile dimension must be a power of two (UserError at the op otherwise);
+//  1. axis info (axis_info.hpp) for every integer / pointer value;
+//  2. anchors: each load / store / atomic on a pointer tile gets a coalesced blocked layout from
+//     its pointer's contiguity; its result takes it, its operands are offered it;
+//  3. propagation: a worklist spreads layouts along the per-op relations (layout_rules.hpp), both
+//     from operands to results and back, first come first served; values nothing reaches get a
+//     default blocked layout (which propagates as well);
+//  4. fix-up, in program order: where an operand's layout is not what its user needs, the operand
+//     is rematerialized in the needed layout when it is a cheap pure computation (constants,
+//     aranges, shape and integer elementwise ops, up to kRematBudget ops), else converted with a
+//     convert_layout op right before the user; reduce results take slice(operand), loop results
+//     their region argument's layout;
+//  5. `vec` / `mask_vec` attributes on memory ops; dce removes what rematerialization made dead.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <deque>
+#include <numeric>
+#include <unordered_map>
+
+#include "layout/ir_layout.hpp"
+#include "layout/named_layouts.hpp"
+#include "passes/gpu/axis_info.hpp"
+#include "passes/gpu/gpu_passes.hpp"
+#include "passes/gpu/layout_rules.hpp"
+#include "passes/pass.hpp"
+
+namespace tle::passes {
+namespace {
+
+using namespace gpu_rules;
+using ir::Block;
+using ir::Op;
+using ir::OpKind;
+using ir::Value;
+
+constexpr int kRematBudget = 16;
+
+std::string shape_str(const ir::Shape& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+
+// ---------------------------------------------------------------- step 0: power-of-two shapes
+void check_type_pow2(const ir::Type& t, const Op& op) {
+  for (auto d : t.shape)
+    if (!layout::is_pow2(d))
+      throw UserError(op.loc, fmt::format("{}: tile shape {} has a dimension that is not a power of two; GPU tiles "
+                                          "need power-of-two dimensions (pad the tile to a power of two and mask the "
+                                          "extra elements)",
+                                          op_mnemonic(op.kind), shape_str(t.shape)));
+}
+void check_pow2(Block& b) {
+  for (auto& op : b.ops) {
+    for (auto& r : op->results) check_type_pow2(r->type, *op);
+    for (auto& reg : op->regions) {
+      for (auto& a : reg->body().args) check_type_pow2(a->type, *op);
+      check_pow2(reg->body());
+    }
+  }
+}
+
+int64_t pow2_floor(int64_t v) {
+  int64_t p = 1;
+  while (p * 2 <= v) p *= 2;
+  return p;
+}
+
+/// A blocked layout for `shape`: size_per_thread `spt`, threads then warps filling the dims in
+/// `order` (fastest first); the slowest dim takes the remaining lanes and warps.
+LL blocked_for(const ir::Shape& shape, const std::vector<int32_t>& spt, const std::vector<int32_t>& order,
+               int num_warps) {
+  const int rank = static_cast<int>(shape.size());
+  std::vector<int32_t> tpw(rank, 1), wpc(rank, 1);
+  int64_t lanes_left = layout::kWarpSize, warps_left = num_warps, threads_left = int64_t{layout::kWarpSize} * num_warps;
+  int64_t lanes_used = 1, warps_used = 1;
+  for (int i = 0; i + 1 < rank; ++i) {
+    int d = order[i];
+    int64_t fit = std::max<int64_t>(1, shape[d] / spt[d]);           // threads this dim can use
+    int64_t threads = std::clamp<int64_t>(threads_left, 1, fit);
+    tpw[d] = static_cast<int32_t>(std::clamp<int64_t>(threads, 1, lanes_left));
+    wpc[d] = static_cast<int32_t>(std::clamp<int64_t>(threads / tpw[d], 1, warps_left));
+    lanes_left /= tpw[d];
+    warps_left /= wpc[d];
+    threads_left /= threads;
+    lanes_used *= tpw[d];
+    warps_used *= wpc[d];
+  }
+  tpw[order[rank - 1]] = static_cast<int32_t>(layout::kWarpSize / lanes_used);
+  wpc[order[rank - 1]] = static_cast<int32_t>(num_warps / warps_used);
+  return layout::blocked(shape, spt, tpw, wpc, order);
+}
+
+LL default_layout(const ir::Shape& shape, int num_warps) {
+  return blocked_for(shape, std::vector<int32_t>(shape.size(), 1), layout::default_order(static_cast<int>(shape.size())),
+                     num_warps);
+}
+
+struct Anchor {
+  LL layout;
+  axis::Info ptr;                   // facts of the pointer operand
+  std::optional<axis::Info> mask;   // facts of the mask operand, if any
+};
+
+int mask_index(const Op& op) {
+  switch (op.kind) {
+    case OpKind::Load: return op.operands.size() > 1 ? 1 : -1;
+    case OpKind::Store:
+    case OpKind::AtomicRMW: return op.operands.size() > 2 ? 2 : -1;
+    default: return -1;
+  }
+}
+
+/// Vector width of a memory access in layout `l` with pointer facts `p`: the run of registers of
+/// one thread along one dim d (reg bases 1, 2, 4, ... along d) that the pointer's contiguity and
+/// alignment allow, at most 16 bytes. Also returns the mask's uniformity over that run.
+std::pair<int64_t, int64_t> vector_width(const LL& l, const axis::Info& p, const std::optional<axis::Info>& mask,
+                                         int elem_bytes) {
+  if (!l.has_in_dim(layout::kReg) || l.num_regs() == 1) return {1, 1};
+  const auto& regs = l.bases(layout::kReg);
+  const int rank = l.num_out_dims();
+  int d = -1;
+  for (int k = 0; k < rank; ++k)
+    if (regs[0][k] == 1) d = k;
+  if (d < 0) return {1, 1};
+  int bits = 0;
+  for (size_t i = 0; i < regs.size(); ++i) {
+    bool unit = true;
+    for (int k = 0; k < rank; ++k) unit &= regs[i][k] == (k == d ? (1 << i) : 0);
+    if (!unit) break;
+    bits = static_cast<int>(i) + 1;
+  }
+  // Every other basis must move along d by multiples of the run, so runs start aligned.
+  auto aligned = [&](int b) {
+    int64_t mask_bits = (int64_t{1} << b) - 1;
+    for (const std::string& in : l.in_dim_names())
+      for (size_t i = 0; i < l.bases(in).size(); ++i) {
+        if (in == layout::kReg && static_cast<int>(i) < b) continue;
+        if (l.bases(in)[i][d] & mask_bits) return false;
+      }
+    return true;
+  };
+  while (bits > 0 && !aligned(bits)) --bits;
+  int64_t vec = int64_t{1} << bits;
+  vec = std::min(vec, pow2_floor(p.contig[d]));
+  vec = std::min(vec, std::max<int64_t>(1, p.div[d] / elem_bytes));
+  vec = std::min<int64_t>(vec, std::max(1, 16 / elem_bytes));
+  vec = std::max<int64_t>(vec, 1);
+  int64_t mvec = vec;
+  if (mask) mvec = std::min(vec, pow2_floor(mask->cst[d]));
+  return {vec, mvec};
+}
+
+class Assigner {
+ public:
+  Assigner(ir::Function& f, int num_warps) : f_(f), nw_(num_warps) {}
+
+  void run() {
+    check_pow2(f_.entry());
+    info_ = axis::analyze(f_);
+    collect_uses(f_.entry());
+    seed_anchors(f_.entry());
+    drain();
+    defaults(f_.entry());
+    fix_block(f_.entry());
+    set_vec_attrs();
+    dce(f_);
+  }
+
+ private:
+  ir::Function& f_;
+  int nw_;
+  std::unordered_map<const Value*, axis::Info> info_;
+  std::unordered_map<const Value*, std::vector<std::pair<Op*, unsigned>>> uses_;
+  std::unordered_map<const Op*, Anchor> anchors_;
+  std::deque<Value*> queue_;
+  struct Cached {
+    Value* value;
+    Block* block;
+  };
+  std::unordered_map<const Value*, std::vector<Cached>> converted_;
+
+  static bool has(const Value* v) { return v->type.layout != nullptr; }
+  static const LL& lay(const Value* v) { return v->type.layout->ll; }
+  static void set(Value* v, const LL& l) { v->type.layout = ir::make_layout(l); }
+
+  void offer(Value* v, const LL& l) {
+    if (v->type.is_scalar() || has(v)) return;
+    set(v, l);
+    queue_.push_back(v);
+  }
+
+  void collect_uses(Block& b) {
+    for (auto& op : b.ops) {
+      for (unsigned i = 0; i < op->operands.size(); ++i) uses_[op->operands[i]].push_back({op.get(), i});
+      for (auto& r : op->regions) collect_uses(r->body());
+    }
+  }
+
+  // ---------------------------------------------------------------- step 2: anchors
+  LL coalesced(const Op& op, const axis::Info& p) {
+    const ir::Type& pt = op.operands[0]->type;
+    const int rank = pt.rank();
+    std::vector<int32_t> order(rank);
+    for (int i = 0; i < rank; ++i) order[i] = rank - 1 - i;
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return p.contig[a] > p.contig[b]; });
+    int eb = std::max(1, byte_size(pt.pointee));
+    int64_t per_thread = std::max<int64_t>(1, pt.numel() / (int64_t{layout::kWarpSize} * nw_));
+    int64_t fast = std::min({pow2_floor(p.contig[order[0]]), std::max<int64_t>(1, 16 / eb), per_thread});
+    fast = std::min(fast, pt.shape[order[0]]);
+    std::vector<int32_t> spt(rank, 1);
+    spt[order[0]] = static_cast<int32_t>(fast);
+    return blocked_for(pt.shape, spt, order, nw_);
+  }
+
+  void seed_anchors(Block& b) {
+    for (auto& opp : b.ops) {
+      Op& op = *opp;
+      if (is_memory(op.kind) && !op.operands[0]->type.is_scalar()) {
+        Anchor a{LL(), info_.at(op.operands[0]), std::nullopt};
+        int mi = mask_index(op);
+        if (mi >= 0) a.mask = info_.at(op.operands[mi]);
+        a.layout = coalesced(op, a.ptr);
+        for (auto& r : op.results) offer(r.get(), a.layout);
+        for (Value* x : op.operands) offer(x, a.layout);
+        anchors_.emplace(&op, std::move(a));
+      }
+      for (auto& r : op.regions) seed_anchors(r->body());
+    }
+  }
+
+  // ---------------------------------------------------------------- step 3: propagation
+  void drain() {
+    while (!queue_.empty()) {
+      Value* v = queue_.front();
+      queue_.pop_front();
+      const LL& l = lay(v);
+      if (v->def) from_result(*v->def, v, l);
+      else from_block_arg(v, l);
+      auto it = uses_.find(v);
+      if (it != uses_.end())
+        for (auto& [user, idx] : it->second) from_operand(*user, idx, l);
+    }
+  }
+
+  void from_block_arg(Value* v, const LL& l) {
+    Op* p = v->owner->parent_op();
+    if (!p || p->kind != OpKind::For || v->index == 0) return;
+    unsigned i = v->index - 1;
+    offer(p->operands[3 + i], l);
+    offer(p->result(i), l);
+    offer(p->region().body().terminator()->operands[i], l);
+  }
+
+  void from_result(Op& op, Value* v, const LL& l) {
+    if (is_elementwise(op.kind) || is_memory(op.kind)) {
+      for (Value* x : op.operands) offer(x, l);
+      return;
+    }
+    switch (op.kind) {
+      case OpKind::Broadcast: case OpKind::ExpandDims: case OpKind::Reshape: case OpKind::Permute:
+        if (!op.operands[0]->type.is_scalar()) offer(op.operands[0], shape_op_operand_layout(op, l));
+        break;
+      case OpKind::Scan: offer(op.operands[0], l); break;
+      case OpKind::Dot: offer(op.operands[2], l); break;
+      case OpKind::For: {
+        unsigned i = v->index;
+        offer(op.operands[3 + i], l);
+        offer(op.region().body().arg(1 + i), l);
+        offer(op.region().body().terminator()->operands[i], l);
+        break;
+      }
+      case OpKind::If:
+        for (auto& r : op.regions) offer(r->body().terminator()->operands[v->index], l);
+        break;
+      default: break;  // reduce (slice is not invertible), histogram, constant, arange, convert
+    }
+  }
+
+  void from_operand(Op& op, unsigned idx, const LL& l) {
+    if (is_elementwise(op.kind) || is_memory(op.kind)) {
+      for (auto& r : op.results) offer(r.get(), l);
+      for (Value* x : op.operands) offer(x, l);
+      return;
+    }
+    Value* r = op.results.empty() ? nullptr : op.result();
+    switch (op.kind) {
+      case OpKind::ExpandDims: offer(r, insert_dim(l, static_cast<int>(op.int_attr("axis")))); break;
+      case OpKind::Reshape:
+        if (!r->type.is_scalar()) offer(r, layout::reshape_tile(l, r->type.shape));
+        break;
+      case OpKind::Permute: {
+        std::vector<int32_t> order;
+        for (auto o : op.ints_attr("order")) order.push_back(static_cast<int32_t>(o));
+        offer(r, layout::transpose_tile(l, order));
+        break;
+      }
+      case OpKind::Reduce:
+        if (!r->type.is_scalar()) offer(r, layout::slice(l, static_cast<int>(op.int_attr("axis"))));
+        break;
+      case OpKind::Scan: offer(r, l); break;
+      case OpKind::Dot:
+        if (idx == 2) offer(r, l);
+        break;
+      case OpKind::Histogram:
+        for (Value* x : op.operands) offer(x, l);
+        break;
+      case OpKind::For:
+        if (idx >= 3) {
+          unsigned i = idx - 3;
+          offer(op.result(i), l);
+          offer(op.region().body().arg(1 + i), l);
+          offer(op.region().body().terminator()->operands[i], l);
+        }
+        break;
+      case OpKind::Yield: {
+        Op* p = op.parent->parent_op();
+        if (!p) break;
+        if (p->kind == OpKind::For) {
+          offer(p->result(idx), l);
+          offer(p->region().body().arg(1 + idx), l);
+          offer(p->operands[3 + idx], l);
+        } else if (p->kind == OpKind::If) {
+          offer(p->result(idx), l);
+          for (auto& reg : p->regions) offer(reg->body().terminator()->operands[idx], l);
+        }
+        break;
+      }
+      default: break;  // broadcast (not invertible), convert_layout
+    }
+  }
+
+  void default_value(Value* v) {
+    if (v->type.is_scalar() || has(v)) return;
+    offer(v, default_layout(v->type.shape, nw_));
+    drain();
+  }
+  void defaults(Block& b) {
+    for (auto& a : b.args) default_value(a.get());
+    for (auto& op : b.ops) {
+      for (auto& r : op->results) default_value(r.get());
+      for (auto& reg : op->regions) defaults(reg->body());
+    }
+  }
+
+  // ---------------------------------------------------------------- step 4: fix-up
+  static bool visible_from(const Block* def_block, const Block* at) {
+    for (const Block* b = at; b;) {
+      if (b == def_block) return true;
+      const Op* p = b->parent_op();
+      b = p ? p->parent : nullptr;
+    }
+    return false;
+  }
+
+  static bool cheap(const Op& op) {
+    if (op.results.size() != 1 || !op.regions.empty()) return false;
+    switch (op.kind) {
+      case OpKind::Constant: case OpKind::Arange: case OpKind::Broadcast: case OpKind::ExpandDims:
+      case OpKind::Reshape: case OpKind::Permute: case OpKind::Compare: case OpKind::Select:
+      case OpKind::Cast: case OpKind::Bitcast: case OpKind::AddPtr: case OpKind::Hint:
+        return true;
+      case OpKind::Binary:
+        return is_int(op.result()->type.dtype);
+      default: return false;
+    }
+  }
+
+  Value* insert_op(OpKind kind, std::vector<Value*> operands, ir::Type result, std::map<std::string, ir::Attr> attrs,
+                   SrcLoc loc, Block& b, std::list<std::unique_ptr<Op>>::iterator pos) {
+    auto op = std::make_unique<Op>();
+    op->kind = kind;
+    op->operands = std::move(operands);
+    op->attrs = std::move(attrs);
+    op->loc = loc;
+    op->parent = &b;
+    auto v = std::make_unique<Value>();
+    v->type = std::move(result);
+    v->def = op.get();
+    v->index = 0;
+    op->results.push_back(std::move(v));
+    Value* r = op->result();
+    b.ops.insert(pos, std::move(op));
+    return r;
+  }
+
+  /// Recomputes x in layout `want` right before `pos` from values that already have the layouts
+  /// they need; null if that takes a non-cheap op or more than the budget.
+  Value* remat(Value* x, const LL& want, Block& b, std::list<std::unique_ptr<Op>>::iterator pos, int& budget) {
+    if (x->type.is_scalar() || (has(x) && lay(x) == want)) return x;
+    if (Value* c = lookup(x, want, b)) return c;
+    if (!x->def || !cheap(*x->def) || --budget < 0) return nullptr;
+    const Op& op = *x->def;
+    std::vector<Value*> ops = op.operands;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i]->type.is_scalar()) continue;
+      LL need = is_elementwise(op.kind) ? want : shape_op_operand_layout(op, want);
+      ops[i] = remat(ops[i], need, b, pos, budget);
+      if (!ops[i]) return nullptr;
+    }
+    ir::Type t = x->type;
+    t.layout = ir::make_layout(want);
+    Value* r = insert_op(op.kind, std::move(ops), std::move(t), op.attrs, op.loc, b, pos);
+    converted_[x].push_back({r, &b});
+    return r;
+  }
+
+  Value* lookup(Value* x, const LL& want, Block& b) {
+    auto it = converted_.find(x);
+    if (it == converted_.end()) return nullptr;
+    for (auto& c : it->second)
+      if (lay(c.value) == want && visible_from(c.block, &b)) return c.value;
+    return nullptr;
+  }
+
+  /// x in layout `want`, usable right before `pos`.
+  Value* materialize(Value* x, const LL& want, Block& b, std::list<std::unique_ptr<Op>>::iterator pos, SrcLoc loc) {
+    if (x->type.is_scalar() || (has(x) && lay(x) == want)) return x;
+    if (Value* c = lookup(x, want, b)) return c;
+    int budget = kRematBudget;
+    if (Value* r = remat(x, want, b, pos, budget)) return r;
+    ir::Type t = x->type;
+    t.layout = ir::make_layout(want);
+    Value* r = insert_op(OpKind::ConvertLayout, {x}, std::move(t), {}, loc, b, pos);
+    converted_[x].push_back({r, &b});
+    return r;
+  }
+
+  void fix_block(Block& b) {
+    for (auto it = b.ops.begin(); it != b.ops.end(); ++it) {
+      Op& op = **it;
+      auto conv = [&](size_t i, const LL& want) {
+        Value* x = op.operands[i];
+        if (!x->type.is_scalar()) op.operands[i] = materialize(x, want, b, it, op.loc);
+      };
+      const bool tile_result = op.results.size() == 1 && !op.result()->type.is_scalar();
+      if (is_elementwise(op.kind)) {
+        if (tile_result)
+          for (size_t i = 0; i < op.operands.size(); ++i) conv(i, lay(op.result()));
+      } else if (is_memory(op.kind)) {
+        auto a = anchors_.find(&op);
+        if (a != anchors_.end()) {
+          for (auto& r : op.results) set(r.get(), a->second.layout);
+          for (size_t i = 0; i < op.operands.size(); ++i) conv(i, a->second.layout);
+        }
+      } else {
+        switch (op.kind) {
+          case OpKind::Broadcast: case OpKind::ExpandDims: case OpKind::Reshape: case OpKind::Permute:
+            if (tile_result && !op.operands[0]->type.is_scalar())
+              conv(0, shape_op_operand_layout(op, lay(op.result())));
+            break;
+          case OpKind::Reduce:
+            if (tile_result) set(op.result(), layout::slice(lay(op.operands[0]), static_cast<int>(op.int_attr("axis"))));
+            break;
+          case OpKind::Scan: conv(0, lay(op.result())); break;
+          case OpKind::Dot: conv(2, lay(op.result())); break;
+          case OpKind::Histogram:
+            if (op.operands.size() > 1) conv(1, lay(op.operands[0]));
+            break;
+          case OpKind::For:
+            for (size_t i = 0; i < op.results.size(); ++i) {
+              Value* arg = op.region().body().arg(1 + static_cast<unsigned>(i));
+              if (arg->type.is_scalar()) continue;
+              set(op.result(static_cast<unsigned>(i)), lay(arg));
+              conv(3 + i, lay(arg));
+            }
+            break;
+          case OpKind::Yield: {
+            Op* p = b.parent_op();
+            if (p && p->kind == OpKind::For) {
+              for (size_t i = 0; i < op.operands.size(); ++i) {
+                Value* arg = p->region().body().arg(1 + static_cast<unsigned>(i));
+                if (!arg->type.is_scalar()) conv(i, lay(arg));
+              }
+            } else if (p && p->kind == OpKind::If) {
+              for (size_t i = 0; i < op.operands.size(); ++i) {
+                Value* r = p->result(static_cast<unsigned>(i));
+                if (!r->type.is_scalar()) conv(i, lay(r));
+              }
+            }
+            break;
+          }
+          default: break;
+        }
+      }
+      for (auto& r : op.regions) fix_block(r->body());
+    }
+  }
+
+  // ---------------------------------------------------------------- step 5: vector widths
+  void set_vec_attrs() {
+    ir::walk(f_.entry(), [&](Op& op) {
+      if (!is_memory(op.kind)) return;
+      int64_t vec = 1, mvec = 1;
+      auto a = anchors_.find(&op);
+      if (a != anchors_.end()) {
+        int eb = std::max(1, byte_size(op.operands[0]->type.pointee));
+        std::tie(vec, mvec) = vector_width(a->second.layout, a->second.ptr, a->second.mask, eb);
+      }
+      op.attrs["vec"] = vec;
+      op.attrs["mask_vec"] = mvec;
+    });
+  }
+};
+
+bool env_is_one(const char* name) {
+  const char* v = std::getenv(name);
+  return v && std::string(v) == "1";
+}
+
+}  // namespace
+
+void assign_layouts(ir::Function& f, int num_warps) {
+  if (num_warps < 1 || num_warps > 32 || !layout::is_pow2(num_warps))
+    throw UserError(f.loc, fmt::format("num_warps must be a power of two from 1 to 32, is {}", num_warps));
+  Assigner(f, num_warps).run();
+  bool check = env_is_one("TLE_VERIFY");
+#ifndef NDEBUG
+  check = true;
+#endif
+  if (check) verify_layouts(f, num_warps);
+}
+
+}  // namespace tle::passes

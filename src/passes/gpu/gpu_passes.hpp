@@ -1,0 +1,27 @@
+// src/passes/gpu/gpu_passes.hpp - the GPU-only passes, run by the GPU backend after the generic
+// pipeline (passes/pipeline.cpp). Rules: docs/ir.md, "Passes" (GPU).
+#pragma once
+#include "ir/ir.hpp"
+
+namespace tle::passes {
+
+/// Assigns a register layout (src/layout) to every value of rank >= 1 and inserts convert_layout
+/// ops where an op's operands must share a layout they do not have. Afterwards:
+///  - every rank >= 1 op result and block argument has a layout with inputs reg, lane (32), warp
+///    (num_warps), block (1) and outputs dim0..dim{r-1} sized as the shape; scalars have none;
+///  - the per-op relations of docs/ir.md ("GPU layouts") hold (verify_layouts checks them);
+///  - every load / store / atomic_rmw / atomic_cas has int attributes `vec` (elements of one
+///    thread accessed as one vector along the fastest dim: pointer contiguity and alignment allow
+///    it, vec * element bytes <= 16, power of two) and `mask_vec` (the largest power of two <= vec
+///    such that every aligned group of mask_vec elements has one mask value, i.e. the mask is
+///    uniform over each vector of that size; == vec when there is no mask).
+/// First of all, throws UserError at the op's location if a tile dimension is not a power of two.
+/// num_warps: a power of two in [1, 32]. Runs verify_layouts at the end in debug builds (and when
+/// TLE_VERIFY=1).
+void assign_layouts(ir::Function& f, int num_warps);
+
+/// Checks the invariants assign_layouts establishes; throws InternalError naming the first op
+/// (or block argument) that breaks one. num_warps <= 0: take the warp count from the layouts.
+void verify_layouts(const ir::Function& f, int num_warps = 0);
+
+}  // namespace tle::passes

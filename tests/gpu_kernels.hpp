@@ -1,0 +1,223 @@
+// tests/gpu_kernels.hpp - the representative kernels the GPU tests use: tests/test_ptx.cpp compiles
+// each to PTX and assembles it with ptxas (no GPU needed), tests/test_gpu.cpp runs each on the CPU
+// and on the GPU and compares. Each factory returns a fresh tle::Kernel.
+#pragma once
+#include <tle/tle.hpp>
+
+#include <cmath>
+#include <cstdint>
+
+namespace gk {
+using namespace tle;
+
+/// out[i] = x[i] + y[i] for i < n.
+inline auto vector_add() {
+  return jit("vector_add", [](Ptr<float> x, Ptr<float> y, Ptr<float> out, Tile<int32_t> n, Constexpr<int> BLOCK) {
+    Tile<int32_t> offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    Tile<bool> mask = offs < n;
+    store(out + offs, load(x + offs, mask) + load(y + offs, mask), mask);
+  });
+}
+
+/// Row softmax, one program per row, BLOCK >= ncols.
+inline auto softmax() {
+  return jit("softmax", [](Ptr<float> x, Ptr<float> y, Tile<int32_t> ncols, Constexpr<int> BLOCK) {
+    Tile<int64_t> row = program_id(0).to<int64_t>();
+    Tile<int32_t> cols = arange(0, BLOCK);
+    Tile<bool> mask = cols < ncols;
+    Tile<float> v = load(x + row * ncols + cols, mask, -INFINITY);
+    Tile<float> e = exp(v - max(v, 0));
+    store(y + row * ncols + cols, e / sum(e, 0), mask);
+  });
+}
+
+/// LayerNorm forward over rows (T in memory, f32 statistics).
+template <class T> auto layernorm() {
+  return jit("layernorm", [](Ptr<T> x, Ptr<T> y, Ptr<float> w, Ptr<float> b, Tile<int32_t> ncols, Tile<float> eps,
+                             Constexpr<int> BLOCK) {
+    Tile<int64_t> base = program_id(0).to<int64_t>() * ncols;
+    Tile<int32_t> cols = arange(0, BLOCK);
+    Tile<bool> mask = cols < ncols;
+    Tile<float> v = cast<float>(load(x + base + cols, mask));
+    Tile<float> n = ncols.to<float>();
+    Tile<float> mean = sum(v, 0) / n;
+    Tile<float> d = where(mask, v - mean, 0.0f);
+    Tile<float> rstd = rsqrt(sum(d * d, 0) / n + eps);
+    store(y + base + cols, cast<T>(d * rstd * load(w + cols, mask) + load(b + cols, mask)), mask);
+  });
+}
+
+/// C[M,N] (f32 or i32 accumulator) = A[M,K] @ B[K,N] with a device K loop and masked tails.
+template <class T> auto matmul() {
+  using Acc = dot_acc_t<T>;
+  return jit("matmul", [](Ptr<T> a, Ptr<T> b, Ptr<Acc> c, Tile<int32_t> M, Tile<int32_t> N, Tile<int32_t> K,
+                          Constexpr<int> BM, Constexpr<int> BN, Constexpr<int> BK) {
+    Tile<int32_t> rm = program_id(0) * BM + arange(0, BM);
+    Tile<int32_t> rn = program_id(1) * BN + arange(0, BN);
+    Tile<int32_t> rk = arange(0, BK);
+    Tile<Acc> acc = zeros<Acc>({BM, BN});
+    for (auto k0 : range(0, K, BK)) {
+      Tile<int32_t> kk = k0 + rk;
+      Tile<bool> ma = expand_dims(rm < M, 1) & expand_dims(kk < K, 0);
+      Tile<bool> mb = expand_dims(kk < K, 1) & expand_dims(rn < N, 0);
+      Tile<T> ta = load(a + expand_dims(rm, 1) * K + expand_dims(kk, 0), ma);
+      Tile<T> tb = load(b + expand_dims(kk, 1) * N + expand_dims(rn, 0), mb);
+      acc = dot(ta, tb, acc);
+    }
+    store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), acc, expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
+  });
+}
+
+/// Every reduction of an R x C tile along AXIS (0 or 1): out is 7 result vectors of length
+/// (AXIS == 0 ? C : R): sum, max, min, argmax, argmin, a custom-combine reduce (product-free:
+/// max of |a|, |b| via where), and a keepdims sum broadcast back and re-reduced.
+template <class T> auto reductions() {
+  return jit("reductions", [](Ptr<T> x, Ptr<T> vals, Ptr<int32_t> idx, Constexpr<int> R, Constexpr<int> C,
+                              Constexpr<int> AXIS) {
+    Tile<int32_t> rows = arange(0, R), cols = arange(0, C);
+    Tile<T> v = load(x + expand_dims(rows, 1) * C + expand_dims(cols, 0));
+    const int L = AXIS == 0 ? C : R;
+    Tile<int32_t> o = arange(0, L);
+    store(vals + o, sum(v, AXIS));
+    store(vals + L + o, max(v, AXIS));
+    store(vals + 2 * L + o, min(v, AXIS));
+    store(idx + o, argmax(v, AXIS));
+    store(idx + L + o, argmin(v, AXIS));
+    store(vals + 3 * L + o, reduce(v, AXIS, [](Tile<T> a, Tile<T> b) { return where(a > b, a, b); }));
+    Tile<T> k = sum(v, AXIS, true);
+    store(vals + 4 * L + o, sum(broadcast_to(k, {R, C}), AXIS) );
+  });
+}
+
+/// Scans of a 1-D tile of N: cumsum forward and reverse, and an associative max-scan.
+template <class T> auto scans() {
+  return jit("scans", [](Ptr<T> x, Ptr<T> out, Constexpr<int> N) {
+    Tile<int32_t> o = arange(0, N);
+    Tile<T> v = load(x + o);
+    store(out + o, cumsum(v, 0));
+    store(out + N + o, cumsum(v, 0, true));
+    store(out + 2 * N + o, associative_scan(v, 0, [](Tile<T> a, Tile<T> b) { return where(a > b, a, b); }));
+  });
+}
+
+/// Integer atomics from every program: add, max, min, and, or, xor into counters[0..5], xchg into
+/// counters[6], cas on counters[7] (0 -> pid + 1), plus the old values of atomic_add per lane.
+inline auto atomics_int() {
+  return jit("atomics_int", [](Ptr<int32_t> counters, Ptr<int32_t> olds, Ptr<int32_t> vals, Tile<int32_t> n,
+                               Constexpr<int> BLOCK) {
+    Tile<int32_t> offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    Tile<bool> mask = offs < n;
+    Tile<int32_t> v = load(vals + offs, mask);
+    Tile<int32_t> zero = zeros<int32_t>({BLOCK});
+    Tile<int32_t> old = atomic_add(counters + zero, v, mask);
+    store(olds + offs, old, mask);
+    atomic_max(counters + (zero + 1), v, mask);
+    atomic_min(counters + (zero + 2), v, mask);
+    atomic_and(counters + (zero + 3), v, mask);
+    atomic_or(counters + (zero + 4), v, mask);
+    atomic_xor(counters + (zero + 5), v, mask);
+    atomic_xchg(counters + 6, 7);
+    atomic_cas(counters + 7, 0, program_id(0) + 1);
+  });
+}
+
+/// Float atomics: add, max, min into sums[0..2].
+inline auto atomics_float() {
+  return jit("atomics_float", [](Ptr<float> sums, Ptr<float> vals, Tile<int32_t> n, Constexpr<int> BLOCK) {
+    Tile<int32_t> offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    Tile<bool> mask = offs < n;
+    Tile<float> v = load(vals + offs, mask);
+    Tile<int32_t> zero = zeros<int32_t>({BLOCK});
+    atomic_add(sums + zero, v, mask);
+    atomic_max(sums + (zero + 1), v, mask);
+    atomic_min(sums + (zero + 2), v, mask);
+  });
+}
+
+/// Device control flow: a loop with carried values and a data-dependent if_ inside and outside.
+inline auto control_flow() {
+  return jit("control_flow", [](Ptr<int32_t> x, Ptr<int32_t> out, Tile<int32_t> lo, Tile<int32_t> hi,
+                                Tile<int32_t> step, Constexpr<int> BLOCK) {
+    Tile<int32_t> o = arange(0, BLOCK);
+    Tile<int32_t> acc = zeros<int32_t>({BLOCK});
+    Tile<int32_t> trips = 0;
+    for (auto i : range(lo, hi, step)) {
+      acc = acc + load(x + o) * i;
+      trips = trips + 1;
+      if_(trips > 3, [&] { acc = acc - 1; });
+    }
+    Tile<int32_t> total = sum(acc, 0);
+    if_(total > 0, [&] { total = total * 2; }, [&] { total = -total; });
+    store(out + o, acc);
+    store(out + BLOCK, total);
+    store(out + BLOCK + 1, trips);
+  });
+}
+
+/// out[i] = x[i] for i < n: loads and stores of T (with a mask and an `other`).
+template <class T> auto copy() {
+  return jit("copy", [](Ptr<T> x, Ptr<T> out, Tile<int32_t> n, Constexpr<int> BLOCK) {
+    Tile<int32_t> offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    Tile<bool> mask = offs < n;
+    store(out + offs, load(x + offs, mask), mask);
+  });
+}
+
+/// out[i] = cast<U>(x[i]).
+template <class T, class U> auto convert() {
+  return jit("convert", [](Ptr<T> x, Ptr<U> out, Tile<int32_t> n, Constexpr<int> BLOCK) {
+    Tile<int32_t> offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    Tile<bool> mask = offs < n;
+    store(out + offs, cast<U>(load(x + offs, mask)), mask);
+  });
+}
+
+/// 16 math results per element of x (T floating point), in out[k * n + i].
+template <class T> auto math() {
+  return jit("math", [](Ptr<T> x, Ptr<T> out, Tile<int32_t> n, Constexpr<int> BLOCK) {
+    Tile<int32_t> offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    Tile<bool> mask = offs < n;
+    Tile<T> v = load(x + offs, mask);
+    Tile<T> p = abs(v) + 0.5f;
+    int k = 0;
+    auto put = [&](const Tile<T>& r) { store(out + (k++) * n + offs, r, mask); };
+    put(exp(v));
+    put(exp2(v));
+    put(log(p));
+    put(log2(p));
+    put(sqrt(p));
+    put(rsqrt(p));
+    put(floor(v * 3.0f));
+    put(ceil(v * 3.0f));
+    put(sin(v));
+    put(cos(v));
+    put(tanh(v));
+    put(erf(v));
+    put(pow(p, v));
+    put(fma(v, v, p));
+    put(maximum(v, p - 1.0f));
+    put(minimum(v, p - 1.0f) / p);
+  });
+}
+
+/// Integer / and % of two arrays (E19 rules).
+template <class T> auto divmod() {
+  return jit("divmod", [](Ptr<T> a, Ptr<T> b, Ptr<T> q, Ptr<T> r, Tile<int32_t> n, Constexpr<int> BLOCK) {
+    Tile<int32_t> offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    Tile<bool> mask = offs < n;
+    Tile<T> x = load(a + offs, mask), y = load(b + offs, mask);
+    store(q + offs, x / y, mask);
+    store(r + offs, x % y, mask);
+  });
+}
+
+/// A histogram of BLOCK values into BINS bins (E06/E21), with a mask.
+inline auto histogram_kernel() {
+  return jit("histogram", [](Ptr<int32_t> x, Ptr<int32_t> out, Tile<int32_t> n, Constexpr<int> BLOCK, Constexpr<int> BINS) {
+    Tile<int32_t> o = arange(0, BLOCK);
+    Tile<bool> mask = o < n;
+    store(out + arange(0, BINS), histogram(load(x + o, mask), BINS, mask));
+  });
+}
+
+}  // namespace gk

@@ -1,0 +1,357 @@
+// tests/test_gpu_layouts.cpp - GPU layout assignment (src/passes/gpu): invariants, no needless
+// convert_layout ops on the common kernels, coalescing and vector widths, power-of-two shapes.
+#include <catch2/catch.hpp>
+
+#include <tle/tle.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <tuple>
+
+#include "frontend/trace.hpp"
+#include "ir/ir.hpp"
+#include "layout/ir_layout.hpp"
+#include "layout/named_layouts.hpp"
+#include "passes/gpu/gpu_passes.hpp"
+#include "passes/pass.hpp"
+
+using namespace tle;
+
+namespace {
+
+// ---- tracing a lambda into an ir::Function, as src/runtime/kernel.cpp does (no runtime).
+template <class F> void trace_thunk(const void* fn, const detail::TraceParam* p) {
+  using Args = typename detail::signature<F>::args;
+  [&]<size_t... I>(std::index_sequence<I...>) {
+    (*static_cast<const F*>(fn))(detail::make_param<std::tuple_element_t<I, Args>>::get(p[I])...);
+  }(std::make_index_sequence<std::tuple_size_v<Args>>());
+}
+
+/// Traces `fn` with constexpr parameters taken in order from `cx`; pointer arguments are
+/// 16-byte aligned when `div16`. Runs the generic pipeline.
+template <class F>
+std::unique_ptr<ir::Function> trace(const char* name, F fn, std::vector<int64_t> cx, bool div16 = true) {
+  using Args = typename detail::signature<F>::args;
+  constexpr size_t N = std::tuple_size_v<Args>;
+  auto f = std::make_unique<ir::Function>();
+  f->name = name;
+  std::vector<detail::TraceParam> tp(N);
+  size_t next = 0;
+  auto add = [&]<class P>(detail::TraceParam& t, std::type_identity<P>) {
+    detail::ParamSpec s = detail::param_spec<P>::get();
+    ir::ArgInfo info;
+    info.name = "arg" + std::to_string(f->arg_info.size());
+    if (s.kind == detail::ParamSpec::Pointer) {
+      t.value = f->entry().add_arg(ir::scalar_type(DType::ptr, s.dtype));
+      info.divisible_by_16 = div16;
+      f->arg_info.push_back(info);
+    } else if (s.kind == detail::ParamSpec::Scalar) {
+      t.value = f->entry().add_arg(ir::scalar_type(s.dtype));
+      f->arg_info.push_back(info);
+    } else {
+      t.i = cx.at(next++);
+      t.f = static_cast<double>(t.i);
+    }
+  };
+  [&]<size_t... I>(std::index_sequence<I...>) {
+    (add(tp[I], std::type_identity<std::tuple_element_t<I, Args>>{}), ...);
+  }(std::make_index_sequence<N>());
+  frontend::trace_into(*f, &trace_thunk<F>, &fn, tp.data());
+  passes::run_pipeline(*f);
+  return f;
+}
+
+int count_ops(const ir::Function& f, ir::OpKind k) {
+  int n = 0;
+  ir::walk(f.entry(), [&](const ir::Op& op) { n += op.kind == k; });
+  return n;
+}
+std::vector<const ir::Op*> ops_of(const ir::Function& f, ir::OpKind k) {
+  std::vector<const ir::Op*> v;
+  ir::walk(f.entry(), [&](const ir::Op& op) {
+    if (op.kind == k) v.push_back(&op);
+  });
+  return v;
+}
+
+/// Runs the pass and every check that must hold after it.
+void assign(ir::Function& f, int num_warps = 4) {
+  passes::assign_layouts(f, num_warps);
+  if (std::getenv("TLE_TEST_DUMP_LAYOUTS")) std::fprintf(stderr, "%s\n", ir::print(f).c_str());
+  INFO(ir::print(f));
+  REQUIRE_NOTHROW(passes::verify_layouts(f, num_warps));
+  REQUIRE_NOTHROW(ir::verify(f));
+}
+
+#define CHECK_NO_CONVERTS(f)                       \
+  do {                                             \
+    INFO(ir::print(f));                            \
+    CHECK(count_ops(f, ir::OpKind::ConvertLayout) == 0); \
+  } while (0)
+
+const layout::LinearLayout& lay(const ir::Value* v) { return v->type.layout->ll; }
+
+}  // namespace
+
+TEST_CASE("vector add: coalesced, vectorized, no conversions", "[gpu-layout]") {
+  auto f = trace("vadd", [](Ptr<float> x, Ptr<float> y, Ptr<float> out, Tile<int32_t> n, Constexpr<int> BLOCK) {
+    Tile<int32_t> offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    Tile<bool> mask = offs < n;
+    store(out + offs, load(x + offs, mask) + load(y + offs, mask), mask);
+  }, {1024});
+  assign(*f);
+  CHECK_NO_CONVERTS(*f);
+  auto loads = ops_of(*f, ir::OpKind::Load);
+  auto stores = ops_of(*f, ir::OpKind::Store);
+  REQUIRE(loads.size() == 2);
+  REQUIRE(stores.size() == 1);
+  for (auto* op : {loads[0], loads[1], stores[0]}) {
+    CHECK(op->int_attr("vec") == 4);
+    CHECK(op->int_attr("mask_vec") == 1);  // n is not known to be a multiple of anything
+  }
+  // 1024 elements over 128 threads, 4 consecutive f32 per thread (16 bytes), repeated twice.
+  const auto& l = lay(loads[0]->result());
+  CHECK(l == layout::blocked({1024}, {4}, {32}, {4}, {0}));
+  CHECK(l.num_regs() == 8);
+  CHECK(l.num_warps() == 4);
+}
+
+TEST_CASE("vector add: unaligned pointers or 8 warps", "[gpu-layout]") {
+  auto k = [](Ptr<float> x, Ptr<float> out, Constexpr<int> BLOCK) {
+    Tile<int32_t> offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    store(out + offs, load(x + offs));
+  };
+  SECTION("not 16-byte aligned: scalar accesses, same coalesced layout") {
+    auto f = trace("vcopy", k, {1024}, /*div16=*/false);
+    assign(*f);
+    CHECK_NO_CONVERTS(*f);
+    for (auto* op : ops_of(*f, ir::OpKind::Load)) {
+      CHECK(op->int_attr("vec") == 1);
+      CHECK(lay(op->result()) == layout::blocked({1024}, {4}, {32}, {4}, {0}));
+    }
+  }
+  SECTION("small tile: size_per_thread limited by numel / threads") {
+    auto f = trace("vcopy", k, {256});
+    assign(*f, 8);
+    for (auto* op : ops_of(*f, ir::OpKind::Load)) {
+      CHECK(op->int_attr("vec") == 1);
+      CHECK(lay(op->result()) == layout::blocked({256}, {1}, {32}, {8}, {0}));
+    }
+  }
+  SECTION("f16: 8 elements per 16 bytes") {
+    auto f = trace("hcopy", [](Ptr<f16> x, Ptr<f16> out, Constexpr<int> BLOCK) {
+      Tile<int32_t> offs = program_id(0) * BLOCK + arange(0, BLOCK);
+      store(out + offs, load(x + offs));
+    }, {2048});
+    assign(*f);
+    for (auto* op : ops_of(*f, ir::OpKind::Store)) CHECK(op->int_attr("vec") == 8);
+  }
+}
+
+TEST_CASE("softmax and layernorm rows: no conversions", "[gpu-layout]") {
+  SECTION("softmax") {
+    auto f = trace("softmax", [](Ptr<float> x, Ptr<float> y, Tile<int32_t> ncols, Constexpr<int> BLOCK) {
+      Tile<int64_t> row = program_id(0).to<int64_t>();
+      Tile<int32_t> cols = arange(0, BLOCK);
+      Tile<bool> mask = cols < ncols;
+      Tile<float> v = load(x + row * ncols + cols, mask, -INFINITY);
+      Tile<float> e = exp(v - max(v, 0));
+      store(y + row * ncols + cols, e / sum(e, 0), mask);
+    }, {4096});
+    assign(*f);
+    CHECK_NO_CONVERTS(*f);
+    for (auto* op : ops_of(*f, ir::OpKind::Load)) CHECK(op->int_attr("vec") == 1);  // row * ncols: unknown alignment
+    for (auto* op : ops_of(*f, ir::OpKind::Reduce)) CHECK(op->result()->type.is_scalar());
+  }
+  SECTION("layernorm") {
+    auto f = trace("layernorm", [](Ptr<float> x, Ptr<float> y, Ptr<float> w, Ptr<float> b, Tile<int32_t> ncols,
+                                   Tile<float> eps, Constexpr<int> BLOCK) {
+      Tile<int64_t> base = program_id(0).to<int64_t>() * ncols;
+      Tile<int32_t> cols = arange(0, BLOCK);
+      Tile<bool> mask = cols < ncols;
+      Tile<float> v = load(x + base + cols, mask);
+      Tile<float> n = ncols.to<float>();
+      Tile<float> mean = sum(v, 0) / n;
+      Tile<float> d = where(mask, v - mean, 0.0f);
+      Tile<float> rstd = rsqrt(sum(d * d, 0) / n + eps);
+      store(y + base + cols, d * rstd * load(w + cols, mask) + load(b + cols, mask), mask);
+    }, {4096});
+    assign(*f);
+    CHECK_NO_CONVERTS(*f);
+    // w + cols is 16-byte aligned and contiguous: vectorized; x + base + cols is not known aligned.
+    int vec4 = 0;
+    for (auto* op : ops_of(*f, ir::OpKind::Load)) vec4 += op->int_attr("vec") == 4;
+    CHECK(vec4 == 2);
+  }
+  SECTION("2-D rows with keepdims-style broadcasting") {
+    auto f = trace("rows2d", [](Ptr<float> x, Ptr<float> y, Constexpr<int> R, Constexpr<int> C) {
+      Tile<int32_t> r = arange(0, R), c = arange(0, C);
+      Tile<int32_t> offs = expand_dims(r, 1) * C + expand_dims(c, 0);
+      Tile<float> v = load(x + offs);
+      Tile<float> m = expand_dims(max(v, 1), 1);
+      store(y + offs, v - m);
+    }, {16, 128});
+    assign(*f);
+    // reduce gives slice(L) (zero register bits dropped) while broadcast wants the projection of
+    // L (zero register bits kept): one register-only conversion, no data movement between threads.
+    auto convs = ops_of(*f, ir::OpKind::ConvertLayout);
+    REQUIRE(convs.size() == 1);
+    CHECK(layout::plan_conversion(lay(convs[0]->operands[0]), lay(convs[0]->result())).kind ==
+          layout::ConversionKind::RegisterPermute);
+    for (auto* op : ops_of(*f, ir::OpKind::Load)) {
+      CHECK(op->int_attr("vec") == 4);
+      CHECK(lay(op->result()) == layout::blocked({16, 128}, {1, 4}, {1, 32}, {4, 1}, {1, 0}));
+    }
+  }
+}
+
+TEST_CASE("matmul-style kernel: 2-D loads, dot in a loop, store", "[gpu-layout]") {
+  auto f = trace("matmul", [](Ptr<float> a, Ptr<float> b, Ptr<float> c, Tile<int32_t> M, Tile<int32_t> N,
+                              Tile<int32_t> K, Constexpr<int> BM, Constexpr<int> BN, Constexpr<int> BK) {
+    Tile<int32_t> rm = program_id(0) * BM + arange(0, BM);
+    Tile<int32_t> rn = program_id(1) * BN + arange(0, BN);
+    Tile<int32_t> rk = arange(0, BK);
+    Tile<float> acc = zeros<float>({BM, BN});
+    for (auto k0 : range(0, K, BK)) {
+      Tile<int32_t> kk = k0 + rk;
+      Tile<bool> ma = expand_dims(rm < M, 1) & expand_dims(kk < K, 0);
+      Tile<bool> mb = expand_dims(kk < K, 1) & expand_dims(rn < N, 0);
+      Tile<float> ta = load(a + expand_dims(rm, 1) * K + expand_dims(kk, 0), ma);
+      Tile<float> tb = load(b + expand_dims(kk, 1) * N + expand_dims(rn, 0), mb);
+      acc = dot(ta, tb, acc);
+    }
+    store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), acc, expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
+  }, {64, 64, 32});
+  assign(*f);
+  // The accumulator keeps the store's layout through the loop: no conversion of the tile itself.
+  auto dots = ops_of(*f, ir::OpKind::Dot);
+  REQUIRE(dots.size() == 1);
+  auto stores = ops_of(*f, ir::OpKind::Store);
+  REQUIRE(stores.size() == 1);
+  CHECK(lay(dots[0]->result()) == lay(stores[0]->operands[1]));
+  INFO(ir::print(*f));
+  for (const ir::Op* op : ops_of(*f, ir::OpKind::ConvertLayout))
+    CHECK(op->operands[0]->type.dtype != DType::f32);  // only cheap index/mask values, if any
+  CHECK(count_ops(*f, ir::OpKind::ConvertLayout) == 0);
+  // Loads are row-major coalesced; K * rows is not known aligned, so scalar accesses.
+  for (auto* op : ops_of(*f, ir::OpKind::Load)) {
+    const auto& l = lay(op->result());
+    CHECK(l.basis(layout::kLane, 0) == layout::LinearLayout::Basis{0, 4});  // lanes run along dim 1
+    CHECK(l.basis(layout::kReg, 0) == layout::LinearLayout::Basis{0, 1});
+  }
+}
+
+TEST_CASE("loop-carried tile and if", "[gpu-layout]") {
+  SECTION("for with a carried accumulator") {
+    auto f = trace("rowsum", [](Ptr<float> x, Ptr<float> y, Tile<int32_t> n, Constexpr<int> BLOCK) {
+      Tile<int32_t> offs = arange(0, BLOCK);
+      Tile<float> acc = zeros<float>({BLOCK});
+      for (auto i : range(0, n)) acc = acc + load(x + i * BLOCK + offs);
+      store(y + offs, acc);
+    }, {512});
+    assign(*f);
+    CHECK_NO_CONVERTS(*f);
+    auto fors = ops_of(*f, ir::OpKind::For);
+    REQUIRE(fors.size() == 1);
+    // i * BLOCK keeps 16-byte alignment: BLOCK * 4 bytes
+    for (auto* op : ops_of(*f, ir::OpKind::Load)) CHECK(op->int_attr("vec") == 4);
+  }
+  SECTION("carried tile that needs a conversion at the yield") {
+    auto f = trace("transposed_acc", [](Ptr<float> x, Ptr<float> y, Tile<int32_t> n, Constexpr<int> B) {
+      Tile<int32_t> r = arange(0, B);
+      Tile<float> acc = zeros<float>({B, B});
+      for (auto i : range(0, n)) {
+        // column-major load: contiguous along dim 0
+        Tile<float> t = load(x + i * B * B + expand_dims(r, 1) + expand_dims(r, 0) * B);
+        acc = acc + t;
+      }
+      store(y + expand_dims(r, 1) * B + expand_dims(r, 0), acc);
+    }, {32});
+    assign(*f);  // invariants hold whatever was converted
+  }
+  SECTION("if with tile results") {
+    auto f = trace("ifk", [](Ptr<float> x, Ptr<float> y, Tile<int32_t> flag, Constexpr<int> BLOCK) {
+      Tile<int32_t> offs = arange(0, BLOCK);
+      Tile<float> v = load(x + offs);
+      if_(flag > 0, [&] { v = v * 2.0f; }, [&] { v = exp(v); });
+      store(y + offs, v);
+    }, {256});
+    assign(*f);
+    CHECK_NO_CONVERTS(*f);
+    auto ifs = ops_of(*f, ir::OpKind::If);
+    REQUIRE(ifs.size() == 1);
+    REQUIRE(ifs[0]->results.size() == 1);
+    CHECK(ifs[0]->result()->type.layout);
+  }
+}
+
+TEST_CASE("shape ops, reductions, scans, histogram, atomics keep the invariants", "[gpu-layout]") {
+  SECTION("transpose copy") {
+    auto f = trace("tcopy", [](Ptr<float> x, Ptr<float> y, Constexpr<int> B) {
+      Tile<int32_t> r = arange(0, B);
+      Tile<float> t = load(x + expand_dims(r, 1) * B + expand_dims(r, 0));
+      store(y + expand_dims(r, 1) * B + expand_dims(r, 0), trans(t));
+    }, {64});
+    assign(*f);
+  }
+  SECTION("reshape, 2-D reduce, cumsum") {
+    auto f = trace("misc", [](Ptr<float> x, Ptr<float> y, Ptr<float> z, Constexpr<int> N) {
+      Tile<float> v = load(x + arange(0, N));
+      Tile<float> m = reshape(v, {N / 16, 16});
+      Tile<float> s = sum(m, 1);
+      store(y + arange(0, N / 16), s);
+      store(z + arange(0, N), cumsum(v, 0));
+    }, {1024});
+    assign(*f);
+  }
+  SECTION("histogram and atomics") {
+    auto f = trace("hist", [](Ptr<int32_t> ids, Ptr<int32_t> counts, Tile<int32_t> n, Constexpr<int> N) {
+      Tile<int32_t> o = arange(0, N);
+      Tile<bool> m = o < n;
+      Tile<int32_t> x = load(ids + o, m);
+      atomic_add(counts + arange(0, 64), histogram(x, 64, m));
+    }, {4096});
+    assign(*f);
+    for (auto* op : ops_of(*f, ir::OpKind::AtomicRMW)) CHECK(op->has_attr("vec"));
+  }
+  SECTION("scalar memory ops keep scalars") {
+    auto f = trace("scalar", [](Ptr<int32_t> count, Ptr<float> x) {
+      atomic_add(count, 1);
+      store(x, load(x) + 1.0f);
+    }, {});
+    assign(*f);
+    for (auto* op : ops_of(*f, ir::OpKind::Load)) {
+      CHECK_FALSE(op->result()->type.layout);
+      CHECK(op->int_attr("vec") == 1);
+    }
+  }
+}
+
+TEST_CASE("non-power-of-two tiles are a user error at the op", "[gpu-layout]") {
+  int line = 0;
+  auto f = trace("np2", [&line](Ptr<float> x, Constexpr<int> N) {
+    line = __LINE__; Tile<int32_t> o = arange(0, N);
+    store(x + o, o.to<float>());
+  }, {100});
+  try {
+    passes::assign_layouts(*f, 4);
+    FAIL("expected a UserError");
+  } catch (const UserError& e) {
+    CHECK(e.line() == static_cast<unsigned>(line));
+    CHECK(std::string(e.file()).find("test_gpu_layouts.cpp") != std::string::npos);
+    CHECK_THAT(e.message(), Catch::Contains("[100]") && Catch::Contains("power-of-two"));
+  }
+}
+
+TEST_CASE("verify_layouts catches a broken relation", "[gpu-layout]") {
+  auto f = trace("vcopy", [](Ptr<float> x, Ptr<float> out, Constexpr<int> BLOCK) {
+    Tile<int32_t> offs = arange(0, BLOCK);
+    store(out + offs, load(x + offs) * 2.0f);
+  }, {1024});
+  passes::assign_layouts(*f, 4);
+  // Give the multiplication's result another layout than its operands.
+  for (auto* op : ops_of(*f, ir::OpKind::Binary))
+    const_cast<ir::Op*>(op)->result()->type.layout = ir::make_layout(layout::blocked({1024}, {1}, {32}, {4}, {0}));
+  CHECK_THROWS_AS(passes::verify_layouts(*f, 4), InternalError);
+}
