@@ -242,6 +242,120 @@ TEST_CASE("matmul-style kernel: 2-D loads, dot in a loop, store", "[gpu-layout]"
   }
 }
 
+TEST_CASE("bf16/f16 matmul: dot on mma.sync layouts", "[gpu-layout]") {
+  auto kernel = [](auto tag) {
+    using T = decltype(tag);
+    return [](Ptr<T> a, Ptr<T> b, Ptr<float> c, Tile<int32_t> M, Tile<int32_t> N, Tile<int32_t> K, Constexpr<int> BM,
+              Constexpr<int> BN, Constexpr<int> BK) {
+      Tile<int32_t> rm = program_id(0) * BM + arange(0, BM);
+      Tile<int32_t> rn = program_id(1) * BN + arange(0, BN);
+      Tile<int32_t> rk = arange(0, BK);
+      Tile<float> acc = zeros<float>({BM, BN});
+      for (auto k0 : range(0, K, BK)) {
+        Tile<int32_t> kk = k0 + rk;
+        Tile<bool> ma = expand_dims(rm < M, 1) & expand_dims(kk < K, 0);
+        Tile<bool> mb = expand_dims(kk < K, 1) & expand_dims(rn < N, 0);
+        Tile<T> ta = load(a + expand_dims(rm, 1) * K + expand_dims(kk, 0), ma);
+        Tile<T> tb = load(b + expand_dims(kk, 1) * N + expand_dims(rn, 0), mb);
+        acc = dot(ta, tb, acc);
+      }
+      store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), acc, expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
+    };
+  };
+  // (BM, BN, BK, warps) -> expected warps_per_cta (Triton's warpsPerTileV2).
+  struct Case {
+    int bm, bn, bk, warps, wm, wn;
+  };
+  for (Case cs : {Case{64, 64, 32, 4, 2, 2}, Case{128, 128, 32, 8, 2, 4}, Case{16, 64, 16, 4, 1, 4},
+                  Case{64, 16, 16, 4, 4, 1}, Case{128, 32, 64, 4, 4, 1}, Case{32, 32, 16, 1, 1, 1}}) {
+    for (bool is_bf16 : {true, false}) {
+      INFO("BM " << cs.bm << " BN " << cs.bn << " BK " << cs.bk << " warps " << cs.warps << (is_bf16 ? " bf16" : " f16"));
+      auto f = is_bf16 ? trace("mm", kernel(bf16{}), {cs.bm, cs.bn, cs.bk}) : trace("mm", kernel(f16{}), {cs.bm, cs.bn, cs.bk});
+      assign(*f, cs.warps);
+      INFO(ir::print(*f));
+      auto dots = ops_of(*f, ir::OpKind::Dot);
+      REQUIRE(dots.size() == 1);
+      const ir::Op& d = *dots[0];
+      const std::vector<int32_t> w = {cs.wm, cs.wn};
+      const auto acc = layout::mma_v2_accumulator({cs.bm, cs.bn}, w);
+      CHECK(lay(d.result()) == acc);
+      CHECK(lay(d.operands[2]) == acc);
+      CHECK(lay(d.operands[0]) == layout::mma_v2_operand(0, {cs.bm, cs.bk}, w, 16));
+      CHECK(lay(d.operands[1]) == layout::mma_v2_operand(1, {cs.bk, cs.bn}, w, 16));
+      // a and b are converted from the coalesced loads right before the dot.
+      for (int i : {0, 1}) {
+        REQUIRE(d.operands[i]->def != nullptr);
+        CHECK(d.operands[i]->def->kind == ir::OpKind::ConvertLayout);
+        CHECK(d.operands[i]->def->operands[0]->def->kind == ir::OpKind::Load);
+      }
+      // The loop carries the accumulator in the mma layout, from the zeros to the loop result;
+      // the store after the loop converts it to its coalesced layout.
+      auto fors = ops_of(*f, ir::OpKind::For);
+      REQUIRE(fors.size() == 1);
+      const ir::Op& loop = *fors[0];
+      REQUIRE(loop.results.size() == 1);
+      CHECK(lay(loop.region().body().arg(1)) == acc);
+      CHECK(lay(loop.operands[3]) == acc);
+      CHECK(loop.operands[3]->def->kind == ir::OpKind::Constant);
+      CHECK(lay(loop.result(0)) == acc);
+      auto stores = ops_of(*f, ir::OpKind::Store);
+      REQUIRE(stores.size() == 1);
+      const ir::Value* sv = stores[0]->operands[1];
+      CHECK(sv->def->kind == ir::OpKind::ConvertLayout);
+      CHECK(sv->def->operands[0] == loop.result(0));
+      CHECK(lay(sv) == lay(stores[0]->operands[0]));
+      CHECK(count_ops(*f, ir::OpKind::ConvertLayout) == 3);
+    }
+  }
+}
+
+TEST_CASE("dots that do not qualify for mma.sync keep the accumulator's layout", "[gpu-layout]") {
+  auto one_dot = [](auto tag) {
+    using T = decltype(tag);
+    using Acc = dot_acc_t<T>;
+    return [](Ptr<T> a, Ptr<T> b, Ptr<Acc> c, Constexpr<int> BM, Constexpr<int> BN, Constexpr<int> BK) {
+      Tile<int32_t> rm = arange(0, BM), rn = arange(0, BN), rk = arange(0, BK);
+      Tile<T> ta = load(a + expand_dims(rm, 1) * BK + expand_dims(rk, 0));
+      Tile<T> tb = load(b + expand_dims(rk, 1) * BN + expand_dims(rn, 0));
+      store(c + expand_dims(rm, 1) * BN + expand_dims(rn, 0), dot(ta, tb, zeros<Acc>({BM, BN})));
+    };
+  };
+  auto check_plain = [](ir::Function& f, int warps) {
+    assign(f, warps);
+    INFO(ir::print(f));
+    auto dots = ops_of(f, ir::OpKind::Dot);
+    REQUIRE(dots.size() == 1);
+    auto stores = ops_of(f, ir::OpKind::Store);
+    REQUIRE(stores.size() == 1);
+    CHECK(lay(dots[0]->result()) == lay(stores[0]->operands[1]));
+    CHECK(count_ops(f, ir::OpKind::ConvertLayout) == 0);
+  };
+  SECTION("f32 inputs") {
+    auto f = trace("mm", one_dot(float{}), {64, 64, 32});
+    check_plain(*f, 4);
+  }
+  SECTION("i8 inputs") {
+    auto f = trace("mm", one_dot(int8_t{}), {64, 64, 32});
+    check_plain(*f, 4);
+  }
+  SECTION("bf16 with K = 8 (no k16 step)") {
+    auto f = trace("mm", one_dot(bf16{}), {64, 64, 8});
+    check_plain(*f, 4);
+  }
+  SECTION("bf16 16x8 with 4 warps (fewer 16x8 tiles than warps)") {
+    auto f = trace("mm", one_dot(bf16{}), {16, 8, 16});
+    check_plain(*f, 4);
+  }
+  SECTION("bf16 with 2 warps qualifies: result and zeros take the mma layout") {
+    auto f = trace("mm", one_dot(bf16{}), {32, 16, 16});
+    assign(*f, 2);
+    auto dots = ops_of(*f, ir::OpKind::Dot);
+    REQUIRE(dots.size() == 1);
+    CHECK(lay(dots[0]->result()) == layout::mma_v2_accumulator({32, 16}, {2, 1}));
+    CHECK(dots[0]->operands[2]->def->kind == ir::OpKind::Constant);
+  }
+}
+
 TEST_CASE("loop-carried tile and if", "[gpu-layout]") {
   SECTION("for with a carried accumulator") {
     auto f = trace("rowsum", [](Ptr<float> x, Ptr<float> y, Tile<int32_t> n, Constexpr<int> BLOCK) {

@@ -6,10 +6,12 @@
 // pass (passes/gpu) guarantees the relations the lowering relies on (docs/ir.md, GPU layouts):
 // elementwise operands share the result's layout and shape ops keep register numbering, so both
 // are register-wise; a reduction combines registers in the thread, then lanes with butterfly
-// shuffles, then warps through shared memory; convert_layout, scans, dot and histograms go
-// through shared memory. Elementwise arithmetic is backend::ScalarEmitter, as on the CPU.
+// shuffles, then warps through shared memory; convert_layout, scans, histograms and dots that
+// are not on tensor cores go through shared memory; an f16/bf16 dot in the mma layouts is
+// mma.sync on registers. Elementwise arithmetic is backend::ScalarEmitter, as on the CPU.
 // Files: lower.cpp (driver, elementwise, shapes, control flow, shared memory), lower_memory.cpp
-// (load/store/atomics), lower_reduce.cpp (reduce, scan, dot, histogram).
+// (load/store/atomics), lower_reduce.cpp (reduce, scan, dot, histogram), lower_mma.cpp (dot on
+// tensor cores).
 #pragma once
 #include <map>
 #include <string>
@@ -105,6 +107,12 @@ class Lowerer : public backend::ScalarEmitter {
   void lower_scan(const ir::Op& op);
   void lower_dot(const ir::Op& op);
   void lower_histogram(const ir::Op& op);
+
+  // ---- dot on tensor cores (lower_mma.cpp)
+  /// Lowers `dot` with mma.sync.aligned.m16n8k16 when a, b, acc and the result carry exactly the
+  /// layouts of passes::gpu_rules::mma_v2_plan(op, num_warps) (f16/bf16 inputs, f32 acc); returns
+  /// false, emitting nothing, otherwise (lower_dot then takes the shared-memory FMA path).
+  bool lower_dot_mma(const ir::Op& op);
 };
 
 }  // namespace tle::gpu::detail

@@ -4,7 +4,8 @@
 // lane holding the lower coordinate is the left operand, so an associative combine need not be
 // commutative), then warps through shared memory, combined in warp order. argmax/argmin carry
 // (value, index) and break ties by the smaller index (E02, E03). scan, dot and histogram stage
-// their operands in shared memory (a first, correct version; mma.sync and shuffle scans later).
+// their operands in shared memory (a first, correct version; shuffle scans later); dots in the
+// mma layouts go to lower_mma.cpp instead.
 #include <fmt/format.h>
 #include <llvm/IR/Intrinsics.h>
 
@@ -262,6 +263,7 @@ void Lowerer::lower_scan(const ir::Op& op) {
 }
 
 void Lowerer::lower_dot(const ir::Op& op) {
+  if (lower_dot_mma(op)) return;  // f16/bf16 in the mma layouts: tensor cores (lower_mma.cpp)
   const ir::Value* a = op.operands.at(0);
   const ir::Value* b = op.operands.at(1);
   const ir::Value* c = op.operands.at(2);

@@ -4,16 +4,21 @@
 // RemoveLayoutConversions.cpp); the code is ours:
 //  0. every tile dimension must be a power of two (UserError at the op otherwise);
 //  1. axis info (axis_info.hpp) for every integer / pointer value;
-//  2. anchors: each load / store / atomic on a pointer tile gets a coalesced blocked layout from
-//     its pointer's contiguity; its result takes it, its operands are offered it;
+//  2. anchors: a dot that can run on tensor cores (layout_rules.hpp, mma_v2_plan) offers the
+//     mma.sync accumulator layout to its result and acc first (so a loop-carried accumulator, its
+//     zero init and the loop results carry it); then each load / store / atomic on a pointer
+//     tile gets a coalesced blocked layout from its pointer's contiguity; its result takes it,
+//     its operands are offered it;
 //  3. propagation: a worklist spreads layouts along the per-op relations (layout_rules.hpp), both
-//     from operands to results and back, first come first served; values nothing reaches get a
-//     default blocked layout (which propagates as well);
+//     from operands to results and back, first come first served; then such dots offer the mma
+//     operand layouts to their a and b (taken only by values nothing else reached); values still
+//     without one get a default blocked layout (which propagates as well);
 //  4. fix-up, in program order: where an operand's layout is not what its user needs, the operand
 //     is rematerialized in the needed layout when it is a cheap pure computation (constants,
 //     aranges, shape and integer elementwise ops, up to kRematBudget ops), else converted with a
 //     convert_layout op right before the user; reduce results take slice(operand), loop results
-//     their region argument's layout;
+//     their region argument's layout; a dot whose result has its plan's accumulator layout gets
+//     a and b in the plan's operand layouts (usually convert_layout of loaded blocked tiles);
 //  5. `vec` / `mask_vec` attributes on memory ops; dce removes what rematerialization made dead.
 #include <fmt/format.h>
 
@@ -161,7 +166,13 @@ class Assigner {
     check_pow2(f_.entry());
     info_ = axis::analyze(f_);
     collect_uses(f_.entry());
+    seed_dots(f_.entry());
     seed_anchors(f_.entry());
+    drain();
+    for (auto& [op, plan] : mma_plans_) {
+      offer(op->operands[0], plan.a);
+      offer(op->operands[1], plan.b);
+    }
     drain();
     defaults(f_.entry());
     fix_block(f_.entry());
@@ -175,6 +186,8 @@ class Assigner {
   std::unordered_map<const Value*, axis::Info> info_;
   std::unordered_map<const Value*, std::vector<std::pair<Op*, unsigned>>> uses_;
   std::unordered_map<const Op*, Anchor> anchors_;
+  std::vector<std::pair<Op*, MmaV2Plan>> mma_plans_;  // dots that may run on tensor cores, program order
+  std::unordered_map<const Op*, size_t> mma_index_;    // dot -> its entry in mma_plans_
   std::deque<Value*> queue_;
   struct Cached {
     Value* value;
@@ -213,6 +226,21 @@ class Assigner {
     std::vector<int32_t> spt(rank, 1);
     spt[order[0]] = static_cast<int32_t>(fast);
     return blocked_for(pt.shape, spt, order, nw_);
+  }
+
+  /// Tensor-core dots claim their result and accumulator before the memory anchors.
+  void seed_dots(Block& b) {
+    for (auto& opp : b.ops) {
+      Op& op = *opp;
+      if (op.kind == OpKind::Dot)
+        if (auto plan = mma_v2_plan(op, nw_)) {
+          offer(op.result(), plan->acc);
+          offer(op.operands[2], plan->acc);
+          mma_index_.emplace(&op, mma_plans_.size());
+          mma_plans_.emplace_back(&op, std::move(*plan));
+        }
+      for (auto& r : op.regions) seed_dots(r->body());
+    }
   }
 
   void seed_anchors(Block& b) {
@@ -455,7 +483,16 @@ class Assigner {
             if (tile_result) set(op.result(), layout::slice(lay(op.operands[0]), static_cast<int>(op.int_attr("axis"))));
             break;
           case OpKind::Scan: conv(0, lay(op.result())); break;
-          case OpKind::Dot: conv(2, lay(op.result())); break;
+          case OpKind::Dot: {
+            conv(2, lay(op.result()));
+            auto p = mma_index_.find(&op);
+            if (p != mma_index_.end() && lay(op.result()) == mma_plans_[p->second].second.acc) {
+              const MmaV2Plan& plan = mma_plans_[p->second].second;
+              conv(0, plan.a);
+              conv(1, plan.b);
+            }
+            break;
+          }
           case OpKind::Histogram:
             if (op.operands.size() > 1) conv(1, lay(op.operands[0]));
             break;

@@ -75,4 +75,33 @@ LL shape_op_operand_layout(const ir::Op& op, const LL& r) {
   }
 }
 
+std::optional<MmaV2Plan> mma_v2_plan(const ir::Op& op, int num_warps) {
+  if (op.kind != ir::OpKind::Dot || op.operands.size() != 3) return std::nullopt;
+  const ir::Type& a = op.operands[0]->type;
+  const ir::Type& b = op.operands[1]->type;
+  const ir::Type& c = op.operands[2]->type;
+  const ir::Type& r = op.result()->type;
+  if (a.dtype != b.dtype || (a.dtype != DType::f16 && a.dtype != DType::bf16)) return std::nullopt;
+  if (c.dtype != DType::f32 || r.dtype != DType::f32) return std::nullopt;
+  if (a.rank() != 2 || b.rank() != 2 || r.rank() != 2) return std::nullopt;
+  const int64_t M = a.shape[0], K = a.shape[1], N = b.shape[1];
+  if (M % 16 || N % 8 || K % 16 || !layout::is_pow2(M) || !layout::is_pow2(N) || !layout::is_pow2(K))
+    return std::nullopt;
+  if (num_warps < 1 || !layout::is_pow2(num_warps)) return std::nullopt;
+  const int64_t tm = M / 16, tn = N / 8;  // 16x8 accumulator tiles along M and N
+  int32_t wm = 1, wn = 1;
+  while (wm * wn < num_warps) {
+    const bool room_m = 2 * wm <= tm, room_n = 2 * wn <= tn;
+    if (!room_m && !room_n) return std::nullopt;
+    if (room_m && (!room_n || tm / wm >= tn / wn)) wm *= 2;
+    else wn *= 2;
+  }
+  MmaV2Plan p;
+  p.warps = {wm, wn};
+  p.acc = layout::mma_v2_accumulator(r.shape, p.warps);
+  p.a = layout::mma_v2_operand(0, a.shape, p.warps, 16);
+  p.b = layout::mma_v2_operand(1, b.shape, p.warps, 16);
+  return p;
+}
+
 }  // namespace tle::passes::gpu_rules

@@ -1,6 +1,7 @@
 // src/passes/gpu/layout_rules.hpp - the layout relations between an op's operands and results
 // (docs/ir.md, "GPU layouts"), shared by assign_layouts and verify_layouts.
 #pragma once
+#include <optional>
 #include <vector>
 
 #include "ir/ir.hpp"
@@ -39,5 +40,21 @@ std::vector<int> broadcast_dims(const ir::Type& x);
 LL shape_op_operand_layout(const ir::Op& op, const LL& r);
 /// The inverse of a permutation given as op attribute "order".
 std::vector<int32_t> inverse_order(const std::vector<int64_t>& order);
+
+/// How a `dot` runs on tensor cores with mma.sync.aligned.m16n8k16 (f32 accumulators): the warp
+/// grid of the accumulator and the layouts of the result / acc (`acc`), a (`a`) and b (`b`).
+struct MmaV2Plan {
+  std::vector<int32_t> warps;  ///< warps_per_cta {wm, wn}: warps along M, along N
+  LL acc, a, b;
+};
+/// The plan for dot `op` with `num_warps` warps, or nullopt when it does not qualify: a and b both
+/// f16 or both bf16, acc and result f32, M a multiple of 16 * wm, N of 8 * wn, K of 16. The warp
+/// grid follows Triton's warpsPerTileV2: starting from {1, 1}, double the warps along M while
+/// M/16/wm >= N/8/wn (ties go to M) and there is room, else along N; no plan if the tile has
+/// fewer than num_warps 16x8 tiles (no replicated warps). Deterministic in (shape, num_warps), so
+/// every dot of one result shape gets the same accumulator layout. Used by assign_layouts (which
+/// gives the result and acc `acc` and converts a and b to `a` and `b`) and by the GPU lowering
+/// (which takes the mma path only when all three layouts match the plan).
+std::optional<MmaV2Plan> mma_v2_plan(const ir::Op& op, int num_warps);
 
 }  // namespace tle::passes::gpu_rules
