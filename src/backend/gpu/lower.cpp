@@ -386,13 +386,21 @@ void Lowerer::lower_convert(const ir::Op& op) {
     return;
   }
   auto plan = layout::plan_conversion(*src, *dst);
-  if (plan.kind == layout::ConversionKind::Identity || plan.kind == layout::ConversionKind::RegisterPermute) {
+  auto names = plan.dst_to_src.in_dim_names();
+  auto onames = plan.dst_to_src.out_dim_names();
+  size_t ri = 0;
+  for (size_t i = 0; i < onames.size(); ++i)
+    if (onames[i] == layout::kReg) ri = i;
+  // A register permutation is done at compile time only when the source register does not depend
+  // on the thread (no lane or warp basis of dst_to_src moves the source register); else the
+  // elements go through shared memory.
+  bool static_regs = true;
+  for (const char* hwdim : {layout::kLane, layout::kWarp})
+    if (plan.dst_to_src.has_in_dim(hwdim))
+      for (const auto& b : plan.dst_to_src.bases(hwdim)) static_regs = static_regs && b[ri] == 0;
+  if ((plan.kind == layout::ConversionKind::Identity || plan.kind == layout::ConversionKind::RegisterPermute) &&
+      static_regs) {
     std::vector<Value*> out;
-    auto names = plan.dst_to_src.in_dim_names();
-    auto onames = plan.dst_to_src.out_dim_names();
-    size_t ri = 0;
-    for (size_t i = 0; i < onames.size(); ++i)
-      if (onames[i] == layout::kReg) ri = i;
     for (int q = 0; q < dst->num_regs(); ++q) {
       std::vector<int32_t> in(names.size(), 0);
       for (size_t i = 0; i < names.size(); ++i)

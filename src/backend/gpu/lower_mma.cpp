@@ -13,9 +13,10 @@
 // part of a linear layout does not depend on lane or warp (coordinates = reg part XOR lane part
 // XOR warp part), so a map from reg-part coordinates to register index per operand finds, for the
 // fragment element (row, col) of lane 0 / warp 0 of tile (mt, nt, kt), the register whose reg-part
-// coordinates are the tile origin + the fragment offset. Since the layouts equal the named mma
-// layouts (checked first), lane L / warp W's register of that index holds that fragment element of
-// lane L, as mma.sync expects. A missing lookup is an InternalError naming the operand.
+// coordinates are the tile origin + the fragment offset (mma_v2_steps, mma_fragments.hpp). Since
+// the layouts equal the named mma layouts (checked first), lane L / warp W's register of that
+// index holds that fragment element of lane L, as mma.sync expects. A missing lookup is an
+// InternalError naming the operand.
 #include <fmt/format.h>
 #include <llvm/IR/InlineAsm.h>
 
@@ -23,6 +24,7 @@
 #include <utility>
 
 #include "backend/gpu/lower.hpp"
+#include "backend/gpu/mma_fragments.hpp"
 #include "passes/gpu/layout_rules.hpp"
 
 namespace tle::gpu::detail {
@@ -32,9 +34,11 @@ using llvm::Value;
 
 namespace {
 
+using RegMap = std::map<std::pair<int32_t, int32_t>, int>;
+
 /// Register index by reg-part coordinates (row, col) of a 2-D register layout.
-std::map<std::pair<int32_t, int32_t>, int> regs_by_coords(const LinearLayout& l) {
-  std::map<std::pair<int32_t, int32_t>, int> m;
+RegMap regs_by_coords(const LinearLayout& l) {
+  RegMap m;
   for (int r = 0; r < l.num_regs(); ++r) {
     auto rc = Lowerer::reg_coords(l, r);
     m.emplace(std::make_pair(rc.at(0), rc.at(1)), r);  // first holder (mma layouts have no copies)
@@ -42,7 +46,55 @@ std::map<std::pair<int32_t, int32_t>, int> regs_by_coords(const LinearLayout& l)
   return m;
 }
 
+int find_reg(const RegMap& m, const LinearLayout& l, const char* what, int64_t row, int64_t col) {
+  auto it = m.find({static_cast<int32_t>(row), static_cast<int32_t>(col)});
+  if (it == m.end())
+    throw InternalError(fmt::format("gpu backend: mma.sync lowering of dot: no register of {} holds fragment element "
+                                    "({}, {}) of lane 0 / warp 0 (the layout is not the mma fragment layout):\n{}",
+                                    what, row, col, l.str()));
+  return it->second;
+}
+
 }  // namespace
+
+std::vector<MmaStep> mma_v2_steps(const LinearLayout& a, const LinearLayout& b, const LinearLayout& acc,
+                                  const std::vector<int32_t>& warps) {
+  if (warps.size() != 2 || a.num_out_dims() != 2 || b.num_out_dims() != 2 || acc.num_out_dims() != 2)
+    throw InternalError("gpu backend: mma_v2_steps: expects 2-D layouts and a {wm, wn} warp grid");
+  const int64_t wm = warps[0], wn = warps[1];
+  const int64_t M = acc.out_dims()[0].size, N = acc.out_dims()[1].size, K = a.out_dims()[1].size;
+  if (a.out_dims()[0].size != M || b.out_dims()[0].size != K || b.out_dims()[1].size != N || M % (16 * wm) ||
+      N % (8 * wn) || K % 16)
+    throw InternalError(fmt::format("gpu backend: mma_v2_steps: shapes a {}x{}, b {}x{}, acc {}x{} do not fit warps "
+                                    "{{{}, {}}} and m16n8k16",
+                                    a.out_dims()[0].size, K, b.out_dims()[0].size, b.out_dims()[1].size, M, N, wm, wn));
+  const int64_t tiles_m = M / (16 * wm), tiles_n = N / (8 * wn), steps_k = K / 16;
+  const RegMap am = regs_by_coords(a), bm = regs_by_coords(b), cm = regs_by_coords(acc);
+  std::vector<int> seen(static_cast<size_t>(acc.num_regs()), 0);
+  std::vector<MmaStep> steps;
+  for (int64_t kt = 0; kt < steps_k; ++kt)
+    for (int64_t mt = 0; mt < tiles_m; ++mt)
+      for (int64_t nt = 0; nt < tiles_n; ++nt) {
+        MmaStep s;
+        s.mt = mt, s.nt = nt, s.kt = kt;
+        const int64_t m0 = mt * 16 * wm, n0 = nt * 8 * wn, k0 = kt * 16;
+        // a_i: row g + 8 * ((i >> 1) & 1), col 2t + (i & 1) + 8 * (i >= 4)
+        for (int i = 0; i < 8; ++i) s.a[i] = find_reg(am, a, "a", m0 + 8 * ((i >> 1) & 1), k0 + (i & 1) + 8 * (i >= 4));
+        // b_i: row 2t + (i & 1) + 8 * (i >= 2), col g
+        for (int i = 0; i < 4; ++i) s.b[i] = find_reg(bm, b, "b", k0 + (i & 1) + 8 * (i >= 2), n0);
+        // c_i: row g + 8 * (i >> 1), col 2t + (i & 1)
+        for (int i = 0; i < 4; ++i) {
+          s.c[i] = find_reg(cm, acc, "the accumulator", m0 + 8 * (i >> 1), n0 + (i & 1));
+          if (kt == 0) ++seen[static_cast<size_t>(s.c[i])];
+        }
+        steps.push_back(s);
+      }
+  for (size_t q = 0; q < seen.size(); ++q)
+    if (seen[q] != 1)
+      throw InternalError(fmt::format("gpu backend: mma_v2_steps: accumulator register {} is in {} 16x8 tiles, not 1:\n{}",
+                                      q, seen[q], acc.str()));
+  return steps;
+}
 
 bool Lowerer::lower_dot_mma(const ir::Op& op) {
   auto plan = passes::gpu_rules::mma_v2_plan(op, num_warps);
@@ -54,51 +106,15 @@ bool Lowerer::lower_dot_mma(const ir::Op& op) {
   const LinearLayout *la = layout_of(a), *lb = layout_of(b), *lc = layout_of(c), *lr = layout_of(r);
   if (!la || !lb || !lc || !lr) return false;
   if (*lr != plan->acc || *lc != plan->acc || *la != plan->a || *lb != plan->b) return false;
+  std::vector<MmaStep> steps;
+  try {
+    steps = mma_v2_steps(*la, *lb, *lr, plan->warps);
+  } catch (const InternalError& e) {
+    std::string where = op.loc.known() ? fmt::format(" (traced at {}:{})", op.loc.file, op.loc.line) : "";
+    throw InternalError(fmt::format("kernel '{}', dot{}: {}", fn_ir.name, where, e.what()));
+  }
 
-  const int64_t M = a->type.shape[0], K = a->type.shape[1], N = b->type.shape[1];
-  const int32_t wm = plan->warps[0], wn = plan->warps[1];
-  const int64_t tiles_m = M / (16 * wm), tiles_n = N / (8 * wn), steps_k = K / 16;
   const char* ty = a->type.dtype == DType::bf16 ? "bf16" : "f16";
-
-  const auto a_regs = regs_by_coords(*la), b_regs = regs_by_coords(*lb), c_regs = regs_by_coords(*lr);
-  auto find = [&](const std::map<std::pair<int32_t, int32_t>, int>& m, const LinearLayout& l, const char* what,
-                  int64_t row, int64_t col) {
-    auto it = m.find({static_cast<int32_t>(row), static_cast<int32_t>(col)});
-    if (it == m.end()) {
-      std::string where = op.loc.known() ? fmt::format(" (traced at {}:{})", op.loc.file, op.loc.line) : "";
-      throw InternalError(fmt::format(
-          "gpu backend: kernel '{}': dot{}: mma.sync lowering: no register of {} holds fragment element "
-          "({}, {}) of lane 0 / warp 0 (the layout is not the mma fragment layout it claims to be):\n{}",
-          fn_ir.name, where, what, row, col, l.str()));
-    }
-    return it->second;
-  };
-
-  // Two 16-bit registers (their bit patterns, i16) -> one .b32 operand, the first in the low half.
-  auto pack = [&](Value* lo, Value* hi) {
-    Value* l32 = B.CreateZExt(lo, B.getInt32Ty());
-    Value* h32 = B.CreateShl(B.CreateZExt(hi, B.getInt32Ty()), 16);
-    return B.CreateOr(l32, h32);
-  };
-  // A fragment of tile (mt, kt): a0..a7 at rows g + 8 * ((i >> 1) & 1), cols 2t + (i & 1) + 8 * (i >= 4).
-  auto a_frag = [&](int64_t mt, int64_t kt) {
-    std::vector<Value*> v;
-    for (int i = 0; i < 8; i += 2) {
-      int64_t row = mt * 16 * wm + 8 * ((i >> 1) & 1), col = kt * 16 + 8 * (i >= 4);
-      v.push_back(pack(reg(a, find(a_regs, *la, "a", row, col)), reg(a, find(a_regs, *la, "a", row, col + 1))));
-    }
-    return v;
-  };
-  // B fragment of tile (kt, nt): b0..b3 at rows 2t + (i & 1) + 8 * (i >= 2), col g.
-  auto b_frag = [&](int64_t kt, int64_t nt) {
-    std::vector<Value*> v;
-    for (int i = 0; i < 4; i += 2) {
-      int64_t row = kt * 16 + 8 * (i >= 2), col = nt * 8 * wn;
-      v.push_back(pack(reg(b, find(b_regs, *lb, "b", row, col)), reg(b, find(b_regs, *lb, "b", row + 1, col))));
-    }
-    return v;
-  };
-
   llvm::Type* f32 = B.getFloatTy();
   llvm::Type* i32 = B.getInt32Ty();
   auto* ret_ty = llvm::StructType::get(ctx, {f32, f32, f32, f32});
@@ -110,37 +126,26 @@ bool Lowerer::lower_dot_mma(const ir::Op& op) {
                   ty),
       "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", /*hasSideEffects=*/false);
 
-  // Accumulator registers: c_i of tile (mt, nt) at row g + 8 * (i >> 1), col 2t + (i & 1).
-  std::vector<Value*> out(static_cast<size_t>(lr->num_regs()), nullptr);
-  std::vector<std::vector<int>> c_idx(static_cast<size_t>(tiles_m * tiles_n));
-  for (int64_t mt = 0; mt < tiles_m; ++mt)
-    for (int64_t nt = 0; nt < tiles_n; ++nt)
-      for (int i = 0; i < 4; ++i) {
-        int q = find(c_regs, *lr, "the accumulator", mt * 16 * wm + 8 * (i >> 1), nt * 8 * wn + (i & 1));
-        c_idx[static_cast<size_t>(mt * tiles_n + nt)].push_back(q);
-        out[static_cast<size_t>(q)] = reg(c, q);
-      }
-  for (size_t q = 0; q < out.size(); ++q)
-    if (!out[q])
-      throw InternalError(fmt::format("gpu backend: kernel '{}': dot: mma.sync lowering: accumulator register {} "
-                                      "is in no 16x8 tile:\n{}",
-                                      fn_ir.name, q, lr->str()));
-
-  for (int64_t kt = 0; kt < steps_k; ++kt) {
-    std::vector<std::vector<Value*>> bf;
-    for (int64_t nt = 0; nt < tiles_n; ++nt) bf.push_back(b_frag(kt, nt));
-    for (int64_t mt = 0; mt < tiles_m; ++mt) {
-      auto af = a_frag(mt, kt);
-      for (int64_t nt = 0; nt < tiles_n; ++nt) {
-        const auto& qs = c_idx[static_cast<size_t>(mt * tiles_n + nt)];
-        const auto& bv = bf[static_cast<size_t>(nt)];
-        std::vector<Value*> args = {af[0], af[1], af[2], af[3], bv[0], bv[1]};
-        for (int q : qs) args.push_back(out[static_cast<size_t>(q)]);
-        llvm::CallInst* call = B.CreateCall(fn_ty, mma, args);
-        call->addFnAttr(llvm::Attribute::Convergent);  // the whole warp executes it together
-        for (unsigned i = 0; i < 4; ++i) out[static_cast<size_t>(qs[i])] = B.CreateExtractValue(call, {i});
-      }
+  // Two 16-bit registers (their bit patterns, i16) -> one .b32 operand, the first in the low half.
+  std::map<std::pair<const ir::Value*, std::pair<int, int>>, Value*> packed;
+  auto pack = [&](const ir::Value* v, int lo, int hi) {
+    Value*& p = packed[{v, {lo, hi}}];
+    if (!p) {
+      Value* l32 = B.CreateZExt(reg(v, lo), i32);
+      Value* h32 = B.CreateShl(B.CreateZExt(reg(v, hi), i32), 16);
+      p = B.CreateOr(l32, h32);
     }
+    return p;
+  };
+  std::vector<Value*> out(static_cast<size_t>(lr->num_regs()));
+  for (int q = 0; q < lr->num_regs(); ++q) out[static_cast<size_t>(q)] = reg(c, q);
+  for (const MmaStep& s : steps) {
+    std::vector<Value*> args = {pack(a, s.a[0], s.a[1]), pack(a, s.a[2], s.a[3]), pack(a, s.a[4], s.a[5]),
+                                pack(a, s.a[6], s.a[7]), pack(b, s.b[0], s.b[1]), pack(b, s.b[2], s.b[3])};
+    for (int q : s.c) args.push_back(out[static_cast<size_t>(q)]);
+    llvm::CallInst* call = B.CreateCall(fn_ty, mma, args);
+    call->addFnAttr(llvm::Attribute::Convergent);  // the whole warp executes it together
+    for (unsigned i = 0; i < 4; ++i) out[static_cast<size_t>(s.c[i])] = B.CreateExtractValue(call, {i});
   }
   regs[r] = out;
   return true;
