@@ -24,7 +24,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 mode=${1:-}
 EXAMPLES=(vector_add softmax layernorm matmul)
-BENCHMARKS=(compile_latency)
+BENCHMARKS=(compile_latency gpu_bench)
 LIMIT=$((64 * 1024 * 1024))
 
 case "$mode" in
@@ -119,6 +119,20 @@ remote)
       step "$e (gpu, --gpu-sizes)" env TLE_BACKEND=gpu "$bin/$e" --gpu-sizes
     done
   fi
+  # ---- benchmark suite (owner: benchmarks/, docs/benchmarks.md) --------------------------------
+  # gpu_bench (tle), benchmarks/peers/peers.py (PyTorch + cuBLAS, Triton) and benchmarks/report.py
+  # through benchmarks/run_suite.sh; results into $OUT/bench (tle.jsonl, peers.jsonl, latest.jsonl,
+  # RESULTS.md, chart.png). gpu_bench runs only here, not in the plain benchmark loop below.
+  # SKIP_BENCH_SUITE=1 skips it; BENCH_TIMEOUT (default 540 s) bounds it; BENCH_REPS and
+  # BENCH_GROUPS pass through (see run_suite.sh).
+  plain_benchmarks=()
+  for b in "${BENCHMARKS[@]}"; do [ "$b" = gpu_bench ] || plain_benchmarks+=("$b"); done
+  BENCHMARKS=("${plain_benchmarks[@]}")
+  if [ "${SKIP_BENCH_SUITE:-0}" != 1 ]; then
+    STEP_TIMEOUT=${BENCH_TIMEOUT:-540} step "benchmark suite (gpu_bench, peers, report)" \
+      bash benchmarks/run_suite.sh "$bundle"
+  fi
+  # ---- end of benchmark suite ------------------------------------------------------------------
   for b in "${BENCHMARKS[@]}"; do
     step "$b" "$bin/$b"
   done

@@ -1,0 +1,731 @@
+#!/usr/bin/env python3
+"""benchmarks/peers/peers.py - the peers' side of tle's GPU benchmark suite (docs/benchmarks.md).
+
+Runs the cases of benchmarks/gpu_bench.cpp with PyTorch (cuBLAS through torch.matmul) and Triton,
+timed exactly the way gpu_bench times tle, and prints one JSON line per (case, peer) on stdout:
+
+    {"case": "softmax/f32/8192x8192", "peer": "triton", "ms": ..., "spread": ..., "p10_ms": ...,
+     "p90_ms": ..., "min_ms": ..., "reps": 100, "ok": true, "config": "..."}
+
+The first line is {"meta": {...}} (GPU, torch, triton and CUDA versions, date). A case that fails
+to compile, run or check prints "ok": false with "error", and the run goes on.
+
+Timing (same as benchmarks/bench_util.hpp): one call, an estimate from 3 calls, warm-up calls worth
+~25 ms (3..50), then `--reps` (default 100) repetitions, each: fill a 256 MB buffer (flushes the
+50 MB L2; not timed), record a start event, the call, record a stop event; one synchronize at the
+end; median, p10, p90, min, max of the per-repetition event times. Every case is checked against a
+float64 / float32 reference before it is timed.
+
+Peers: "torch" (torch.softmax, F.layer_norm, torch.add, Tensor.copy_), "cublas" (torch.matmul on
+bf16: cuBLAS through PyTorch), "triton" (kernels written as in Triton's tutorials: 01 vector add,
+02 fused softmax, 03 matrix multiplication with its autotune configs, 05 layer norm). Compile
+latency: Triton cold (a new JITFunction and a fresh, empty TRITON_CACHE_DIR), disk (a new
+JITFunction, the populated cache dir) and memory hit (host time of a launch of a compiled kernel).
+Launch overhead: host time of a 1-program Triton launch (and torch.add on 128 elements).
+
+Needs a CUDA GPU, torch and triton; no network.
+
+    python3 benchmarks/peers/peers.py [--reps 100] [--groups copy,softmax,...] > peers.jsonl
+"""
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from datetime import datetime, timezone
+
+import torch
+import torch.nn.functional as F
+
+try:
+    import triton
+    import triton.language as tl
+    TRITON_ERROR = None
+except Exception as e:  # noqa: BLE001 - report any import failure as a per-case error
+    triton = None
+    TRITON_ERROR = "import triton failed: %r" % (e,)
+
+    class tl:  # noqa: N801 - stand-in so the kernel definitions below still evaluate
+        constexpr = "constexpr"
+
+GROUPS = ["copy", "vector_add", "softmax", "layernorm", "matmul", "compile", "launch"]
+
+
+# ----------------------------------------------------------------------------------- output
+
+def emit(obj):
+    sys.stdout.write(json.dumps(obj, allow_nan=False, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def finite(x):
+    return x if isinstance(x, (int, float)) and math.isfinite(x) else None
+
+
+def summarize(ms, warmup):
+    t = sorted(ms)
+    n = len(t)
+    med = t[n // 2] if n % 2 else 0.5 * (t[n // 2 - 1] + t[n // 2])
+
+    def q(p):
+        return t[min(n - 1, int(p * (n - 1) + 0.5))]
+
+    return {"ms": med, "p10_ms": q(0.10), "p90_ms": q(0.90), "min_ms": t[0], "max_ms": t[-1],
+            "spread": (q(0.90) - q(0.10)) / med if med > 0 else None, "reps": n, "warmup": warmup}
+
+
+def emit_ok(case, peer, timing, config="", note="", **extra):
+    rec = {"case": case, "peer": peer}
+    rec.update({k: finite(v) if isinstance(v, float) else v for k, v in timing.items()})
+    if config:
+        rec["config"] = config
+    if note:
+        rec["note"] = note
+    rec.update(extra)
+    rec["ok"] = True
+    emit(rec)
+
+
+def emit_error(case, peer, error):
+    emit({"case": case, "peer": peer, "ok": False, "error": str(error)[-1500:]})
+
+
+def guarded(case, peer, fn):
+    """Runs fn(); an exception becomes an "ok": false line. Returns fn's result or None."""
+    try:
+        return fn()
+    except Exception as e:  # noqa: BLE001
+        sys.stderr.write("peers.py: %s [%s] failed:\n%s\n" % (case, peer, traceback.format_exc()))
+        emit_error(case, peer, "%s: %s" % (type(e).__name__, e))
+        return None
+
+
+def need_triton():
+    if triton is None:
+        raise RuntimeError(TRITON_ERROR)
+
+
+# ----------------------------------------------------------------------------------- timing
+
+class Timer:
+    def __init__(self, reps):
+        self.reps = reps
+        self.flush = torch.empty(64 << 20, dtype=torch.int32, device="cuda")  # 256 MB
+        self.flush_value = 0
+
+    def flush_l2(self):
+        self.flush_value += 1
+        self.flush.fill_(self.flush_value)
+
+    def time(self, fn, reps=None):
+        reps = reps or self.reps
+        fn()
+        torch.cuda.synchronize()
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(3):
+            fn()
+        b.record()
+        b.synchronize()
+        est = a.elapsed_time(b) / 3
+        warm = min(50, max(3, int(25.0 / max(est, 1e-3))))
+        if est > 0 and reps * est > 15000.0:  # only a kernel slower than 150 ms: 15 s worth, >= 10
+            reps = max(10, int(15000.0 / est))
+        for _ in range(warm):
+            fn()
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        stops = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        for i in range(reps):
+            self.flush_l2()
+            starts[i].record()
+            fn()
+            stops[i].record()
+        torch.cuda.synchronize()
+        return summarize([s.elapsed_time(e) for s, e in zip(starts, stops)], warm)
+
+
+def host_times(fn, n, sync_every=256, warm=200):
+    """Host wall-clock milliseconds of each of n calls of fn (enqueue only; the stream is drained
+    every sync_every calls, untimed, so the launch queue never fills)."""
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    t = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        fn()
+        t.append((time.perf_counter() - t0) * 1e3)
+        if i % sync_every == sync_every - 1:
+            torch.cuda.synchronize()
+    torch.cuda.synchronize()
+    return summarize(t, warm)
+
+
+def sync_times(fn, n, warm=100):
+    for _ in range(warm):
+        fn()
+        torch.cuda.synchronize()
+    t = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        t.append((time.perf_counter() - t0) * 1e3)
+    return summarize(t, warm)
+
+
+# ----------------------------------------------------------------------------------- inputs
+
+def random_nonzero(shape, dtype, lo=-1.0, hi=1.0, seed=0):
+    """Uniform in [lo, hi), nudged away from zero (|v| >= (hi - lo) / 1024), then cast."""
+    g = torch.Generator(device="cuda")
+    g.manual_seed(seed)
+    x = torch.rand(shape, device="cuda", dtype=torch.float32, generator=g) * (hi - lo) + lo
+    eps = (hi - lo) / 1024
+    x[x.abs() < eps] = eps
+    return x.to(dtype)  # |x| >= 2^-9 (hi - lo): never rounds to zero, even in bf16
+
+
+def check_close(got, want, rtol, atol, what):
+    got = got.double()
+    want = want.double()
+    err = (got - want).abs()
+    bad = ~(err <= atol + rtol * want.abs())
+    nbad = int(bad.sum().item())
+    if nbad:
+        i = int(bad.flatten().nonzero()[0].item())
+        raise AssertionError("%s: reference check failed: %d of %d values off (first at %d: got %g, want %g), "
+                             "max abs error %.3g" % (what, nbad, got.numel(), i, got.flatten()[i].item(),
+                                                     want.flatten()[i].item(), err.max().item()))
+
+
+# ----------------------------------------------------------------------------------- Triton kernels
+# Written as in Triton's tutorials (python/tutorials/01, 02, 03, 05). The raw functions are kept
+# undecorated so that the compile-latency trials can make fresh JITFunction objects of them.
+
+def _add_kernel_src(x_ptr, y_ptr, output_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    block_start = pid * BLOCK_SIZE
+    offsets = block_start + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    output = x + y
+    tl.store(output_ptr + offsets, output, mask=mask)
+
+
+def _copy_kernel_src(x_ptr, output_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    tl.store(output_ptr + offsets, tl.load(x_ptr + offsets, mask=mask), mask=mask)
+
+
+def _softmax_kernel_src(output_ptr, input_ptr, input_row_stride, output_row_stride, n_rows, n_cols,
+                        BLOCK_SIZE: tl.constexpr, num_stages: tl.constexpr):
+    # Tutorial 02 (persistent: each program walks rows start, start + num_programs, ...).
+    row_start = tl.program_id(0)
+    row_step = tl.num_programs(0)
+    for row_idx in tl.range(row_start, n_rows, row_step, num_stages=num_stages):
+        row_start_ptr = input_ptr + row_idx * input_row_stride
+        col_offsets = tl.arange(0, BLOCK_SIZE)
+        input_ptrs = row_start_ptr + col_offsets
+        mask = col_offsets < n_cols
+        row = tl.load(input_ptrs, mask=mask, other=-float("inf"))
+        row_minus_max = row - tl.max(row, axis=0)
+        numerator = tl.exp(row_minus_max)
+        denominator = tl.sum(numerator, axis=0)
+        softmax_output = numerator / denominator
+        output_row_start_ptr = output_ptr + row_idx * output_row_stride
+        output_ptrs = output_row_start_ptr + col_offsets
+        tl.store(output_ptrs, softmax_output, mask=mask)
+
+
+def _softmax_row_src(x_ptr, y_ptr, n_cols, BLOCK_SIZE: tl.constexpr):
+    # One row per program, the same kernel as tle's (used for compile latency only).
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    v = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=-float("inf"))
+    e = tl.exp(v - tl.max(v, axis=0))
+    tl.store(y_ptr + row * n_cols + cols, e / tl.sum(e, axis=0), mask=mask)
+
+
+def _layer_norm_fwd_fused_src(X, Y, W, B, Mean, Rstd, stride, N, eps, BLOCK_SIZE: tl.constexpr):
+    # Tutorial 05, forward kernel.
+    row = tl.program_id(0)
+    Y += row * stride
+    X += row * stride
+    mean = 0
+    _mean = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+    for off in range(0, N, BLOCK_SIZE):
+        cols = off + tl.arange(0, BLOCK_SIZE)
+        a = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
+        _mean += a
+    mean = tl.sum(_mean, axis=0) / N
+    _var = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+    for off in range(0, N, BLOCK_SIZE):
+        cols = off + tl.arange(0, BLOCK_SIZE)
+        x = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
+        x = tl.where(cols < N, x - mean, 0.)
+        _var += x * x
+    var = tl.sum(_var, axis=0) / N
+    rstd = 1 / tl.sqrt(var + eps)
+    tl.store(Mean + row, mean)
+    tl.store(Rstd + row, rstd)
+    for off in range(0, N, BLOCK_SIZE):
+        cols = off + tl.arange(0, BLOCK_SIZE)
+        mask = cols < N
+        w = tl.load(W + cols, mask=mask)
+        b = tl.load(B + cols, mask=mask)
+        x = tl.load(X + cols, mask=mask, other=0.).to(tl.float32)
+        x_hat = (x - mean) * rstd
+        y = x_hat * w + b
+        tl.store(Y + cols, y, mask=mask)
+
+
+def _matmul_kernel_src(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                       BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
+                       GROUP_SIZE_M: tl.constexpr):
+    # Tutorial 03 (grouped ordering for L2 reuse), without the activation; C in c_ptr's dtype.
+    pid = tl.program_id(axis=0)
+    num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
+    num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
+    num_pid_in_group = GROUP_SIZE_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_SIZE_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    offs_am = (pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)) % M
+    offs_bn = (pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)) % N
+    offs_k = tl.arange(0, BLOCK_SIZE_K)
+    a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
+    b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
+    accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_SIZE_K, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_SIZE_K, other=0.0)
+        accumulator = tl.dot(a, b, accumulator)
+        a_ptrs += BLOCK_SIZE_K * stride_ak
+        b_ptrs += BLOCK_SIZE_K * stride_bk
+    c = accumulator.to(c_ptr.dtype.element_ty)
+    offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
+    offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
+    c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn[None, :]
+    c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
+    tl.store(c_ptrs, c, mask=c_mask)
+
+
+def matmul_autotune_configs():
+    # Tutorial 03's get_cuda_autotune_config() (the fp16/bf16 entries).
+    C = triton.Config
+    return [
+        C({"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 8}, num_stages=3, num_warps=8),
+        C({"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}, num_stages=4, num_warps=4),
+        C({"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}, num_stages=4, num_warps=4),
+        C({"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}, num_stages=4, num_warps=4),
+        C({"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}, num_stages=4, num_warps=4),
+        C({"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}, num_stages=4, num_warps=4),
+        C({"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}, num_stages=5, num_warps=2),
+        C({"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}, num_stages=5, num_warps=2),
+    ]
+
+
+class TK:
+    """The Triton kernels, made once triton is known to import."""
+
+    def __init__(self):
+        need_triton()
+        self.add = triton.jit(_add_kernel_src)
+        self.copy = triton.jit(_copy_kernel_src)
+        self.softmax = triton.jit(_softmax_kernel_src)
+        self.layer_norm = triton.jit(_layer_norm_fwd_fused_src)
+        self.matmul = triton.autotune(configs=matmul_autotune_configs(), key=["M", "N", "K"])(
+            triton.jit(_matmul_kernel_src))
+        from triton.runtime import driver
+        props = driver.active.utils.get_device_properties(torch.cuda.current_device())
+        self.num_sm = props["multiprocessor_count"]
+        self.num_regs = props["max_num_regs"]
+        self.size_smem = props["max_shared_mem"]
+        self.warp_size = props["warpSize"]
+        self.softmax_cache = {}
+
+
+_tk = None
+
+
+def tk():
+    global _tk
+    if _tk is None:
+        _tk = TK()
+    return _tk
+
+
+def triton_softmax(x, y):
+    # Tutorial 02's host code: BLOCK_SIZE = next power of 2, 8 warps, persistent grid sized by
+    # occupancy (registers and shared memory of the compiled kernel).
+    k = tk()
+    n_rows, n_cols = x.shape
+    BLOCK_SIZE = triton.next_power_of_2(n_cols)
+    num_warps = 8
+    num_stages = 4 if k.size_smem > 200000 else 2
+    key = (BLOCK_SIZE, n_rows)
+    if key not in k.softmax_cache:
+        kernel = k.softmax.warmup(y, x, x.stride(0), y.stride(0), n_rows, n_cols, BLOCK_SIZE=BLOCK_SIZE,
+                                  num_stages=num_stages, num_warps=num_warps, grid=(1,))
+        kernel._init_handles()
+        n_regs = max(1, kernel.n_regs)
+        size_smem = kernel.metadata.shared
+        occupancy = k.num_regs // (n_regs * k.warp_size * num_warps)
+        if size_smem:
+            occupancy = min(occupancy, k.size_smem // size_smem)
+        num_programs = min(max(1, k.num_sm * occupancy), n_rows)
+        k.softmax_cache[key] = (num_programs, "BLOCK=%d warps=%d stages=%d programs=%d" % (
+            BLOCK_SIZE, num_warps, num_stages, num_programs))
+    num_programs, _ = k.softmax_cache[key]
+    # Through the JITFunction (its in-memory cache holds the kernel warmup() compiled), with the
+    # same arguments as the warmup.
+    k.softmax[(num_programs, 1, 1)](y, x, x.stride(0), y.stride(0), n_rows, n_cols, BLOCK_SIZE=BLOCK_SIZE,
+                                    num_stages=num_stages, num_warps=num_warps)
+    return y
+
+
+def triton_layer_norm(x, w, b, y, mean, rstd, eps):
+    # Tutorial 05's host code.
+    M, N = x.shape
+    MAX_FUSED_SIZE = 65536 // x.element_size()
+    BLOCK_SIZE = min(MAX_FUSED_SIZE, triton.next_power_of_2(N))
+    if N > BLOCK_SIZE:
+        raise RuntimeError("This layer norm doesn't support feature dim >= 64KB.")
+    num_warps = min(max(BLOCK_SIZE // 256, 1), 8)
+    tk().layer_norm[(M,)](x, y, w, b, mean, rstd, x.stride(0), N, eps, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps,
+                          num_ctas=1)
+    return "BLOCK=%d warps=%d" % (BLOCK_SIZE, num_warps)
+
+
+def triton_matmul(a, b, c):
+    M, K = a.shape
+    K2, N = b.shape
+    assert K == K2
+    grid = lambda META: (triton.cdiv(M, META["BLOCK_SIZE_M"]) * triton.cdiv(N, META["BLOCK_SIZE_N"]),)  # noqa: E731
+    tk().matmul[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    return c
+
+
+# ----------------------------------------------------------------------------------- groups
+
+def group_copy(tm):
+    n = 1 << 28
+    case = "copy/f32/2^28"
+    x = random_nonzero((n,), torch.float32, seed=11)
+    y = torch.empty_like(x)
+
+    def torch_case():
+        f = lambda: y.copy_(x)  # noqa: E731
+        y.zero_()
+        f()
+        torch.cuda.synchronize()
+        if not torch.equal(y, x):
+            raise AssertionError("copy_ produced a wrong copy")
+        emit_ok(case, "torch", tm.time(f), config="Tensor.copy_")
+
+    def triton_case():
+        k = tk()
+        BLOCK = 1024
+        f = lambda: k.copy[(triton.cdiv(n, BLOCK),)](x, y, n, BLOCK_SIZE=BLOCK)  # noqa: E731
+        y.zero_()
+        f()
+        torch.cuda.synchronize()
+        if not torch.equal(y, x):
+            raise AssertionError("triton copy produced a wrong copy")
+        emit_ok(case, "triton", tm.time(f), config="BLOCK_SIZE=1024 (tutorial 01 style)")
+
+    guarded(case, "torch", torch_case)
+    guarded(case, "triton", triton_case)
+
+
+def group_vector_add(tm):
+    n = 1 << 28
+    case = "vector_add/f32/2^28"
+    x = random_nonzero((n,), torch.float32, seed=1)
+    y = random_nonzero((n,), torch.float32, seed=2)
+    out = torch.empty_like(x)
+    want = x + y
+
+    def torch_case():
+        f = lambda: torch.add(x, y, out=out)  # noqa: E731
+        out.zero_()
+        f()
+        torch.cuda.synchronize()
+        if not torch.equal(out, want):
+            raise AssertionError("torch.add: wrong sum")
+        emit_ok(case, "torch", tm.time(f), config="torch.add(out=)")
+
+    def triton_case():
+        k = tk()
+        BLOCK = 1024
+        f = lambda: k.add[(triton.cdiv(n, BLOCK),)](x, y, out, n, BLOCK_SIZE=BLOCK)  # noqa: E731
+        out.zero_()
+        f()
+        torch.cuda.synchronize()
+        if not torch.equal(out, want):
+            raise AssertionError("triton add: wrong sum")
+        emit_ok(case, "triton", tm.time(f), config="BLOCK_SIZE=1024 (tutorial 01)")
+
+    guarded(case, "torch", torch_case)
+    guarded(case, "triton", triton_case)
+
+
+def group_softmax(tm):
+    for rows, cols in [(8192, 8192), (32768, 1024), (4096, 32768)]:
+        case = "softmax/f32/%dx%d" % (rows, cols)
+        x = random_nonzero((rows, cols), torch.float32, -4.0, 4.0, seed=3)
+        want = torch.softmax(x.double(), dim=-1)
+        y = torch.empty_like(x)
+
+        def torch_case():
+            f = lambda: torch.softmax(x, dim=-1)  # noqa: E731
+            check_close(f(), want, 1e-4, 1e-7, "torch.softmax")
+            emit_ok(case, "torch", tm.time(f), config="torch.softmax(dim=-1)")
+
+        def triton_case():
+            f = lambda: triton_softmax(x, y)  # noqa: E731
+            y.zero_()
+            f()
+            torch.cuda.synchronize()
+            check_close(y, want, 1e-4, 1e-7, "triton softmax")
+            cfg = tk().softmax_cache[(triton.next_power_of_2(cols), rows)][1]
+            emit_ok(case, "triton", tm.time(f), config=cfg + " (tutorial 02)")
+
+        guarded(case, "torch", torch_case)
+        guarded(case, "triton", triton_case)
+        torch.cuda.empty_cache()
+
+
+def group_layernorm(tm):
+    eps = 1e-5
+    for rows, cols in [(16384, 4096), (4096, 8192)]:
+        case = "layernorm/bf16/%dx%d" % (rows, cols)
+        x = random_nonzero((rows, cols), torch.bfloat16, -2.0, 2.0, seed=4)
+        w = random_nonzero((cols,), torch.bfloat16, 0.5, 1.5, seed=5)
+        b = random_nonzero((cols,), torch.bfloat16, seed=6)
+        want = F.layer_norm(x.double(), (cols,), w.double(), b.double(), eps)
+        y = torch.empty_like(x)
+        mean = torch.empty((rows,), dtype=torch.float32, device="cuda")
+        rstd = torch.empty((rows,), dtype=torch.float32, device="cuda")
+
+        def torch_case():
+            f = lambda: F.layer_norm(x, (cols,), w, b, eps)  # noqa: E731
+            check_close(f(), want, 8e-3, 2e-2, "F.layer_norm")
+            emit_ok(case, "torch", tm.time(f), config="F.layer_norm, bf16 weight and bias")
+
+        def triton_case():
+            y.zero_()
+            cfg = triton_layer_norm(x, w, b, y, mean, rstd, eps)
+            torch.cuda.synchronize()
+            check_close(y, want, 8e-3, 2e-2, "triton layer norm")
+            f = lambda: triton_layer_norm(x, w, b, y, mean, rstd, eps)  # noqa: E731
+            emit_ok(case, "triton", tm.time(f), config=cfg + " (tutorial 05; also writes mean, rstd)")
+
+        guarded(case, "torch", torch_case)
+        guarded(case, "triton", triton_case)
+
+
+def group_matmul(tm):
+    torch.backends.cuda.matmul.allow_tf32 = False
+    for M, N, K in [(8192, 8192, 8192), (4096, 7168, 2048), (16384, 2048, 7168), (128, 7168, 2048)]:
+        case = "matmul/bf16/%dx%dx%d" % (M, N, K)
+        a = random_nonzero((M, K), torch.bfloat16, seed=7)
+        b = random_nonzero((K, N), torch.bfloat16, seed=8)
+        want = a.float() @ b.float()  # f32 GEMM (no TF32) of the bf16 inputs
+        c = torch.empty((M, N), dtype=torch.bfloat16, device="cuda")
+        rtol, atol = 1.0 / 128, 2e-3 * math.sqrt(K)
+
+        def cublas_case():
+            f = lambda: torch.matmul(a, b, out=c)  # noqa: E731
+            c.zero_()
+            f()
+            torch.cuda.synchronize()
+            check_close(c, want, rtol, atol, "torch.matmul")
+            emit_ok(case, "cublas", tm.time(f), config="torch.matmul(out=) -> cuBLAS, bf16 in/out, f32 accumulate")
+
+        def triton_case():
+            f = lambda: triton_matmul(a, b, c)  # noqa: E731
+            c.zero_()
+            f()  # runs the autotuner for this (M, N, K)
+            torch.cuda.synchronize()
+            check_close(c, want, rtol, atol, "triton matmul")
+            best = getattr(tk().matmul, "best_config", None)
+            emit_ok(case, "triton", tm.time(f), config="autotuned (tutorial 03 configs): %s" % (best,))
+
+        guarded(case, "cublas", cublas_case)
+        guarded(case, "triton", triton_case)
+        torch.cuda.empty_cache()
+
+
+def set_triton_cache_dir(path):
+    os.environ["TRITON_CACHE_DIR"] = path
+    try:
+        triton.knobs.cache.dir = path
+    except Exception:  # noqa: BLE001 - older tritons read the environment only
+        pass
+
+
+def group_compile(tm):
+    need_triton()
+    x = random_nonzero((1024,), torch.float32, seed=21)
+    y = torch.empty_like(x)
+    a = random_nonzero((256, 256), torch.bfloat16, seed=22)
+    b = random_nonzero((256, 256), torch.bfloat16, seed=23)
+    c = torch.empty((256, 256), dtype=torch.bfloat16, device="cuda")
+    base_dir = tempfile.mkdtemp(prefix="triton-bench-cache-")
+    try:
+        set_triton_cache_dir(os.path.join(base_dir, "warm"))
+        # Warm the process (compiler import, context, first load) on an unrelated kernel.
+        triton.jit(_add_kernel_src)[(1,)](x, x, y, 1024, BLOCK_SIZE=1024)
+        torch.cuda.synchronize()
+
+        def softmax_launch(k):
+            k[(1,)](x, y, 1024, BLOCK_SIZE=1024)
+
+        def matmul_launch(k):
+            k[(16,)](a, b, c, 256, 256, 256, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
+                     c.stride(1), BLOCK_SIZE_M=64, BLOCK_SIZE_N=64, BLOCK_SIZE_K=32, GROUP_SIZE_M=8, num_warps=4)
+
+        kinds = [("softmax", _softmax_row_src, softmax_launch, 5), ("matmul", _matmul_kernel_src, matmul_launch, 3)]
+        for name, src, launch, cold_trials in kinds:
+            last_dir = [None]
+
+            def cold():
+                t = []
+                for i in range(cold_trials):
+                    d = os.path.join(base_dir, "%s-cold-%d" % (name, i))
+                    set_triton_cache_dir(d)
+                    t0 = time.perf_counter()
+                    launch(triton.jit(src))
+                    torch.cuda.synchronize()
+                    t.append((time.perf_counter() - t0) * 1e3)
+                    last_dir[0] = d
+                emit_ok("compile_cold/" + name, "triton", summarize(t, 0), config="trials=%d" % cold_trials,
+                        note="new JITFunction, fresh empty TRITON_CACHE_DIR: first launch + synchronize")
+
+            def disk():
+                if last_dir[0] is None:
+                    raise RuntimeError("cold compile failed; nothing on disk to hit")
+                set_triton_cache_dir(last_dir[0])
+                t = []
+                for _ in range(10):
+                    t0 = time.perf_counter()
+                    launch(triton.jit(src))
+                    torch.cuda.synchronize()
+                    t.append((time.perf_counter() - t0) * 1e3)
+                emit_ok("compile_disk/" + name, "triton", summarize(t, 0), config="trials=10",
+                        note="new JITFunction, populated TRITON_CACHE_DIR: first launch + synchronize")
+
+            def mem():
+                k = triton.jit(src)
+                launch(k)
+                torch.cuda.synchronize()
+                emit_ok("compile_mem/" + name, "triton", host_times(lambda: launch(k), 2000, warm=1),
+                        config="trials=2000", note="launch of a compiled JITFunction: host time of the call")
+
+            guarded("compile_cold/" + name, "triton", cold)
+            guarded("compile_disk/" + name, "triton", disk)
+            guarded("compile_mem/" + name, "triton", mem)
+    finally:
+        shutil.rmtree(base_dir, ignore_errors=True)
+
+
+def group_launch(tm):
+    n = 128
+    x = random_nonzero((n,), torch.float32, seed=31)
+    y = random_nonzero((n,), torch.float32, seed=32)
+    out = torch.empty_like(x)
+    want = x + y
+
+    def triton_cases():
+        k = tk().add
+        f = lambda: k[(1,)](x, y, out, n, BLOCK_SIZE=128)  # noqa: E731
+        out.zero_()
+        f()
+        torch.cuda.synchronize()
+        if not torch.equal(out, want):
+            raise AssertionError("triton add: wrong sum")
+        emit_ok("launch_host/vector_add", "triton", host_times(f, 10000), config="1 program, 4 warps")
+        emit_ok("launch_sync/vector_add", "triton", sync_times(f, 2000), config="1 program, 4 warps")
+
+    def torch_cases():
+        f = lambda: torch.add(x, y, out=out)  # noqa: E731
+        out.zero_()
+        f()
+        torch.cuda.synchronize()
+        if not torch.equal(out, want):
+            raise AssertionError("torch.add: wrong sum")
+        emit_ok("launch_host/vector_add", "torch", host_times(f, 10000), config="torch.add(out=) on 128 elements")
+        emit_ok("launch_sync/vector_add", "torch", sync_times(f, 2000), config="torch.add(out=) on 128 elements")
+
+    try:
+        triton_cases()
+    except Exception as e:  # noqa: BLE001
+        for c in ("launch_host/vector_add", "launch_sync/vector_add"):
+            emit_error(c, "triton", "%s: %s" % (type(e).__name__, e))
+    try:
+        torch_cases()
+    except Exception as e:  # noqa: BLE001
+        for c in ("launch_host/vector_add", "launch_sync/vector_add"):
+            emit_error(c, "torch", "%s: %s" % (type(e).__name__, e))
+
+
+GROUP_FNS = {"copy": group_copy, "vector_add": group_vector_add, "softmax": group_softmax,
+             "layernorm": group_layernorm, "matmul": group_matmul, "compile": group_compile, "launch": group_launch}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--reps", type=int, default=100, help="timed repetitions per case (default 100)")
+    ap.add_argument("--groups", default=",".join(GROUPS), help="comma-separated groups (default: all)")
+    args = ap.parse_args()
+    groups = [g for g in args.groups.split(",") if g]
+    for g in groups:
+        if g not in GROUP_FNS:
+            ap.error("no group %r (groups: %s)" % (g, ", ".join(GROUPS)))
+    if not torch.cuda.is_available():
+        emit({"meta": {"source": "peers", "error": "torch.cuda.is_available() is False"}})
+        return 1
+    # A private Triton cache for the run, so earlier runs' caches neither help nor hurt.
+    run_cache = tempfile.mkdtemp(prefix="triton-bench-run-")
+    if triton is not None:
+        set_triton_cache_dir(run_cache)
+    props = torch.cuda.get_device_properties(0)
+    emit({"meta": {"source": "peers", "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                   "gpu": torch.cuda.get_device_name(0), "sm": props.major * 10 + props.minor,
+                   "num_sms": props.multi_processor_count, "torch": torch.__version__,
+                   "triton": getattr(triton, "__version__", None), "triton_error": TRITON_ERROR,
+                   "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
+                   "python": sys.version.split()[0], "reps": args.reps}})
+    tm = Timer(args.reps)
+    failed = 0
+    for g in groups:
+        sys.stderr.write("peers.py: group %s\n" % g)
+        if triton is not None:
+            set_triton_cache_dir(run_cache)
+        try:
+            GROUP_FNS[g](tm)
+        except Exception as e:  # noqa: BLE001 - a group-level failure (outside any case)
+            failed += 1
+            sys.stderr.write(traceback.format_exc())
+            emit({"case": g + "/*", "peer": "*", "ok": False, "error": "%s: %s" % (type(e).__name__, e)})
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+    shutil.rmtree(run_cache, ignore_errors=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
