@@ -7,7 +7,7 @@
 // Parameters are Ptr<T> (host passes T*, or a tle::DeviceBuffer<T>), Tile<T> (host passes a scalar;
 // converted exactly or rejected), and Constexpr<T> (host passes a value; part of the
 // specialization). A launch is specialized, as in Triton, on constexpr values, on 16-byte alignment
-// of each pointer, and on which integer arguments equal 1 (and, on the GPU, on num_warps); each
+// of each pointer, and on which integer arguments equal 1 or are multiples of 16 (and, on the GPU, on num_warps); each
 // specialization is traced and compiled once and cached in memory, so later launches neither trace
 // nor compile.
 //

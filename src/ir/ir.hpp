@@ -133,7 +133,8 @@ struct Region {
   const Block& body() const { return *block; }
 };
 
-/// Per-argument facts from specialization (Triton's): 16-byte alignment of pointers.
+/// Per-argument facts from specialization (Triton's): a pointer aligned to 16 bytes, or an
+/// integer that is a non-zero multiple of 16.
 struct ArgInfo {
   std::string name;
   bool divisible_by_16 = false;

@@ -2,7 +2,7 @@
 // the in-memory cache of compiled specializations, and launch on the CPU or the GPU.
 //
 // Specialization (Triton's rules): constexpr values, 16-byte alignment of each pointer, and which
-// integer scalars equal 1 select a specialization; each is traced and compiled once. The in-memory
+// integer scalars equal 1 or multiples of 16 select a specialization; each is traced and compiled once. The in-memory
 // key adds the backend and, on the GPU, num_warps and the CUDA context (a module belongs to one).
 //
 // GPU path of a miss: trace -> generic pass pipeline -> disk cache lookup keyed on the printed IR,
@@ -222,7 +222,9 @@ class KernelState {
             s = float_slot(d, v);
           }
           pk.slots.push_back(s);
-          pk.key.push_back(one ? 1 : 0);
+          // Triton's integer specializations: equal to 1 (a constant in the kernel), or a multiple
+          // of 16 (the GPU passes may then vectorize accesses whose offsets it scales).
+          pk.key.push_back(one ? 1 : (is_int(d) && d != DType::i1 && int64_t(s) % 16 == 0 && s != 0) ? 2 : 0);
           break;
         }
         case ParamSpec::ConstexprInt:
@@ -260,7 +262,6 @@ class KernelState {
     f->loc = loc;
     std::vector<TraceParam> tp = pk.constexprs;
     ir::Builder b(&f->entry());
-    size_t slot = 0;
     for (size_t i = 0; i < params.size(); ++i) {
       const ParamSpec& p = params[i];
       if (is_constexpr(p)) continue;
@@ -272,13 +273,13 @@ class KernelState {
         info.divisible_by_16 = pk.key[i] == 1;
       } else {
         v = f->entry().add_arg(ir::scalar_type(p.dtype));
+        info.divisible_by_16 = pk.key[i] == 2;
       }
       f->arg_info.push_back(info);
       // Integer scalars equal to 1 are specialized: the kernel sees the constant.
       if (p.kind == ParamSpec::Scalar && is_int(p.dtype) && pk.key[i] == 1)
         v = b.constant(ir::scalar_type(p.dtype), int64_t(1), loc);
       tp[i].value = v;
-      ++slot;
     }
     frontend::trace_into(*f, thunk, fn, tp.data());
     return f;

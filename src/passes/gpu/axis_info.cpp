@@ -72,10 +72,12 @@ class Analysis {
     for (size_t i = 0; i < entry.args.size(); ++i) {
       const Value* a = entry.args[i].get();
       const ir::Type& t = a->type;
+      const bool d16 = i < f_.arg_info.size() && f_.arg_info[i].divisible_by_16;
       if (t.dtype == DType::ptr) {
-        bool d16 = i < f_.arg_info.size() && f_.arg_info[i].divisible_by_16;
         // A typed pointer is at least naturally aligned (the runtime rejects nothing else).
         info_[a] = splat(t, d16 ? 16 : elem_bytes(t.pointee), std::nullopt);
+      } else if (d16) {  // an integer specialized as a multiple of 16
+        info_[a] = splat(t, 16, std::nullopt);
       } else {
         info_[a] = unknown(t);
       }
