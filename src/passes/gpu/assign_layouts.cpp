@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <deque>
+#include <map>
 #include <numeric>
 #include <unordered_map>
 
@@ -244,19 +245,56 @@ class Assigner {
   }
 
   void seed_anchors(Block& b) {
-    for (auto& opp : b.ops) {
-      Op& op = *opp;
-      if (is_memory(op.kind) && !op.operands[0]->type.is_scalar()) {
-        Anchor a{LL(), info_.at(op.operands[0]), std::nullopt};
-        int mi = mask_index(op);
-        if (mi >= 0) a.mask = info_.at(op.operands[mi]);
-        a.layout = coalesced(op, a.ptr);
-        for (auto& r : op.results) offer(r.get(), a.layout);
-        for (Value* x : op.operands) offer(x, a.layout);
-        anchors_.emplace(&op, std::move(a));
-      }
-      for (auto& r : op.regions) seed_anchors(r->body());
+    std::vector<Op*> mem;
+    collect_memory_ops(b, mem);
+    for (Op* op : mem) {
+      Anchor a{LL(), info_.at(op->operands[0]), std::nullopt};
+      int mi = mask_index(*op);
+      if (mi >= 0) a.mask = info_.at(op->operands[mi]);
+      a.layout = coalesced(*op, a.ptr);
+      anchors_.emplace(op, std::move(a));
     }
+    // Memory ops on tiles of one shape share one layout: the one with the shortest contiguous run
+    // per thread (e.g. a bf16 row loaded 8-wide and f32 weights loaded 4-wide both use 4), so the
+    // values they exchange need no convert_layout (a shared-memory round trip) on the hot path.
+    std::map<ir::Shape, const LL*> shortest;
+    for (Op* op : mem) {
+      const LL& l = anchors_.at(op).layout;
+      auto [it, fresh] = shortest.emplace(op->operands[0]->type.shape, &l);
+      if (!fresh && contiguous_run(l) < contiguous_run(*it->second)) it->second = &l;
+    }
+    std::map<ir::Shape, LL> chosen;
+    for (auto& [shape, l] : shortest) chosen.emplace(shape, *l);
+    for (Op* op : mem) {
+      Anchor& a = anchors_.at(op);
+      a.layout = chosen.at(op->operands[0]->type.shape);
+      for (auto& r : op->results) offer(r.get(), a.layout);
+      for (Value* x : op->operands) offer(x, a.layout);
+    }
+  }
+
+  void collect_memory_ops(Block& b, std::vector<Op*>& out) {
+    for (auto& opp : b.ops) {
+      if (is_memory(opp->kind) && !opp->operands[0]->type.is_scalar()) out.push_back(opp.get());
+      for (auto& r : opp->regions) collect_memory_ops(r->body(), out);
+    }
+  }
+
+  /// Elements of one thread that are consecutive along one dim from register 0 (1, 2, 4, ...).
+  static int contiguous_run(const LL& l) {
+    const auto& rb = l.bases(layout::kReg);
+    int run = 1;
+    for (size_t b = 0; b < rb.size(); ++b) {
+      int nonzero = 0;
+      bool unit = false;
+      for (int32_t c : rb[b]) {
+        nonzero += c != 0;
+        unit = unit || c == run;
+      }
+      if (nonzero != 1 || !unit) break;
+      run *= 2;
+    }
+    return run;
   }
 
   // ---------------------------------------------------------------- step 3: propagation
