@@ -9,6 +9,8 @@
 // asynchronous launch (enqueue only).
 #include <tle/tle.hpp>
 
+#include "../examples/kernels.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -18,16 +20,7 @@
 using namespace tle;
 using clk = std::chrono::steady_clock;
 
-static auto make_softmax() {
-  return jit("softmax", [](Ptr<float> x, Ptr<float> y, Tile<int32_t> ncols, Constexpr<int> BLOCK) {
-    Tile<int64_t> row = program_id(0).to<int64_t>();
-    Tile<int32_t> cols = arange(0, BLOCK);
-    Tile<bool> mask = cols < ncols;
-    Tile<float> v = load(x + row * ncols + cols, mask, -INFINITY);
-    Tile<float> e = exp(v - max(v, 0));
-    store(y + row * ncols + cols, e / sum(e, 0), mask);
-  });
-}
+static auto make_softmax() { return ex::make_softmax(); }
 
 static double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

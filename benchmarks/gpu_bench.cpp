@@ -40,6 +40,7 @@
 #include <optional>
 #include <set>
 
+#include "../examples/kernels.hpp"
 #include "bench_util.hpp"
 
 extern char** environ;
@@ -108,13 +109,7 @@ auto make_copy() {
   });
 }
 
-auto make_add() {
-  return jit("vector_add", [](Ptr<float> x, Ptr<float> y, Ptr<float> out, Tile<int32_t> n, Constexpr<int> BLOCK) {
-    Tile<int32_t> offs = program_id(0) * BLOCK + arange(0, BLOCK);
-    Tile<bool> mask = offs < n;
-    store(out + offs, load(x + offs, mask) + load(y + offs, mask), mask);
-  });
-}
+auto make_add() { return ex::make_vector_add(); }
 
 // Softmax, one row per program, the whole row in one tile (BLOCK = next power of two >= ncols).
 // SCALE multiplies the input; 1 except in the compile-latency trials, where it salts the IR.
@@ -131,20 +126,7 @@ auto make_softmax() {
   });
 }
 
-template <class T> auto make_layernorm() {
-  return jit("layernorm", [](Ptr<T> x, Ptr<T> y, Ptr<float> w, Ptr<float> b, Tile<int32_t> ncols, Tile<float> eps,
-                             Constexpr<int> BLOCK) {
-    Tile<int64_t> base = program_id(0).to<int64_t>() * ncols;
-    Tile<int32_t> cols = arange(0, BLOCK);
-    Tile<bool> mask = cols < ncols;
-    Tile<float> v = cast<float>(load(x + base + cols, mask));
-    Tile<float> n = ncols.to<float>();
-    Tile<float> mean = sum(v, 0) / n;
-    Tile<float> d = where(mask, v - mean, 0.0f);
-    Tile<float> rstd = rsqrt(sum(d * d, 0) / n + eps);
-    store(y + base + cols, cast<T>(d * rstd * load(w + cols, mask) + load(b + cols, mask)), mask);
-  });
-}
+template <class T> auto make_layernorm() { return ex::make_layernorm<T>(); }
 
 // C[M,N] = A[M,K] @ B[K,N] (row-major), f32 accumulation, C stored as TO. One program per BM x BN
 // block; the K loop is a device loop with masked tails. SCALE salts the compile-latency trials.

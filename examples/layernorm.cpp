@@ -4,22 +4,7 @@
 #include <tle/tle.hpp>
 
 #include "common.hpp"
-
-template <class T> auto make_layernorm() {
-  using namespace tle;
-  return jit("layernorm", [](Ptr<T> x, Ptr<T> y, Ptr<float> w, Ptr<float> b, Tile<int32_t> ncols, Tile<float> eps,
-                             Constexpr<int> BLOCK) {
-    Tile<int64_t> base = program_id(0).to<int64_t>() * ncols;
-    Tile<int32_t> cols = arange(0, BLOCK);
-    Tile<bool> mask = cols < ncols;
-    Tile<float> v = cast<float>(load(x + base + cols, mask));
-    Tile<float> n = ncols.to<float>();
-    Tile<float> mean = sum(v, 0) / n;
-    Tile<float> d = where(mask, v - mean, 0.0f);
-    Tile<float> rstd = rsqrt(sum(d * d, 0) / n + eps);
-    store(y + base + cols, cast<T>(d * rstd * load(w + cols, mask) + load(b + cols, mask)), mask);
-  });
-}
+#include "kernels.hpp"
 
 template <class T> bool run(tle::Backend backend, const char* label, int rows, int cols, double rtol, double atol) {
   using namespace tle;
@@ -38,7 +23,7 @@ template <class T> bool run(tle::Backend backend, const char* label, int rows, i
     double rstd = 1.0 / std::sqrt(var + eps);
     for (int c = 0; c < cols; ++c) want[size_t(r) * cols + c] = float((float(xr[c]) - mean) * rstd * w[c] + b[c]);
   }
-  auto layernorm = make_layernorm<T>();
+  auto layernorm = ex::make_layernorm<T>();
   double ms;
   if (backend == Backend::GPU) {
     const int warps = cols >= 8192 ? 16 : cols >= 2048 ? 8 : 4;

@@ -5,26 +5,7 @@
 #include <tle/tle.hpp>
 
 #include "common.hpp"
-
-template <class T> auto make_matmul() {
-  using namespace tle;
-  return jit("matmul", [](Ptr<T> a, Ptr<T> b, Ptr<float> c, Tile<int32_t> M, Tile<int32_t> N, Tile<int32_t> K,
-                          Constexpr<int> BM, Constexpr<int> BN, Constexpr<int> BK) {
-    Tile<int32_t> rm = program_id(0) * BM + arange(0, BM);
-    Tile<int32_t> rn = program_id(1) * BN + arange(0, BN);
-    Tile<int32_t> rk = arange(0, BK);
-    Tile<float> acc = zeros<float>({BM, BN});
-    for (auto k0 : range(0, K, BK)) {
-      Tile<int32_t> kk = k0 + rk;
-      Tile<bool> ma = expand_dims(rm < M, 1) & expand_dims(kk < K, 0);
-      Tile<bool> mb = expand_dims(kk < K, 1) & expand_dims(rn < N, 0);
-      Tile<T> ta = load(a + expand_dims(rm, 1) * K + expand_dims(kk, 0), ma);
-      Tile<T> tb = load(b + expand_dims(kk, 1) * N + expand_dims(rn, 0), mb);
-      acc = dot(ta, tb, acc);
-    }
-    store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), acc, expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
-  });
-}
+#include "kernels.hpp"
 
 template <class T> bool run(tle::Backend backend, const char* label, int M, int N, int K, bool sampled) {
   using namespace tle;
@@ -46,7 +27,7 @@ template <class T> bool run(tle::Backend backend, const char* label, int M, int 
     for (int k = 0; k < K; ++k) acc += double(float(a[i * K + k])) * double(float(b[size_t(k) * N + j]));
     want[s] = float(acc);
   }
-  auto mm = make_matmul<T>();
+  auto mm = ex::make_matmul<T>();
   double ms;
   if (backend == Backend::GPU) {
     const int BM = 128, BN = 128, BK = sizeof(T) == 2 ? 64 : 32;

@@ -3,17 +3,11 @@
 #include <tle/tle.hpp>
 
 #include "common.hpp"
+#include "kernels.hpp"
 
 static int example(int argc, char** argv) {
   using namespace tle;
-  auto softmax = jit("softmax", [](Ptr<float> x, Ptr<float> y, Tile<int32_t> ncols, Constexpr<int> BLOCK) {
-    Tile<int64_t> row = program_id(0).to<int64_t>();
-    Tile<int32_t> cols = arange(0, BLOCK);
-    Tile<bool> mask = cols < ncols;
-    Tile<float> v = load(x + row * ncols + cols, mask, -INFINITY);
-    Tile<float> e = exp(v - max(v, 0));
-    store(y + row * ncols + cols, e / sum(e, 0), mask);
-  });
+  auto softmax = ex::make_softmax();
 
   const Backend backend = ex::announce_backend("softmax");
   const bool big = ex::has_flag(argc, argv, "--gpu-sizes");

@@ -3,14 +3,11 @@
 #include <tle/tle.hpp>
 
 #include "common.hpp"
+#include "kernels.hpp"
 
 static int example(int argc, char** argv) {
   using namespace tle;
-  auto add = jit("vector_add", [](Ptr<float> x, Ptr<float> y, Ptr<float> out, Tile<int32_t> n, Constexpr<int> BLOCK) {
-    Tile<int32_t> offs = program_id(0) * BLOCK + arange(0, BLOCK);
-    Tile<bool> mask = offs < n;
-    store(out + offs, load(x + offs, mask) + load(y + offs, mask), mask);
-  });
+  auto add = ex::make_vector_add();
 
   const Backend backend = ex::announce_backend("vector_add");
   const bool big = ex::has_flag(argc, argv, "--gpu-sizes");

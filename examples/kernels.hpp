@@ -1,0 +1,75 @@
+// examples/kernels.hpp - the kernels of the examples, shared with the benchmarks so that what is
+// timed is exactly what the examples check. Each returns a tle::Kernel (traced at first launch).
+#pragma once
+#include <tle/tle.hpp>
+
+#include <cmath>
+
+namespace ex {
+
+/// out[i] = x[i] + y[i] for i < n; one program per BLOCK elements.
+inline auto make_vector_add() {
+  using namespace tle;
+  return jit("vector_add", [](Ptr<float> x, Ptr<float> y, Ptr<float> out, Tile<int32_t> n, Constexpr<int> BLOCK) {
+    Tile<int32_t> offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    Tile<bool> mask = offs < n;
+    store(out + offs, load(x + offs, mask) + load(y + offs, mask), mask);
+  });
+}
+
+/// Row softmax of a [rows, ncols] f32 matrix: one program per row, the row in one tile of BLOCK
+/// (>= ncols; a power of two on the GPU).
+inline auto make_softmax() {
+  using namespace tle;
+  return jit("softmax", [](Ptr<float> x, Ptr<float> y, Tile<int32_t> ncols, Constexpr<int> BLOCK) {
+    Tile<int64_t> row = program_id(0).to<int64_t>();
+    Tile<int32_t> cols = arange(0, BLOCK);
+    Tile<bool> mask = cols < ncols;
+    Tile<float> v = load(x + row * ncols + cols, mask, -INFINITY);
+    Tile<float> e = exp(v - max(v, 0));
+    store(y + row * ncols + cols, e / sum(e, 0), mask);
+  });
+}
+
+/// LayerNorm forward of the rows of a [rows, ncols] matrix of T (statistics in f32):
+/// y = (x - mean) / sqrt(var + eps) * w + b; one program per row, BLOCK >= ncols.
+template <class T> auto make_layernorm() {
+  using namespace tle;
+  return jit("layernorm", [](Ptr<T> x, Ptr<T> y, Ptr<float> w, Ptr<float> b, Tile<int32_t> ncols, Tile<float> eps,
+                             Constexpr<int> BLOCK) {
+    Tile<int64_t> base = program_id(0).to<int64_t>() * ncols;
+    Tile<int32_t> cols = arange(0, BLOCK);
+    Tile<bool> mask = cols < ncols;
+    Tile<float> v = cast<float>(load(x + base + cols, mask));
+    Tile<float> n = ncols.to<float>();
+    Tile<float> mean = sum(v, 0) / n;
+    Tile<float> d = where(mask, v - mean, 0.0f);
+    Tile<float> rstd = rsqrt(sum(d * d, 0) / n + eps);
+    store(y + base + cols, cast<T>(d * rstd * load(w + cols, mask) + load(b + cols, mask)), mask);
+  });
+}
+
+/// C[M,N] (stored as TO) = A[M,K] @ B[K,N], row-major, f32 accumulation; one program per BM x BN
+/// block of C; the K loop is a device loop with a carried accumulator and masked tails.
+template <class T, class TO = float> auto make_matmul() {
+  using namespace tle;
+  return jit("matmul", [](Ptr<T> a, Ptr<T> b, Ptr<TO> c, Tile<int32_t> M, Tile<int32_t> N, Tile<int32_t> K,
+                          Constexpr<int> BM, Constexpr<int> BN, Constexpr<int> BK) {
+    Tile<int32_t> rm = program_id(0) * BM + arange(0, BM);
+    Tile<int32_t> rn = program_id(1) * BN + arange(0, BN);
+    Tile<int32_t> rk = arange(0, BK);
+    Tile<float> acc = zeros<float>({BM, BN});
+    for (auto k0 : range(0, K, BK)) {
+      Tile<int32_t> kk = k0 + rk;
+      Tile<bool> ma = expand_dims(rm < M, 1) & expand_dims(kk < K, 0);
+      Tile<bool> mb = expand_dims(kk < K, 1) & expand_dims(rn < N, 0);
+      Tile<T> ta = load(a + expand_dims(rm, 1) * K + expand_dims(kk, 0), ma);
+      Tile<T> tb = load(b + expand_dims(kk, 1) * N + expand_dims(rn, 0), mb);
+      acc = dot(ta, tb, acc);
+    }
+    store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), cast<TO>(acc),
+          expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
+  });
+}
+
+}  // namespace ex
