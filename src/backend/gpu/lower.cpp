@@ -164,10 +164,61 @@ Value* Lowerer::smem_load(DType d, int64_t base, Value* idx) {
   return d == DType::i1 ? B.CreateTrunc(v, B.getInt1Ty()) : v;
 }
 
-void Lowerer::stage(const ir::Value* v, int64_t base) {
+std::vector<int64_t> Lowerer::smem_strides(const ir::Shape& shape, DType d, bool padded, int fast) {
+  // Row-major over the dims in order, except that `fast` (default: the last dim) is innermost.
+  const int n = static_cast<int>(shape.size());
+  if (fast < 0 || fast >= n) fast = n - 1;
+  std::vector<int> order;  // outermost first
+  for (int i = 0; i < n; ++i)
+    if (i != fast) order.push_back(i);
+  if (n) order.push_back(fast);
+  std::vector<int64_t> st(shape.size(), 1);
+  const int64_t sz = byte_size(d);
+  int64_t stride = 1;
+  for (int k = n; k-- > 0;) {
+    const int dim = order[static_cast<size_t>(k)];
+    st[static_cast<size_t>(dim)] = stride;
+    stride *= shape[static_cast<size_t>(dim)];
+    // Pad each row by 16 bytes once it spans 64 bytes or more, so that a walk across rows (a
+    // transposing conversion, an mma fragment read) spreads over the shared-memory banks.
+    if (padded && k == n - 1 && shape[static_cast<size_t>(dim)] * sz >= 64) stride += 16 / sz;
+  }
+  return st;
+}
+
+int64_t Lowerer::smem_size(const ir::Shape& shape, DType d, bool padded, int fast) {
+  if (shape.empty()) return byte_size(d);
+  auto st = smem_strides(shape, d, padded, fast);
+  int64_t end = 1;  // one past the largest index
+  for (size_t i = 0; i < shape.size(); ++i) end += (shape[i] - 1) * st[i];
+  return end * byte_size(d);
+}
+
+int Lowerer::smem_run(const LinearLayout& l, const ir::Shape& shape, DType d, int fast) {
+  // Registers 0..run-1 hold consecutive elements of the fast dim, and the thread-dependent part
+  // of that dim's coordinate is a multiple of run (so a run starts aligned).
+  if (shape.empty() || d == DType::i1) return 1;
+  const size_t last = fast >= 0 && fast < static_cast<int>(shape.size()) ? static_cast<size_t>(fast) : shape.size() - 1;
+  const int max_run = static_cast<int>(16 / byte_size(d));
+  const auto& rb = l.bases(layout::kReg);
+  int run = 1;
+  for (size_t b = 0; b < rb.size() && run < max_run; ++b) {
+    bool ok = rb[b][last] == run;
+    for (size_t k = 0; k < rb[b].size(); ++k) ok = ok && (k == last || rb[b][k] == 0);
+    if (!ok) break;
+    run *= 2;
+  }
+  for (const char* hw : {layout::kLane, layout::kWarp})
+    if (l.has_in_dim(hw))
+      for (const auto& basis : l.bases(hw))
+        while (run > 1 && basis[last] % run != 0) run /= 2;
+  return run;
+}
+
+void Lowerer::stage(const ir::Value* v, int64_t base, bool padded, int fast) {
   const LinearLayout* l = layout_of(v);
   DType d = v->type.dtype;
-  need_smem(base + v->type.numel() * byte_size(d));
+  need_smem(base + smem_size(v->type.shape, d, padded, fast));
   if (!l) {  // a scalar: thread 0 writes it
     llvm::BasicBlock* wr = llvm::BasicBlock::Create(ctx, "stage.w", kernel);
     llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "stage.d", kernel);
@@ -179,18 +230,48 @@ void Lowerer::stage(const ir::Value* v, int64_t base) {
     return;
   }
   auto hw = hw_coords(*l);
-  for (int r = 0; r < l->num_regs(); ++r) {
+  auto st = smem_strides(v->type.shape, d, padded, fast);
+  const int run = smem_run(*l, v->type.shape, d, fast);
+  for (int r = 0; r < l->num_regs(); r += run) {
     if (duplicate_reg(*l, r)) continue;
-    smem_store(d, base, linear(coords(*l, hw, r), v->type.shape), reg(v, r));
+    Value* idx = smem_index(coords(*l, hw, r), st);
+    if (run == 1) {
+      smem_store(d, base, idx, reg(v, r));
+      continue;
+    }
+    llvm::Type* vt = llvm::FixedVectorType::get(mem_ty(d), static_cast<unsigned>(run));
+    Value* vec = llvm::PoisonValue::get(vt);
+    for (int k = 0; k < run; ++k) vec = B.CreateInsertElement(vec, reg(v, r + k), static_cast<uint64_t>(k));
+    Value* off = B.CreateAdd(i32c(base), B.CreateMul(idx, i32c(byte_size(d))));
+    B.CreateAlignedStore(vec, smem_ptr(off), llvm::Align(static_cast<uint64_t>(run * byte_size(d))));
   }
 }
 
-std::vector<Value*> Lowerer::unstage(const LinearLayout* l, const ir::Shape& shape, DType d, int64_t base) {
+std::vector<Value*> Lowerer::unstage(const LinearLayout* l, const ir::Shape& shape, DType d, int64_t base,
+                                     bool padded, int fast) {
   if (!l) return {smem_load(d, base, B.getInt32(0))};
   auto hw = hw_coords(*l);
+  auto st = smem_strides(shape, d, padded, fast);
+  const int run = smem_run(*l, shape, d, fast);
   std::vector<Value*> out;
-  for (int r = 0; r < l->num_regs(); ++r) out.push_back(smem_load(d, base, linear(coords(*l, hw, r), shape)));
+  for (int r = 0; r < l->num_regs(); r += run) {
+    Value* idx = smem_index(coords(*l, hw, r), st);
+    if (run == 1) {
+      out.push_back(smem_load(d, base, idx));
+      continue;
+    }
+    llvm::Type* vt = llvm::FixedVectorType::get(mem_ty(d), static_cast<unsigned>(run));
+    Value* off = B.CreateAdd(i32c(base), B.CreateMul(idx, i32c(byte_size(d))));
+    Value* vec = B.CreateAlignedLoad(vt, smem_ptr(off), llvm::Align(static_cast<uint64_t>(run * byte_size(d))));
+    for (int k = 0; k < run; ++k) out.push_back(B.CreateExtractElement(vec, static_cast<uint64_t>(k)));
+  }
   return out;
+}
+
+Value* Lowerer::smem_index(const std::vector<Value*>& c, const std::vector<int64_t>& strides) {
+  Value* idx = B.getInt32(0);
+  for (size_t d = 0; d < c.size(); ++d) idx = B.CreateAdd(idx, B.CreateMul(c[d], i32c(strides[d])));
+  return idx;
 }
 
 Value* Lowerer::shuffle_xor(Value* v, int mask) {
@@ -326,6 +407,7 @@ void Lowerer::lower_op(const ir::Op& op) {
     case K::Scan: lower_scan(op); return;
     case K::Dot: lower_dot(op); return;
     case K::Histogram: lower_histogram(op); return;
+    case K::InlineAsm: lower_inline_asm(op); return;
     case K::For: lower_for(op); return;
     case K::If: lower_if(op); return;
     case K::Yield: return;
@@ -410,9 +492,16 @@ void Lowerer::lower_convert(const ir::Op& op) {
     regs[r] = out;
     return;
   }
-  stage(x, 0);
+  // Shared memory is ordered so that the destination's register runs are contiguous (vector
+  // reads): its innermost dim is the one the destination's first register basis moves along.
+  int fast = -1;
+  const auto& rb = dst->bases(layout::kReg);
+  if (!rb.empty())
+    for (size_t k = 0; k < rb[0].size(); ++k)
+      if (rb[0][k]) fast = static_cast<int>(k);
+  stage(x, 0, /*padded=*/true, fast);
   barrier();
-  regs[r] = unstage(dst, r->type.shape, r->type.dtype, 0);
+  regs[r] = unstage(dst, r->type.shape, r->type.dtype, 0, /*padded=*/true, fast);
   barrier();
 }
 

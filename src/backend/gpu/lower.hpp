@@ -73,10 +73,21 @@ class Lowerer : public backend::ScalarEmitter {
   /// Loads/stores an element of dtype d in shared memory at element index idx from `base` bytes.
   void smem_store(DType d, int64_t base, llvm::Value* idx, llvm::Value* v);
   llvm::Value* smem_load(DType d, int64_t base, llvm::Value* idx);
-  /// Writes every element a thread holds (by its row-major index) to shared memory at `base`.
-  void stage(const ir::Value* v, int64_t base);
+  /// Element strides of a tile of `shape` in shared memory: row-major with dim `fast` innermost
+  /// (-1: the last dim), and with `padded` each innermost row of 64 bytes or more padded by 16
+  /// bytes (fewer bank conflicts when a conversion walks across rows).
+  static std::vector<int64_t> smem_strides(const ir::Shape& shape, DType d, bool padded, int fast = -1);
+  /// Bytes a tile staged with those strides spans.
+  static int64_t smem_size(const ir::Shape& shape, DType d, bool padded, int fast = -1);
+  /// Registers per vector shared-memory access for layout l (consecutive along dim `fast`,
+  /// aligned, at most 16 bytes); 1 when none.
+  static int smem_run(const layout::LinearLayout& l, const ir::Shape& shape, DType d, int fast = -1);
+  llvm::Value* smem_index(const std::vector<llvm::Value*>& coords, const std::vector<int64_t>& strides);
+  /// Writes every element a thread holds to shared memory at `base` (layout: smem_strides).
+  void stage(const ir::Value* v, int64_t base, bool padded = false, int fast = -1);
   /// Reads the registers of `layout`/`shape` from shared memory staged at `base`.
-  std::vector<llvm::Value*> unstage(const layout::LinearLayout* l, const ir::Shape& shape, DType d, int64_t base);
+  std::vector<llvm::Value*> unstage(const layout::LinearLayout* l, const ir::Shape& shape, DType d, int64_t base,
+                                    bool padded = false, int fast = -1);
   /// Butterfly shuffle of any register type across lanes (lane ^ mask).
   llvm::Value* shuffle_xor(llvm::Value* v, int mask);
   /// Emits `for (k = 0; k < n; ++k)` with loop-carried values; body returns the next values.
@@ -107,6 +118,8 @@ class Lowerer : public backend::ScalarEmitter {
   void lower_scan(const ir::Op& op);
   void lower_dot(const ir::Op& op);
   void lower_histogram(const ir::Op& op);
+  /// inline_asm: one llvm::InlineAsm call per group of `pack` registers (lower_asm.cpp).
+  void lower_inline_asm(const ir::Op& op);
 
   // ---- dot on tensor cores (lower_mma.cpp)
   /// Lowers `dot` with mma.sync.aligned.m16n8k16 when a, b, acc and the result carry exactly the
