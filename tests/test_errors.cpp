@@ -252,6 +252,13 @@ TEST_CASE("errors: constants that do not fit their tile", "[errors]") {
 
 // ============================================================================ launches
 
+TEST_CASE("errors: a DeviceBuffer passed to a launch on the CPU backend", "[errors]") {
+  auto k = jit("err_device_buffer_on_cpu", [](Ptr<float> x, Tile<int32_t> n) { store(x + arange(0, 4), 1.0f, arange(0, 4) < n); });
+  DeviceBuffer<float> gpu_memory;  // empty: no driver needed, but still device memory by type
+  int line = 0;
+  line = __LINE__; expect_error([&] { k(Grid(1).backend(Backend::CPU), gpu_memory, 4); }, "is a tle::DeviceBuffer (GPU memory)", line);
+}
+
 TEST_CASE("errors: wrong argument count", "[errors]") {
   auto k = jit("err_argc", [](Ptr<float> x, Tile<int32_t> n) { store(x + arange(0, 4), 1.0f, arange(0, 4) < n); });
   int line = 0;

@@ -409,6 +409,18 @@ TEST_CASE("shape ops, reductions, scans, histogram, atomics keep the invariants"
     }, {64});
     assign(*f);
   }
+  SECTION("transposing store: load and store each stay coalesced") {
+    // The load is contiguous along dim 1, the store along dim 0: their anchors must not be merged.
+    auto f = trace("tstore", [](Ptr<float> x, Ptr<float> y, Constexpr<int> B) {
+      Tile<int32_t> r = arange(0, B);
+      Tile<float> t = load(x + expand_dims(r, 1) * B + expand_dims(r, 0));
+      store(y + expand_dims(r, 0) * B + expand_dims(r, 1), t);
+    }, {64});
+    assign(*f);
+    for (auto* op : ops_of(*f, ir::OpKind::Load)) CHECK(op->int_attr("vec") == 4);
+    for (auto* op : ops_of(*f, ir::OpKind::Store)) CHECK(op->int_attr("vec") == 4);
+    CHECK(ops_of(*f, ir::OpKind::ConvertLayout).size() == 1);
+  }
   SECTION("reshape, 2-D reduce, cumsum") {
     auto f = trace("misc", [](Ptr<float> x, Ptr<float> y, Ptr<float> z, Constexpr<int> N) {
       Tile<float> v = load(x + arange(0, N));

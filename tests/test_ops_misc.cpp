@@ -790,3 +790,22 @@ TEST_CASE("ops: histogram ignores out-of-range values and masked lanes", "[ops]"
     CHECK(diffs(counts, w) == "");
   }
 }
+
+TEST_CASE("ops: if_ whose then-branch leaves a Tile handle alive keeps results paired", "[ops]") {
+  // A handle made in the then-branch that outlives it (here: copied into an outer vector) must not
+  // shift which then-value is paired with which else-value.
+  auto k = jit("if_escape", [](Ptr<int32_t> out, Tile<int32_t> flag) {
+    Tile<int32_t> a = 1, b = 2, c = 3;
+    std::vector<Tile<int32_t>> keep;
+    if_(flag > 0, [&] { a = a + 10; keep.push_back(a); keep.push_back(c); }, [&] { b = b + 20; c = c + 30; });
+    store(out, a);
+    store(out + 1, b);
+    store(out + 2, c);
+  });
+  for (int flag : {0, 1}) {
+    std::vector<int32_t> out(3, -1);
+    k(Grid(1), out.data(), flag);
+    if (flag) CHECK(out == std::vector<int32_t>{11, 2, 3});
+    else CHECK(out == std::vector<int32_t>{1, 22, 33});
+  }
+}

@@ -4,7 +4,8 @@
 //                                 tle::Constexpr<int> BLOCK) { ... });
 //   add(tle::Grid(tle::cdiv(n, 1024)), x_ptr, y_ptr, n, 1024);
 //
-// Parameters are Ptr<T> (host passes T*, or a tle::DeviceBuffer<T>), Tile<T> (host passes a scalar;
+// Parameters are Ptr<T> (host passes T*, a tle::DeviceBuffer<T>, or, with tle/dlpack.hpp, a DLPack
+// DLTensor* / DLManagedTensor* whose dtype, device and alignment are checked), Tile<T> (host passes a scalar;
 // converted exactly or rejected), and Constexpr<T> (host passes a value; part of the
 // specialization). A launch is specialized, as in Triton, on constexpr values, on 16-byte alignment
 // of each pointer, and on which integer arguments equal 1 or are multiples of 16 (and, on the GPU, on num_warps); each
@@ -114,10 +115,26 @@ template <class T> HostArg host_arg(const DeviceBuffer<T>& b) {
   return h;
 }
 
+/// Extension point for other host argument types: a specialization with `static HostArg get(const
+/// A&)` makes A a kernel argument (tle/dlpack.hpp adds DLTensor* and DLManagedTensor* this way).
+template <class A> struct host_arg_ext {
+  static constexpr bool enabled = false;
+};
+/// A DLPack tensor type (DLTensor or DLManagedTensor), recognized by its members so that kernel.hpp
+/// needs no <dlpack/dlpack.h>: passing one without tle/dlpack.hpp must not compile (it would
+/// otherwise become an untyped pointer to the struct, not to the data).
+template <class E> concept dlpack_like =
+    requires(E* t) { t->data; t->device; t->dtype; t->byte_offset; t->strides; } ||
+    requires(E* t) { t->dl_tensor; t->manager_ctx; t->deleter; };
+
 template <class A> HostArg host_arg(const A& a) {
   HostArg h{};
   using D = std::decay_t<A>;
-  if constexpr (std::is_pointer_v<D> || std::is_null_pointer_v<D>) {
+  if constexpr (host_arg_ext<D>::enabled) {
+    h = host_arg_ext<D>::get(a);
+  } else if constexpr (std::is_pointer_v<D> && dlpack_like<std::remove_cv_t<std::remove_pointer_t<D>>>) {
+    static_assert(sizeof(D) == 0, "pass DLPack tensors (DLTensor*, DLManagedTensor*) after #include <tle/dlpack.hpp>");
+  } else if constexpr (std::is_pointer_v<D> || std::is_null_pointer_v<D>) {
     h.kind = HostArg::Pointer;
     h.p = static_cast<const void*>(a);
     if constexpr (std::is_null_pointer_v<D>) {
@@ -144,6 +161,8 @@ template <class A> HostArg host_arg(const A& a) {
     h.kind = HostArg::Half, h.h = a.bits, h.type_name = "tle::f16";
   } else if constexpr (std::is_same_v<D, bf16>) {
     h.kind = HostArg::BFloat, h.h = a.bits, h.type_name = "tle::bf16";
+  } else if constexpr (dlpack_like<D>) {
+    static_assert(sizeof(D) == 0, "pass a DLPack tensor by pointer (&tensor), after #include <tle/dlpack.hpp>");
   } else {
     static_assert(sizeof(D) == 0, "tle kernel arguments are T* pointers, arithmetic values, tle::f16 or tle::bf16");
   }

@@ -10,6 +10,7 @@
 // Semantics of each operation, including NaN, integer division and rounding rules: docs/semantics.md.
 #pragma once
 #include <source_location>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -363,6 +364,48 @@ template <detail::IntElem T> Tile<T> multiple_of(const Tile<T>& x, int64_t n, lo
 template <detail::IntElem T> Tile<T> max_contiguous(const Tile<T>& x, int64_t n, loc_t l = loc_t::current()) {
   detail::require_value(x.value(), l);
   return Tile<T>(detail::hint(x.value(), 0, n, l));
+}
+
+// ============================================================== inline PTX
+
+/// One argument of tle::inline_asm: a tile (or scalar tile) of any integer or floating-point type.
+/// C++ scalars need an explicit type: `Tile<int32_t>(3)`.
+struct AsmArg {
+  detail::V v;
+  template <class U>
+    requires detail::Arith<U>
+  AsmArg(const Tile<U>& t) : v(detail::value_of(t)) {}
+};
+
+/// Elementwise inline PTX (Triton's inline_asm_elementwise): runs the PTX snippet `asm_text` once
+/// per group of `pack` elements of the arguments, which broadcast to one shape like the operands of
+/// other elementwise ops (each keeps its dtype); the result is a Tile<R> of that shape.
+///
+/// `constraints` are LLVM inline-asm constraints, outputs first: "=r,r,r" for an i32 result of two
+/// i32 operands; `$0` is the result register, `$1`... the operands'. Letters: 'h' 16-bit (i16, u16,
+/// f16, bf16 as bits), 'r' 32-bit (i32, u32, or f32 as bits), 'f' f32, 'l' 64-bit (or f64 as bits),
+/// 'd' f64. With pack > 1, narrow elements share a register (two 16-bit elements per 'r', element
+/// k in bits [16k, 16k+16); four 8-bit per 'r', two per 'h'), and 32/64-bit values take `pack`
+/// registers each, so "ex2.approx.f16x2 $0, $1;" is pack = 2 with "=r,r". 8-bit tiles need
+/// pack >= 2; bool and pointer tiles are not supported. Checked at trace time (UserError here):
+/// the asm is not empty, the number of register constraints equals the result's plus the
+/// operands' registers, each letter fits its value's dtype, `$n` stays in range; optional trailing
+/// clobbers such as "~{memory}" are passed through.
+///
+/// `pure` (the default) promises no side effects: the op may be merged with an identical one
+/// (CSE) or deleted when its result is unused; pure = false keeps every one (LLVM: has side
+/// effects). The snippet must compute element k of the result from element k of the arguments
+/// only; a thread runs it for every element it holds, replicated elements included.
+///
+/// GPU backend only: compiling a kernel that uses it for the CPU backend throws UserError at this
+/// call ("inline_asm runs on the GPU backend only"), docs/semantics.md.
+template <detail::Arith R>
+Tile<R> inline_asm(const std::string& asm_text, const std::string& constraints, const std::vector<AsmArg>& args,
+                   bool pure = true, int pack = 1, loc_t l = loc_t::current()) {
+  std::vector<detail::V> vs;
+  vs.reserve(args.size());
+  for (const AsmArg& a : args) vs.push_back(a.v);
+  return Tile<R>(detail::inline_asm(detail::dtype_of<R>::value, asm_text, constraints, std::move(vs), pure, pack, l));
 }
 
 // ============================================================== shapes

@@ -4,9 +4,11 @@
 // tiles (tle/tile.hpp), made into kernels with tle::jit and launched on a grid (tle/kernel.hpp).
 // Kernels run on the GPU (PTX through the CUDA Driver API, asynchronously on a stream) when a
 // driver and device are usable, else on the CPU, compiled by LLVM's ORC JIT (tle/device.hpp:
-// backend choice, device memory, streams).
+// backend choice, device memory, streams). Pointer parameters also take DLPack tensors
+// (tle/dlpack.hpp, <dlpack/dlpack.h> from libdlpack-dev).
 #pragma once
 #include "tle/device.hpp"
+#include "tle/dlpack.hpp"
 #include "tle/dtype.hpp"
 #include "tle/error.hpp"
 #include "tle/kernel.hpp"

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ir/inline_asm.hpp"
 #include "support/half.hpp"
 
 namespace tle::frontend {
@@ -166,16 +167,25 @@ ir::Op* make(TraceContext& c, ir::OpKind k, std::vector<V> operands, std::vector
 
 /// Opens a region frame: tracks every live handle, so that the region's end can see what the
 /// user assigned inside it.
-Frame& push_frame(TraceContext& c, Frame::Kind kind, ir::Op* op, ir::Block* block, const SrcLoc& loc) {
+/// `same_as` (if given) supplies the tracked handles instead, e.g. the else-branch of an if_
+/// tracks exactly the then-branch's handles (a handle made in the then-branch that outlives it must
+/// not shift the pairing of then- and else-values).
+Frame& push_frame(TraceContext& c, Frame::Kind kind, ir::Op* op, ir::Block* block, const SrcLoc& loc,
+                  const Frame* same_as = nullptr) {
   Frame f;
   f.kind = kind;
   f.op = op;
   f.block = block;
   f.loc = loc;
-  for (auto* h = c.head; h; h = h->next) {
-    if (h->v && !visible(c, h->v)) continue;  // a stale handle from a closed region: never carried
-    f.tracked.push_back(h);
-    f.before.push_back(h->v);
+  if (same_as) {
+    f.tracked = same_as->tracked;
+    f.before = same_as->before;
+  } else {
+    for (auto* h = c.head; h; h = h->next) {
+      if (h->v && !visible(c, h->v)) continue;  // a stale handle from a closed region: never carried
+      f.tracked.push_back(h);
+      f.before.push_back(h->v);
+    }
   }
   c.frames.push_back(std::move(f));
   c.builder.set_insertion_block(block);
@@ -436,6 +446,26 @@ V hint(V x, int64_t multiple_of, int64_t max_contiguous, const SrcLoc& loc) {
     attrs["max_contiguous"] = max_contiguous;
   }
   return make(c, ir::OpKind::Hint, {x}, {x->type}, std::move(attrs), loc)->result();
+}
+
+V inline_asm(DType result, const std::string& asm_text, const std::string& constraints, std::vector<V> args,
+             bool pure, int pack, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  std::vector<DType> ds;
+  for (V& a : args) {
+    use(c, a, loc);
+    ds.push_back(a->type.dtype);
+  }
+  std::string why = ir::check_inline_asm(asm_text, constraints, result, ds, pack);
+  if (!why.empty()) throw UserError(loc, "inline_asm: " + why);
+  std::vector<V*> bs;
+  for (V& a : args) bs.push_back(&a);
+  broadcast_all(c, bs, loc, "inline_asm");
+  Type rt = scalar(result).with_shape(args[0]->type.shape);
+  return make(c, ir::OpKind::InlineAsm, args, {rt},
+              {{"asm", asm_text}, {"constraints", constraints}, {"pure", int64_t(pure ? 1 : 0)}, {"pack", int64_t(pack)}},
+              loc)
+      ->result();
 }
 
 // ====================================================================== shapes
@@ -800,11 +830,10 @@ void if_else(V cond, const std::function<void()>& then_fn, const std::function<v
                                      cond->type.str()));
   ir::Op* op = make(c, ir::OpKind::If, {cond}, {}, {}, loc, 2);
   std::vector<V> after[2];
-  std::vector<HandleBase*> tracked;
-  std::vector<V> before;
+  Frame then_frame;  // the handles tracked by both branches (set by the then-branch)
   for (int branch = 0; branch < 2; ++branch) {
-    Frame& f = push_frame(c, Frame::Branch, op, &op->region(branch).body(), loc);
-    if (branch == 0) tracked = f.tracked, before = f.before;
+    Frame& f = push_frame(c, Frame::Branch, op, &op->region(branch).body(), loc, branch == 0 ? nullptr : &then_frame);
+    if (branch == 0) then_frame.tracked = f.tracked, then_frame.before = f.before;
     const auto& fn = branch == 0 ? then_fn : else_fn;
     try {
       if (fn) fn();
@@ -819,9 +848,11 @@ void if_else(V cond, const std::function<void()>& then_fn, const std::function<v
     for (size_t i = 0; i < g.tracked.size(); ++i) {
       after[branch][i] = g.tracked[i] ? g.tracked[i]->v : g.before[i];
       if (g.tracked[i]) g.tracked[i]->v = g.before[i];
-      tracked[i] = g.tracked[i];
+      then_frame.tracked[i] = g.tracked[i];  // a handle destroyed in a branch is null from here on
     }
   }
+  const std::vector<HandleBase*>& tracked = then_frame.tracked;
+  const std::vector<V>& before = then_frame.before;
   std::vector<V> yields[2];
   std::vector<size_t> result_of;
   for (size_t i = 0; i < tracked.size(); ++i) {

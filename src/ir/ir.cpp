@@ -67,6 +67,14 @@ bool op_is_pure(OpKind k) {
   return false;
 }
 
+bool Op::is_pure() const {
+  if (kind == OpKind::InlineAsm) {
+    auto it = attrs.find("pure");
+    return it != attrs.end() && std::holds_alternative<int64_t>(it->second) && std::get<int64_t>(it->second) != 0;
+  }
+  return op_is_pure(kind);
+}
+
 #define TLE_NAMES(E, ...)                                   \
   const char* name(E v) {                                   \
     static const char* const n[] = {__VA_ARGS__};           \

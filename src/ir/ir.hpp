@@ -107,7 +107,9 @@ struct Op {
   /// Typed enum attribute ("op", "pred", "kind", "precision").
   template <class E> E enum_attr(const std::string& k) const { return static_cast<E>(int_attr(k)); }
   Region& region(unsigned i = 0) const { return *regions.at(i); }
-  bool is_pure() const { return op_is_pure(kind); }
+  /// No side effects (may be CSE'd or deleted when unused): op_is_pure(kind), except for
+  /// inline_asm, whose "pure" attribute decides.
+  bool is_pure() const;
 };
 
 /// A straight-line list of ops with arguments.

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "ir/inline_asm.hpp"
 #include "ir/printer.hpp"
 
 namespace tle::ir {
@@ -342,6 +343,26 @@ class Verifier {
         if (in(op, 0).dtype != out(op).dtype || in(op, 0).shape != out(op).shape)
           fail(&op, "convert_layout changes the dtype or the shape");
         if (!out(op).layout) fail(&op, "convert_layout result has no layout");
+        break;
+      }
+      case OpKind::InlineAsm: {
+        n_results(op, 1);
+        if (op.operands.empty()) fail(&op, "inline_asm needs at least one operand");
+        std::vector<DType> ds;
+        for (size_t i = 0; i < op.operands.size(); ++i) {
+          same_shape(op, in(op, i), out(op), fmt::format("operand {} shape differs from the result", i));
+          ds.push_back(in(op, i).dtype);
+        }
+        for (const char* k : {"asm", "constraints"}) {
+          auto it = op.attrs.find(k);
+          if (it == op.attrs.end() || !std::holds_alternative<std::string>(it->second))
+            fail(&op, fmt::format("missing string attribute '{}'", k));
+        }
+        int64_t pure = int_attr(op, "pure");
+        if (pure != 0 && pure != 1) fail(&op, "pure must be 0 or 1");
+        std::string why = check_inline_asm(op.str_attr("asm"), op.str_attr("constraints"), out(op).dtype, ds,
+                                           int_attr(op, "pack"));
+        if (!why.empty()) fail(&op, why);
         break;
       }
       case OpKind::Hint: {

@@ -54,6 +54,96 @@ struct KeyHash {
   }
 };
 
+// ---- DLPack tensors (tle/dlpack.hpp). DLPack's codes, spelled out so that this file needs no
+// <dlpack/dlpack.h> (kDLBool is newer than Debian's DLPack 0.6).
+enum : int { kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4, kDLBool = 6 };
+enum : int { kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3, kDLCUDAManaged = 13 };
+
+/// The DLPack {code, bits} of a tle element type; code -1 for ptr (DLPack has no pointer dtype).
+std::pair<int, int> dl_dtype_of(DType t) {
+  if (t == DType::i1) return {kDLBool, 8};
+  if (t == DType::bf16) return {kDLBfloat, 16};
+  if (t == DType::ptr) return {-1, 64};
+  return {is_float(t) ? kDLFloat : is_signed_int(t) ? kDLInt : kDLUInt, bit_width(t)};
+}
+
+/// "float32", "bfloat16", "int8", "bool", "uint64", "float32x4", "code 9 bits 32".
+std::string dl_dtype_str(int code, int bits, int lanes) {
+  std::string s;
+  switch (code) {
+    case kDLInt: s = fmt::format("int{}", bits); break;
+    case kDLUInt: s = fmt::format("uint{}", bits); break;
+    case kDLFloat: s = fmt::format("float{}", bits); break;
+    case kDLBfloat: s = fmt::format("bfloat{}", bits); break;
+    case kDLBool: s = bits == 8 ? "bool" : fmt::format("bool{}", bits); break;
+    case 3: s = fmt::format("opaque handle of {} bits", bits); break;
+    case 5: s = fmt::format("complex{}", bits); break;
+    default: s = fmt::format("code {} bits {}", code, bits);
+  }
+  if (lanes != 1) s += fmt::format("x{}", lanes);
+  return s;
+}
+
+const char* dl_code_name(int code) {
+  switch (code) {
+    case kDLInt: return "kDLInt";
+    case kDLUInt: return "kDLUInt";
+    case kDLFloat: return "kDLFloat";
+    case kDLBfloat: return "kDLBfloat";
+    case kDLBool: return "kDLBool";
+    default: return "?";
+  }
+}
+
+std::string dl_device_str(int type, int id) {
+  switch (type) {
+    case kDLCPU: return "kDLCPU";
+    case kDLCUDA: return fmt::format("kDLCUDA (device {})", id);
+    case kDLCUDAHost: return "kDLCUDAHost";
+    case 4: return "kDLOpenCL";
+    case 7: return "kDLVulkan";
+    case 8: return "kDLMetal";
+    case 9: return "kDLVPI";
+    case 10: return fmt::format("kDLROCM (device {})", id);
+    case 11: return "kDLROCMHost";
+    case 12: return "kDLExtDev";
+    case kDLCUDAManaged: return "kDLCUDAManaged";
+    case 14: return "kDLOneAPI";
+    case 15: return "kDLWebGPU";
+    case 16: return "kDLHexagon";
+    default: return fmt::format("device type {}", type);
+  }
+}
+
+/// The checks that need no backend: a tensor, its dtype against the parameter's element type `t`,
+/// its data pointer and alignment. `bad(why)` makes the UserError.
+template <class Bad> void check_dlpack(const HostArg& a, DType t, const Bad& bad) {
+  const auto& dl = a.dl;
+  if (dl.null_tensor) throw bad(fmt::format("got a null {}; pass a tensor", a.type_name));
+  auto [code, bits] = dl_dtype_of(t);
+  if (code < 0)
+    throw bad(fmt::format("got a {}, but DLPack has no pointer dtype; pass a raw pointer to the pointers",
+                          a.type_name));
+  if (dl.lanes != 1)
+    throw bad(fmt::format("got a {} of vector dtype {} (lanes {}); tle pointers address scalars, so pass a tensor "
+                          "of {} with lanes 1 (view the vector tensor as {} times as many scalars)",
+                          a.type_name, dl_dtype_str(dl.code, dl.bits, dl.lanes), dl.lanes,
+                          dl_dtype_str(code, bits, 1), dl.lanes));
+  if (dl.code != code || dl.bits != bits)
+    throw bad(fmt::format("got a {} of dtype {} (code {}, bits {}); pass a tensor of {} (DLDataType {{{}, {}, 1}})",
+                          a.type_name, dl_dtype_str(dl.code, dl.bits, 1), dl.code, dl.bits,
+                          dl_dtype_str(code, bits, 1), dl_code_name(code), bits));
+  if (dl.null_data)
+    throw bad(fmt::format("got a {} whose data is null but whose shape holds elements; pass allocated memory",
+                          a.type_name));
+  const int size = byte_size(t);
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(a.p);
+  if (addr % size != 0)
+    throw bad(fmt::format("the {}'s data + byte_offset is {}, not aligned to the {}-byte size of {}; make data "
+                          "and byte_offset multiples of {}",
+                          a.type_name, a.p, size, dtype_name(t), size));
+}
+
 std::string param_str(const ParamSpec& p) {
   switch (p.kind) {
     case ParamSpec::Pointer: return fmt::format("Ptr<{}>", dtype_name(p.dtype));
@@ -182,7 +272,8 @@ class KernelState {
       switch (p.kind) {
         case ParamSpec::Pointer: {
           if (a.kind != HostArg::Pointer) throw bad(fmt::format("pass a pointer, not a {}", a.type_name));
-          if (!a.untyped_pointer && a.pointee != p.dtype)
+          if (a.dl.present) check_dlpack(a, p.dtype, bad);
+          else if (!a.untyped_pointer && a.pointee != p.dtype)
             throw bad(fmt::format("got a pointer to {}; pass a {}* (or cast the pointer explicitly)",
                                   dtype_name(a.pointee), dtype_name(p.dtype)));
           uint64_t s = reinterpret_cast<uintptr_t>(a.p);
@@ -339,6 +430,45 @@ class KernelState {
     out.shared_bytes = static_cast<size_t>(std::max(0, art->shared_bytes));
   }
 
+  /// UserError at `loc` unless every DLPack tensor argument is on a device this backend reads:
+  /// kDLCPU or kDLCUDAHost on the CPU; kDLCUDA (on the context's device), kDLCUDAManaged or
+  /// kDLCUDAHost on the GPU.
+  void check_dlpack_devices(const HostArg* args, size_t n, bool on_gpu, const SrcLoc& loc) const {
+    for (size_t i = 0; i < n; ++i) {
+      const HostArg& a = args[i];
+      if (params[i].kind != ParamSpec::Pointer || !a.dl.present) continue;
+      const int type = a.dl.device_type;
+      const std::string where = dl_device_str(type, a.dl.device_id);
+      if (!on_gpu) {
+        if (type == kDLCPU || type == kDLCUDAHost) continue;
+        throw UserError(loc, fmt::format("argument {} of kernel {}: the {} is on {}, but this launch runs on the "
+                                         "CPU, which reads kDLCPU or kDLCUDAHost tensors; pass a host tensor{}",
+                                         i + 1, signature(), a.type_name, where,
+                                         type == kDLCUDA || type == kDLCUDAManaged
+                                             ? ", or run on the GPU (Grid(...).backend(tle::Backend::GPU))"
+                                             : ""));
+      }
+      if (type == kDLCUDAManaged || type == kDLCUDAHost) continue;
+      if (type == kDLCUDA) {
+        const cuda::Driver& d = cuda::require_driver("cuDeviceGet");
+        CUdevice cur = cuda::current_device(), want = -1;
+        if (d.cuDeviceGet(&want, a.dl.device_id) == CUDA_SUCCESS && want == cur) continue;
+        int ordinal = static_cast<int>(cur);  // CUdevice handles are the ordinals
+        throw UserError(loc, fmt::format("argument {} of kernel {}: the {} is on {}, but tle's CUDA context is on "
+                                         "device {}; make that device's context current before launching, or "
+                                         "move the tensor to device {}",
+                                         i + 1, signature(), a.type_name, where, ordinal, ordinal));
+      }
+      throw UserError(loc, fmt::format("argument {} of kernel {}: the {} is on {}, but this launch runs on the GPU, "
+                                       "which reads kDLCUDA, kDLCUDAManaged or kDLCUDAHost tensors; pass a CUDA "
+                                       "tensor{}",
+                                       i + 1, signature(), a.type_name, where,
+                                       type == kDLCPU ? ", or run on the CPU (TLE_BACKEND=cpu or "
+                                                        "Grid(...).backend(tle::Backend::CPU))"
+                                                      : ""));
+    }
+  }
+
   /// UserError at `loc` unless every pointer argument is memory the GPU can address (device,
   /// managed, or registered/pinned host memory). DeviceBuffers and null pointers pass unchecked.
   void check_device_pointers(const HostArg* args, size_t n, const SrcLoc& loc) const {
@@ -380,7 +510,14 @@ void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const Laun
     throw UserError(loc, fmt::format("with_warps({}): num_warps must be a power of two from 1 to 32", opts.num_warps));
   const Backend backend = opts.backend < 0 ? default_backend() : static_cast<Backend>(opts.backend);
   const bool on_gpu = backend == Backend::GPU;
+  k->check_dlpack_devices(args, nargs, on_gpu, loc);
   if (on_gpu) k->check_device_pointers(args, nargs, loc);
+  else
+    for (size_t i = 0; i < nargs; ++i)
+      if (args[i].device_buffer)
+        throw UserError(loc, fmt::format("argument {} is a tle::DeviceBuffer (GPU memory), but this launch runs on "
+                                         "the CPU backend; pass host memory, or launch on the GPU",
+                                         i + 1));
   const int64_t g[3] = {grid.x, grid.y, grid.z};
   const int64_t limit[3] = {(int64_t(1) << 31) - 1, 65535, 65535};
   const char* axis[3] = {"x", "y", "z"};

@@ -60,6 +60,10 @@ V fma(V a, V b, V c, const SrcLoc& loc);
 V select(V cond, V a, V b, DType compute, const SrcLoc& loc);
 V addptr(V p, V offset, const SrcLoc& loc);
 V hint(V x, int64_t multiple_of, int64_t max_contiguous, const SrcLoc& loc);
+/// tle::inline_asm: PTX per element of args (broadcast to one shape, dtypes kept); checks the
+/// constraints against the dtypes (src/ir/inline_asm.hpp).
+V inline_asm(DType result, const std::string& asm_text, const std::string& constraints, std::vector<V> args,
+             bool pure, int pack, const SrcLoc& loc);
 
 // ---- shapes
 V broadcast_to(V x, const ShapeVec& shape, const SrcLoc& loc);
@@ -113,6 +117,16 @@ struct HostArg {
   bool device_buffer = false;  // Pointer: from a tle::DeviceBuffer (known device memory)
   const char* type_name = "";  // the C++ type, for messages
   union { const void* p; int64_t i; uint64_t u; double f; uint16_t h; bool b; };
+  /// Pointer from a DLPack tensor (tle/dlpack.hpp); p is data + byte_offset. Checked against the
+  /// parameter (dtype, alignment, data) when packing and against the backend (device) at launch.
+  struct DLPackInfo {
+    bool present = false;      // the argument was a DLTensor* / DLManagedTensor*
+    bool null_tensor = false;  // the DLTensor* (or DLManagedTensor*) itself was null
+    bool null_data = false;    // data is null but the tensor holds elements
+    uint8_t code = 0, bits = 0;
+    uint16_t lanes = 0;                 // DLDataType
+    int32_t device_type = 0, device_id = 0;  // DLDevice
+  } dl;
 };
 /// What the tracer hands the kernel's typed trampoline: per parameter a value (runtime args)
 /// or the constexpr's value.

@@ -127,6 +127,12 @@ void Lowerer::lower_op(const ir::Op& op) {
     case K::Histogram: lower_histogram(op); return;
     case K::For: lower_for(op); return;
     case K::If: lower_if(op); return;
+    case K::InlineAsm:
+      // PTX cannot run on the host (docs/semantics.md, "inline_asm").
+      throw UserError(op.loc, fmt::format("inline_asm runs on the GPU backend only; kernel '{}' was compiled for the "
+                                          "CPU backend, which cannot run PTX (launch it with "
+                                          "Grid(...).backend(Backend::GPU), or use tle operations instead of the asm)",
+                                          fn_ir.name));
     case K::Yield: fail(op, "yield outside of a region");
   }
   fail(op, "unknown op kind");

@@ -257,17 +257,20 @@ class Assigner {
     // Memory ops on tiles of one shape share one layout: the one with the shortest contiguous run
     // per thread (e.g. a bf16 row loaded 8-wide and f32 weights loaded 4-wide both use 4), so the
     // values they exchange need no convert_layout (a shared-memory round trip) on the hot path.
-    std::map<ir::Shape, const LL*> shortest;
+    // Only anchors contiguous along the same dim are merged (a transpose keeps both coalesced).
+    using Key = std::pair<ir::Shape, int>;
+    auto key = [&](Op* op) { return Key(op->operands[0]->type.shape, fastest_dim(anchors_.at(op).layout)); };
+    std::map<Key, const LL*> shortest;
     for (Op* op : mem) {
       const LL& l = anchors_.at(op).layout;
-      auto [it, fresh] = shortest.emplace(op->operands[0]->type.shape, &l);
+      auto [it, fresh] = shortest.emplace(key(op), &l);
       if (!fresh && contiguous_run(l) < contiguous_run(*it->second)) it->second = &l;
     }
-    std::map<ir::Shape, LL> chosen;
-    for (auto& [shape, l] : shortest) chosen.emplace(shape, *l);
+    std::map<Key, LL> chosen;
+    for (auto& [k, l] : shortest) chosen.emplace(k, *l);
     for (Op* op : mem) {
       Anchor& a = anchors_.at(op);
-      a.layout = chosen.at(op->operands[0]->type.shape);
+      a.layout = chosen.at(key(op));
       for (auto& r : op->results) offer(r.get(), a.layout);
       for (Value* x : op->operands) offer(x, a.layout);
     }
@@ -278,6 +281,16 @@ class Assigner {
       if (is_memory(opp->kind) && !opp->operands[0]->type.is_scalar()) out.push_back(opp.get());
       for (auto& r : opp->regions) collect_memory_ops(r->body(), out);
     }
+  }
+
+  /// The dim a layout is contiguous along: that of the first register basis, else of the first
+  /// lane basis; -1 if neither moves.
+  static int fastest_dim(const LL& l) {
+    for (const char* in : {layout::kReg, layout::kLane})
+      for (const auto& b : l.bases(in))
+        for (size_t d = 0; d < b.size(); ++d)
+          if (b[d]) return static_cast<int>(d);
+    return -1;
   }
 
   /// Elements of one thread that are consecutive along one dim from register 0 (1, 2, 4, ...).
