@@ -4,7 +4,7 @@
 # benchmarks/report.py, in one run on one GPU. Run from anywhere; the bundle comes from
 # `scripts/device-run.sh build` (carried to the machine), e.g. through the agent's run tool:
 #
-#   run(command="bash benchmarks/run_suite.sh build-device/bundle 2>&1 | tee $OUT/bench-suite.log",
+#   run(command="set -o pipefail; bash benchmarks/run_suite.sh build-device/bundle 2>&1 | tee $OUT/bench-suite.log",
 #       carry=["build-device/bundle"], timeout_s=600)
 #
 # (`scripts/device-run.sh remote` runs this too, after the tests and examples.)

@@ -76,8 +76,8 @@ build)
   cat <<EOF
 
 Now call the agent's run tool (one call; it takes a few minutes of the shared device budget):
-  run(command="bash scripts/device-run.sh remote $bundle 2>&1 | tee \$OUT/device-run.log",
-      carry=["$bundle"], timeout_s=300)
+  run(command="set -o pipefail; bash scripts/device-run.sh remote $bundle 2>&1 | tee \$OUT/device-run.log",
+      carry=["$bundle"], timeout_s=600)
 EOF
   ;;
 
@@ -123,13 +123,13 @@ remote)
   # gpu_bench (tle), benchmarks/peers/peers.py (PyTorch + cuBLAS, Triton) and benchmarks/report.py
   # through benchmarks/run_suite.sh; results into $OUT/bench (tle.jsonl, peers.jsonl, latest.jsonl,
   # RESULTS.md, chart.png). gpu_bench runs only here, not in the plain benchmark loop below.
-  # SKIP_BENCH_SUITE=1 skips it; BENCH_TIMEOUT (default 540 s) bounds it; BENCH_REPS and
+  # SKIP_BENCH_SUITE=1 skips it; BENCH_TIMEOUT (default 300 s) bounds it; BENCH_REPS and
   # BENCH_GROUPS pass through (see run_suite.sh).
   plain_benchmarks=()
   for b in "${BENCHMARKS[@]}"; do [ "$b" = gpu_bench ] || plain_benchmarks+=("$b"); done
   BENCHMARKS=("${plain_benchmarks[@]}")
   if [ "${SKIP_BENCH_SUITE:-0}" != 1 ]; then
-    STEP_TIMEOUT=${BENCH_TIMEOUT:-540} step "benchmark suite (gpu_bench, peers, report)" \
+    STEP_TIMEOUT=${BENCH_TIMEOUT:-300} step "benchmark suite (gpu_bench, peers, report)" \
       bash benchmarks/run_suite.sh "$bundle"
   fi
   # ---- end of benchmark suite ------------------------------------------------------------------

@@ -60,7 +60,7 @@ Grid cpu(int64_t g, std::source_location l = std::source_location::current()) { 
 
 /// Runs f, which must throw tle::UserError whose message contains every phrase, at this file and
 /// at `line`; then checks that a correct DLPack launch still works.
-template <class F> void expect_error(F&& f, const std::vector<std::string>& phrases, int line) {
+template <class F> void expect_error(F&& f, const std::vector<std::string>& phrases, const int& line) {
   bool thrown = false;
   try {
     f();

@@ -259,6 +259,17 @@ TEST_CASE("errors: a DeviceBuffer passed to a launch on the CPU backend", "[erro
   line = __LINE__; expect_error([&] { k(Grid(1).backend(Backend::CPU), gpu_memory, 4); }, "is a tle::DeviceBuffer (GPU memory)", line);
 }
 
+TEST_CASE("errors: a GPU kernel that needs more shared memory than a block has", "[errors]") {
+  int line = 0;
+  auto k = jit("err_smem", [&line](Ptr<float> x, Constexpr<int> N) {
+    Tile<float> v = load(x + arange(0, N));
+    line = __LINE__; Tile<float> c = cumsum(v, 0);  // scans stage the tile in shared memory: 256 KB
+    store(x + arange(0, N), c);
+  });
+  std::vector<float> big(65536);
+  expect_error([&] { (void)k.ptx(90, 4, big.data(), 65536); }, "bytes of shared memory per program", line);
+}
+
 TEST_CASE("errors: wrong argument count", "[errors]") {
   auto k = jit("err_argc", [](Ptr<float> x, Tile<int32_t> n) { store(x + arange(0, 4), 1.0f, arange(0, 4) < n); });
   int line = 0;

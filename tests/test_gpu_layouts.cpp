@@ -75,9 +75,9 @@ std::vector<const ir::Op*> ops_of(const ir::Function& f, ir::OpKind k) {
   return v;
 }
 
-/// Runs the pass and every check that must hold after it.
+/// Runs the GPU passes and every check that must hold after them.
 void assign(ir::Function& f, int num_warps = 4) {
-  passes::assign_layouts(f, num_warps);
+  passes::run_gpu_pipeline(f, num_warps);
   if (std::getenv("TLE_TEST_DUMP_LAYOUTS")) std::fprintf(stderr, "%s\n", ir::print(f).c_str());
   INFO(ir::print(f));
   REQUIRE_NOTHROW(passes::verify_layouts(f, num_warps));

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "ir/builder.hpp"
+#include "ir/ir.hpp"
 #include "tle/tle.hpp"
 
 using namespace tle;
@@ -181,6 +183,40 @@ TEST_CASE("inline_asm: pure ops are merged and deleted, impure ones kept", "[ir]
   std::string ptx = k.ptx(90, 4, fake<float>(), fake<float>(), false);
   CHECK(count(ptx, "lg2.approx.f32") >= 1);  // has side effects: survives LLVM too
   assemble("impure", ptx);
+}
+
+TEST_CASE("inline_asm: the verifier checks operands, attributes and constraints", "[ir]") {
+  using namespace tle::ir;
+  auto check = [](auto&& mutate, const char* phrase) {
+    Function f;
+    f.name = "v";
+    Type t = scalar_type(DType::f32).with_shape({8});
+    Value* x = f.entry().add_arg(scalar_type(DType::f32));
+    Builder b(&f.entry());
+    Value* xs = b.create(OpKind::Broadcast, {b.create(OpKind::Reshape, {x}, {t.with_shape({1})})->result()}, {t})->result();
+    Op* op = b.create(OpKind::InlineAsm, {xs}, {t},
+                      {{"asm", std::string("ex2.approx.f32 $0, $1;")}, {"constraints", std::string("=f,f")},
+                       {"pure", int64_t(1)}, {"pack", int64_t(1)}});
+    mutate(*op, x);
+    if (!phrase) {
+      CHECK_NOTHROW(verify(f));
+      return;
+    }
+    try {
+      verify(f);
+      FAIL("verify accepted invalid inline_asm: " << phrase);
+    } catch (const InternalError& e) {
+      CHECK_THAT(std::string(e.what()), Catch::Contains(phrase));
+    }
+  };
+  check([](Op&, Value*) {}, nullptr);
+  check([](Op& op, Value*) { op.attrs["constraints"] = std::string("=f,f,f"); }, "has 3 register constraints");
+  check([](Op& op, Value*) { op.attrs["constraints"] = std::string("=r,d"); }, "does not fit operand 0");
+  check([](Op& op, Value*) { op.attrs.erase("asm"); }, "missing string attribute 'asm'");
+  check([](Op& op, Value*) { op.attrs["pure"] = int64_t(2); }, "pure must be 0 or 1");
+  check([](Op& op, Value*) { op.attrs["pack"] = int64_t(8); }, "pack must be 1, 2 or 4");
+  check([](Op& op, Value* x) { op.operands[0] = x; }, "shape differs from the result");
+  check([](Op& op, Value*) { op.operands.clear(); }, "at least one operand");
 }
 
 // ============================================================================ errors

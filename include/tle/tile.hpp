@@ -527,8 +527,9 @@ Tile<int32_t> argmin(const Tile<T>& x, int axis, bool keepdims = false, loc_t l 
   detail::require_value(x.value(), l);
   return Tile<int32_t>(detail::reduce(x.value(), axis, ir::ReduceKind::Argmin, keepdims, l));
 }
-/// Reduction with a user combine function (Tile<T>, Tile<T>) -> Tile<T> over scalars, applied left to
-/// right along `axis`. The function is traced once into the reduce op's body.
+/// Reduction with a user combine function (Tile<T>, Tile<T>) -> Tile<T> over scalars along `axis`.
+/// The combine must be associative and commutative: the CPU applies it left to right, the GPU as a
+/// tree (docs/semantics.md). The function is traced once into the reduce op's body.
 template <class T, class F>
 Tile<T> reduce(const Tile<T>& x, int axis, F&& combine, bool keepdims = false, loc_t l = loc_t::current()) {
   detail::require_value(x.value(), l);

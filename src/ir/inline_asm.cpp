@@ -89,8 +89,10 @@ std::string check_inline_asm(const std::string& asm_text, const std::string& con
     return fmt::format("pack must be 1, 2 or 4 (elements per asm invocation), got {}", pack);
   if (operands.empty()) return "inline_asm needs at least one operand tile (the result takes their broadcast shape)";
   // Every value: result first, then the operands.
-  std::vector<DType> values = {result};
-  values.insert(values.end(), operands.begin(), operands.end());
+  std::vector<DType> values;
+  values.reserve(operands.size() + 1);
+  values.push_back(result);
+  for (DType d : operands) values.push_back(d);
   std::vector<AsmValueRegs> regs;
   for (size_t i = 0; i < values.size(); ++i) {
     DType d = values[i];

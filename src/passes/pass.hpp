@@ -39,6 +39,12 @@ struct PipelineOptions {
 /// Options from the build type and the environment (TLE_VERIFY, TLE_DUMP_IR).
 PipelineOptions default_pipeline_options();
 
+/// The GPU passes, after run_pipeline, for a kernel of `num_warps` warps: assign_layouts (GPU
+/// layouts and convert_layout ops, passes/gpu/gpu_passes.hpp), then dce (values the layout pass
+/// replaced by recomputation), then, when verifying, ir::verify and verify_layouts. Dumps as
+/// run_pipeline does (stages numbered from 50).
+void run_gpu_pipeline(ir::Function& f, int num_warps);
+
 /// Runs the pipeline on freshly traced IR with default_pipeline_options().
 void run_pipeline(ir::Function& f);
 void run_pipeline(ir::Function& f, const PipelineOptions& options);

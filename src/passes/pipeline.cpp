@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "passes/gpu/gpu_passes.hpp"
 #include "passes/pass.hpp"
 
 namespace tle::passes {
@@ -35,7 +36,7 @@ std::string file_safe(const std::string& s) {
 
 class Dumper {
  public:
-  Dumper(const ir::Function& f, const PipelineOptions& o) : f_(f), opt_(o) {
+  Dumper(const ir::Function& f, const PipelineOptions& o, int first_index = 0) : f_(f), opt_(o), index_(first_index) {
     if (o.dump_from_env) {
       const char* v = std::getenv("TLE_DUMP_IR");
       if (v && *v && std::string(v) != "0") {
@@ -68,7 +69,7 @@ class Dumper {
   const PipelineOptions& opt_;
   bool to_stderr_ = false;
   std::string dir_;
-  int index_ = 0;
+  int index_;
 };
 
 }  // namespace
@@ -118,6 +119,23 @@ void run_pipeline(ir::Function& f, const PipelineOptions& options) {
       }
     }
     if (!changed) break;
+  }
+}
+
+void run_gpu_pipeline(ir::Function& f, int num_warps) {
+  const PipelineOptions options = default_pipeline_options();
+  Dumper dump(f, options, 50);
+  assign_layouts(f, num_warps);
+  dump.stage("gpu_layouts");
+  dce(f);
+  dump.stage("gpu_dce");
+  if (options.verify) {
+    try {
+      ir::verify(f);
+      verify_layouts(f, num_warps);
+    } catch (const InternalError& e) {
+      throw InternalError(fmt::format("after the GPU passes: {}", e.what()));
+    }
   }
 }
 

@@ -6,14 +6,14 @@
 
 #include "backend/gpu/gpu_backend.hpp"
 #include "backend/gpu/lower.hpp"
-#include "passes/gpu/gpu_passes.hpp"
+#include "passes/pass.hpp"
 
 namespace tle::gpu {
 
 Artifact compile(ir::Function& f, const Target& target, const Options& options, bool keep_llvm_ir) {
   if (options.num_warps < 1 || options.num_warps > 32 || (options.num_warps & (options.num_warps - 1)))
     throw UserError(f.loc, fmt::format("num_warps must be a power of two from 1 to 32, got {}", options.num_warps));
-  passes::assign_layouts(f, options.num_warps);
+  passes::run_gpu_pipeline(f, options.num_warps);
   std::string name = "tle_";
   for (char c : f.name) name += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
   llvm::LLVMContext ctx;
@@ -21,6 +21,17 @@ Artifact compile(ir::Function& f, const Target& target, const Options& options, 
   configure_module(m, target);
   detail::Lowerer lowerer(f, m, options.num_warps);
   lowerer.run(name);
+  // Shared memory per block that an sm can give a kernel (opt-in maximum, CUDA Programming
+  // Guide, "Compute capabilities": 227 KB on sm_90, 163 KB on sm_80, 99 KB on sm_86/89).
+  const int64_t smem_limit = target.sm >= 90 ? 232448 : target.sm == 80 ? 166912 : 101376;
+  if (lowerer.shared_bytes() > smem_limit) {
+    const ir::Op* op = lowerer.smem_op;
+    throw UserError(op ? op->loc : f.loc,
+                    fmt::format("this kernel needs {} bytes of shared memory per program ({} stages its tiles there), "
+                                "more than the {} bytes an {} block can use; use smaller tiles",
+                                lowerer.shared_bytes(), op ? ir::op_mnemonic(op->kind) : "a conversion", smem_limit,
+                                target.cpu()));
+  }
   Artifact a;
   a.entry = name;
   a.num_warps = options.num_warps;

@@ -369,6 +369,13 @@ void Lowerer::lower_block(const ir::Block& b) {
 
 void Lowerer::lower_op(const ir::Op& op) {
   using K = ir::OpKind;
+  const ir::Op* outer = cur_op;
+  cur_op = &op;
+  struct Restore {
+    const ir::Op*& slot;
+    const ir::Op* value;
+    ~Restore() { slot = value; }
+  } restore{cur_op, outer};
   switch (op.kind) {
     case K::Constant: case K::Binary: case K::Compare: case K::Unary: case K::Fma: case K::Select:
     case K::Cast: case K::Bitcast:

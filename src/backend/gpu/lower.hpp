@@ -67,7 +67,11 @@ class Lowerer : public backend::ScalarEmitter {
   llvm::Value* owner(const layout::LinearLayout* l);
   /// Shared memory at a byte offset, as a pointer in address space 3.
   llvm::Value* smem_ptr(llvm::Value* byte_offset);
-  void need_smem(int64_t bytes) { smem_bytes_ = std::max(smem_bytes_, bytes); }
+  void need_smem(int64_t bytes) {
+    if (bytes > smem_bytes_) smem_bytes_ = bytes, smem_op = cur_op;
+  }
+  const ir::Op* cur_op = nullptr;   // the op being lowered
+  const ir::Op* smem_op = nullptr;  // the op that needs the most shared memory
   void barrier();
   llvm::Value* i32c(int64_t v) { return B.getInt32(static_cast<uint32_t>(v)); }
   /// Loads/stores an element of dtype d in shared memory at element index idx from `base` bytes.

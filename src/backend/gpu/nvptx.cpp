@@ -40,7 +40,9 @@ const llvm::Target& nvptx_target() {
 
 std::unique_ptr<llvm::TargetMachine> target_machine(const Target& t) {
   llvm::TargetOptions opt;
-  opt.AllowFPOpFusion = llvm::FPOpFusion::Standard;  // a*b+c may fuse (as nvcc's default -fmad=true)
+  // Standard: only llvm.fmuladd (none emitted) may fuse; separate fmul and fadd stay unfused, so the
+  // GPU rounds products and sums like the CPU does.
+  opt.AllowFPOpFusion = llvm::FPOpFusion::Standard;
   std::string features = fmt::format("+ptx{}", t.ptx_version);
   std::unique_ptr<llvm::TargetMachine> tm(nvptx_target().createTargetMachine(
       "nvptx64-nvidia-cuda", t.cpu(), features, opt, std::nullopt, std::nullopt, llvm::CodeGenOptLevel::Aggressive));

@@ -178,7 +178,6 @@ class Assigner {
     defaults(f_.entry());
     fix_block(f_.entry());
     set_vec_attrs();
-    dce(f_);
   }
 
  private:
@@ -602,13 +601,8 @@ bool env_is_one(const char* name) {
 
 void assign_layouts(ir::Function& f, int num_warps) {
   if (num_warps < 1 || num_warps > 32 || !layout::is_pow2(num_warps))
-    throw UserError(f.loc, fmt::format("num_warps must be a power of two from 1 to 32, is {}", num_warps));
+    throw InternalError(fmt::format("assign_layouts: num_warps {} is not a power of two from 1 to 32", num_warps));
   Assigner(f, num_warps).run();
-  bool check = env_is_one("TLE_VERIFY");
-#ifndef NDEBUG
-  check = true;
-#endif
-  if (check) verify_layouts(f, num_warps);
 }
 
 }  // namespace tle::passes
