@@ -270,6 +270,14 @@ TEST_CASE("errors: a GPU kernel that needs more shared memory than a block has",
   expect_error([&] { (void)k.ptx(90, 4, big.data(), 65536); }, "bytes of shared memory per program", line);
 }
 
+TEST_CASE("errors: a constexpr value that its C++ type cannot hold", "[errors]") {
+  auto k = jit("err_constexpr_range", [](Ptr<float> x, Constexpr<uint8_t> B) { store(x + arange(0, int(B)), 1.0f); });
+  int line = 0;
+  line = __LINE__; expect_error([&] { k(Grid(1), buf.data(), 300); }, "the value 300 does not fit in u8", line);
+  line = __LINE__; expect_error([&] { k(Grid(1), buf.data(), -1); }, "the value -1 does not fit in u8", line);
+  k(Grid(1), buf.data(), 8);
+}
+
 TEST_CASE("errors: wrong argument count", "[errors]") {
   auto k = jit("err_argc", [](Ptr<float> x, Tile<int32_t> n) { store(x + arange(0, 4), 1.0f, arange(0, 4) < n); });
   int line = 0;

@@ -77,7 +77,16 @@ template <ScalarElement T> struct param_spec<Tile<T>> {
 template <class T> struct param_spec<Constexpr<T>> {
   static ParamSpec get() {
     if constexpr (std::is_same_v<T, bool>) return {ParamSpec::ConstexprBool, DType::i1};
-    else if constexpr (std::is_integral_v<T>) return {ParamSpec::ConstexprInt, DType::i64};
+    else if constexpr (std::is_integral_v<T>) {
+      // The C++ type's range (checked at launch): its width and signedness.
+      constexpr int w = sizeof(T);
+      constexpr bool s = std::is_signed_v<T>;
+      constexpr DType d = w == 1 ? (s ? DType::i8 : DType::u8)
+                        : w == 2 ? (s ? DType::i16 : DType::u16)
+                        : w == 4 ? (s ? DType::i32 : DType::u32)
+                                 : (s ? DType::i64 : DType::u64);
+      return {ParamSpec::ConstexprInt, d};
+    }
     else return {ParamSpec::ConstexprFloat, DType::f64};
   }
 };

@@ -326,6 +326,9 @@ class KernelState {
           else if (a.kind == HostArg::Bool) v = a.b;
           else throw bad(fmt::format("got a {}; pass an integer value", a.type_name));
           if (p.kind == ParamSpec::ConstexprBool && v != 0 && v != 1) throw bad("pass true or false");
+          // The constexpr's C++ type must hold the value (a Constexpr<uint8_t> given 300 would wrap).
+          if (p.kind == ParamSpec::ConstexprInt && !int_fits(p.dtype, v))
+            throw bad(fmt::format("the value {} does not fit in {}", v, dtype_name(p.dtype)));
           pk.constexprs[i].i = v;
           pk.key.push_back(static_cast<uint64_t>(v));
           break;
@@ -334,6 +337,7 @@ class KernelState {
           double v;
           if (a.kind == HostArg::Float) v = a.f;
           else if (a.kind == HostArg::Int) v = static_cast<double>(a.i);
+          else if (a.kind == HostArg::UInt) v = static_cast<double>(a.u);
           else throw bad(fmt::format("got a {}; pass a number", a.type_name));
           pk.constexprs[i].f = v;
           uint64_t bits;
