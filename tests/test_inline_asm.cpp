@@ -19,43 +19,12 @@
 #include "ir/builder.hpp"
 #include "ir/ir.hpp"
 #include "tle/tle.hpp"
+#include "ptxas_util.hpp"
 
 using namespace tle;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string ptxas_path() {
-  if (const char* p = std::getenv("TLE_PTXAS"); p && *p) return p;
-  if (::access("/usr/local/cuda/bin/ptxas", X_OK) == 0) return "/usr/local/cuda/bin/ptxas";
-  if (std::system("command -v ptxas >/dev/null 2>&1") == 0) return "ptxas";
-  return {};
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-/// Assembles `ptx` with ptxas -arch=sm_90a; a failure is a failed check with ptxas' log.
-void assemble(const std::string& what, const std::string& ptx) {
-  static const std::string ptxas = ptxas_path();
-  if (ptxas.empty()) {
-    WARN("ptxas not found ($TLE_PTXAS, /usr/local/cuda/bin/ptxas, PATH): " << what << " not assembled");
-    return;
-  }
-  std::string tmpl = (fs::temp_directory_path() / "tle-asm-XXXXXX").string();
-  REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-  fs::path dir = tmpl;
-  std::ofstream(dir / "k.ptx") << ptx;
-  std::string cmd = ptxas + " -arch=sm_90a " + (dir / "k.ptx").string() + " -o " + (dir / "k.cubin").string() + " > " +
-                    (dir / "log").string() + " 2>&1";
-  int rc = std::system(cmd.c_str());
-  INFO(what << ": ptxas log:\n" << slurp(dir / "log") << "\n--- PTX ---\n" << ptx.substr(0, 4000));
-  CHECK(rc == 0);
-  std::error_code ec;
-  fs::remove_all(dir, ec);
-}
 
 template <class T> T* fake(uintptr_t a = 0x10000) { return reinterpret_cast<T*>(a); }
 
@@ -109,7 +78,7 @@ TEST_CASE("inline_asm: ex2.approx.f32 of a tile compiles to PTX and assembles", 
   CHECK_THAT(ir, Catch::Contains("pure=1"));
   std::string ptx = k.ptx(90, 4, fake<float>(), fake<float>(), 1000, 256);
   CHECK_THAT(ptx, Catch::Contains("ex2.approx.f32"));
-  assemble("ex2", ptx);
+  ptxtest::assemble("ex2", ptx);
 }
 
 TEST_CASE("inline_asm: a two-operand integer asm with a broadcast scalar", "[ptx]") {
@@ -123,7 +92,7 @@ TEST_CASE("inline_asm: a two-operand integer asm with a broadcast scalar", "[ptx
   CHECK_THAT(ir, Catch::Contains("broadcast"));  // the scalar takes the tile's shape
   std::string ptx = k.ptx(90, 4, fake<int32_t>(), fake<int32_t>(), 7, 128);
   CHECK_THAT(ptx, Catch::Contains("add.s32"));
-  assemble("add.s32", ptx);
+  ptxtest::assemble("add.s32", ptx);
 }
 
 TEST_CASE("inline_asm: 16-bit, packed, 64-bit and mixed-type operands assemble", "[ptx]") {
@@ -139,14 +108,14 @@ TEST_CASE("inline_asm: 16-bit, packed, 64-bit and mixed-type operands assemble",
     for (int block : {128, 1024}) {  // 1 and several registers per thread
       std::string ptx = kh.ptx(90, 4, fake<f16>(), fake<f16>(), block, pack);
       CHECK_THAT(ptx, Catch::Contains(pack == 1 ? "ex2.approx.f16 " : "ex2.approx.f16x2"));
-      assemble("f16 pack " + std::to_string(pack) + " block " + std::to_string(block), ptx);
+      ptxtest::assemble("f16 pack " + std::to_string(pack) + " block " + std::to_string(block), ptx);
     }
   }
   // pack = 2 on a scalar: one invocation, padded.
   auto ks = jit("asm_f16_scalar", [](Ptr<f16> x, Ptr<f16> y) {
     store(y, inline_asm<f16>("ex2.approx.f16x2 $0, $1;", "=r,r", {load(x)}, true, 2));
   });
-  assemble("f16x2 scalar", ks.ptx(90, 4, fake<f16>(), fake<f16>()));
+  ptxtest::assemble("f16x2 scalar", ks.ptx(90, 4, fake<f16>(), fake<f16>()));
   // u64 ('l'), f64 ('d') and f32 passed as bits ('r'); i8 four per 'r' (pack 4).
   auto km = jit("asm_mixed", [](Ptr<uint64_t> a, Ptr<double> b, Ptr<float> c, Ptr<int8_t> d, Constexpr<int> BLOCK) {
     Tile<int32_t> o = arange(0, BLOCK);
@@ -161,7 +130,7 @@ TEST_CASE("inline_asm: 16-bit, packed, 64-bit and mixed-type operands assemble",
   CHECK_THAT(ptx, Catch::Contains("mul.f64"));
   CHECK_THAT(ptx, Catch::Contains("and.b32"));
   CHECK_THAT(ptx, Catch::Contains("xor.b32"));
-  assemble("mixed", ptx);
+  ptxtest::assemble("mixed", ptx);
 }
 
 // ============================================================================ IR and passes
@@ -182,7 +151,7 @@ TEST_CASE("inline_asm: pure ops are merged and deleted, impure ones kept", "[ir]
   CHECK(count(impure, "pure=0") == 3);
   std::string ptx = k.ptx(90, 4, fake<float>(), fake<float>(), false);
   CHECK(count(ptx, "lg2.approx.f32") >= 1);  // has side effects: survives LLVM too
-  assemble("impure", ptx);
+  ptxtest::assemble("impure", ptx);
 }
 
 TEST_CASE("inline_asm: the verifier checks operands, attributes and constraints", "[ir]") {

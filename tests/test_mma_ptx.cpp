@@ -16,6 +16,7 @@
 
 #include "backend/gpu/mma_fragments.hpp"
 #include "gpu_kernels.hpp"
+#include "ptxas_util.hpp"
 #include "layout/named_layouts.hpp"
 
 using namespace tle;
@@ -23,44 +24,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string ptxas_path() {
-  if (const char* p = std::getenv("TLE_PTXAS"); p && *p) return p;
-  if (::access("/usr/local/cuda/bin/ptxas", X_OK) == 0) return "/usr/local/cuda/bin/ptxas";
-  if (std::system("command -v ptxas >/dev/null 2>&1") == 0) return "ptxas";
-  return {};
-}
-
 template <class T> T* fake_ptr() { return reinterpret_cast<T*>(uintptr_t{0x20000}); }  // 16-byte aligned
 
 size_t count_of(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
   return n;
-}
-
-/// Assembles `ptx` for `arch` (e.g. "sm_90a"); a failure is a failed check with ptxas' log.
-void assemble(const std::string& what, const std::string& ptx, const std::string& arch) {
-  static const std::string ptxas = ptxas_path();
-  if (ptxas.empty()) {
-    WARN("ptxas not found ($TLE_PTXAS, /usr/local/cuda/bin/ptxas, PATH): " << what << " not assembled");
-    return;
-  }
-  std::string dir_tmpl = (fs::temp_directory_path() / "tle-mma-XXXXXX").string();
-  REQUIRE(::mkdtemp(dir_tmpl.data()) != nullptr);
-  const fs::path dir = dir_tmpl;
-  std::ofstream(dir / "k.ptx") << ptx;
-  const std::string cmd = ptxas + " -arch=" + arch + " " + (dir / "k.ptx").string() + " -o " +
-                          (dir / "k.cubin").string() + " > " + (dir / "log").string() + " 2>&1";
-  const int rc = std::system(cmd.c_str());
-  if (rc != 0) {
-    std::ifstream in(dir / "log");
-    std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    FAIL_CHECK("ptxas -arch=" << arch << " failed on " << what << ":\n" << log.substr(0, 4000));
-  } else {
-    CHECK(fs::file_size(dir / "k.cubin") > 0);
-  }
-  std::error_code ec;
-  fs::remove_all(dir, ec);
 }
 
 /// Compiles the matmul kernel for T with tiles BM x BN x BK and `warps` warps for sm_90a and sm_80;
@@ -81,7 +50,7 @@ template <class T> void check_mma_matmul(const char* dtype, int bm, int bn, int 
     CHECK(n >= per_iter);
     CHECK(n % per_iter == 0);
     CHECK(count_of(ptx, instr) == n);
-    assemble(what, ptx, arch);
+    ptxtest::assemble(what, ptx, arch);
   }
 }
 

@@ -13,23 +13,12 @@
 #include <string>
 
 #include "gpu_kernels.hpp"
+#include "ptxas_util.hpp"
 
 using namespace tle;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string find_ptxas() {
-  if (const char* p = std::getenv("TLE_PTXAS"); p && *p) return p;
-  if (::access("/usr/local/cuda/bin/ptxas", X_OK) == 0) return "/usr/local/cuda/bin/ptxas";
-  if (std::system("command -v ptxas >/dev/null 2>&1") == 0) return "ptxas";
-  return {};
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 /// A 16-byte aligned fake address (Kernel::ptx only looks at the alignment).
 template <class T> T* fake(uintptr_t a = 0x10000) { return reinterpret_cast<T*>(a); }
@@ -38,7 +27,6 @@ template <class T> T* fake(uintptr_t a = 0x10000) { return reinterpret_cast<T*>(
 /// assembly failure is a failed check naming the kernel and the architecture, and the other
 /// architecture is still tried.
 void check_ptx(const std::string& name, const std::function<std::string(int sm)>& make) {
-  static const std::string ptxas = find_ptxas();
   for (int sm : {90, 80}) {
     const std::string arch = sm == 90 ? "sm_90a" : "sm_" + std::to_string(sm);
     INFO("kernel " << name << " for " << arch);
@@ -51,29 +39,7 @@ void check_ptx(const std::string& name, const std::function<std::string(int sm)>
     }
     CHECK(ptx.find(".target " + arch) != std::string::npos);
     CHECK(ptx.find(".entry") != std::string::npos);
-    if (ptxas.empty()) {
-      WARN("ptxas not found ($TLE_PTXAS, /usr/local/cuda/bin/ptxas, PATH): PTX of " << name << " not assembled");
-      continue;
-    }
-    std::string tmpl = (fs::temp_directory_path() / "tle-ptx-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    fs::path dir = tmpl;
-    std::ofstream(dir / "k.ptx") << ptx;
-    std::string cmd = ptxas + " -arch=" + arch + " " + (dir / "k.ptx").string() + " -o " + (dir / "k.cubin").string() +
-                      " > " + (dir / "log").string() + " 2>&1";
-    int rc = std::system(cmd.c_str());
-    if (rc != 0) {
-      std::string log = slurp(dir / "log");
-      if (log.size() > 4000) log = log.substr(0, 4000) + "\n...";
-      std::string head = ptx.substr(0, 3000);
-      FAIL_CHECK("ptxas -arch=" << arch << " failed on " << name << " (status " << rc << "):\n"
-                                << log << "\n--- PTX (first 3000 chars) ---\n"
-                                << head);
-    } else {
-      CHECK(fs::file_size(dir / "k.cubin") > 0);
-    }
-    std::error_code ec;
-    fs::remove_all(dir, ec);
+    ptxtest::assemble(name, ptx, arch);
   }
 }
 
