@@ -278,6 +278,16 @@ TEST_CASE("errors: a constexpr value that its C++ type cannot hold", "[errors]")
   k(Grid(1), buf.data(), 8);
 }
 
+TEST_CASE("errors: a unary operator on a Tile that has no value reports the user's line", "[errors]") {
+  int line = 0;
+  auto k = jit("err_unary_no_value", [&line](Ptr<float> x) {
+    Tile<float> never_assigned;
+    line = __LINE__; Tile<float> y = -never_assigned;
+    store(x, y);
+  });
+  expect_error([&] { k(Grid(1), buf.data()); }, "has no value yet", line);
+}
+
 TEST_CASE("errors: wrong argument count", "[errors]") {
   auto k = jit("err_argc", [](Ptr<float> x, Tile<int32_t> n) { store(x + arange(0, 4), 1.0f, arange(0, 4) < n); });
   int line = 0;

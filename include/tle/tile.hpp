@@ -187,9 +187,10 @@ template <class T> class Tile : private detail::HandleBase {
   friend Tile operator&&(Operand<T> a, Operand<T> b) requires std::is_same_v<T, bool> { return bin(ir::BinaryOp::And, a, b); }
   friend Tile operator||(Operand<T> a, Operand<T> b) requires std::is_same_v<T, bool> { return bin(ir::BinaryOp::Or, a, b); }
 
-  friend Tile operator-(const Tile& a) requires detail::Arith<T> { return un(ir::UnaryOp::Neg, a); }
-  friend Tile operator~(const Tile& a) requires detail::IntElem<T> { return un(ir::UnaryOp::Not, a); }
-  friend Tile operator!(const Tile& a) requires std::is_same_v<T, bool> { return un(ir::UnaryOp::Not, a); }
+  // Unary operators take an Operand too, so that their errors carry the user's position.
+  friend Tile operator-(Operand<T> a) requires detail::Arith<T> { return un(ir::UnaryOp::Neg, a); }
+  friend Tile operator~(Operand<T> a) requires detail::IntElem<T> { return un(ir::UnaryOp::Not, a); }
+  friend Tile operator!(Operand<T> a) requires std::is_same_v<T, bool> { return un(ir::UnaryOp::Not, a); }
 
   // ---- comparisons (result: Tile<bool>). Floats compare ordered: NaN is unequal to everything.
   friend Tile<bool> operator==(Operand<T> a, Operand<T> b) requires detail::ScalarElement<T> { return cmp(ir::CmpPred::Eq, a, b); }
@@ -224,11 +225,7 @@ template <class T> class Tile : private detail::HandleBase {
   static Tile<bool> cmp(ir::CmpPred p, const Operand<T>& a, const Operand<T>& b) {
     return Tile<bool>(detail::compare(p, a.v, b.v, dtype, b.loc));
   }
-  static Tile un(ir::UnaryOp op, const Tile& a) {
-    SrcLoc none;
-    detail::require_value(a.v, none);
-    return Tile(detail::unary(op, a.v, none));
-  }
+  static Tile un(ir::UnaryOp op, const Operand<T>& a) { return Tile(detail::unary(op, a.v, a.loc)); }
   static Tile ptr_add(const Tile& p, const Offset& off) {
     detail::require_value(p.v, off.loc);
     return Tile(detail::addptr(p.v, off.v, off.loc));
