@@ -104,6 +104,15 @@ def guarded(case, peer, fn):
         return None
 
 
+def run_checked(f, out, want, what):
+    """Zeroes `out`, runs f once and requires out == want exactly, before any timing."""
+    out.zero_()
+    f()
+    torch.cuda.synchronize()
+    if not torch.equal(out, want):
+        raise AssertionError(what)
+
+
 def need_triton():
     if triton is None:
         raise RuntimeError(TRITON_ERROR)
@@ -428,22 +437,14 @@ def group_copy(tm):
 
     def torch_case():
         f = lambda: y.copy_(x)  # noqa: E731
-        y.zero_()
-        f()
-        torch.cuda.synchronize()
-        if not torch.equal(y, x):
-            raise AssertionError("copy_ produced a wrong copy")
+        run_checked(f, y, x, "copy_ produced a wrong copy")
         emit_ok(case, "torch", tm.time(f), config="Tensor.copy_")
 
     def triton_case():
         k = tk()
         BLOCK = 1024
         f = lambda: k.copy[(triton.cdiv(n, BLOCK),)](x, y, n, BLOCK_SIZE=BLOCK)  # noqa: E731
-        y.zero_()
-        f()
-        torch.cuda.synchronize()
-        if not torch.equal(y, x):
-            raise AssertionError("triton copy produced a wrong copy")
+        run_checked(f, y, x, "triton copy produced a wrong copy")
         emit_ok(case, "triton", tm.time(f), config="BLOCK_SIZE=1024 (tutorial 01 style)")
 
     guarded(case, "torch", torch_case)
@@ -460,22 +461,14 @@ def group_vector_add(tm):
 
     def torch_case():
         f = lambda: torch.add(x, y, out=out)  # noqa: E731
-        out.zero_()
-        f()
-        torch.cuda.synchronize()
-        if not torch.equal(out, want):
-            raise AssertionError("torch.add: wrong sum")
+        run_checked(f, out, want, "torch.add: wrong sum")
         emit_ok(case, "torch", tm.time(f), config="torch.add(out=)")
 
     def triton_case():
         k = tk()
         BLOCK = 1024
         f = lambda: k.add[(triton.cdiv(n, BLOCK),)](x, y, out, n, BLOCK_SIZE=BLOCK)  # noqa: E731
-        out.zero_()
-        f()
-        torch.cuda.synchronize()
-        if not torch.equal(out, want):
-            raise AssertionError("triton add: wrong sum")
+        run_checked(f, out, want, "triton add: wrong sum")
         emit_ok(case, "triton", tm.time(f), config="BLOCK_SIZE=1024 (tutorial 01)")
 
     guarded(case, "torch", torch_case)
@@ -652,21 +645,13 @@ def group_launch(tm):
     def triton_cases():
         k = tk().add
         f = lambda: k[(1,)](x, y, out, n, BLOCK_SIZE=128)  # noqa: E731
-        out.zero_()
-        f()
-        torch.cuda.synchronize()
-        if not torch.equal(out, want):
-            raise AssertionError("triton add: wrong sum")
+        run_checked(f, out, want, "triton add: wrong sum")
         emit_ok("launch_host/vector_add", "triton", host_times(f, 10000), config="1 program, 4 warps")
         emit_ok("launch_sync/vector_add", "triton", sync_times(f, 2000), config="1 program, 4 warps")
 
     def torch_cases():
         f = lambda: torch.add(x, y, out=out)  # noqa: E731
-        out.zero_()
-        f()
-        torch.cuda.synchronize()
-        if not torch.equal(out, want):
-            raise AssertionError("torch.add: wrong sum")
+        run_checked(f, out, want, "torch.add: wrong sum")
         emit_ok("launch_host/vector_add", "torch", host_times(f, 10000), config="torch.add(out=) on 128 elements")
         emit_ok("launch_sync/vector_add", "torch", sync_times(f, 2000), config="torch.add(out=) on 128 elements")
 
