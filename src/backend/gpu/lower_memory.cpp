@@ -69,6 +69,9 @@ void Lowerer::lower_load(const ir::Op& op) {
   const LinearLayout* l = layout_of(r);
   const int n = num_regs(r);
   const int vec = usable_vec(l, op.has_attr("vec") ? static_cast<int>(op.int_attr("vec")) : 1);
+  // The layout pass proved the mask constant over each vector (mask_vec >= vec): then a group is
+  // loaded whole or not at all, with no per-element fallback (fewer branches and registers).
+  const bool uniform_mask = op.has_attr("mask_vec") && op.int_attr("mask_vec") >= vec;
   auto from_mem = [&](Value* v) { return d == DType::i1 ? B.CreateICmpNE(v, B.getInt8(0)) : v; };
   auto fill = [&](int i) -> Value* {
     if (other) {
@@ -98,6 +101,7 @@ void Lowerer::lower_load(const ir::Op& op) {
         fills.push_back(fill(g + k));
         all = B.CreateAnd(all, ms.back());
       }
+      if (uniform_mask) all = ms[0];
       auto* fast = llvm::BasicBlock::Create(ctx, "ld.all", kernel);
       auto* slow = llvm::BasicBlock::Create(ctx, "ld.some", kernel);
       auto* join = llvm::BasicBlock::Create(ctx, "ld.join", kernel);
@@ -108,7 +112,13 @@ void Lowerer::lower_load(const ir::Op& op) {
       B.CreateBr(join);
       B.SetInsertPoint(slow);
       Value* sv;
-      if (vec == 1) {
+      if (uniform_mask) {  // the whole group is masked off: the fill values
+        sv = fills[0];
+        if (vec > 1) {
+          sv = llvm::PoisonValue::get(vt);
+          for (int k = 0; k < vec; ++k) sv = B.CreateInsertElement(sv, fills[k], static_cast<uint64_t>(k));
+        }
+      } else if (vec == 1) {
         auto* on = llvm::BasicBlock::Create(ctx, "ld.on", kernel);
         auto* off = llvm::BasicBlock::Create(ctx, "ld.off", kernel);
         B.CreateCondBr(ms[0], on, off);
@@ -153,6 +163,7 @@ void Lowerer::lower_store(const ir::Op& op) {
   const LinearLayout* l = layout_of(p);
   const int n = num_regs(p);
   const int vec = usable_vec(l, op.has_attr("vec") ? static_cast<int>(op.int_attr("vec")) : 1);
+  const bool uniform_mask = op.has_attr("mask_vec") && op.int_attr("mask_vec") >= vec;  // as in lower_load
   auto to_mem = [&](Value* x) { return d == DType::i1 ? B.CreateZExt(x, B.getInt8Ty()) : x; };
   Value* own = owner(l);
   for (int g = 0; g < n; g += vec) {
@@ -165,6 +176,7 @@ void Lowerer::lower_store(const ir::Op& op) {
       ms.push_back(m);
       all = B.CreateAnd(all, m);
     }
+    if (uniform_mask) all = ms[0];
     llvm::Type* vt = llvm::FixedVectorType::get(mt, static_cast<unsigned>(vec));
     Value* val = nullptr;
     if (vec == 1) {
@@ -181,7 +193,7 @@ void Lowerer::lower_store(const ir::Op& op) {
     B.CreateAlignedStore(val, base, vec == 1 ? elem_align : llvm::Align(static_cast<uint64_t>(byte_size(d) * vec)));
     B.CreateBr(join);
     B.SetInsertPoint(slow);
-    if (vec > 1) {
+    if (vec > 1 && !uniform_mask) {
       Value* mv = llvm::PoisonValue::get(llvm::FixedVectorType::get(B.getInt1Ty(), static_cast<unsigned>(vec)));
       for (int k = 0; k < vec; ++k) mv = B.CreateInsertElement(mv, ms[k], static_cast<uint64_t>(k));
       B.CreateMaskedStore(val, base, elem_align, mv);
