@@ -159,7 +159,7 @@ int next_pow2(int n) {
 
 // Warps per program for a whole-row kernel (the examples' rule; Triton's tutorials use 8 for
 // softmax and BLOCK/256 clamped to 1..8 for layernorm).
-int row_warps(int block) { return block >= 8192 ? 16 : block >= 2048 ? 8 : 4; }
+int row_warps(int block) { return block >= 32768 ? 32 : block >= 8192 ? 16 : block >= 2048 ? 8 : 4; }
 
 // ------------------------------------------------------------------------------- groups
 
