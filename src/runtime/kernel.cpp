@@ -38,6 +38,9 @@
 #include "tle/detail/trace_api.hpp"
 #include "tle/device.hpp"
 
+namespace tle::detail {
+extern const char kBuildId[];  // generated: cmake/source_hash.cmake
+}
 #ifndef TLE_VERSION
 #define TLE_VERSION "unknown"
 #endif
@@ -415,8 +418,10 @@ class KernelState {
     cuda::check(d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute");
     gpu::Target target = target_for(major * 10 + minor);
     std::string ir_text = ir::print(f);
-    std::string key = fmt::format("tle-gpu-ptx\ntle {}\nllvm {}\ndriver {}\ntarget {} ptx{}\nnum_warps {}\n{}", TLE_VERSION,
-                                  LLVM_VERSION_STRING, d.version, target.cpu(), target.ptx_version, num_warps, ir_text);
+    // kBuildId (a hash of libtle's sources) makes PTX cached by a different build of tle a miss.
+    std::string key = fmt::format("tle-gpu-ptx\ntle {} {}\nllvm {}\ndriver {}\ntarget {} ptx{}\nnum_warps {}\n{}",
+                                  TLE_VERSION, kBuildId, LLVM_VERSION_STRING, d.version, target.cpu(), target.ptx_version,
+                                  num_warps, ir_text);
     DiskCache& disk = DiskCache::global();
     std::optional<gpu::Artifact> art;
     if (auto bytes = disk.get(key)) art = parse_artifact(*bytes);
