@@ -4,48 +4,19 @@
 #pragma once
 #include <tle/tle.hpp>
 
+#include "../examples/kernels.hpp"
+
 #include <cmath>
 #include <cstdint>
 
 namespace gk {
 using namespace tle;
 
-/// out[i] = x[i] + y[i] for i < n.
-inline auto vector_add() {
-  return jit("vector_add", [](Ptr<float> x, Ptr<float> y, Ptr<float> out, Tile<int32_t> n, Constexpr<int> BLOCK) {
-    Tile<int32_t> offs = program_id(0) * BLOCK + arange(0, BLOCK);
-    Tile<bool> mask = offs < n;
-    store(out + offs, load(x + offs, mask) + load(y + offs, mask), mask);
-  });
-}
-
-/// Row softmax, one program per row, BLOCK >= ncols.
-inline auto softmax() {
-  return jit("softmax", [](Ptr<float> x, Ptr<float> y, Tile<int32_t> ncols, Constexpr<int> BLOCK) {
-    Tile<int64_t> row = program_id(0).to<int64_t>();
-    Tile<int32_t> cols = arange(0, BLOCK);
-    Tile<bool> mask = cols < ncols;
-    Tile<float> v = load(x + row * ncols + cols, mask, -INFINITY);
-    Tile<float> e = exp(v - max(v, 0));
-    store(y + row * ncols + cols, e / sum(e, 0), mask);
-  });
-}
-
-/// LayerNorm forward over rows (T in memory, f32 statistics).
-template <class T> auto layernorm() {
-  return jit("layernorm", [](Ptr<T> x, Ptr<T> y, Ptr<float> w, Ptr<float> b, Tile<int32_t> ncols, Tile<float> eps,
-                             Constexpr<int> BLOCK) {
-    Tile<int64_t> base = program_id(0).to<int64_t>() * ncols;
-    Tile<int32_t> cols = arange(0, BLOCK);
-    Tile<bool> mask = cols < ncols;
-    Tile<float> v = cast<float>(load(x + base + cols, mask));
-    Tile<float> n = ncols.to<float>();
-    Tile<float> mean = sum(v, 0) / n;
-    Tile<float> d = where(mask, v - mean, 0.0f);
-    Tile<float> rstd = rsqrt(sum(d * d, 0) / n + eps);
-    store(y + base + cols, cast<T>(d * rstd * load(w + cols, mask) + load(b + cols, mask)), mask);
-  });
-}
+// The examples' kernels (examples/kernels.hpp), so the GPU tests check what the examples and
+// benchmarks run.
+inline auto vector_add() { return ex::make_vector_add(); }
+inline auto softmax() { return ex::make_softmax(); }
+template <class T> auto layernorm() { return ex::make_layernorm<T>(); }
 
 /// C[M,N] (f32 or i32 accumulator) = A[M,K] @ B[K,N] with a device K loop and masked tails.
 template <class T> auto matmul() {
