@@ -73,8 +73,9 @@ Value* f64_to_f32_odd(llvm::IRBuilder<>& B, Value* d) {
   Value* keep = B.CreateOr(exact, odd);
   return B.CreateBitCast(B.CreateSelect(keep, bits, adj), B.getFloatTy());
 }
-// f32 -> bf16 bits, round to nearest even; NaN stays a (quiet) NaN.
-Value* f32_to_bf16(llvm::IRBuilder<>& B, Value* f) {
+}  // namespace
+
+Value* ScalarEmitter::f32_to_bf16(Value* f) {
   Value* bits = B.CreateBitCast(f, B.getInt32Ty());
   Value* lsb = B.CreateAnd(B.CreateLShr(bits, 16), B.getInt32(1));
   Value* rounded = B.CreateLShr(B.CreateAdd(bits, B.CreateAdd(lsb, B.getInt32(0x7FFF))), 16);
@@ -82,7 +83,6 @@ Value* f32_to_bf16(llvm::IRBuilder<>& B, Value* f) {
   Value* isnan = B.CreateFCmpUNO(f, f);
   return B.CreateTrunc(B.CreateSelect(isnan, nan, rounded), B.getInt16Ty());
 }
-}  // namespace
 
 Value* ScalarEmitter::from_compute(Value* v, DType d) {
   bool dbl = v->getType()->isDoubleTy();
@@ -92,7 +92,7 @@ Value* ScalarEmitter::from_compute(Value* v, DType d) {
       return B.CreateBitCast(B.CreateFPTrunc(v, B.getHalfTy()), B.getInt16Ty());
     case DType::bf16:
       if (dbl) v = f64_to_f32_odd(B, v);
-      return f32_to_bf16(B, v);
+      return f32_to_bf16(v);
     case DType::f32: return dbl ? B.CreateFPTrunc(v, B.getFloatTy()) : v;
     case DType::f64: return dbl ? v : B.CreateFPExt(v, B.getDoubleTy());
     default: return v;

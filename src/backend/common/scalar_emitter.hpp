@@ -4,7 +4,8 @@
 // Value representation: i1 stays i1; f16/bf16 travel as their i16 bit patterns (no FP move can
 // quiet a signaling NaN); f32/f64 as float/double; pointers as `ptr`. A backend derives from
 // ScalarEmitter and overrides the hooks that differ per target: calls to math functions (libm on
-// the CPU, libdevice on the GPU) and the exact i64 -> bf16 conversion.
+// the CPU, libdevice on the GPU), the exact i64 -> bf16 conversion, and the two operations a
+// target has single instructions for (float max/min, f32 -> bf16).
 #pragma once
 #include <string>
 #include <vector>
@@ -48,8 +49,9 @@ class ScalarEmitter {
   llvm::Value* fma(DType d, const std::vector<llvm::Value*>& abc);
   llvm::Value* convert(llvm::Value* v, DType from, DType to);
   llvm::Value* bitcast(llvm::Value* v, DType from, DType to);
-  /// NaN-propagating max/min of two floats of the same type, -0 < +0 (rule E02).
-  llvm::Value* float_max_min(bool is_max, llvm::Value* a, llvm::Value* b);
+  /// NaN-propagating max/min of two floats of the same type (rule E02). This default orders
+  /// -0 < +0; a target may return either zero for max(-0, +0) (docs/semantics.md leaves it open).
+  virtual llvm::Value* float_max_min(bool is_max, llvm::Value* a, llvm::Value* b);
 
   /// One atomic read-modify-write on global memory at `ptr` (an element of pointee dtype pd);
   /// returns the old value. Plain atomicrmw where LLVM has the exact operation; float max/min
@@ -78,6 +80,9 @@ class ScalarEmitter {
   virtual llvm::Value* transcendental(ir::UnaryOp op, llvm::Value* x);
   /// Exact (round-once) conversion of a 64-bit integer to bf16 bits.
   virtual llvm::Value* int64_to_bf16(llvm::Value* v, bool is_signed) = 0;
+  /// f32 -> bf16 bits, round to nearest even, NaN stays NaN (default: integer code that keeps
+  /// the NaN's payload, quieted).
+  virtual llvm::Value* f32_to_bf16(llvm::Value* f);
 };
 
 }  // namespace tle::backend

@@ -36,6 +36,20 @@ Value* Lowerer::call_libm(const char* f32name, const char* f64name, std::vector<
   return call;
 }
 
+// PTX ISA 9.7.3.11 (max) / 9.7.3.10 (min): .NaN propagates NaN (sm_80+); LLVM's NVPTX back end
+// selects max.NaN.f32 for llvm.maximum.f32. Which zero max(-0, +0) returns is not specified by
+// tle (docs/semantics.md E02), so the one instruction replaces the compare-and-select sequence.
+Value* Lowerer::float_max_min(bool is_max, Value* a, Value* b) {
+  if (!a->getType()->isFloatTy()) return ScalarEmitter::float_max_min(is_max, a, b);
+  return B.CreateBinaryIntrinsic(is_max ? llvm::Intrinsic::maximum : llvm::Intrinsic::minimum, a, b);
+}
+
+// cvt.rn.bf16.f32 (PTX ISA 9.7.9.21, sm_80+): round to nearest even; a NaN becomes the canonical
+// NaN 0x7FFF (the CPU keeps the payload; both are NaN).
+Value* Lowerer::f32_to_bf16(Value* f) {
+  return B.CreateBitCast(B.CreateFPTrunc(f, B.getBFloatTy()), B.getInt16Ty());
+}
+
 Value* Lowerer::int64_to_bf16(Value* v, bool is_signed) {
   // Integer code: normalize |v|, keep 8 significant bits, round to nearest even with the rest.
   llvm::Type* i64 = B.getInt64Ty();

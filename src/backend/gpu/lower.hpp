@@ -32,9 +32,12 @@ class Lowerer : public backend::ScalarEmitter {
   /// Dynamic shared memory the kernel needs (bytes).
   int64_t shared_bytes() const { return smem_bytes_; }
 
-  // hooks of ScalarEmitter: libdevice math, exact i64 -> bf16 in integer code
+  // hooks of ScalarEmitter: libdevice math, exact i64 -> bf16 in integer code, and sm_80
+  // instructions: f32 max/min as max.NaN / min.NaN.f32, f32 -> bf16 as cvt.rn.bf16.f32
   llvm::Value* call_libm(const char* f32name, const char* f64name, std::vector<llvm::Value*> args) override;
   llvm::Value* int64_to_bf16(llvm::Value* v, bool is_signed) override;
+  llvm::Value* float_max_min(bool is_max, llvm::Value* a, llvm::Value* b) override;
+  llvm::Value* f32_to_bf16(llvm::Value* f) override;
   [[noreturn]] void fail(const ir::Op& op, const std::string& msg) const override;
 
   // ---- infrastructure (lower.cpp)
