@@ -186,6 +186,40 @@ TEST_CASE("gpu: matmul with a K loop matches the CPU (f32, bf16, f16, i8)", "[.g
   run(int8_t{}, 0, 0, 32, 32, 32, 4);
 }
 
+TEST_CASE("gpu: pipelined matmul (cp.async, ldmatrix) matches the CPU: ragged shapes, stages 1..4", "[.gpu]") {
+  if (!have_gpu()) return;
+  // Shapes: multiples of 16 take the cp.async pipeline (masks uniform over 8-element vectors),
+  // the others the ldmatrix path without pipelining; K tails that are not a multiple of BK, trip
+  // counts below the stage count (K = 16), 1-wide edges.
+  const int shapes[][3] = {{1, 17, 100}, {17, 1001, 1},  {100, 128, 1001}, {128, 128, 128}, {264, 264, 264},
+                           {272, 144, 208}, {1001, 100, 17}, {128, 256, 16},  {256, 128, 48}};
+  struct Cfg {
+    int bm, bn, bk, warps;
+  };
+  auto run = [&](auto tag, std::vector<Cfg> cfgs, std::vector<int> stages) {
+    using T = decltype(tag);
+    auto k = gk::matmul<T>();
+    for (auto& sh : shapes) {
+      const int M = sh[0], N = sh[1], K = sh[2];
+      Pair<T> a(opstest::random_buf<T>(size_t(M) * K, 11, -3, 3)), b(opstest::random_buf<T>(size_t(K) * N, 12, -3, 3));
+      Pair<float> c(size_t(M) * N + 16, -5.0f);
+      k(on(Grid(cdiv(M, 64), cdiv(N, 64)), false), a.ptr(false), b.ptr(false), c.ptr(false), M, N, K, 64, 64, 32);
+      for (const Cfg& cfg : cfgs)
+        for (int st : stages) {
+          INFO(dn<T>() << " M=" << M << " N=" << N << " K=" << K << " tile " << cfg.bm << "x" << cfg.bn << "x" << cfg.bk
+                       << " warps " << cfg.warps << " stages " << st);
+          c.dev.copy_from_host(Buf<float>(c.host.size(), -5.0f).data(), c.host.size());
+          k(Grid(cdiv(M, cfg.bm), cdiv(N, cfg.bn)).with_warps(cfg.warps).with_stages(st).backend(Backend::GPU),
+            a.ptr(true), b.ptr(true), c.ptr(true), M, N, K, cfg.bm, cfg.bn, cfg.bk);
+          synchronize();
+          compare("pipelined matmul", c, 1e-4, 1e-2);
+        }
+    }
+  };
+  run(bf16{}, {{64, 64, 32, 4}, {128, 128, 32, 8}, {128, 64, 64, 4}, {32, 16, 16, 2}}, {1, 2, 3, 4});
+  run(f16{}, {{64, 64, 32, 4}, {128, 256, 32, 8}}, {1, 3});
+}
+
 TEST_CASE("gpu: reductions of every kind match the CPU; E15 NaN/inf and E16 ties", "[.gpu]") {
   if (!have_gpu()) return;
   auto run = [](auto tag, int R, int C, int axis, bool special, double rtol) {

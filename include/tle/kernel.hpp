@@ -8,7 +8,7 @@
 // DLTensor* / DLManagedTensor* whose dtype, device and alignment are checked), Tile<T> (host passes a scalar;
 // converted exactly or rejected), and Constexpr<T> (host passes a value; part of the
 // specialization). A launch is specialized, as in Triton, on constexpr values, on 16-byte alignment
-// of each pointer, and on which integer arguments equal 1 or are multiples of 16 (and, on the GPU, on num_warps); each
+// of each pointer, and on which integer arguments equal 1 or are multiples of 16 (and, on the GPU, on num_warps and num_stages); each
 // specialization is traced and compiled once and cached in memory, so later launches neither trace
 // nor compile.
 //
@@ -44,12 +44,19 @@ namespace tle {
 ///   .with_warps(w)                       GPU: w warps (32 * w threads) per program; a power of two
 ///                                        from 1 to 32, default 4; part of the specialization.
 ///                                        Checked on every backend, used on the GPU only.
+///   .with_stages(s)                      GPU: software-pipelining depth of K loops (cp.async
+///                                        multistage, sm_80 and newer): a qualifying load of
+///                                        iteration k + s - 1 is issued while iteration k computes,
+///                                        into s shared-memory buffers. 1 to 8, default 3; 1 turns
+///                                        pipelining off. Part of the specialization; checked on
+///                                        every backend (UserError outside 1..8), used on the GPU.
 ///   .backend(Backend::CPU|GPU)           run on this backend instead of default_backend().
 struct Grid {
   int64_t x = 1, y = 1, z = 1;
   SrcLoc loc;
   void* stream = nullptr;  ///< CUstream (null: the legacy default stream)
   int num_warps = 4;
+  int num_stages = 3;
   /// The backend asked for with .backend(); `has_backend` false means default_backend().
   Backend backend_choice = Backend::CPU;
   bool has_backend = false;
@@ -62,6 +69,8 @@ struct Grid {
   Grid&& on_stream(void* cu_stream) && { return std::move(on_stream(cu_stream)); }
   Grid& with_warps(int w) & { num_warps = w; return *this; }
   Grid&& with_warps(int w) && { return std::move(with_warps(w)); }
+  Grid& with_stages(int s) & { num_stages = s; return *this; }
+  Grid&& with_stages(int s) && { return std::move(with_stages(s)); }
   Grid& backend(Backend b) & { backend_choice = b, has_backend = true; return *this; }
   Grid&& backend(Backend b) && { return std::move(backend(b)); }
 };
@@ -206,6 +215,7 @@ template <class F> class Kernel {
     detail::LaunchOptions o;
     o.stream = grid.stream;
     o.num_warps = grid.num_warps;
+    o.num_stages = grid.num_stages;
     o.backend = grid.has_backend ? static_cast<int>(grid.backend_choice) : -1;
     detail::kernel_launch(state_, &fn_, detail::Grid3{grid.x, grid.y, grid.z}, o, h.data(), h.size(), grid.loc);
   }
@@ -215,7 +225,14 @@ template <class F> class Kernel {
   /// tests and inspection; throws as a launch would for bad arguments.
   template <class... A> std::string ptx(int target_sm, int num_warps, const A&... args) const {
     std::array<detail::HostArg, sizeof...(A)> h{detail::host_arg(args)...};
-    return detail::kernel_ptx(state_, &fn_, target_sm, num_warps, h.data(), h.size(), SrcLoc{});
+    return detail::kernel_ptx(state_, &fn_, target_sm, num_warps, 3, h.data(), h.size(), SrcLoc{});
+  }
+  /// As above with the launch options of `launch` (its num_warps and num_stages; grid size,
+  /// stream and backend are ignored). Throws UserError (at the Grid's line) for bad options.
+  template <class... A> std::string ptx(int target_sm, const Grid& launch, const A&... args) const {
+    std::array<detail::HostArg, sizeof...(A)> h{detail::host_arg(args)...};
+    return detail::kernel_ptx(state_, &fn_, target_sm, launch.num_warps, launch.num_stages, h.data(), h.size(),
+                              launch.loc);
   }
   /// The tile IR of the specialization these arguments select: after the pass pipeline
   /// (optimized = true) or right after tracing. For tests and inspection; nothing is compiled.

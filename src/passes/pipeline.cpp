@@ -122,13 +122,15 @@ void run_pipeline(ir::Function& f, const PipelineOptions& options) {
   }
 }
 
-void run_gpu_pipeline(ir::Function& f, int num_warps) {
+void run_gpu_pipeline(ir::Function& f, int num_warps, int num_stages) {
   const PipelineOptions options = default_pipeline_options();
   Dumper dump(f, options, 50);
   assign_layouts(f, num_warps);
   dump.stage("gpu_layouts");
   dce(f);
   dump.stage("gpu_dce");
+  pipeline_loads(f, num_warps, num_stages);
+  dump.stage("gpu_pipeline");
   if (options.verify) {
     try {
       ir::verify(f);

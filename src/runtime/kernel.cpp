@@ -3,10 +3,10 @@
 //
 // Specialization (Triton's rules): constexpr values, 16-byte alignment of each pointer, and which
 // integer scalars equal 1 or multiples of 16 select a specialization; each is traced and compiled once. The in-memory
-// key adds the backend and, on the GPU, num_warps and the CUDA context (a module belongs to one).
+// key adds the backend and, on the GPU, num_warps, num_stages and the CUDA context (a module belongs to one).
 //
 // GPU path of a miss: trace -> generic pass pipeline -> disk cache lookup keyed on the printed IR,
-// the target (sm_90a, ...), num_warps, the tle, LLVM and driver versions -> on a disk miss
+// the target (sm_90a, ...), num_warps, num_stages, the tle, LLVM and driver versions -> on a disk miss
 // gpu::compile (GPU passes, NVPTX) and store the PTX -> cuModuleLoadDataEx (GpuKernel::from_ptx,
 // whose failure dump also holds the tile IR and, after a fresh compile, the LLVM IR). A launch
 // checks that every pointer is device memory (cuPointerGetAttribute), then cuLaunchKernel with
@@ -194,6 +194,9 @@ uint64_t float_slot(DType d, double v) {
 }
 
 bool valid_num_warps(int w) { return w >= 1 && w <= 32 && (w & (w - 1)) == 0; }
+/// Software-pipelining depth (Grid::with_stages): 1 (off) to 8.
+constexpr int kMaxStages = 8;
+bool valid_num_stages(int s) { return s >= 1 && s <= kMaxStages; }
 
 /// The GPU target for compute capability `sm`. sm_90 compiles for sm_90a (wgmma, setmaxnreg).
 /// LLVM 19's NVPTX back end knows nothing newer than sm_90, so a newer device gets sm_90 PTX,
@@ -386,7 +389,7 @@ class KernelState {
   /// The compiled specialization for `key` (pk.key extended with the backend facts), compiling
   /// it on a miss. `gpu_ctx` is the current CUcontext for a GPU launch, null for the CPU.
   std::shared_ptr<Compiled> get(const void* fn, const Packed& pk, const std::vector<uint64_t>& key, bool on_gpu,
-                                int num_warps) {
+                                int num_warps, int num_stages) {
     {
       std::shared_lock lk(mu);
       auto it = cache.find(key);
@@ -401,7 +404,7 @@ class KernelState {
     auto f = trace(fn, pk);
     passes::run_pipeline(*f);
     auto compiled = std::make_shared<Compiled>();
-    if (on_gpu) compile_gpu(*f, num_warps, *compiled);
+    if (on_gpu) compile_gpu(*f, num_warps, num_stages, *compiled);
     else compiled->cpu = cpu::compile(*f);
     std::unique_lock lk(mu);
     cache.emplace(key, compiled);
@@ -410,7 +413,7 @@ class KernelState {
 
   /// GPU compile of an optimized function for the current context's device, through the disk
   /// cache, and module load.
-  void compile_gpu(ir::Function& f, int num_warps, Compiled& out) {
+  void compile_gpu(ir::Function& f, int num_warps, int num_stages, Compiled& out) {
     const cuda::Driver& d = cuda::require_driver("cuModuleLoadDataEx");
     CUdevice dev = cuda::current_device();
     int major = 0, minor = 0;
@@ -419,9 +422,10 @@ class KernelState {
     gpu::Target target = target_for(major * 10 + minor);
     std::string ir_text = ir::print(f);
     // kBuildId (a hash of libtle's sources) makes PTX cached by a different build of tle a miss.
-    std::string key = fmt::format("tle-gpu-ptx\ntle {} {}\nllvm {}\ndriver {}\ntarget {} ptx{}\nnum_warps {}\n{}",
-                                  TLE_VERSION, kBuildId, LLVM_VERSION_STRING, d.version, target.cpu(), target.ptx_version,
-                                  num_warps, ir_text);
+    std::string key =
+        fmt::format("tle-gpu-ptx\ntle {} {}\nllvm {}\ndriver {}\ntarget {} ptx{}\nnum_warps {}\nnum_stages {}\n{}",
+                    TLE_VERSION, kBuildId, LLVM_VERSION_STRING, d.version, target.cpu(), target.ptx_version, num_warps,
+                    num_stages, ir_text);
     DiskCache& disk = DiskCache::global();
     std::optional<gpu::Artifact> art;
     if (auto bytes = disk.get(key)) art = parse_artifact(*bytes);
@@ -429,6 +433,7 @@ class KernelState {
     if (!art) {
       gpu::Options opt;
       opt.num_warps = num_warps;
+      opt.num_stages = num_stages;
       art = gpu::compile(f, target, opt, /*keep_llvm_ir=*/true);
       if (!art->llvm_ir.empty()) extra.push_back({name + ".ll", art->llvm_ir});
       art->llvm_ir.clear();
@@ -517,6 +522,9 @@ void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const Laun
   Packed pk = k->pack(args, nargs, loc);
   if (!valid_num_warps(opts.num_warps))
     throw UserError(loc, fmt::format("with_warps({}): num_warps must be a power of two from 1 to 32", opts.num_warps));
+  if (!valid_num_stages(opts.num_stages))
+    throw UserError(loc, fmt::format("with_stages({}): num_stages must be from 1 (no pipelining) to {}", opts.num_stages,
+                                     kMaxStages));
   const Backend backend = opts.backend < 0 ? default_backend() : static_cast<Backend>(opts.backend);
   const bool on_gpu = backend == Backend::GPU;
   k->check_dlpack_devices(args, nargs, on_gpu, loc);
@@ -542,11 +550,12 @@ void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const Laun
     CUcontext ctx = cuda::ensure_context();
     key.push_back(1);
     key.push_back(static_cast<uint64_t>(opts.num_warps));
+    key.push_back(static_cast<uint64_t>(opts.num_stages));
     key.push_back(reinterpret_cast<uintptr_t>(ctx));
   } else {
     key.push_back(0);
   }
-  auto compiled = k->get(fn, pk, key, on_gpu, opts.num_warps);
+  auto compiled = k->get(fn, pk, key, on_gpu, opts.num_warps, opts.num_stages);
   std::vector<void*> ptrs(pk.slots.size());
   for (size_t i = 0; i < ptrs.size(); ++i) ptrs[i] = &pk.slots[i];
   if (!on_gpu) {
@@ -559,15 +568,18 @@ void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const Laun
                         static_cast<CUstream>(opts.stream), ptrs.empty() ? nullptr : ptrs.data());
 }
 
-std::string kernel_ptx(KernelState* k, const void* fn, int sm, int num_warps, const HostArg* args, size_t nargs,
-                       const SrcLoc& loc) {
+std::string kernel_ptx(KernelState* k, const void* fn, int sm, int num_warps, int num_stages, const HostArg* args,
+                       size_t nargs, const SrcLoc& loc) {
   Packed pk = k->pack(args, nargs, loc);
   if (!valid_num_warps(num_warps))
     throw UserError(loc, fmt::format("num_warps {}: must be a power of two from 1 to 32", num_warps));
+  if (!valid_num_stages(num_stages))
+    throw UserError(loc, fmt::format("num_stages {}: must be from 1 (no pipelining) to {}", num_stages, kMaxStages));
   auto f = k->trace(fn, pk);
   passes::run_pipeline(*f);
   gpu::Options opt;
   opt.num_warps = num_warps;
+  opt.num_stages = num_stages;
   return gpu::compile(*f, target_for(sm), opt, false).ptx;
 }
 

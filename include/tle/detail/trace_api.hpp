@@ -144,6 +144,7 @@ struct Grid3 {
 struct LaunchOptions {
   void* stream = nullptr;  // CUstream
   int num_warps = 4;
+  int num_stages = 3;  // software-pipelining depth of K loops (1: off)
   int backend = -1;  // -1: default_backend(); else a tle::Backend value
 };
 
@@ -155,8 +156,8 @@ void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const Laun
                    const HostArg* args, size_t nargs, const SrcLoc& loc);
 /// Traces, optimizes and compiles for the GPU (sm_<sm>, sm_90a for 90) without a device; returns
 /// the PTX. Used by Kernel::ptx.
-std::string kernel_ptx(KernelState* k, const void* fn, int sm, int num_warps, const HostArg* args, size_t nargs,
-                       const SrcLoc& loc);
+std::string kernel_ptx(KernelState* k, const void* fn, int sm, int num_warps, int num_stages, const HostArg* args,
+                       size_t nargs, const SrcLoc& loc);
 /// Traces (without compiling or running) and returns the IR after the pass pipeline, or right
 /// after tracing when `optimized` is false. Used by tests and dumps.
 std::string kernel_ir(KernelState* k, const void* fn, const HostArg* args, size_t nargs, bool optimized,

@@ -13,7 +13,9 @@ namespace tle::gpu {
 Artifact compile(ir::Function& f, const Target& target, const Options& options, bool keep_llvm_ir) {
   if (options.num_warps < 1 || options.num_warps > 32 || (options.num_warps & (options.num_warps - 1)))
     throw UserError(f.loc, fmt::format("num_warps must be a power of two from 1 to 32, got {}", options.num_warps));
-  passes::run_gpu_pipeline(f, options.num_warps);
+  if (options.num_stages < 1)
+    throw UserError(f.loc, fmt::format("num_stages must be at least 1, got {}", options.num_stages));
+  passes::run_gpu_pipeline(f, options.num_warps, target.sm >= 80 ? options.num_stages : 1);
   std::string name = "tle_";
   for (char c : f.name) name += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
   llvm::LLVMContext ctx;

@@ -15,6 +15,9 @@ namespace tle::gpu {
 
 struct Options {
   int num_warps = 4;  // warps per program (CTA); a power of two from 1 to 32
+  /// Software-pipelining depth of K loops (passes/gpu/pipeline_loads.cpp): >= 1, 1 = off. Targets
+  /// below sm_80 (no cp.async) compile as 1.
+  int num_stages = 3;
 };
 
 struct Artifact {

@@ -156,7 +156,12 @@ Value* Lowerer::owner(const LinearLayout* l) {
 // ---------------------------------------------------------------------------------------------
 // shared memory
 
-Value* Lowerer::smem_ptr(Value* off) { return B.CreateInBoundsGEP(B.getInt8Ty(), smem, {off}); }
+Value* Lowerer::smem_ptr(Value* off) {
+  if (smem_base_) off = B.CreateAdd(off, i32c(smem_base_));
+  return B.CreateInBoundsGEP(B.getInt8Ty(), smem, {off});
+}
+
+Value* Lowerer::smem_abs_ptr(Value* off) { return B.CreateInBoundsGEP(B.getInt8Ty(), smem, {off}); }
 
 void Lowerer::barrier() {
   B.CreateCall(llvm::Intrinsic::getDeclaration(&mod, llvm::Intrinsic::nvvm_barrier0));
@@ -371,6 +376,7 @@ llvm::Function* Lowerer::run(const std::string& name) {
     regs[a.get()] = {p};
     ++i;
   }
+  smem_reserved_ = pipeline_smem_bytes();
   lower_block(fn_ir.entry());
   B.CreateRetVoid();
   return kernel;
@@ -421,7 +427,9 @@ void Lowerer::lower_op(const ir::Op& op) {
       return;
     case K::ConvertLayout: lower_convert(op); return;
     case K::AddPtr: lower_addptr(op); return;
-    case K::Load: lower_load(op); return;
+    case K::Load:
+      if (!pipe_reads.count(&op)) lower_load(op);  // a pipelined load is in its stage buffer
+      return;
     case K::Store: lower_store(op); return;
     case K::AtomicRMW: case K::AtomicCas: lower_atomic(op); return;
     case K::Reduce: lower_reduce(op); return;
@@ -488,6 +496,10 @@ void Lowerer::lower_convert(const ir::Op& op) {
     regs[r] = out;
     return;
   }
+  if (x->def && pipe_reads.count(x->def)) {  // the source is a pipelined load's stage buffer
+    if (!lower_convert_ldmatrix(op)) fail(op, "a pipelined load's conversion cannot be read with ldmatrix");
+    return;
+  }
   auto plan = layout::plan_conversion(*src, *dst);
   auto names = plan.dst_to_src.in_dim_names();
   auto onames = plan.dst_to_src.out_dim_names();
@@ -513,6 +525,8 @@ void Lowerer::lower_convert(const ir::Op& op) {
     regs[r] = out;
     return;
   }
+  // Tensor-core operands: a swizzled tile read with ldmatrix (lower_ldmatrix.cpp).
+  if (lower_convert_ldmatrix(op)) return;
   // Shared memory is ordered so that the destination's register runs are contiguous (vector
   // reads): its innermost dim is the one the destination's first register basis moves along.
   int fast = -1;
@@ -530,6 +544,7 @@ void Lowerer::lower_convert(const ir::Op& op) {
 // control flow
 
 void Lowerer::lower_for(const ir::Op& op) {
+  if (op.has_attr("num_stages") && lower_for_pipelined(op)) return;
   const ir::Block& rb = op.region(0).body();
   const size_t ncarried = op.operands.size() - 3;
   const DType d = op.operands[0]->type.dtype;

@@ -11,9 +11,12 @@
 // mma.sync on registers. Elementwise arithmetic is backend::ScalarEmitter, as on the CPU.
 // Files: lower.cpp (driver, elementwise, shapes, control flow, shared memory), lower_memory.cpp
 // (load/store/atomics), lower_reduce.cpp (reduce, scan, dot, histogram), lower_mma.cpp (dot on
-// tensor cores).
+// tensor cores), lower_ldmatrix.cpp (conversions to tensor-core operand layouts through swizzled
+// shared memory and ldmatrix), lower_pipeline.cpp (cp.async software pipelining of K loops).
 #pragma once
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -24,13 +27,44 @@
 
 namespace tle::gpu::detail {
 
+/// A 2-D tile of 16-bit elements in shared memory, row-major along `cdim` (the contiguous tile
+/// dim, `cols` elements per row; `rows` along the other dim), XOR-swizzled in 16-byte chunks of 8
+/// elements: layout::shared_swizzled(shape, 8, per_phase, max_phase, order) with
+///     chunk' = chunk ^ ((row / per_phase) % max_phase)
+/// and per_phase = max(1, 64 / cols), max_phase = min(cols / 8, 8 / per_phase) (the rows of one
+/// 128-byte span share a phase), so that 8 rows' 16-byte reads at one logical chunk (ldmatrix)
+/// and a row's 16-byte writes hit 8 different bank groups. Requires rows, cols powers of two >= 8.
+struct SwizzledTile {
+  int64_t rows = 0, cols = 0;
+  int cdim = 1;
+  int32_t per_phase = 1, max_phase = 1;
+  static SwizzledTile make(int64_t rows, int64_t cols, int cdim);
+  /// Element offset of (row, col) (row along the strided dim, col along cdim).
+  int64_t offset(int64_t row, int64_t col) const;
+  int64_t bytes() const { return rows * cols * 2; }
+};
+
+/// How ldmatrix.m8n8 reads a register layout of 16-bit elements: registers 2m and 2m+1 of every
+/// thread form the 8x8 matrix m (register 0's basis is +1 along `kd`; lanes are the ldmatrix
+/// fragment: lane bits 0, 1 -> +2, +4 along kd, bits 2, 3, 4 -> +1, +2, +4 along the other dim;
+/// every other register and warp basis a multiple of 8 in both dims). This is exactly the mma.sync
+/// m16n8k16 f16/bf16 A and B fragment (kd = K). One ldmatrix reads `per_instr` (4, 2 or 1)
+/// consecutive matrices.
+struct LdmatrixPlan {
+  int kd = 1;
+  int matrices = 0;
+  int per_instr = 4;
+};
+/// The plan for layout `l`, or nullopt when its registers are not ldmatrix fragments.
+std::optional<LdmatrixPlan> ldmatrix_plan(const layout::LinearLayout& l);
+
 class Lowerer : public backend::ScalarEmitter {
  public:
   Lowerer(const ir::Function& f, llvm::Module& m, int num_warps);
   /// Emits the kernel `name`; returns it.
   llvm::Function* run(const std::string& name);
   /// Dynamic shared memory the kernel needs (bytes).
-  int64_t shared_bytes() const { return smem_bytes_; }
+  int64_t shared_bytes() const { return std::max(smem_reserved_, smem_bytes_); }
 
   // hooks of ScalarEmitter: libdevice math, exact i64 -> bf16 in integer code, and sm_80
   // instructions: f32 max/min as max.NaN / min.NaN.f32, f32 -> bf16 as cvt.rn.bf16.f32
@@ -48,7 +82,11 @@ class Lowerer : public backend::ScalarEmitter {
   llvm::Value* warp = nullptr;  // i32 warp index in the CTA
   llvm::Value* tid = nullptr;   // i32 thread index in the CTA
   llvm::GlobalVariable* smem = nullptr;
-  int64_t smem_bytes_ = 0;
+  // Shared memory: other users (conversions, reductions, ...) work from byte smem_base_, which is 0
+  // except inside a pipelined loop, whose buffers occupy [0, smem_reserved_).
+  int64_t smem_bytes_ = 0;     // end of the furthest use
+  int64_t smem_reserved_ = 0;  // pipeline buffers of the largest pipelined loop
+  int64_t smem_base_ = 0;
   std::unordered_map<const ir::Value*, std::vector<llvm::Value*>> regs;
 
   static const layout::LinearLayout* layout_of(const ir::Value* v);
@@ -68,10 +106,12 @@ class Lowerer : public backend::ScalarEmitter {
   static bool duplicate_reg(const layout::LinearLayout& l, int r);
   /// i1: this thread is the first holder of its elements (replicated lanes/warps are not).
   llvm::Value* owner(const layout::LinearLayout* l);
-  /// Shared memory at a byte offset, as a pointer in address space 3.
+  /// Shared memory at a byte offset from smem_base_, as a pointer in address space 3.
   llvm::Value* smem_ptr(llvm::Value* byte_offset);
+  /// Shared memory at an absolute byte offset (the pipeline buffers start at 0).
+  llvm::Value* smem_abs_ptr(llvm::Value* byte_offset);
   void need_smem(int64_t bytes) {
-    if (bytes > smem_bytes_) smem_bytes_ = bytes, smem_op = cur_op;
+    if (smem_base_ + bytes > smem_bytes_) smem_bytes_ = smem_base_ + bytes, smem_op = cur_op;
   }
   const ir::Op* cur_op = nullptr;   // the op being lowered
   const ir::Op* smem_op = nullptr;  // the op that needs the most shared memory
@@ -133,6 +173,33 @@ class Lowerer : public backend::ScalarEmitter {
   /// layouts of passes::gpu_rules::mma_v2_plan(op, num_warps) (f16/bf16 inputs, f32 acc); returns
   /// false, emitting nothing, otherwise (lower_dot then takes the shared-memory FMA path).
   bool lower_dot_mma(const ir::Op& op);
+  /// 32-bit registers that already hold two 16-bit registers of a value (low, high), e.g. as
+  /// ldmatrix returned them; lower_dot_mma uses them instead of re-packing.
+  std::unordered_map<const ir::Value*, std::map<std::pair<int, int>, llvm::Value*>> packed32;
+
+  // ---- tensor-core operands through shared memory (lower_ldmatrix.cpp)
+  /// convert_layout to a layout ldmatrix can read (ldmatrix_plan) of 16-bit elements: the source
+  /// is written to a swizzled tile (or, for a pipelined load, is already in its buffer) and read
+  /// with ldmatrix.sync.aligned.m8n8.x{4,2,1}[.trans].b16. False (nothing emitted) otherwise.
+  bool lower_convert_ldmatrix(const ir::Op& op);
+  /// Reads the registers of r (layout planned by `p`) from `t` at absolute byte offset `base`.
+  std::vector<llvm::Value*> ldmatrix_read(const ir::Value* r, const LdmatrixPlan& p, const SwizzledTile& t,
+                                          llvm::Value* base);
+  /// Element offset of (row, col) in t, emitted.
+  llvm::Value* swizzled_offset(const SwizzledTile& t, llvm::Value* row, llvm::Value* col);
+
+  // ---- software pipelining (lower_pipeline.cpp)
+  /// A `for` with `num_stages` and pipelined loads (passes/gpu/pipeline_loads.cpp): prologue of
+  /// cp.async copies, waits, barriers, ldmatrix reads of the current stage. False (nothing
+  /// emitted) when the loop's pipelined loads cannot be lowered so; lower_for then lowers it plainly.
+  bool lower_for_pipelined(const ir::Op& op);
+  /// Bytes of pipeline buffers the function's pipelined loops need (the largest loop).
+  int64_t pipeline_smem_bytes() const;
+  struct PipeRead {
+    SwizzledTile tile;
+    llvm::Value* base;  // absolute byte offset of the stage read in this iteration
+  };
+  std::unordered_map<const ir::Op*, PipeRead> pipe_reads;  // pipelined loads of the loop being lowered
 };
 
 }  // namespace tle::gpu::detail

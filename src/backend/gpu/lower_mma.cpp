@@ -130,6 +130,13 @@ bool Lowerer::lower_dot_mma(const ir::Op& op) {
   std::map<std::pair<const ir::Value*, std::pair<int, int>>, Value*> packed;
   auto pack = [&](const ir::Value* v, int lo, int hi) {
     Value*& p = packed[{v, {lo, hi}}];
+    if (!p) {  // registers that arrived packed (ldmatrix) are used as they are
+      auto pv = packed32.find(v);
+      if (pv != packed32.end()) {
+        auto q = pv->second.find({lo, hi});
+        if (q != pv->second.end()) return p = q->second;
+      }
+    }
     if (!p) {
       Value* l32 = B.CreateZExt(reg(v, lo), i32);
       Value* h32 = B.CreateShl(B.CreateZExt(reg(v, hi), i32), 16);

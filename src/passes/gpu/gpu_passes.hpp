@@ -20,6 +20,16 @@ namespace tle::passes {
 /// TLE_VERIFY=1).
 void assign_layouts(ir::Function& f, int num_warps);
 
+/// Software pipelining, the decision (pipeline_loads.cpp; run after assign_layouts and dce): in
+/// every innermost `for`, marks the loads the GPU lowering copies ahead with cp.async into
+/// `num_stages` shared-memory buffers (int attribute `pipelined = 1` on the load, `num_stages` on
+/// the loop; docs/ir.md lists the conditions: a 16-bit rank-2 load whose only use is a
+/// convert_layout to a tensor-core dot operand layout, operands recomputable from the induction
+/// variable and values defined outside the loop, other absent or 0, 4/8/16-byte vectors with a
+/// uniform mask). num_stages <= 1 marks nothing; < 1 is an InternalError (the runtime rejects it
+/// first with a UserError).
+void pipeline_loads(ir::Function& f, int num_warps, int num_stages);
+
 /// Checks the invariants assign_layouts establishes; throws InternalError naming the first op
 /// (or block argument) that breaks one. num_warps <= 0: take the warp count from the layouts.
 void verify_layouts(const ir::Function& f, int num_warps = 0);

@@ -1,0 +1,239 @@
+// src/backend/gpu/lower_pipeline.cpp - software pipelining of a `for` loop's loads with cp.async
+// (PTX ISA 9.7.9.25, cp.async / cp.async.commit_group / cp.async.wait_group), entry point
+// Lowerer::lower_for_pipelined. Which loops and loads: passes/gpu/pipeline_loads.cpp (attributes
+// `num_stages` on the loop, `pipelined` on the loads). The schedule is CUTLASS's sm80 multistage
+// main loop (and Triton's pipeliner) with S = num_stages buffers per load:
+//
+//   prologue:  for s in 0 .. S-2: copy iteration s into buffer s; commit_group
+//   iteration k (buffer k % S):
+//              cp.async.wait_group S-2     -- this thread's copies of iteration k have landed
+//              bar.sync                    -- everyone's have, and iteration k-1's reads are done
+//              copy iteration k+S-1 into buffer (k+S-1) % S (the one read in iteration k-1); commit
+//              the body, where each pipelined load's convert_layout reads buffer k % S with ldmatrix
+//   after:     cp.async.wait_group 0; bar.sync
+//
+// A copy of iteration j recomputes the load's pointer and mask ops (pure, from the induction
+// variable and values defined outside the loop; the pass checked that) with iv = lo + j * step.
+// Every vector of `vec` elements (4, 8 or 16 bytes) is one cp.async (16 bytes: .cg, else .ca)
+// whose src-size is 0 (the destination is zero-filled and global memory is not read) when the
+// vector is masked off or j is past the trip count, so the prologue and the last iterations need
+// no branches. Buffers are SwizzledTile layouts (lower.hpp) along the load's contiguous dim, at the
+// start of the dynamic shared memory ([0, smem_reserved_)); inside the loop other shared-memory
+// users work above them, outside it (after the drain) they may reuse the space.
+#include <fmt/format.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsNVPTX.h>
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "backend/gpu/lower.hpp"
+#include "layout/ir_layout.hpp"
+
+namespace tle::gpu::detail {
+
+using layout::LinearLayout;
+using llvm::Value;
+
+namespace {
+
+struct PipeLoad {
+  const ir::Op* load = nullptr;
+  SwizzledTile tile;
+  int vec = 1;
+  int64_t base = 0;  // byte offset of buffer 0; buffer b at base + b * tile.bytes()
+};
+
+/// The pipelined loads of `loop` with their buffers, or empty when one of them cannot be lowered
+/// as planned (then the whole loop is lowered without pipelining). `bytes`: buffer bytes in all.
+std::vector<PipeLoad> plan_loop(const ir::Op& loop, int64_t& bytes) {
+  bytes = 0;
+  std::vector<PipeLoad> out;
+  if (!loop.has_attr("num_stages")) return out;
+  const int64_t S = loop.int_attr("num_stages");
+  if (S < 2) return out;
+  const ir::Block& body = loop.region(0).body();
+  for (const auto& opp : body.ops) {
+    const ir::Op& ld = *opp;
+    if (ld.kind != ir::OpKind::Load || !ld.has_attr("pipelined") || ld.int_attr("pipelined") == 0) continue;
+    const ir::Value* r = ld.result();
+    const ir::Op* conv = nullptr;
+    for (const auto& u : body.ops)
+      if (u->kind == ir::OpKind::ConvertLayout && u->operands.at(0) == r) conv = u.get();
+    const LinearLayout* l = r->type.layout ? &r->type.layout->ll : nullptr;
+    if (!conv || !l || !conv->result()->type.layout || r->type.rank() != 2) return {};
+    if (!ldmatrix_plan(conv->result()->type.layout->ll)) return {};
+    const int vec = static_cast<int>(ld.int_attr("vec"));
+    if (vec * 2 != 4 && vec * 2 != 8 && vec * 2 != 16) return {};
+    // registers 0..vec-1 consecutive along one dim c
+    const auto& rb = l->bases(layout::kReg);
+    int c = -1;
+    for (int b = 0; (1 << b) < vec; ++b) {
+      if (b >= static_cast<int>(rb.size())) return {};
+      int d = rb[b][0] == (1 << b) && rb[b][1] == 0 ? 0 : rb[b][1] == (1 << b) && rb[b][0] == 0 ? 1 : -1;
+      if (d < 0 || (c >= 0 && d != c)) return {};
+      c = d;
+    }
+    if (c < 0) return {};
+    const ir::Shape& sh = r->type.shape;
+    if (sh[c] < 8 || sh[1 - c] < 8) return {};
+    PipeLoad p;
+    p.load = &ld;
+    p.tile = SwizzledTile::make(sh[1 - c], sh[c], c);
+    p.vec = vec;
+    p.base = bytes;
+    bytes += S * p.tile.bytes();
+    out.push_back(p);
+  }
+  return out;
+}
+
+}  // namespace
+
+int64_t Lowerer::pipeline_smem_bytes() const {
+  int64_t most = 0;
+  ir::walk(fn_ir.entry(), [&](const ir::Op& op) {
+    if (op.kind != ir::OpKind::For) return;
+    int64_t b = 0;
+    plan_loop(op, b);
+    most = std::max(most, b);
+  });
+  return most;
+}
+
+bool Lowerer::lower_for_pipelined(const ir::Op& op) {
+  int64_t bytes = 0;
+  std::vector<PipeLoad> loads = plan_loop(op, bytes);
+  if (loads.empty()) return false;
+  if (bytes > smem_reserved_)
+    throw InternalError(fmt::format("gpu backend: kernel '{}': a pipelined loop needs {} bytes of buffers, {} reserved",
+                                    fn_ir.name, bytes, smem_reserved_));
+  const int S = static_cast<int>(op.int_attr("num_stages"));
+  const ir::Block& rb = op.region(0).body();
+  const size_t ncarried = op.operands.size() - 3;
+
+  // The body ops the copies need (pointer, mask, other and what they are computed from), in order.
+  std::unordered_set<const ir::Value*> need;
+  std::unordered_set<const ir::Op*> is_pipelined;
+  for (const PipeLoad& p : loads) {
+    is_pipelined.insert(p.load);
+    for (const ir::Value* x : p.load->operands) need.insert(x);
+  }
+  std::vector<const ir::Op*> slice;
+  for (auto it = rb.ops.rbegin(); it != rb.ops.rend(); ++it) {
+    const ir::Op& o = **it;
+    bool needed = false;
+    for (const auto& res : o.results) needed = needed || need.count(res.get());
+    if (!needed) continue;
+    if (!o.regions.empty() || !o.is_pure() || o.kind == ir::OpKind::Load || o.kind == ir::OpKind::ConvertLayout)
+      throw InternalError(fmt::format("gpu backend: kernel '{}': a pipelined load's operand comes from '{}'",
+                                      fn_ir.name, ir::op_mnemonic(o.kind)));
+    slice.push_back(&o);
+    for (const ir::Value* x : o.operands) need.insert(x);
+  }
+  std::reverse(slice.begin(), slice.end());
+  for (const ir::Value* v : need)
+    if (v->owner == &rb && v->index > 0)
+      throw InternalError(fmt::format("gpu backend: kernel '{}': a pipelined load depends on a loop-carried value",
+                                      fn_ir.name));
+
+  const DType d = op.operands[0]->type.dtype;
+  auto [trips, lo, step] = trip_count(reg(op.operands[0], 0), reg(op.operands[1], 0), reg(op.operands[2], 0), d);
+  llvm::Type* ity = elem_ty(d);
+  llvm::Type* i64 = B.getInt64Ty();
+  llvm::Type* gptr = llvm::PointerType::get(ctx, 1);
+  auto intr = [&](llvm::Intrinsic::ID id) { return llvm::Intrinsic::getDeclaration(&mod, id); };
+  llvm::Function* commit = intr(llvm::Intrinsic::nvvm_cp_async_commit_group);
+  llvm::Function* wait = intr(llvm::Intrinsic::nvvm_cp_async_wait_group);
+
+  // Copies of iteration kk (i64) into buffer `slot` (i32).
+  auto issue = [&](Value* kk, Value* slot) {
+    Value* live = B.CreateICmpULT(kk, trips);
+    regs[rb.arg(0)] = {B.CreateTrunc(B.CreateAdd(lo, B.CreateMul(kk, step)), ity, "iv.ahead")};
+    for (const ir::Op* o : slice) lower_op(*o);
+    for (const PipeLoad& p : loads) {
+      const ir::Op& ld = *p.load;
+      const ir::Value* ptr = ld.operands.at(0);
+      const ir::Value* mask = ld.operands.size() > 1 ? ld.operands[1] : nullptr;
+      const LinearLayout& l = *layout_of(ld.result());
+      auto hw = hw_coords(l);
+      const int c = p.tile.cdim, s = 1 - c;
+      const int vbytes = 2 * p.vec;
+      const llvm::Intrinsic::ID id = vbytes == 16 ? llvm::Intrinsic::nvvm_cp_async_cg_shared_global_16_s
+                                     : vbytes == 8 ? llvm::Intrinsic::nvvm_cp_async_ca_shared_global_8_s
+                                                   : llvm::Intrinsic::nvvm_cp_async_ca_shared_global_4_s;
+      llvm::Function* cp = intr(id);
+      Value* buf = B.CreateAdd(i32c(p.base), B.CreateMul(slot, i32c(p.tile.bytes())));
+      for (int g = 0; g < l.num_regs(); g += p.vec) {
+        if (duplicate_reg(l, g)) continue;
+        auto cc = coords(l, hw, g);
+        Value* dst = smem_abs_ptr(B.CreateAdd(buf, B.CreateShl(swizzled_offset(p.tile, cc[s], cc[c]), 1)));
+        Value* src = B.CreateAddrSpaceCast(reg(ptr, g), gptr);
+        Value* on = live;
+        if (mask) on = B.CreateAnd(on, reg(mask, g));  // uniform over the vector (mask_vec >= vec)
+        Value* size = B.CreateSelect(on, B.getInt32(static_cast<uint32_t>(vbytes)), B.getInt32(0));
+        B.CreateCall(cp, {dst, src, size});
+      }
+    }
+    B.CreateCall(commit, {});
+  };
+
+  // Other shared-memory users before the loop are done (each ends with a barrier; one more keeps
+  // that independent of them); inside the loop they work above the buffers.
+  barrier();
+  const int64_t outer_base = smem_base_;
+  smem_base_ = bytes;
+  if (bytes > smem_bytes_) smem_bytes_ = bytes, smem_op = &op;
+  // prologue: iterations 0 .. S-2 into buffers 0 .. S-2
+  for (int st = 0; st + 1 < S; ++st) issue(B.getInt64(static_cast<uint64_t>(st)), i32c(st));
+
+  std::vector<Value*> init;
+  std::vector<size_t> start;
+  for (size_t j = 0; j < ncarried; ++j) {
+    start.push_back(init.size());
+    const ir::Value* v = op.operands[3 + j];
+    for (int i = 0; i < num_regs(rb.arg(static_cast<unsigned>(j + 1))); ++i) init.push_back(reg(v, i));
+  }
+  start.push_back(init.size());
+  const size_t nregs = init.size();
+  init.push_back(i32c(0));      // buffer read in this iteration: k % S
+  init.push_back(i32c(S - 1));  // buffer written in this iteration: (k + S - 1) % S
+  auto next_slot = [&](Value* v) {
+    Value* n = B.CreateAdd(v, i32c(1));
+    return B.CreateSelect(B.CreateICmpEQ(n, i32c(S)), i32c(0), n);
+  };
+  auto out = counted_loop(trips, init, [&](Value* k, const std::vector<Value*>& cur) {
+    Value* rslot = cur[nregs];
+    Value* wslot = cur[nregs + 1];
+    B.CreateCall(wait, {B.getInt32(static_cast<uint32_t>(S - 2))});
+    barrier();
+    issue(B.CreateAdd(k, llvm::ConstantInt::get(i64, static_cast<uint64_t>(S - 1))), wslot);
+    for (const PipeLoad& p : loads)
+      pipe_reads[p.load] = PipeRead{p.tile, B.CreateAdd(i32c(p.base), B.CreateMul(rslot, i32c(p.tile.bytes())))};
+    regs[rb.arg(0)] = {B.CreateTrunc(B.CreateAdd(lo, B.CreateMul(k, step)), ity, "iv")};
+    for (size_t j = 0; j < ncarried; ++j)
+      regs[rb.arg(static_cast<unsigned>(j + 1))] =
+          std::vector<Value*>(cur.begin() + start[j], cur.begin() + start[j + 1]);
+    lower_block(rb);
+    pipe_reads.clear();
+    const ir::Op* y = rb.terminator();
+    std::vector<Value*> next;
+    for (size_t j = 0; j < ncarried; ++j) {
+      int n = static_cast<int>(start[j + 1] - start[j]);
+      for (int i = 0; i < n; ++i) next.push_back(reg(y->operands[j], i));
+    }
+    next.push_back(next_slot(rslot));
+    next.push_back(next_slot(wslot));
+    return next;
+  });
+  // Drain (only empty groups, or copies past the trip count, can be in flight) before the buffers
+  // are reused by another pipelined loop.
+  B.CreateCall(wait, {B.getInt32(0)});
+  barrier();
+  smem_base_ = outer_base;
+  for (size_t j = 0; j < ncarried; ++j)
+    regs[op.result(static_cast<unsigned>(j))] = std::vector<Value*>(out.begin() + start[j], out.begin() + start[j + 1]);
+  return true;
+}
+
+}  // namespace tle::gpu::detail

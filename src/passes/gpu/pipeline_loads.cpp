@@ -1,0 +1,187 @@
+// src/passes/gpu/pipeline_loads.cpp - which loads of which `for` loops the GPU backend
+// software-pipelines (gpu_passes.hpp, pipeline_loads; docs/ir.md "GPU passes").
+//
+// The model is CUTLASS's sm80 "multistage" main loop and Triton's loop pipeliner: with S stages,
+// the loads of iterations k+1 .. k+S-1 are in flight (cp.async into S shared-memory buffers)
+// while iteration k computes. This pass only decides and records; the lowering
+// (backend/gpu/lower_pipeline.cpp) emits the prologue, the cp.async copies, the waits and the
+// ldmatrix reads. A load of a `for` body qualifies when
+//   - its result (16-bit elements, rank 2) has exactly one use: a convert_layout in the same body
+//     whose result is used only as operand a (or b) of tensor-core dots whose mma_v2_plan operand
+//     layout it is (the conversion the lowering turns into ldmatrix reads of the buffer);
+//   - its pointer, mask and other operands are computed in the body only by pure, region-free
+//     ops (no loads, no convert_layout, no inline asm) from the induction variable and values
+//     defined outside the loop - not from loop-carried values - so the lowering can recompute
+//     them for iteration k + S - 1;
+//   - other is absent or the constant +0 (cp.async fills masked-off vectors with zero bytes);
+//   - its `vec` attribute (assign_layouts) gives vectors of 4, 8 or 16 bytes along a dim of at
+//     least 8 elements, the layout's registers 0..vec-1 are consecutive along that dim, and the
+//     mask is uniform over each vector (mask_vec >= vec).
+// Only innermost loops are pipelined. A loop with at least one such load gets `num_stages = S`; each such load `pipelined = 1`.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <unordered_map>
+#include <variant>
+
+#include "passes/gpu/gpu_passes.hpp"
+#include "passes/gpu/layout_rules.hpp"
+#include "passes/pass.hpp"
+
+namespace tle::passes {
+namespace {
+
+using ir::Block;
+using ir::Op;
+using ir::OpKind;
+using ir::Value;
+
+/// Ops the lowering may re-run for a later iteration: pure, no regions, no memory, cheap.
+bool recomputable(const Op& op) {
+  if (!op.regions.empty() || !op.is_pure()) return false;
+  switch (op.kind) {
+    case OpKind::Constant: case OpKind::Arange: case OpKind::ProgramId: case OpKind::NumPrograms:
+    case OpKind::Broadcast: case OpKind::ExpandDims: case OpKind::Reshape: case OpKind::Permute:
+    case OpKind::Binary: case OpKind::Compare: case OpKind::Unary: case OpKind::Fma: case OpKind::Select:
+    case OpKind::Cast: case OpKind::Bitcast: case OpKind::AddPtr: case OpKind::Hint:
+      return true;
+    default: return false;
+  }
+}
+
+/// Registers 0..vec-1 of `l` are consecutive elements along one dim (reg basis b = 2^b along it);
+/// returns that dim or -1.
+int vector_dim(const layout::LinearLayout& l, int64_t vec) {
+  if (!l.has_in_dim(layout::kReg)) return -1;
+  const auto& rb = l.bases(layout::kReg);
+  int bits = 0;
+  while ((int64_t{1} << (bits + 1)) <= vec) ++bits;
+  if (static_cast<int>(rb.size()) < bits || bits == 0) return -1;
+  int dim = -1;
+  for (int b = 0; b < bits; ++b)
+    for (size_t d = 0; d < rb[b].size(); ++d) {
+      if (rb[b][d] == (int32_t{1} << b)) {
+        if (dim >= 0 && dim != static_cast<int>(d)) return -1;
+        dim = static_cast<int>(d);
+      } else if (rb[b][d] != 0) {
+        return -1;
+      }
+    }
+  return dim;
+}
+
+class Pipeliner {
+ public:
+  Pipeliner(ir::Function& f, int num_warps, int num_stages) : f_(f), nw_(num_warps), stages_(num_stages) {}
+
+  void run() {
+    ir::walk(f_.entry(), [&](Op& op) {
+      for (unsigned i = 0; i < op.operands.size(); ++i) uses_[op.operands[i]].push_back({&op, i});
+    });
+    std::vector<Op*> loops;
+    ir::walk(f_.entry(), [&](Op& op) {
+      if (op.kind == OpKind::For) loops.push_back(&op);
+    });
+    for (Op* loop : loops) mark(*loop);
+  }
+
+ private:
+  ir::Function& f_;
+  int nw_, stages_;
+  std::unordered_map<const Value*, std::vector<std::pair<Op*, unsigned>>> uses_;
+
+  /// v can be recomputed for any iteration: defined outside `loop`, the induction variable, or a
+  /// recomputable op of the body whose operands can.
+  bool iteration_computable(const Value* v, const Op& loop, std::unordered_map<const Value*, bool>& memo) {
+    const Block& body = loop.region().body();
+    if (v == body.arg(0)) return true;
+    if (!defined_inside(v, loop)) return true;
+    if (!v->def || v->def->parent != &body) return false;  // a carried value or a nested region's value
+    auto it = memo.find(v);
+    if (it != memo.end()) return it->second;
+    memo[v] = false;
+    bool ok = recomputable(*v->def);
+    for (const Value* x : v->def->operands) ok = ok && iteration_computable(x, loop, memo);
+    memo[v] = ok;
+    return ok;
+  }
+
+  /// The convert_layout's result feeds only tensor-core dots, as the plan's operand a or b.
+  bool feeds_mma_operand(const Value* conv) {
+    auto it = uses_.find(conv);
+    if (it == uses_.end() || it->second.empty()) return false;
+    for (auto& [user, idx] : it->second) {
+      if (user->kind != OpKind::Dot || idx > 1) return false;
+      auto plan = gpu_rules::mma_v2_plan(*user, nw_);
+      if (!plan || !conv->type.layout) return false;
+      if (conv->type.layout->ll != (idx == 0 ? plan->a : plan->b)) return false;
+      // The dot itself must run on tensor cores (its result took the accumulator layout).
+      if (!user->result()->type.layout || user->result()->type.layout->ll != plan->acc) return false;
+    }
+    return true;
+  }
+
+  bool qualifies(const Op& ld, const Op& loop, std::unordered_map<const Value*, bool>& memo) {
+    const Block& body = loop.region().body();
+    if (ld.kind != OpKind::Load || ld.parent != &body || ld.results.size() != 1) return false;
+    const Value* r = ld.result();
+    if (r->type.rank() != 2 || byte_size(r->type.dtype) != 2 || !r->type.layout) return false;
+    if (ld.operands.at(0)->type.is_scalar()) return false;
+    // one use: a convert_layout in the body feeding mma operands
+    auto it = uses_.find(r);
+    if (it == uses_.end() || it->second.size() != 1) return false;
+    const Op* conv = it->second[0].first;
+    if (conv->kind != OpKind::ConvertLayout || conv->parent != &body) return false;
+    if (!feeds_mma_operand(conv->result())) return false;
+    // other absent or +0
+    if (ld.operands.size() > 2) {
+      const Value* other = ld.operands[2];
+      if (!other->def || other->def->kind != OpKind::Constant) return false;
+      const ir::Attr& a = other->def->attrs.at("value");
+      if (const int64_t* i = std::get_if<int64_t>(&a)) {
+        if (*i != 0) return false;
+      } else if (const double* d = std::get_if<double>(&a)) {
+        if (*d != 0.0 || std::signbit(*d)) return false;
+      } else {
+        return false;
+      }
+    }
+    // addresses and masks computable for any iteration
+    for (const Value* x : ld.operands)
+      if (!iteration_computable(x, loop, memo)) return false;
+    // vectors of 4, 8 or 16 bytes with a uniform mask, along a dim of >= 8 elements
+    if (!ld.has_attr("vec") || !ld.has_attr("mask_vec")) return false;
+    const int64_t vec = ld.int_attr("vec");
+    if (vec * 2 != 4 && vec * 2 != 8 && vec * 2 != 16) return false;
+    if (ld.int_attr("mask_vec") < vec) return false;
+    const int d = vector_dim(r->type.layout->ll, vec);
+    if (d < 0 || r->type.shape[d] < 8 || r->type.shape[1 - d] < 8) return false;
+    return true;
+  }
+
+  void mark(Op& loop) {
+    if (stages_ < 2) return;
+    Block& body = loop.region().body();
+    // Innermost loops only: the buffers of one pipelined loop live in one shared-memory region.
+    bool nested = false;
+    ir::walk(body, [&](Op& op) { nested = nested || op.kind == OpKind::For; });
+    if (nested) return;
+    std::unordered_map<const Value*, bool> memo;
+    int n = 0;
+    for (auto& op : body.ops)
+      if (qualifies(*op, loop, memo)) {
+        op->attrs["pipelined"] = int64_t{1};
+        ++n;
+      }
+    if (n) loop.attrs["num_stages"] = int64_t{stages_};
+  }
+};
+
+}  // namespace
+
+void pipeline_loads(ir::Function& f, int num_warps, int num_stages) {
+  if (num_stages < 1) throw InternalError(fmt::format("pipeline_loads: num_stages {} < 1", num_stages));
+  Pipeliner(f, num_warps, num_stages).run();
+}
+
+}  // namespace tle::passes

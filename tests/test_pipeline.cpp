@@ -1,0 +1,320 @@
+// tests/test_pipeline.cpp - software pipelining of K loops and ldmatrix operand reads, without a
+// GPU: which loads passes::pipeline_loads marks (and which it must not), the swizzled
+// shared-memory tile against layout::shared_swizzled, the ldmatrix fragment plan of the mma.sync
+// operand layouts, the matmul PTX (cp.async, ldmatrix) assembled with ptxas for sm_90a and sm_80,
+// and Grid::with_stages checks. GPU results: tests/test_gpu.cpp ("gpu: pipelined matmul ...").
+#include <catch2/catch.hpp>
+
+#include <tle/tle.hpp>
+
+#include <memory>
+#include <tuple>
+
+#include "backend/gpu/lower.hpp"
+#include "frontend/trace.hpp"
+#include "gpu_kernels.hpp"
+#include "ir/ir.hpp"
+#include "layout/ir_layout.hpp"
+#include "layout/named_layouts.hpp"
+#include "passes/gpu/gpu_passes.hpp"
+#include "passes/gpu/layout_rules.hpp"
+#include "passes/pass.hpp"
+#include "ptxas_util.hpp"
+
+using namespace tle;
+
+namespace {
+
+template <class F> void trace_thunk(const void* fn, const detail::TraceParam* p) {
+  using Args = typename detail::signature<F>::args;
+  [&]<size_t... I>(std::index_sequence<I...>) {
+    (*static_cast<const F*>(fn))(detail::make_param<std::tuple_element_t<I, Args>>::get(p[I])...);
+  }(std::make_index_sequence<std::tuple_size_v<Args>>());
+}
+
+/// Traces `fn` (constexpr parameters from `cx`, in order) as the runtime does for arguments that
+/// are all 16-byte aligned pointers and, when `div16`, integers that are multiples of 16; runs the
+/// generic pipeline.
+template <class F> std::unique_ptr<ir::Function> trace(F fn, std::vector<int64_t> cx, bool div16) {
+  using Args = typename detail::signature<F>::args;
+  constexpr size_t N = std::tuple_size_v<Args>;
+  auto f = std::make_unique<ir::Function>();
+  f->name = "k";
+  std::vector<detail::TraceParam> tp(N);
+  size_t next = 0;
+  auto add = [&]<class P>(detail::TraceParam& t, std::type_identity<P>) {
+    detail::ParamSpec s = detail::param_spec<P>::get();
+    ir::ArgInfo info;
+    info.name = "arg" + std::to_string(f->arg_info.size());
+    if (s.kind == detail::ParamSpec::Pointer) {
+      t.value = f->entry().add_arg(ir::scalar_type(DType::ptr, s.dtype));
+      info.divisible_by_16 = true;
+      f->arg_info.push_back(info);
+    } else if (s.kind == detail::ParamSpec::Scalar) {
+      t.value = f->entry().add_arg(ir::scalar_type(s.dtype));
+      info.divisible_by_16 = div16;
+      f->arg_info.push_back(info);
+    } else {
+      t.i = cx.at(next++);
+      t.f = static_cast<double>(t.i);
+    }
+  };
+  [&]<size_t... I>(std::index_sequence<I...>) {
+    (add(tp[I], std::type_identity<std::tuple_element_t<I, Args>>{}), ...);
+  }(std::make_index_sequence<N>());
+  frontend::trace_into(*f, &trace_thunk<F>, &fn, tp.data());
+  passes::run_pipeline(*f);
+  return f;
+}
+
+std::vector<const ir::Op*> ops_of(const ir::Function& f, ir::OpKind k) {
+  std::vector<const ir::Op*> v;
+  ir::walk(f.entry(), [&](const ir::Op& op) {
+    if (op.kind == k) v.push_back(&op);
+  });
+  return v;
+}
+
+bool pipelined(const ir::Op* ld) { return ld->has_attr("pipelined") && ld->int_attr("pipelined") == 1; }
+
+/// The loads of the function's only loop, in program order, after the GPU passes.
+std::vector<const ir::Op*> loop_loads(ir::Function& f, int warps, int stages, const ir::Op** loop) {
+  passes::run_gpu_pipeline(f, warps, stages);
+  auto loops = ops_of(f, ir::OpKind::For);
+  REQUIRE(loops.size() == 1);
+  *loop = loops[0];
+  std::vector<const ir::Op*> v;
+  for (auto& op : loops[0]->region().body().ops)
+    if (op->kind == ir::OpKind::Load) v.push_back(op.get());
+  return v;
+}
+
+// The matmul of the examples (tests/gpu_kernels.hpp) as a plain lambda, with a switch for the
+// variants the pass must refuse.
+enum class Variant { Plain, BUsedTwice, CarriedOffset, NonzeroOther, OddMask };
+template <Variant V>
+auto matmul_fn = [](Ptr<bf16> a, Ptr<bf16> b, Ptr<float> c, Tile<int32_t> M, Tile<int32_t> N, Tile<int32_t> K,
+                    Constexpr<int> BM, Constexpr<int> BN, Constexpr<int> BK) {
+  Tile<int32_t> rm = program_id(0) * BM + arange(0, BM);
+  Tile<int32_t> rn = program_id(1) * BN + arange(0, BN);
+  Tile<int32_t> rk = arange(0, BK);
+  Tile<float> acc = zeros<float>({BM, BN});
+  Tile<int32_t> koff = zeros<int32_t>({});
+  for (auto k0 : range(0, K, BK)) {
+    Tile<int32_t> kk = k0 + rk;
+    Tile<bool> ma = expand_dims(rm < M, 1) & expand_dims(kk < (V == Variant::OddMask ? K - 3 : K), 0);
+    Tile<bool> mb = expand_dims(kk < K, 1) & expand_dims(rn < N, 0);
+    Tile<int32_t> ka = V == Variant::CarriedOffset ? koff + rk : kk;
+    Tile<bf16> ta = V == Variant::NonzeroOther ? load(a + expand_dims(rm, 1) * K + expand_dims(ka, 0), ma, 1.0f)
+                                               : load(a + expand_dims(rm, 1) * K + expand_dims(ka, 0), ma);
+    Tile<bf16> tb = load(b + expand_dims(kk, 1) * N + expand_dims(rn, 0), mb);
+    acc = dot(ta, tb, acc);
+    if constexpr (V == Variant::BUsedTwice) acc = acc + cast<float>(tb);  // BK == BN == BM here
+    koff = koff + BK;
+  }
+  store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), acc, expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
+};
+
+template <class T> T* fake_ptr() { return reinterpret_cast<T*>(uintptr_t{0x20000}); }  // 16-byte aligned
+
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("pipeline pass: both matmul loads are pipelined; num_stages on the loop", "[pipeline]") {
+  for (int stages : {2, 3, 4}) {
+    auto f = trace(matmul_fn<Variant::Plain>, {128, 128, 32}, /*div16=*/true);
+    const ir::Op* loop = nullptr;
+    auto loads = loop_loads(*f, 8, stages, &loop);
+    INFO(ir::print(*f));
+    REQUIRE(loads.size() == 2);
+    CHECK(pipelined(loads[0]));
+    CHECK(pipelined(loads[1]));
+    REQUIRE(loop->has_attr("num_stages"));
+    CHECK(loop->int_attr("num_stages") == stages);
+    // visible in dumps
+    CHECK(ir::print(*f).find("pipelined=1") != std::string::npos);
+  }
+}
+
+TEST_CASE("pipeline pass: nothing is pipelined with one stage", "[pipeline]") {
+  auto f = trace(matmul_fn<Variant::Plain>, {128, 128, 32}, true);
+  const ir::Op* loop = nullptr;
+  auto loads = loop_loads(*f, 8, 1, &loop);
+  for (auto* ld : loads) CHECK_FALSE(ld->has_attr("pipelined"));
+  CHECK_FALSE(loop->has_attr("num_stages"));
+}
+
+TEST_CASE("pipeline pass: loads that must not be pipelined", "[pipeline]") {
+  const ir::Op* loop = nullptr;
+  SECTION("a load used by something else than the operand conversion") {
+    auto f = trace(matmul_fn<Variant::BUsedTwice>, {32, 32, 32}, true);
+    auto loads = loop_loads(*f, 4, 3, &loop);
+    INFO(ir::print(*f));
+    REQUIRE(loads.size() == 2);
+    CHECK(pipelined(loads[0]));
+    CHECK_FALSE(pipelined(loads[1]));
+  }
+  SECTION("an address computed from a loop-carried value") {
+    auto f = trace(matmul_fn<Variant::CarriedOffset>, {64, 64, 32}, true);
+    auto loads = loop_loads(*f, 4, 3, &loop);
+    INFO(ir::print(*f));
+    REQUIRE(loads.size() == 2);
+    CHECK_FALSE(pipelined(loads[0]));
+    CHECK(pipelined(loads[1]));
+  }
+  SECTION("a nonzero other") {
+    auto f = trace(matmul_fn<Variant::NonzeroOther>, {64, 64, 32}, true);
+    auto loads = loop_loads(*f, 4, 3, &loop);
+    INFO(ir::print(*f));
+    REQUIRE(loads.size() == 2);
+    CHECK_FALSE(pipelined(loads[0]));
+    CHECK(pipelined(loads[1]));
+  }
+  SECTION("a mask that is not uniform over a vector") {
+    auto f = trace(matmul_fn<Variant::OddMask>, {64, 64, 32}, true);
+    auto loads = loop_loads(*f, 4, 3, &loop);
+    INFO(ir::print(*f));
+    REQUIRE(loads.size() == 2);
+    CHECK(loads[0]->int_attr("vec") == 8);
+    CHECK(loads[0]->int_attr("mask_vec") < 8);
+    CHECK_FALSE(pipelined(loads[0]));
+    CHECK(pipelined(loads[1]));
+  }
+  SECTION("K, N not known multiples of 16: unaligned rows, masks not uniform") {
+    auto f = trace(matmul_fn<Variant::Plain>, {64, 64, 32}, /*div16=*/false);
+    auto loads = loop_loads(*f, 4, 3, &loop);
+    INFO(ir::print(*f));
+    for (auto* ld : loads) CHECK_FALSE(pipelined(ld));
+    CHECK_FALSE(loop->has_attr("num_stages"));
+  }
+  SECTION("an f32 dot (no tensor-core operand layout)") {
+    auto f = trace([](Ptr<float> a, Ptr<float> c, Tile<int32_t> K, Constexpr<int> B) {
+      Tile<int32_t> r = arange(0, B);
+      Tile<float> acc = zeros<float>({B, B});
+      for (auto k0 : range(0, K, B)) {
+        Tile<int32_t> off = expand_dims(r, 1) * K + k0 + expand_dims(r, 0);
+        Tile<float> t = load(a + off);
+        acc = dot(t, t, acc);
+      }
+      store(c + expand_dims(r, 1) * B + expand_dims(r, 0), acc);
+    }, {32}, true);
+    auto loads = loop_loads(*f, 4, 3, &loop);
+    for (auto* ld : loads) CHECK_FALSE(pipelined(ld));
+  }
+}
+
+TEST_CASE("swizzled tile: offsets equal layout::shared_swizzled and are a bijection", "[pipeline]") {
+  using gpu::detail::SwizzledTile;
+  for (int64_t rows : {8, 16, 64, 128})
+    for (int64_t cols : {8, 16, 32, 64, 128, 256}) {
+      INFO(rows << "x" << cols);
+      SwizzledTile t = SwizzledTile::make(rows, cols, 1);
+      auto ll = layout::shared_swizzled({rows, cols}, 8, t.per_phase, t.max_phase, {1, 0});
+      std::vector<int> seen(static_cast<size_t>(rows * cols), 0);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) {
+          const int64_t off = t.offset(r, c);
+          REQUIRE(off == ll.apply({static_cast<int32_t>(r), static_cast<int32_t>(c)})[0]);
+          ++seen[static_cast<size_t>(off)];
+        }
+      for (int s : seen) REQUIRE(s == 1);
+      // ldmatrix: 8 consecutive rows at one logical chunk hit 8 different 16-byte bank groups.
+      for (int64_t r0 = 0; r0 < rows; r0 += 8)
+        for (int64_t c0 = 0; c0 < cols; c0 += 8) {
+          std::vector<int> group(8, 0);
+          for (int64_t i = 0; i < 8; ++i) ++group[static_cast<size_t>((t.offset(r0 + i, c0) * 2 / 16) % 8)];
+          for (int g : group) CHECK(g == 1);
+        }
+    }
+}
+
+TEST_CASE("ldmatrix plan: mma.sync operand layouts are ldmatrix fragments, blocked layouts are not", "[pipeline]") {
+  using gpu::detail::ldmatrix_plan;
+  for (std::vector<int32_t> warps : {std::vector<int32_t>{1, 1}, {2, 2}, {2, 4}, {4, 2}, {1, 4}}) {
+    auto a = layout::mma_v2_operand(0, {128, 64}, warps, 16);
+    auto b = layout::mma_v2_operand(1, {64, 128}, warps, 16);
+    auto pa = ldmatrix_plan(a), pb = ldmatrix_plan(b);
+    REQUIRE(pa);
+    REQUIRE(pb);
+    CHECK(pa->kd == 1);
+    CHECK(pb->kd == 0);
+    CHECK(pa->matrices * 2 == a.num_regs());
+    CHECK(pa->per_instr == 4);
+  }
+  auto small_b = layout::mma_v2_operand(1, {16, 8}, {1, 1}, 16);  // one k16 x n8 tile: 2 matrices
+  auto p = ldmatrix_plan(small_b);
+  REQUIRE(p);
+  CHECK(p->per_instr == 2);
+  CHECK_FALSE(ldmatrix_plan(layout::blocked({64, 64}, {1, 8}, {4, 8}, {4, 1}, {1, 0})));
+  CHECK_FALSE(ldmatrix_plan(layout::mma_v2_operand(0, {64, 64}, {2, 2}, 8)));  // 8-bit: 4 per register
+}
+
+TEST_CASE("pipelined matmul PTX: cp.async and ldmatrix; assembles for sm_90a and sm_80", "[ptx][pipeline]") {
+  for (bool f16 : {false, true}) {
+    auto kb = gk::matmul<bf16>();
+    auto kh = gk::matmul<tle::f16>();
+    struct Cfg {
+      int bm, bn, bk, warps, stages;
+    };
+    for (Cfg c : {Cfg{128, 128, 32, 8, 3}, Cfg{64, 64, 32, 4, 2}, Cfg{128, 64, 64, 4, 4}, Cfg{32, 16, 16, 2, 3}}) {
+      for (int sm : {90, 80}) {
+        const std::string arch = sm == 90 ? "sm_90a" : "sm_80";
+        INFO((f16 ? "f16 " : "bf16 ") << c.bm << "x" << c.bn << "x" << c.bk << " w" << c.warps << " s" << c.stages << " "
+                                      << arch);
+        Grid g(1);
+        g.with_warps(c.warps).with_stages(c.stages);
+        std::string ptx = f16 ? kh.ptx(sm, g, fake_ptr<tle::f16>(), fake_ptr<tle::f16>(), fake_ptr<float>(), 4096, 4096,
+                                       4096, c.bm, c.bn, c.bk)
+                              : kb.ptx(sm, g, fake_ptr<bf16>(), fake_ptr<bf16>(), fake_ptr<float>(), 4096, 4096, 4096,
+                                       c.bm, c.bn, c.bk);
+        // 16-byte copies (.cg); the 32x16 A tile shares the 4-wide layout of the f32 C stores: 8 bytes (.ca)
+        CHECK(count_of(ptx, c.bm >= 64 ? "cp.async.cg.shared.global" : "cp.async.ca.shared.global") > 0);
+        CHECK(count_of(ptx, "cp.async.commit_group") > 0);
+        CHECK(count_of(ptx, "cp.async.wait_group") > 0);
+        CHECK(count_of(ptx, "ldmatrix.sync.aligned.m8n8") > 0);
+        CHECK(count_of(ptx, ".trans") > 0);  // B is N-contiguous in memory
+        CHECK(count_of(ptx, "mma.sync.aligned.m16n8k16") > 0);
+        ptxtest::assemble("pipelined matmul", ptx, arch);
+      }
+    }
+  }
+}
+
+TEST_CASE("matmul PTX without pipelining: ldmatrix, no cp.async (1 stage; K not a multiple of 16)", "[ptx][pipeline]") {
+  auto k = gk::matmul<bf16>();
+  Grid one(1);
+  one.with_warps(4).with_stages(1);
+  std::string ptx = k.ptx(90, one, fake_ptr<bf16>(), fake_ptr<bf16>(), fake_ptr<float>(), 4096, 4096, 4096, 64, 64, 32);
+  CHECK(count_of(ptx, "cp.async") == 0);
+  CHECK(count_of(ptx, "ldmatrix.sync.aligned.m8n8.x4") > 0);
+  ptxtest::assemble("matmul, 1 stage", ptx, "sm_90a");
+  // K = 1000: the K-tail mask is not uniform over 8 elements; no pipelining, ldmatrix still.
+  ptx = k.ptx(80, 4, fake_ptr<bf16>(), fake_ptr<bf16>(), fake_ptr<float>(), 1000, 1000, 1000, 64, 64, 32);
+  CHECK(count_of(ptx, "cp.async") == 0);
+  CHECK(count_of(ptx, "ldmatrix.sync.aligned.m8n8.x4") > 0);
+  ptxtest::assemble("matmul, ragged", ptx, "sm_80");
+}
+
+TEST_CASE("launch options: with_stages outside 1..8 is a UserError on every backend", "[runtime][pipeline]") {
+  auto k = gk::vector_add();
+  std::vector<float> x(1000, 1.0f), out(1000);
+  for (int s : {0, -1, 9}) {
+    INFO("num_stages " << s);
+    CHECK_THROWS_AS(k(Grid(1).with_stages(s).backend(Backend::CPU), x.data(), x.data(), out.data(), 1000, 1024),
+                    UserError);
+  }
+  CHECK_THROWS_WITH(k(Grid(1).with_stages(0).backend(Backend::CPU), x.data(), x.data(), out.data(), 1000, 1024),
+                    Catch::Contains("num_stages"));
+  Grid bad(1);
+  bad.with_stages(0);
+  CHECK_THROWS_AS(k.ptx(90, bad, x.data(), x.data(), out.data(), 1000, 1024), UserError);
+  k(Grid(1).with_stages(1).backend(Backend::CPU), x.data(), x.data(), out.data(), 1000, 1024);
+  CHECK(out[999] == 2.0f);
+  CHECK(Grid(1).with_stages(4).num_stages == 4);
+  CHECK(Grid(1).num_stages == 3);
+}
