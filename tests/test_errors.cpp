@@ -454,7 +454,7 @@ TEST_CASE("errors: combine function returning a non-scalar", "[errors]") {
 
 // ============================================================================ memory hints, misc
 
-TEST_CASE("errors: unknown cache modifier and eviction policy", "[errors]") {
+TEST_CASE("errors: unknown or conflicting cache modifier and eviction policy", "[errors]") {
   int line = 0;
   auto k = jit("err_cache", [&line](Ptr<float> x) {
     Tile<int32_t> o = arange(0, 4);
@@ -467,6 +467,23 @@ TEST_CASE("errors: unknown cache modifier and eviction policy", "[errors]") {
     line = __LINE__; store(x + o, 1.0f, o < 2, MemHints{"", "evict_sometimes", false});
   });
   expect_error([&] { k2(Grid(1), buf.data()); }, "unknown eviction policy", line);
+  auto k3 = jit("err_store_cache", [&line](Ptr<float> x) {
+    Tile<int32_t> o = arange(0, 4);
+    line = __LINE__; store(x + o, 1.0f, o < 2, MemHints{".lu", "", false});
+  });
+  expect_error([&] { k3(Grid(1), buf.data()); }, "unknown cache modifier '.lu' for a store", line);
+  auto k4 = jit("err_both_hints", [&line](Ptr<float> x) {
+    Tile<int32_t> o = arange(0, 4);
+    line = __LINE__; Tile<float> v = load(x + o, o < 2, 0.0f, MemHints{".cg", "evict_last", false});
+    store(x + o, v);
+  });
+  expect_error([&] { k4(Grid(1), buf.data()); }, "PTX ld takes one or the other", line);
+  auto k5 = jit("err_volatile_hints", [&line](Ptr<float> x) {
+    Tile<int32_t> o = arange(0, 4);
+    line = __LINE__; Tile<float> v = load(x + o, o < 2, 0.0f, MemHints{"", "evict_first", true});
+    store(x + o, v);
+  });
+  expect_error([&] { k5(Grid(1), buf.data()); }, "volatile access takes no cache modifier", line);
 }
 
 TEST_CASE("errors: tle operations outside tracing", "[errors]") {

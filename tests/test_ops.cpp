@@ -120,9 +120,11 @@ template <class T> void load_store_case(T other_value, unsigned seed) {
     Tile<T> v = load(x + offs, m, other);
     store(out1 + offs, v);
     store(out2 + offs, load(x + offs, m), m);
-    Tile<T> h = load(x + offs, m, other, MemHints{".cg", "evict_last", false});
+    Tile<T> h = load(x + offs, m, other, MemHints{".cg", "", false});
+    Tile<T> h1 = load(x + offs, m, other, MemHints{"", "evict_last", false});
     Tile<T> h2 = load(x + offs, m, other, MemHints{"", "", true});
-    store(out3 + offs, where(m, h, h2), m, MemHints{".cs", "evict_first", false});
+    store(out3 + offs, where(m, h, h2), m, MemHints{".cs", "", false});
+    store(out3 + offs, h1, m, MemHints{"", "evict_first", false});  // the same values again
     store(out3 + offs, load(x + offs, m), !m, MemHints{".wt", "", false});  // writes 0 past n
   });
   for (int n : kSizes) {

@@ -157,6 +157,46 @@ TEST_CASE("ptx: loads and stores of every dtype", "[ptx]") {
   run(bool{}, "bool");
 }
 
+TEST_CASE("ptx: cache and eviction hints become ld/st modifiers", "[ptx]") {
+  // Every dtype width (1, 2, 4, 8 bytes; vectors up to 16 bytes), masked and unmasked; the PTX
+  // must carry the modifiers and assemble.
+  auto run = [](auto tag, const char* name) {
+    using T = decltype(tag);
+    auto k = jit("hints", [](Ptr<T> x, Ptr<T> y, Tile<int32_t> n, Constexpr<int> BLOCK) {
+      Tile<int32_t> offs = program_id(0) * BLOCK + arange(0, BLOCK);
+      Tile<int32_t> offs1 = offs + n, offs2 = offs + 2 * n;
+      Tile<bool> m = offs < n;
+      constexpr auto zero = [] {
+        if constexpr (std::is_same_v<T, bool>) return false;
+        else return 0;
+      }();
+      Tile<T> a = load(x + offs, m, zero, MemHints{"", "evict_last", false});
+      Tile<T> b = load(x + offs1, m, zero, MemHints{".cs", "", false});
+      Tile<T> c = load(x + offs2, m, zero, MemHints{"", "", true});
+      store(y + offs, a, m, MemHints{"", "evict_first", false});
+      store(y + offs1, b, m, MemHints{".wt", "", false});
+      store(y + offs2, c, m, MemHints{"", "", true});
+    });
+    for (int n : {1000, 1024, 17}) {  // vectors whole (1024: the mask is uniform), partly masked
+      check_ptx(std::string("hints ") + name + " n=" + std::to_string(n), [&](int sm) {
+        std::string ptx = k.ptx(sm, 4, fake<T>(), fake<T>(), n, 512);
+        CHECK(ptx.find("ld.global.L1::evict_last") != std::string::npos);
+        CHECK(ptx.find("ld.global.cs") != std::string::npos);
+        CHECK(ptx.find("ld.volatile.global") != std::string::npos);
+        CHECK(ptx.find("st.global.L1::evict_first") != std::string::npos);
+        CHECK(ptx.find("st.global.wt") != std::string::npos);
+        CHECK(ptx.find("st.volatile.global") != std::string::npos);
+        return ptx;
+      });
+    }
+  };
+  run(float{}, "f32");
+  run(bf16{}, "bf16");
+  run(double{}, "f64");
+  run(int8_t{}, "i8");
+  run(bool{}, "bool");
+}
+
 TEST_CASE("ptx: casts", "[ptx]") {
   auto run = [](auto from, auto to, const std::string& name) {
     using T = decltype(from);

@@ -432,7 +432,12 @@ template <class T> Tile<T> trans(const Tile<T>& x, loc_t l = loc_t::current()) {
 
 // ============================================================== memory
 
-/// Cache and eviction hints (kept as attributes; PTX ISA 9.7.9.8 ld cache operators / eviction priority).
+/// Cache and eviction hints of a load or store (PTX ISA 9.7.9.8 ld, 9.7.9.10 st): `cache`, a cache
+/// operator (loads: .ca .cg .cs .lu .cv; stores: .wb .cg .cs .wt), OR `evict`, an L1 eviction
+/// priority (evict_first, evict_last, evict_normal; e.g. evict_last for weights every program
+/// reads, evict_first for data read once), not both; `is_volatile` (ld/st.volatile) takes neither.
+/// On the GPU they become the instruction's modifiers; the CPU backend ignores them. An unknown
+/// or conflicting hint is a UserError at the call's line.
 using MemHints = detail::MemHints;
 
 /// Loads *p for every element of the pointer tile p. Where `mask` is false nothing is read and the

@@ -517,14 +517,26 @@ V permute(V x, const std::vector<int>& order, const SrcLoc& loc) {
 
 // ====================================================================== memory
 
-static void add_hints(std::map<std::string, ir::Attr>& attrs, const MemHints& h, const SrcLoc& loc) {
-  static const char* caches[] = {"", ".ca", ".cg", ".cs", ".lu", ".cv", ".wb", ".wt"};
+// PTX ISA 9.7.9.8 (ld) and 9.7.9.10 (st): loads take .ca/.cg/.cs/.lu/.cv, stores .wb/.cg/.cs/.wt;
+// an L1 eviction priority is the other form of the instruction, so not both.
+static void add_hints(std::map<std::string, ir::Attr>& attrs, const MemHints& h, bool is_store, const SrcLoc& loc) {
+  static const char* load_caches[] = {"", ".ca", ".cg", ".cs", ".lu", ".cv"};
+  static const char* store_caches[] = {"", ".wb", ".cg", ".cs", ".wt"};
   static const char* evicts[] = {"", "evict_first", "evict_last", "evict_normal"};
-  if (std::find(std::begin(caches), std::end(caches), h.cache) == std::end(caches))
-    throw UserError(loc, fmt::format("unknown cache modifier '{}' (use .ca, .cg, .cs, .lu, .cv, .wb or .wt)", h.cache));
+  const char* const* c0 = is_store ? std::begin(store_caches) : std::begin(load_caches);
+  const char* const* c1 = is_store ? std::end(store_caches) : std::end(load_caches);
+  if (std::find(c0, c1, h.cache) == c1)
+    throw UserError(loc, fmt::format("unknown cache modifier '{}' for a {} (use {})", h.cache, is_store ? "store" : "load",
+                                     is_store ? ".wb, .cg, .cs or .wt" : ".ca, .cg, .cs, .lu or .cv"));
   if (std::find(std::begin(evicts), std::end(evicts), h.evict) == std::end(evicts))
     throw UserError(loc, fmt::format("unknown eviction policy '{}' (use evict_first, evict_last or evict_normal)",
                                      h.evict));
+  if (!h.cache.empty() && !h.evict.empty())
+    throw UserError(loc, fmt::format("cache modifier '{}' and eviction policy '{}' together: PTX {} takes one or the "
+                                     "other; drop one of them",
+                                     h.cache, h.evict, is_store ? "st" : "ld"));
+  if (h.is_volatile && (!h.cache.empty() || !h.evict.empty()))
+    throw UserError(loc, "a volatile access takes no cache modifier or eviction policy; drop them or is_volatile");
   if (!h.cache.empty()) attrs["cache"] = h.cache;
   if (!h.evict.empty()) attrs["evict"] = h.evict;
   if (h.is_volatile) attrs["volatile"] = int64_t(1);
@@ -535,7 +547,7 @@ V load(V p, V mask, V other, const MemHints& hints, const SrcLoc& loc) {
   use(c, p, loc);
   require_dtype(p->type.dtype == DType::ptr, p, loc, "load", "pointer");
   std::map<std::string, ir::Attr> attrs;
-  add_hints(attrs, hints, loc);
+  add_hints(attrs, hints, false, loc);
   std::vector<V*> bs = {&p};
   if (mask) {
     use(c, mask, loc);
@@ -560,7 +572,7 @@ void store(V p, V value, V mask, const MemHints& hints, const SrcLoc& loc) {
   use(c, p, loc), use(c, value, loc);
   require_dtype(p->type.dtype == DType::ptr, p, loc, "store", "pointer");
   std::map<std::string, ir::Attr> attrs;
-  add_hints(attrs, hints, loc);
+  add_hints(attrs, hints, true, loc);
   value = cast(c, value, p->type.pointee, loc);
   if (mask) {
     use(c, mask, loc);

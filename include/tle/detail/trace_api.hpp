@@ -73,8 +73,8 @@ V permute(V x, const std::vector<int>& order, const SrcLoc& loc);
 
 // ---- memory
 struct MemHints {
-  std::string cache;  // "", ".ca", ".cg", ".cs", ".lu", ".cv" (PTX ld/st cache operators)
-  std::string evict;  // "", "evict_first", "evict_last", "evict_normal"
+  std::string cache;  // "", loads ".ca" ".cg" ".cs" ".lu" ".cv", stores ".wb" ".cg" ".cs" ".wt"
+  std::string evict;  // "", "evict_first", "evict_last", "evict_normal" (L1 eviction priority)
   bool is_volatile = false;
 };
 V load(V ptr, V mask, V other, const MemHints& hints, const SrcLoc& loc);

@@ -157,6 +157,10 @@ class Lowerer : public backend::ScalarEmitter {
   void lower_load(const ir::Op& op);
   void lower_store(const ir::Op& op);
   void lower_atomic(const ir::Op& op);
+  /// A global load of type t (1-16 bytes) / store of val as inline PTX ld.global<mods> /
+  /// st.global<mods> (mods: cache operator or .L1:: eviction priority, e.g. ".L1::evict_last").
+  llvm::Value* hinted_load(llvm::Type* t, llvm::Value* ptr, const std::string& mods);
+  void hinted_store(llvm::Value* val, llvm::Value* ptr, const std::string& mods);
   /// Makes values computed by owner threads visible to every holder (through shared memory).
   std::vector<llvm::Value*> share_from_owners(const ir::Value* v, const std::vector<llvm::Value*>& vals);
 

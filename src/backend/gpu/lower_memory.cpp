@@ -3,9 +3,11 @@
 // Loads and stores move `vec` consecutive registers (layout pass attribute) as one vector access
 // when the whole group is unmasked; a partly masked group falls back to per-element accesses
 // (llvm.masked.load/store, which NVPTX scalarizes into predicated accesses), so a masked-off lane
-// never touches memory. Stores and atomics are done by one holder of each element only
+// never touches memory. Cache operators and eviction priorities (MemHints) make the accesses
+// inline PTX ld/st with those modifiers; volatile ones are LLVM volatile accesses. Stores and atomics are done by one holder of each element only
 // (replicated lanes, warps and registers skip), so an atomic counts once per element.
 #include <fmt/format.h>
+#include <llvm/IR/InlineAsm.h>
 #include <llvm/IR/Intrinsics.h>
 
 #include "backend/gpu/lower.hpp"
@@ -41,7 +43,94 @@ int usable_vec(const LinearLayout* l, int vec) {
   return 1 << bits;
 }
 
+/// The PTX modifiers of a load/store's hints (attributes "cache", "evict", "volatile"; the tracer
+/// allows a cache operator or an eviction priority, not both, as ld/st do): "" when there are
+/// none, else e.g. ".cs" or ".L1::evict_last" (PTX ISA 9.7.9.8 ld, 9.7.9.10 st). Volatile
+/// accesses are plain LLVM volatile loads/stores (ld.volatile / st.volatile) and take no other hint.
+std::string hint_modifiers(const ir::Op& op) {
+  if (op.has_attr("volatile") && op.int_attr("volatile")) return "";
+  std::string m;
+  if (op.has_attr("cache")) m += op.str_attr("cache");
+  if (op.has_attr("evict")) m += ".L1::" + op.str_attr("evict");
+  return m;
+}
+
+/// One global access of `bytes` (1, 2, 4, 8 or 16) as inline PTX with modifiers `mods`: the PTX
+/// type and vector count that move those bytes (.b8/.b16 in a 16-bit register, .b32 x 1/2/4).
+struct AsmAccess {
+  int count;         // registers
+  int bits;          // bits per register (16 or 32)
+  const char* type;  // PTX type
+};
+AsmAccess asm_access(int64_t bytes) {
+  switch (bytes) {
+    case 1: return {1, 16, "b8"};
+    case 2: return {1, 16, "b16"};
+    case 4: return {1, 32, "b32"};
+    case 8: return {2, 32, "b32"};
+    case 16: return {4, 32, "b32"};
+    default: throw InternalError(fmt::format("gpu backend: no hinted global access of {} bytes", bytes));
+  }
+}
+
+std::string vec_prefix(int count) { return count == 1 ? "" : fmt::format(".v{}", count); }
+
 }  // namespace
+
+Value* Lowerer::hinted_load(llvm::Type* t, Value* ptr, const std::string& mods) {
+  const int64_t bytes = static_cast<int64_t>(mod.getDataLayout().getTypeStoreSize(t));
+  const AsmAccess a = asm_access(bytes);
+  llvm::Type* rt = B.getIntNTy(static_cast<unsigned>(a.bits));
+  std::vector<llvm::Type*> outs(static_cast<size_t>(a.count), rt);
+  llvm::Type* ret = a.count == 1 ? rt : static_cast<llvm::Type*>(llvm::StructType::get(ctx, outs));
+  std::string regs_s, cons;
+  for (int i = 0; i < a.count; ++i) {
+    regs_s += fmt::format("{}${}", i ? ", " : "", i);
+    cons += a.bits == 16 ? "=h," : "=r,";
+  }
+  std::string text = fmt::format("ld.global{}{}.{} {}{}{}, [${}];", mods, vec_prefix(a.count), a.type,
+                                 a.count > 1 ? "{" : "", regs_s, a.count > 1 ? "}" : "", a.count);
+  auto* fty = llvm::FunctionType::get(ret, {ptr->getType()}, false);
+  // Side effects keep it ordered with the kernel's stores, as a plain load is.
+  Value* v = B.CreateCall(fty, llvm::InlineAsm::get(fty, text, cons + "l,~{memory}", /*hasSideEffects=*/true), {ptr});
+  Value* bitsv;
+  if (a.count == 1) {
+    bitsv = v;
+  } else {
+    bitsv = llvm::PoisonValue::get(llvm::FixedVectorType::get(rt, static_cast<unsigned>(a.count)));
+    for (int i = 0; i < a.count; ++i)
+      bitsv = B.CreateInsertElement(bitsv, B.CreateExtractValue(v, {static_cast<unsigned>(i)}), static_cast<uint64_t>(i));
+  }
+  if (bytes == 1) bitsv = B.CreateTrunc(bitsv, B.getInt8Ty());
+  return B.CreateBitCast(bitsv, t);
+}
+
+void Lowerer::hinted_store(Value* val, Value* ptr, const std::string& mods) {
+  const int64_t bytes = static_cast<int64_t>(mod.getDataLayout().getTypeStoreSize(val->getType()));
+  const AsmAccess a = asm_access(bytes);
+  llvm::Type* rt = B.getIntNTy(static_cast<unsigned>(a.bits));
+  Value* bitsv;
+  if (bytes == 1) {
+    bitsv = B.CreateZExt(B.CreateBitCast(val, B.getInt8Ty()), rt);
+  } else if (a.count == 1) {
+    bitsv = B.CreateBitCast(val, rt);
+  } else {
+    bitsv = B.CreateBitCast(val, llvm::FixedVectorType::get(rt, static_cast<unsigned>(a.count)));
+  }
+  std::vector<Value*> args = {ptr};
+  std::vector<llvm::Type*> tys = {ptr->getType()};
+  std::string regs_s, cons = "l";
+  for (int i = 0; i < a.count; ++i) {
+    args.push_back(a.count == 1 ? bitsv : B.CreateExtractElement(bitsv, static_cast<uint64_t>(i)));
+    tys.push_back(rt);
+    regs_s += fmt::format("{}${}", i ? ", " : "", i + 1);
+    cons += a.bits == 16 ? ",h" : ",r";
+  }
+  std::string text = fmt::format("st.global{}{}.{} [$0], {}{}{};", mods, vec_prefix(a.count), a.type,
+                                 a.count > 1 ? "{" : "", regs_s, a.count > 1 ? "}" : "");
+  auto* fty = llvm::FunctionType::get(B.getVoidTy(), tys, false);
+  B.CreateCall(fty, llvm::InlineAsm::get(fty, text, cons + ",~{memory}", /*hasSideEffects=*/true), args);
+}
 
 void Lowerer::lower_addptr(const ir::Op& op) {
   const ir::Value* p = op.operands.at(0);
@@ -72,6 +161,8 @@ void Lowerer::lower_load(const ir::Op& op) {
   // The layout pass proved the mask constant over each vector (mask_vec >= vec): then a group is
   // loaded whole or not at all, with no per-element fallback (fewer branches and registers).
   const bool uniform_mask = op.has_attr("mask_vec") && op.int_attr("mask_vec") >= vec;
+  const std::string mods = hint_modifiers(op);
+  const bool is_volatile = op.has_attr("volatile") && op.int_attr("volatile");
   auto from_mem = [&](Value* v) { return d == DType::i1 ? B.CreateICmpNE(v, B.getInt8(0)) : v; };
   auto fill = [&](int i) -> Value* {
     if (other) {
@@ -86,8 +177,9 @@ void Lowerer::lower_load(const ir::Op& op) {
     Value* base = reg(p, g);
     const llvm::Align va(static_cast<uint64_t>(byte_size(d) * vec));
     auto vector_load = [&]() -> Value* {
-      if (vec == 1) return B.CreateAlignedLoad(mt, base, elem_align);
-      return B.CreateAlignedLoad(vt, base, va);
+      if (!mods.empty()) return hinted_load(vec == 1 ? mt : vt, base, mods);
+      if (vec == 1) return B.CreateAlignedLoad(mt, base, elem_align, is_volatile);
+      return B.CreateAlignedLoad(vt, base, va, is_volatile);
     };
     Value* loaded;
     if (!mask) {
@@ -123,13 +215,30 @@ void Lowerer::lower_load(const ir::Op& op) {
         auto* off = llvm::BasicBlock::Create(ctx, "ld.off", kernel);
         B.CreateCondBr(ms[0], on, off);
         B.SetInsertPoint(on);
-        Value* lv = B.CreateAlignedLoad(mt, base, elem_align);
+        Value* lv = mods.empty() ? B.CreateAlignedLoad(mt, base, elem_align, is_volatile) : hinted_load(mt, base, mods);
         B.CreateBr(off);
         B.SetInsertPoint(off);
         auto* phi = B.CreatePHI(mt, 2);
         phi->addIncoming(lv, on);
         phi->addIncoming(fills[0], slow);
         sv = phi;
+      } else if (!mods.empty() || is_volatile) {  // hints: one hinted access per element that is on
+        sv = llvm::PoisonValue::get(vt);
+        for (int k = 0; k < vec; ++k) {
+          auto* on = llvm::BasicBlock::Create(ctx, "ld.on", kernel);
+          auto* off = llvm::BasicBlock::Create(ctx, "ld.off", kernel);
+          llvm::BasicBlock* from = B.GetInsertBlock();
+          B.CreateCondBr(ms[k], on, off);
+          B.SetInsertPoint(on);
+          Value* ek = B.CreateGEP(mt, base, B.getInt64(static_cast<uint64_t>(k)));
+          Value* lv = mods.empty() ? B.CreateAlignedLoad(mt, ek, elem_align, true) : hinted_load(mt, ek, mods);
+          B.CreateBr(off);
+          B.SetInsertPoint(off);
+          auto* phi = B.CreatePHI(mt, 2);
+          phi->addIncoming(lv, on);
+          phi->addIncoming(fills[k], from);
+          sv = B.CreateInsertElement(sv, phi, static_cast<uint64_t>(k));
+        }
       } else {
         Value* mv = llvm::PoisonValue::get(llvm::FixedVectorType::get(B.getInt1Ty(), static_cast<unsigned>(vec)));
         Value* pv = llvm::PoisonValue::get(vt);
@@ -164,6 +273,8 @@ void Lowerer::lower_store(const ir::Op& op) {
   const int n = num_regs(p);
   const int vec = usable_vec(l, op.has_attr("vec") ? static_cast<int>(op.int_attr("vec")) : 1);
   const bool uniform_mask = op.has_attr("mask_vec") && op.int_attr("mask_vec") >= vec;  // as in lower_load
+  const std::string mods = hint_modifiers(op);
+  const bool is_volatile = op.has_attr("volatile") && op.int_attr("volatile");
   auto to_mem = [&](Value* x) { return d == DType::i1 ? B.CreateZExt(x, B.getInt8Ty()) : x; };
   Value* own = owner(l);
   for (int g = 0; g < n; g += vec) {
@@ -190,10 +301,27 @@ void Lowerer::lower_store(const ir::Op& op) {
     auto* join = llvm::BasicBlock::Create(ctx, "st.join", kernel);
     B.CreateCondBr(all, fast, slow);
     B.SetInsertPoint(fast);
-    B.CreateAlignedStore(val, base, vec == 1 ? elem_align : llvm::Align(static_cast<uint64_t>(byte_size(d) * vec)));
+    if (!mods.empty())
+      hinted_store(val, base, mods);
+    else
+      B.CreateAlignedStore(val, base, vec == 1 ? elem_align : llvm::Align(static_cast<uint64_t>(byte_size(d) * vec)),
+                           is_volatile);
     B.CreateBr(join);
     B.SetInsertPoint(slow);
-    if (vec > 1 && !uniform_mask) {
+    if (vec > 1 && !uniform_mask && (!mods.empty() || is_volatile)) {  // hints: one access per element that is on
+      for (int k = 0; k < vec; ++k) {
+        auto* on = llvm::BasicBlock::Create(ctx, "st.on", kernel);
+        auto* off = llvm::BasicBlock::Create(ctx, "st.off", kernel);
+        B.CreateCondBr(ms[k], on, off);
+        B.SetInsertPoint(on);
+        Value* ek = B.CreateGEP(mt, base, B.getInt64(static_cast<uint64_t>(k)));
+        Value* vk = B.CreateExtractElement(val, static_cast<uint64_t>(k));
+        if (mods.empty()) B.CreateAlignedStore(vk, ek, elem_align, true);
+        else hinted_store(vk, ek, mods);
+        B.CreateBr(off);
+        B.SetInsertPoint(off);
+      }
+    } else if (vec > 1 && !uniform_mask) {
       Value* mv = llvm::PoisonValue::get(llvm::FixedVectorType::get(B.getInt1Ty(), static_cast<unsigned>(vec)));
       for (int k = 0; k < vec; ++k) mv = B.CreateInsertElement(mv, ms[k], static_cast<uint64_t>(k));
       B.CreateMaskedStore(val, base, elem_align, mv);
