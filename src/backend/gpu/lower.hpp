@@ -57,6 +57,18 @@ struct LdmatrixPlan {
 };
 /// The plan for layout `l`, or nullopt when its registers are not ldmatrix fragments.
 std::optional<LdmatrixPlan> ldmatrix_plan(const layout::LinearLayout& l);
+/// The ldmatrix reads of one value from one tile: the lane-dependent address part (computed
+/// once) and each instruction's result once emitted.
+struct LdmatrixReads {
+  LdmatrixPlan plan;
+  SwizzledTile tile;
+  llvm::Value* base = nullptr;       // absolute byte offset of the tile
+  llvm::Value* lane_base = nullptr;  // base + this lane's offset (bytes)
+  llvm::Value* row_in = nullptr;     // lane % 8
+  llvm::Value* lc[2] = {nullptr, nullptr};
+  int32_t lmask[2] = {0, 0};          // bits the lane/warp part can set, per dim
+  std::vector<llvm::Value*> done;    // per instruction: its result, null until emitted
+};
 
 class Lowerer : public backend::ScalarEmitter {
  public:
@@ -186,9 +198,12 @@ class Lowerer : public backend::ScalarEmitter {
   /// is written to a swizzled tile (or, for a pipelined load, is already in its buffer) and read
   /// with ldmatrix.sync.aligned.m8n8.x{4,2,1}[.trans].b16. False (nothing emitted) otherwise.
   bool lower_convert_ldmatrix(const ir::Op& op);
-  /// Reads the registers of r (layout planned by `p`) from `t` at absolute byte offset `base`.
-  std::vector<llvm::Value*> ldmatrix_read(const ir::Value* r, const LdmatrixPlan& p, const SwizzledTile& t,
-                                          llvm::Value* base);
+  /// The lane part of the reads of r (layout planned by `p`) from `t` at absolute byte offset `base`.
+  LdmatrixReads ldmatrix_setup(const ir::Value* r, const LdmatrixPlan& p, const SwizzledTile& t, llvm::Value* base);
+  /// Emits (once) ldmatrix instruction q of m: registers 2*per_instr*q .. of r, into packed32[r].
+  llvm::Value* ldmatrix_instr(const ir::Value* r, LdmatrixReads& m, int q);
+  /// Every instruction of m; returns r's registers.
+  std::vector<llvm::Value*> ldmatrix_read(const ir::Value* r, LdmatrixReads& m);
   /// Element offset of (row, col) in t, emitted.
   llvm::Value* swizzled_offset(const SwizzledTile& t, llvm::Value* row, llvm::Value* col);
 

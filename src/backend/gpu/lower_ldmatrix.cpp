@@ -85,24 +85,26 @@ std::optional<LdmatrixPlan> ldmatrix_plan(const LinearLayout& l) {
   return p;
 }
 
-std::vector<Value*> Lowerer::ldmatrix_read(const ir::Value* r, const LdmatrixPlan& p, const SwizzledTile& t, Value* base) {
+LdmatrixReads Lowerer::ldmatrix_setup(const ir::Value* r, const LdmatrixPlan& p, const SwizzledTile& t, Value* base) {
   const LinearLayout& l = *layout_of(r);
+  LdmatrixReads m;
+  m.plan = p;
+  m.tile = t;
+  m.base = base;
+  m.done.assign(static_cast<size_t>((p.matrices + p.per_instr - 1) / p.per_instr), nullptr);
   const int c = t.cdim, s = 1 - c;
-  const bool trans = c != p.kd;
   const auto& rb = l.bases(layout::kReg);
   const LinearLayout::Basis zero{0, 0};
   const LinearLayout::Basis& rb1 = p.per_instr >= 2 ? rb.at(1) : zero;
   const LinearLayout::Basis& rb2 = p.per_instr >= 4 ? rb.at(2) : zero;
   // This lane's part of the address, the same for every instruction: matrix j = lane / 8 of the
   // instruction (origin + j's register-bit-1/2 bases), row lane % 8, and the warp's offset.
-  Value* i = B.CreateAnd(lane, 7);
+  m.row_in = B.CreateAnd(lane, 7);
   Value* b3 = B.CreateAnd(B.CreateLShr(lane, 3), 1);
   Value* b4 = B.CreateAnd(B.CreateLShr(lane, 4), 1);
-  Value* lc[2];
-  int32_t lmask[2];
   for (int d = 0; d < 2; ++d) {
-    lc[d] = B.CreateXor(B.CreateMul(b3, i32c(rb1[d])), B.CreateMul(b4, i32c(rb2[d])));
-    lmask[d] = rb1[d] | rb2[d];
+    m.lc[d] = B.CreateXor(B.CreateMul(b3, i32c(rb1[d])), B.CreateMul(b4, i32c(rb2[d])));
+    m.lmask[d] = rb1[d] | rb2[d];
   }
   if (l.has_in_dim(layout::kWarp)) {
     const auto& wb = l.bases(layout::kWarp);
@@ -110,53 +112,72 @@ std::vector<Value*> Lowerer::ldmatrix_read(const ir::Value* r, const LdmatrixPla
       Value* bit = B.CreateAnd(B.CreateLShr(warp, static_cast<uint64_t>(b)), 1);
       for (int d = 0; d < 2; ++d)
         if (wb[b][d]) {
-          lc[d] = B.CreateXor(lc[d], B.CreateMul(bit, i32c(wb[b][d])));
-          lmask[d] |= wb[b][d];
+          m.lc[d] = B.CreateXor(m.lc[d], B.CreateMul(bit, i32c(wb[b][d])));
+          m.lmask[d] |= wb[b][d];
         }
     }
   }
   // Row lc[s] + i (lc[s] is a multiple of 8), phase from i alone (per_phase * max_phase <= 8).
-  Value* phase = B.CreateAnd(B.CreateLShr(i, static_cast<uint64_t>(log2i(t.per_phase))), t.max_phase - 1);
-  Value* row = B.CreateOr(lc[s], i);
+  Value* phase = B.CreateAnd(B.CreateLShr(m.row_in, static_cast<uint64_t>(log2i(t.per_phase))), t.max_phase - 1);
+  Value* row = B.CreateOr(m.lc[s], m.row_in);
   Value* lane_off = B.CreateAdd(B.CreateMul(row, i32c(t.cols)),
-                                B.CreateShl(B.CreateXor(B.CreateLShr(lc[c], 3), phase), 3));  // elements
-  Value* lane_base = B.CreateAdd(base, B.CreateShl(lane_off, 1));                                 // bytes
-  const int32_t chunk_mask = (lmask[c] >> 3) | (t.max_phase - 1);
+                                B.CreateShl(B.CreateXor(B.CreateLShr(m.lc[c], 3), phase), 3));  // elements
+  m.lane_base = B.CreateAdd(base, B.CreateShl(lane_off, 1));                                      // bytes
+  return m;
+}
 
+Value* Lowerer::ldmatrix_instr(const ir::Value* r, LdmatrixReads& m, int q) {
+  Value*& res = m.done.at(static_cast<size_t>(q));
+  if (res) return res;
+  const LinearLayout& l = *layout_of(r);
+  const LdmatrixPlan& p = m.plan;
+  const SwizzledTile& t = m.tile;
+  const int c = t.cdim, s = 1 - c;
+  const bool trans = c != p.kd;
+  const int per = p.per_instr;
   using ID = llvm::Intrinsic::ID;
-  const ID id = p.per_instr == 4 ? (trans ? llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x4_trans_b16
-                                          : llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x4_b16)
-                : p.per_instr == 2 ? (trans ? llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x2_trans_b16
-                                            : llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x2_b16)
-                                   : (trans ? llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x1_trans_b16
-                                            : llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x1_b16);
+  const ID id = per == 4 ? (trans ? llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x4_trans_b16
+                                  : llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x4_b16)
+                : per == 2 ? (trans ? llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x2_trans_b16
+                                    : llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x2_b16)
+                           : (trans ? llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x1_trans_b16
+                                    : llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x1_b16);
   llvm::Type* sptr = llvm::PointerType::get(ctx, 3);
   llvm::Function* fn = llvm::Intrinsic::isOverloaded(id) ? llvm::Intrinsic::getDeclaration(&mod, id, {sptr})
                                                          : llvm::Intrinsic::getDeclaration(&mod, id);
-  const DType d = r->type.dtype;
-  llvm::Type* et = elem_ty(d);
-  std::vector<Value*> out(static_cast<size_t>(l.num_regs()));
+  const int chunk_mask = (m.lmask[c] >> 3) | (t.max_phase - 1);
+  const int r0 = 2 * per * q;
+  const auto R = reg_coords(l, r0);
+  Value* addr;
+  if ((R[s] & m.lmask[s]) == 0 && ((R[c] >> 3) & chunk_mask) == 0) {
+    // The constant part shares no bit with the lane part: a plain displacement.
+    addr = B.CreateAdd(m.lane_base, i32c(2 * (int64_t{R[s]} * t.cols + (R[c] >> 3) * 8)));
+  } else {
+    Value* xs = B.CreateOr(B.CreateXor(m.lc[s], i32c(R[s])), m.row_in);
+    Value* xc = B.CreateXor(m.lc[c], i32c(R[c]));
+    addr = B.CreateAdd(m.base, B.CreateShl(swizzled_offset(t, xs, xc), 1));
+  }
+  res = B.CreateCall(fn, {smem_abs_ptr(addr)});
   auto& packs = packed32[r];
-  const int per = p.per_instr;
-  for (int q = 0; q * per < p.matrices; ++q) {
-    const int r0 = 2 * per * q;
-    const auto R = reg_coords(l, r0);
-    Value* addr;
-    if ((R[s] & lmask[s]) == 0 && ((R[c] >> 3) & chunk_mask) == 0) {
-      // The constant part shares no bit with the lane part: a plain displacement.
-      addr = B.CreateAdd(lane_base, i32c(2 * (int64_t{R[s]} * t.cols + (R[c] >> 3) * 8)));
-    } else {
-      Value* xs = B.CreateOr(B.CreateXor(lc[s], i32c(R[s])), i);
-      Value* xc = B.CreateXor(lc[c], i32c(R[c]));
-      addr = B.CreateAdd(base, B.CreateShl(swizzled_offset(t, xs, xc), 1));
-    }
-    Value* res = B.CreateCall(fn, {smem_abs_ptr(addr)});
-    for (int j = 0; j < per; ++j) {
-      Value* v = per == 1 && !res->getType()->isStructTy() ? res : B.CreateExtractValue(res, {static_cast<unsigned>(j)});
+  for (int j = 0; j < per; ++j) {
+    Value* v = !res->getType()->isStructTy() ? res : B.CreateExtractValue(res, {static_cast<unsigned>(j)});
+    packs[{r0 + 2 * j, r0 + 2 * j + 1}] = v;
+  }
+  return res;
+}
+
+std::vector<Value*> Lowerer::ldmatrix_read(const ir::Value* r, LdmatrixReads& m) {
+  const LinearLayout& l = *layout_of(r);
+  llvm::Type* et = elem_ty(r->type.dtype);
+  std::vector<Value*> out(static_cast<size_t>(l.num_regs()));
+  for (int q = 0; q < static_cast<int>(m.done.size()); ++q) {
+    ldmatrix_instr(r, m, q);
+    const int r0 = 2 * m.plan.per_instr * q;
+    for (int j = 0; j < m.plan.per_instr; ++j) {
       const int lo = r0 + 2 * j, hi = lo + 1;
+      Value* v = packed32[r].at({lo, hi});
       out[static_cast<size_t>(lo)] = B.CreateBitCast(B.CreateTrunc(v, B.getInt16Ty()), et);
       out[static_cast<size_t>(hi)] = B.CreateBitCast(B.CreateTrunc(B.CreateLShr(v, 16), B.getInt16Ty()), et);
-      packs[{lo, hi}] = v;
     }
   }
   return out;
@@ -173,7 +194,8 @@ bool Lowerer::lower_convert_ldmatrix(const ir::Op& op) {
   if (x->def) {
     auto it = pipe_reads.find(x->def);
     if (it != pipe_reads.end()) {
-      regs[r] = ldmatrix_read(r, *plan, it->second.tile, it->second.base);
+      LdmatrixReads m = ldmatrix_setup(r, *plan, it->second.tile, it->second.base);
+      regs[r] = ldmatrix_read(r, m);
       return true;
     }
   }
@@ -227,7 +249,8 @@ bool Lowerer::lower_convert_ldmatrix(const ir::Op& op) {
     B.CreateAlignedStore(v, smem_ptr(off), llvm::Align(static_cast<uint64_t>(2 * run)));
   }
   barrier();
-  regs[r] = ldmatrix_read(r, *plan, t, i32c(smem_base_));  // absolute offset of the tile
+  LdmatrixReads m = ldmatrix_setup(r, *plan, t, i32c(smem_base_));  // absolute offset of the tile
+  regs[r] = ldmatrix_read(r, m);
   barrier();
   return true;
 }
