@@ -355,10 +355,15 @@ void group_layernorm(bench::Timer& tm) {
 }
 
 struct MmConfig {
-  int BM, BN, BK, warps;
+  int BM, BN, BK, warps, stages = 3;  // stages: Grid::with_stages (cp.async pipelining depth)
   std::string str() const {
     return "BM=" + std::to_string(BM) + " BN=" + std::to_string(BN) + " BK=" + std::to_string(BK) +
-           " warps=" + std::to_string(warps);
+           " warps=" + std::to_string(warps) + " stages=" + std::to_string(stages);
+  }
+  Grid grid(int M, int N) const {
+    Grid g(cdiv(M, BM), cdiv(N, BN));
+    g.with_warps(warps).with_stages(stages);
+    return g;
   }
 };
 
@@ -367,8 +372,12 @@ struct MmConfig {
 // few repetitions; the fastest is timed with the full repetitions.
 template <class TO> void matmul_cases(bench::Timer& tm, const std::string& out_note) {
   const int shapes[][3] = {{8192, 8192, 8192}, {4096, 7168, 2048}, {16384, 2048, 7168}, {128, 7168, 2048}};
-  const std::vector<MmConfig> configs = {{128, 128, 64, 8}, {128, 256, 64, 8}, {128, 64, 64, 4}, {64, 128, 64, 4},
-                                         {64, 64, 64, 4}};
+  // With cp.async pipelining (Grid::with_stages) the H200 sweep favours 64x64 warp tiles:
+  // 128x128x32 over 4 warps, 4 stages (two programs per SM) and 128x256x64 over 8 warps.
+  const std::vector<MmConfig> configs = {{128, 128, 32, 4, 4}, {128, 128, 32, 4, 3}, {128, 128, 32, 4, 5},
+                                         {128, 256, 64, 8, 3}, {128, 256, 64, 8, 4}, {256, 128, 64, 8, 3},
+                                         {128, 128, 64, 4, 3}, {64, 128, 64, 4, 3},  {128, 64, 64, 4, 3},
+                                         {64, 64, 64, 4, 4}};
   auto mm = make_matmul<bf16, TO>();
   std::set<std::string> broken;  // configs that failed to compile or run once: not retried
   for (auto& s : shapes) {
@@ -394,15 +403,12 @@ template <class TO> void matmul_cases(bench::Timer& tm, const std::string& out_n
       DeviceBuffer<TO> dc(size_t(M) * N);
       std::vector<bf16>().swap(a), std::vector<bf16>().swap(b);
       const double rtol = std::is_same_v<TO, bf16> ? 1.0 / 128 : 1e-4, atol = 2e-3 * std::sqrt(double(K));
-      std::string errors;
+      std::string errors, sweep;  // sweep: each config's quick median
       const MmConfig* best = nullptr;
       double best_ms = INFINITY;
       for (const auto& cfg : configs) {
         if (broken.count(cfg.str())) continue;
-        auto run = [&] {
-          mm(Grid(cdiv(M, cfg.BM), cdiv(N, cfg.BN)).with_warps(cfg.warps).on(tm.stream()), da, db, dc, M, N, K, cfg.BM,
-             cfg.BN, cfg.BK, 1.0f);
-        };
+        auto run = [&] { mm(cfg.grid(M, N).on(tm.stream()), da, db, dc, M, N, K, cfg.BM, cfg.BN, cfg.BK, 1.0f); };
         try {
           dc.fill_zero();
           run();
@@ -415,6 +421,7 @@ template <class TO> void matmul_cases(bench::Timer& tm, const std::string& out_n
             continue;
           }
           Timing quick = tm.time(run, 3);
+          sweep += (sweep.empty() ? "" : "; ") + cfg.str() + ": " + std::to_string(quick.median) + " ms";
           if (quick.median < best_ms) best_ms = quick.median, best = &cfg;
         } catch (const std::exception& e) {
           broken.insert(cfg.str());
@@ -423,14 +430,12 @@ template <class TO> void matmul_cases(bench::Timer& tm, const std::string& out_n
       }
       if (!best) return emit_error(c, "no config compiled and passed the check: " + errors);
       const MmConfig cfg = *best;
-      auto run = [&] {
-        mm(Grid(cdiv(M, cfg.BM), cdiv(N, cfg.BN)).with_warps(cfg.warps).on(tm.stream()), da, db, dc, M, N, K, cfg.BM,
-           cfg.BN, cfg.BK, 1.0f);
-      };
+      auto run = [&] { mm(cfg.grid(M, N).on(tm.stream()), da, db, dc, M, N, K, cfg.BM, cfg.BN, cfg.BK, 1.0f); };
       Json extra;
       extra.str("out_dtype", std::is_same_v<TO, bf16> ? "bf16" : "f32");
       if (!out_note.empty()) extra.str("note", out_note);
       if (!errors.empty()) extra.str("config_errors", errors.substr(0, 1500));
+      extra.str("sweep", sweep);
       CaseInfo ci = c;
       if (!std::is_same_v<TO, bf16>) ci.bytes += 2.0 * double(M) * N;  // f32 C writes 4 bytes, not 2
       emit_ok(ci, tm.time(run), cfg.str() + " (best of a manual sweep)", Json(), extra);
@@ -681,10 +686,12 @@ int ptx_check(const std::string& dir) {
   }
   auto mmb = make_matmul<bf16, bf16>();
   auto mmf = make_matmul<bf16, float>();
-  for (MmConfig c : {MmConfig{128, 128, 64, 8}, MmConfig{128, 256, 64, 8}, MmConfig{128, 64, 64, 4},
-                     MmConfig{64, 128, 64, 4}, MmConfig{64, 64, 64, 4}, MmConfig{64, 64, 32, 4}}) {
-    one("matmul bf16->bf16 " + c.str(), [&] { return mmb.ptx(90, c.warps, h, h, h, 4096, 4096, 4096, c.BM, c.BN, c.BK, 1.0f); });
-    one("matmul bf16->f32 " + c.str(), [&] { return mmf.ptx(90, c.warps, h, h, f, 4096, 4096, 4096, c.BM, c.BN, c.BK, 1.0f); });
+  for (MmConfig c : {MmConfig{128, 256, 64, 8, 3}, MmConfig{128, 256, 64, 8, 4}, MmConfig{256, 128, 64, 8, 3},
+                     MmConfig{128, 256, 32, 8, 4}, MmConfig{128, 128, 64, 8, 3}, MmConfig{128, 128, 64, 4, 3},
+                     MmConfig{128, 128, 32, 4, 4}, MmConfig{128, 64, 64, 4, 3}, MmConfig{64, 64, 64, 4, 4},
+                     MmConfig{64, 64, 32, 4, 1}}) {
+    one("matmul bf16->bf16 " + c.str(), [&] { return mmb.ptx(90, c.grid(4096, 4096), h, h, h, 4096, 4096, 4096, c.BM, c.BN, c.BK, 1.0f); });
+    one("matmul bf16->f32 " + c.str(), [&] { return mmf.ptx(90, c.grid(4096, 4096), h, h, f, 4096, 4096, 4096, c.BM, c.BN, c.BK, 1.0f); });
   }
   std::printf("ptx-check: %d failure(s)\n", failures);
   return failures ? 1 : 0;
