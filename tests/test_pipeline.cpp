@@ -91,7 +91,7 @@ std::vector<const ir::Op*> loop_loads(ir::Function& f, int warps, int stages, co
 
 // The matmul of the examples (tests/gpu_kernels.hpp) as a plain lambda, with a switch for the
 // variants the pass must refuse.
-enum class Variant { Plain, BUsedTwice, CarriedOffset, NonzeroOther, OddMask };
+enum class Variant { Plain, BUsedTwice, CarriedOffset, NonzeroOther, OddMask, StoreInLoop, VolatileA };
 template <Variant V>
 auto matmul_fn = [](Ptr<bf16> a, Ptr<bf16> b, Ptr<float> c, Tile<int32_t> M, Tile<int32_t> N, Tile<int32_t> K,
                     Constexpr<int> BM, Constexpr<int> BN, Constexpr<int> BK) {
@@ -105,11 +105,16 @@ auto matmul_fn = [](Ptr<bf16> a, Ptr<bf16> b, Ptr<float> c, Tile<int32_t> M, Til
     Tile<bool> ma = expand_dims(rm < M, 1) & expand_dims(kk < (V == Variant::OddMask ? K - 3 : K), 0);
     Tile<bool> mb = expand_dims(kk < K, 1) & expand_dims(rn < N, 0);
     Tile<int32_t> ka = V == Variant::CarriedOffset ? koff + rk : kk;
+    MemHints vol;
+    vol.is_volatile = true;
     Tile<bf16> ta = V == Variant::NonzeroOther ? load(a + expand_dims(rm, 1) * K + expand_dims(ka, 0), ma, 1.0f)
+                    : V == Variant::VolatileA  ? load(a + expand_dims(rm, 1) * K + expand_dims(ka, 0), ma, 0.0f, vol)
                                                : load(a + expand_dims(rm, 1) * K + expand_dims(ka, 0), ma);
     Tile<bf16> tb = load(b + expand_dims(kk, 1) * N + expand_dims(rn, 0), mb);
     acc = dot(ta, tb, acc);
     if constexpr (V == Variant::BUsedTwice) acc = acc + cast<float>(tb);  // BK == BN == BM here
+    if constexpr (V == Variant::StoreInLoop)  // a later iteration may read what this one writes
+      store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), acc, expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
     koff = koff + BK;
   }
   store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), acc, expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
@@ -161,6 +166,22 @@ TEST_CASE("pipeline pass: loads that must not be pipelined", "[pipeline]") {
   }
   SECTION("an address computed from a loop-carried value") {
     auto f = trace(matmul_fn<Variant::CarriedOffset>, {64, 64, 32}, true);
+    auto loads = loop_loads(*f, 4, 3, &loop);
+    INFO(ir::print(*f));
+    REQUIRE(loads.size() == 2);
+    CHECK_FALSE(pipelined(loads[0]));
+    CHECK(pipelined(loads[1]));
+  }
+  SECTION("a loop that stores: nothing in it is pipelined") {
+    auto f = trace(matmul_fn<Variant::StoreInLoop>, {64, 64, 32}, true);
+    auto loads = loop_loads(*f, 4, 3, &loop);
+    INFO(ir::print(*f));
+    REQUIRE(loads.size() == 2);
+    for (auto* ld : loads) CHECK_FALSE(pipelined(ld));
+    CHECK_FALSE(loop->has_attr("num_stages"));
+  }
+  SECTION("a volatile load") {
+    auto f = trace(matmul_fn<Variant::VolatileA>, {64, 64, 32}, true);
     auto loads = loop_loads(*f, 4, 3, &loop);
     INFO(ir::print(*f));
     REQUIRE(loads.size() == 2);

@@ -17,7 +17,10 @@
 //   - its `vec` attribute (assign_layouts) gives vectors of 4, 8 or 16 bytes along a dim of at
 //     least 8 elements, the layout's registers 0..vec-1 are consecutive along that dim, and the
 //     mask is uniform over each vector (mask_vec >= vec).
-// Only innermost loops are pipelined. A loop with at least one such load gets `num_stages = S`; each such load `pipelined = 1`.
+//   - it is not volatile and has no .cv cache modifier.
+// Only innermost loops whose bodies write no memory (no store, atomic, impure inline asm or other
+// op with side effects: the copies run ahead of them) are pipelined. A loop with at least one such
+// load gets `num_stages = S`; each such load `pipelined = 1`.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -127,6 +130,9 @@ class Pipeliner {
     const Value* r = ld.result();
     if (r->type.rank() != 2 || byte_size(r->type.dtype) != 2 || !r->type.layout) return false;
     if (ld.operands.at(0)->type.is_scalar()) return false;
+    // volatile and .cv (fetch again) loads are read when the program says
+    if (ld.has_attr("volatile") && ld.int_attr("volatile") != 0) return false;
+    if (ld.has_attr("cache") && ld.str_attr("cache") == ".cv") return false;
     // one use: a convert_layout in the body feeding mma operands
     auto it = uses_.find(r);
     if (it == uses_.end() || it->second.size() != 1) return false;
@@ -166,6 +172,13 @@ class Pipeliner {
     bool nested = false;
     ir::walk(body, [&](Op& op) { nested = nested || op.kind == OpKind::For; });
     if (nested) return;
+    // Loads move earlier by up to S-1 iterations: nothing in the body may write memory (a store,
+    // an atomic, impure inline asm...) that a later iteration's load could read.
+    bool writes = false;
+    ir::walk(body, [&](Op& op) {
+      writes = writes || (!op.is_pure() && op.kind != OpKind::Load && op.kind != OpKind::If && op.kind != OpKind::Yield);
+    });
+    if (writes) return;
     std::unordered_map<const Value*, bool> memo;
     int n = 0;
     for (auto& op : body.ops)
