@@ -13,6 +13,11 @@
 // and the GPU classes below throw RuntimeError when used. Environment:
 //   TLE_BACKEND=cpu|gpu  force a backend (gpu without a usable driver and device: RuntimeError)
 //   TLE_LIBCUDA=<path>   load this file instead of libcuda.so.1
+//   TLE_LAUNCH_BLOCKING=1  every GPU launch waits for its kernel (as CUDA_LAUNCH_BLOCKING=1 does):
+//                        a fault is a RuntimeError at that launch, naming the kernel and its line
+//
+// ManagedBuffer<T> (managed memory, one address for host and GPU) lets the same host code run a
+// kernel on either backend: fill it on the host, launch, synchronize, read it on the host.
 //
 // Contexts: tle uses the CUDA context current on the calling thread if there is one (an engine's
 // own), otherwise device 0's primary context, the one the CUDA runtime also uses. So device
@@ -121,6 +126,10 @@ void copy_htod(uint64_t dst, const void* src, size_t bytes);
 void copy_dtoh(void* dst, uint64_t src, size_t bytes);
 void copy_dtod(uint64_t dst, uint64_t src, size_t bytes);
 void memset_zero(uint64_t dst, size_t bytes);
+/// cuMemAllocManaged(bytes, CU_MEM_ATTACH_GLOBAL): an address valid on the host and the GPU.
+void* managed_alloc(size_t bytes);
+/// cuMemFree of a managed_alloc address (null: nothing).
+void managed_free(void* ptr) noexcept;
 /// UserError at loc: "DeviceBuffer::<op>: <given> elements given, but the buffer holds <size>".
 [[noreturn]] void buffer_size_error(const std::source_location& loc, const char* op, size_t given, size_t size);
 /// UserError at loc with this message.
@@ -214,6 +223,65 @@ template <class T> class DeviceBuffer {
     if (n != size_) detail::buffer_size_error(loc, op, n, size_);
   }
   uint64_t ptr_ = 0;
+  size_t size_ = 0;
+};
+
+/// An RAII allocation of `size()` elements of T in CUDA managed (unified) memory
+/// (cuMemAllocManaged with CU_MEM_ATTACH_GLOBAL; CUDA Driver API, "Unified Addressing"), freed by the
+/// destructor. Move-only. The one address is valid on the host and on the GPU: the host reads and
+/// writes elements directly (operator[], begin/end), and data() (or the buffer itself) is a pointer
+/// argument for launches on either backend; the driver migrates pages on demand. Elements are set
+/// to T() unless an initial value is given.
+///
+/// The host must not touch the memory while a GPU kernel that may use it runs (undefined on
+/// devices without concurrent managed access, a data race on the others): wait with
+/// tle::synchronize() or Stream::synchronize() first, or set TLE_LAUNCH_BLOCKING=1 so that every
+/// GPU launch waits for its kernel. Needs a usable CUDA driver: otherwise the constructor throws
+/// RuntimeError (as do driver failures).
+template <class T> class ManagedBuffer {
+  static_assert(std::is_trivially_copyable_v<T>, "ManagedBuffer<T> needs a trivially copyable T");
+
+ public:
+  using loc_t = std::source_location;
+
+  /// An empty buffer (no allocation).
+  ManagedBuffer() noexcept = default;
+  /// Allocates n elements, each set to `init` (n = 0 allocates nothing).
+  explicit ManagedBuffer(size_t n, T init = T(), loc_t loc = loc_t::current()) : size_(n) {
+    if (n > SIZE_MAX / sizeof(T)) detail::buffer_error(loc, "ManagedBuffer: element count too large");
+    if (n) ptr_ = static_cast<T*>(detail::managed_alloc(n * sizeof(T)));
+    for (size_t i = 0; i < n; ++i) ptr_[i] = init;
+  }
+  ManagedBuffer(ManagedBuffer&& o) noexcept : ptr_(o.ptr_), size_(o.size_) { o.ptr_ = nullptr, o.size_ = 0; }
+  ManagedBuffer& operator=(ManagedBuffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      ptr_ = o.ptr_, size_ = o.size_;
+      o.ptr_ = nullptr, o.size_ = 0;
+    }
+    return *this;
+  }
+  ManagedBuffer(const ManagedBuffer&) = delete;
+  ManagedBuffer& operator=(const ManagedBuffer&) = delete;
+  ~ManagedBuffer() { reset(); }
+
+  /// Frees the allocation; the buffer becomes empty.
+  void reset() noexcept {
+    if (ptr_) detail::managed_free(ptr_);
+    ptr_ = nullptr, size_ = 0;
+  }
+
+  size_t size() const noexcept { return size_; }
+  size_t bytes() const noexcept { return size_ * sizeof(T); }
+  bool empty() const noexcept { return size_ == 0; }
+  /// The address, valid on the host and the GPU (null when empty).
+  T* data() const noexcept { return ptr_; }
+  T& operator[](size_t i) const noexcept { return ptr_[i]; }
+  T* begin() const noexcept { return ptr_; }
+  T* end() const noexcept { return ptr_ + size_; }
+
+ private:
+  T* ptr_ = nullptr;
   size_t size_ = 0;
 };
 

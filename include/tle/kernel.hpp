@@ -4,7 +4,7 @@
 //                                 tle::Constexpr<int> BLOCK) { ... });
 //   add(tle::Grid(tle::cdiv(n, 1024)), x_ptr, y_ptr, n, 1024);
 //
-// Parameters are Ptr<T> (host passes T*, a tle::DeviceBuffer<T>, or, with tle/dlpack.hpp, a DLPack
+// Parameters are Ptr<T> (host passes T*, a tle::DeviceBuffer<T>, a tle::ManagedBuffer<T>, or, with tle/dlpack.hpp, a DLPack
 // DLTensor* / DLManagedTensor* whose dtype, device and alignment are checked), Tile<T> (host passes a scalar;
 // converted exactly or rejected), and Constexpr<T> (host passes a value; part of the
 // specialization). A launch is specialized, as in Triton, on constexpr values, on 16-byte alignment
@@ -17,8 +17,10 @@
 // synchronous. On the GPU it is ASYNCHRONOUS: it is queued on the Grid's stream (.on(stream), else
 // the legacy default stream) and returns; results are visible after tle::synchronize(),
 // Stream::synchronize() or a DeviceBuffer copy ordered after it, and a fault while the kernel runs
-// is reported there (RuntimeError). GPU pointer arguments must be device memory (DeviceBuffer,
-// cudaMalloc); a host pointer is a UserError at the Grid's file:line.
+// is reported there (RuntimeError); with TLE_LAUNCH_BLOCKING=1 every GPU launch waits for its kernel
+// and reports a fault itself. GPU pointer arguments must be memory the GPU addresses (DeviceBuffer,
+// ManagedBuffer, cudaMalloc, pinned host memory); a plain host pointer is a UserError at the Grid's
+// file:line.
 //
 //   add(tle::Grid(cdiv(n, 1024)).with_warps(8).on(stream), x_buf, y_buf, out_buf, n, 1024);
 #pragma once
@@ -184,6 +186,12 @@ template <class A> HostArg host_arg(const A& a) {
   } else {
     static_assert(sizeof(D) == 0, "tle kernel arguments are T* pointers, arithmetic values, tle::f16 or tle::bf16");
   }
+  return h;
+}
+/// A ManagedBuffer passes its address (host and GPU launches both take it).
+template <class T> HostArg host_arg(const ManagedBuffer<T>& b) {
+  HostArg h = host_arg(static_cast<const T*>(b.data()));
+  h.type_name = "tle::ManagedBuffer";
   return h;
 }
 }  // namespace detail

@@ -12,11 +12,13 @@
 // checks that every pointer is device memory (cuPointerGetAttribute), then cuLaunchKernel with
 // block = 32 * num_warps threads, the artifact's dynamic shared memory, the Grid's stream, and
 // params pointing at the same 8-byte slots the CPU path uses (little endian, so each typed kernel
-// parameter reads its value from the slot's first bytes). The launch is asynchronous.
+// parameter reads its value from the slot's first bytes). The launch is asynchronous, unless
+// TLE_LAUNCH_BLOCKING=1 makes it wait for the kernel's stream and report a failure at the launch.
 #include <fmt/format.h>
 #include <llvm/Config/llvm-config.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -566,6 +568,18 @@ void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const Laun
   compiled->gpu->launch(cuda::Dim3{unsigned(g[0]), unsigned(g[1]), unsigned(g[2])},
                         cuda::Dim3{unsigned(32 * compiled->num_warps), 1, 1}, compiled->shared_bytes,
                         static_cast<CUstream>(opts.stream), ptrs.empty() ? nullptr : ptrs.data());
+  // TLE_LAUNCH_BLOCKING=1 (like CUDA_LAUNCH_BLOCKING): wait for the kernel, so that a fault is
+  // reported here, naming it, and its results are visible when the launch returns.
+  if (const char* lb = std::getenv("TLE_LAUNCH_BLOCKING"); lb && *lb && std::strcmp(lb, "0") != 0) {
+    const cuda::Driver& d = cuda::require_driver("cuStreamSynchronize");
+    CUresult r = d.cuStreamSynchronize(static_cast<CUstream>(opts.stream));
+    if (r != CUDA_SUCCESS)
+      throw RuntimeError("cuStreamSynchronize",
+                         fmt::format("{}: {} (TLE_LAUNCH_BLOCKING: kernel {} launched at {}:{}, grid {}x{}x{}, {} "
+                                     "warps, failed while running, or earlier work on its stream did)",
+                                     cuda::error_name(r), cuda::error_string(r), k->signature(), loc.file, loc.line,
+                                     g[0], g[1], g[2], compiled->num_warps));
+  }
 }
 
 std::string kernel_ptx(KernelState* k, const void* fn, int sm, int num_warps, int num_stages, const HostArg* args,

@@ -132,6 +132,19 @@ void device_free(uint64_t ptr) noexcept {
   d->cuMemFree(static_cast<CUdeviceptr>(ptr));  // a failure here (context torn down) is not reportable
 }
 
+void* managed_alloc(size_t bytes) {
+  const cuda::Driver& d = require_driver("cuMemAllocManaged");
+  cuda::ensure_context();
+  CUdeviceptr p = 0;
+  CUresult r = d.cuMemAllocManaged(&p, bytes, CU_MEM_ATTACH_GLOBAL);
+  if (r != CUDA_SUCCESS)
+    throw RuntimeError("cuMemAllocManaged", fmt::format("{}: {} (allocating {} bytes of managed memory)",
+                                                        cuda::error_name(r), cuda::error_string(r), bytes));
+  return reinterpret_cast<void*>(static_cast<uintptr_t>(p));
+}
+
+void managed_free(void* ptr) noexcept { device_free(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(ptr))); }
+
 void copy_htod(uint64_t dst, const void* src, size_t bytes) {
   const cuda::Driver& d = require_driver("cuMemcpyHtoD");
   cuda::ensure_context();
