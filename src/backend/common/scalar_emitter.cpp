@@ -171,7 +171,9 @@ Value* ScalarEmitter::binary(ir::BinaryOp op, DType d, Value* a, Value* b, const
       case O::Sub: r = B.CreateFSub(x, y); break;
       case O::Mul: r = B.CreateFMul(x, y); break;
       case O::Div: r = B.CreateFDiv(x, y); break;
-      case O::Rem: r = B.CreateFRem(x, y); break;
+      // C fmod (docs/ir.md: exact, sign of the dividend). Not frem: NVPTX expands it as
+      // x - trunc(x / y) * y, which loses the sign of a zero result and is inexact for large x / y.
+      case O::Rem: r = call_libm("fmodf", "fmod", {x, y}); break;
       case O::Min: r = float_max_min(false, x, y); break;
       case O::Max: r = float_max_min(true, x, y); break;
       case O::Pow: r = call_libm("powf", "pow", {x, y}); break;
