@@ -14,11 +14,13 @@
 #
 #   scripts/device-run.sh remote [bundle-dir]
 #       THERE (what the `run` command executes, in the repository root): nvidia-smi, the GPU tests
-#       (tle_tests "[.gpu]"), every example with TLE_BACKEND=gpu (default sizes, then --gpu-sizes),
+#       (tle_tests "[.gpu]"), the CPU numerical tests mirrored on the GPU (TLE_TEST_BACKEND=gpu
+#       tle_tests "[ops],[edge],[cpu]"), every example with TLE_BACKEND=gpu (default sizes, then --gpu-sizes),
 #       the benchmarks, and a summary printed last. Exits non-zero if any step failed.
 #
 # Environment for `remote`: STEP_TIMEOUT (seconds per step, default 120), SKIP_GPU_SIZES=1 to run
-# only the default example sizes, TESTS="<catch2 filter>" (default "[.gpu]").
+# only the default example sizes, TESTS="<catch2 filter>" (default "[.gpu]"), MIRROR_TESTS="<catch2
+# filter>" for the mirrored run (default "[ops],[edge],[cpu]").
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -85,6 +87,7 @@ remote)
   bundle=${2:-build-device/bundle}
   STEP_TIMEOUT=${STEP_TIMEOUT:-120}
   TESTS=${TESTS:-[.gpu]}
+  MIRROR_TESTS=${MIRROR_TESTS:-[ops],[edge],[cpu]}
   bin=$bundle/bin
   if [ ! -x "$bin/tle_tests" ]; then
     echo "device-run: no $bin/tle_tests; run 'scripts/device-run.sh build' here and carry $bundle" >&2
@@ -111,6 +114,9 @@ remote)
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv 2>&1 || echo "(no nvidia-smi)"
   ldd "$bin/tle_tests" | grep -E 'libtle|not found'
   step "tle_tests $TESTS" "$bin/tle_tests" "$TESTS" --durations yes
+  # The CPU numerical tests mirrored on the GPU (tests/ops_util.hpp: managed memory, blocking launches).
+  step "tle_tests $MIRROR_TESTS on the gpu" env TLE_TEST_BACKEND=gpu TLE_LAUNCH_BLOCKING=1 \
+    "$bin/tle_tests" "$MIRROR_TESTS" --durations yes
   for e in "${EXAMPLES[@]}"; do
     step "$e (gpu, default sizes)" env TLE_BACKEND=gpu "$bin/$e"
   done

@@ -1,2 +1,38 @@
-#define CATCH_CONFIG_MAIN
-#include <catch2/catch.hpp>
+// tests/main.cpp - Catch2's main, plus the test backend switch (TLE_TEST_BACKEND, see ops_util.hpp):
+// in gpu mode every launch without .backend(...) goes to the GPU (TLE_BACKEND=gpu) and waits for its
+// kernel (TLE_LAUNCH_BLOCKING=1), so that the numerical tests read results right after a launch.
+#define CATCH_CONFIG_RUNNER
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "ops_util.hpp"
+
+int main(int argc, char** argv) {
+  const char* mode = std::getenv("TLE_TEST_BACKEND");
+  if (mode && *mode && std::strcmp(mode, "cpu") != 0 && std::strcmp(mode, "CPU") != 0 && !opstest::gpu_mode()) {
+    std::fprintf(stderr, "tle_tests: TLE_TEST_BACKEND=%s: expected cpu or gpu\n", mode);
+    return 2;
+  }
+  if (opstest::gpu_mode()) {
+    ::setenv("TLE_BACKEND", "gpu", 1);
+    ::setenv("TLE_LAUNCH_BLOCKING", "1", 1);  // results are read on the host right after each launch
+    try {
+      if (tle::default_backend() != tle::Backend::GPU) throw tle::RuntimeError("default_backend", "not the GPU");
+      auto info = tle::gpu_info();
+      if (!info) throw tle::RuntimeError("gpu_info", "no device 0");
+      std::fprintf(stderr, "tle_tests: TLE_TEST_BACKEND=gpu: kernels run on %s (sm_%d), managed memory\n",
+                   info->name.c_str(), info->sm);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tle_tests: TLE_TEST_BACKEND=gpu needs a usable CUDA driver and GPU: %s\n", e.what());
+      return 2;
+    }
+  }
+  int rc = Catch::Session().run(argc, argv);
+  if (opstest::gpu_mode() && opstest::gpu_skipped_iterations() > 0)
+    std::fprintf(stderr,
+                 "tle_tests: TLE_TEST_BACKEND=gpu: %ld test iterations with tile dimensions that are not powers "
+                 "of two were not run on the GPU\n",
+                 opstest::gpu_skipped_iterations().load());
+  return rc;
+}

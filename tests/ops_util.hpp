@@ -1,13 +1,36 @@
-// tests/ops_util.hpp - helpers shared by the CPU numerical op tests (tests/test_ops*.cpp):
-// host buffers (bool-safe), random data, f16/bf16 conversions and a mismatch reporter that
-// names the first bad element so a failing CHECK says what went wrong.
+// tests/ops_util.hpp - helpers shared by the numerical tests (tests/test_ops*.cpp,
+// test_edge_cases.cpp, test_cpu_backend.cpp): the test backend switch, kernel buffers (bool-safe),
+// random data, f16/bf16 conversions and a mismatch reporter that names the first bad element so a
+// failing CHECK says what went wrong.
+//
+// Test backend. The numerical tests launch kernels on host buffers: `k(Grid(n), buf.data(), ...)`.
+// TLE_TEST_BACKEND=cpu (the default) runs them on the CPU backend. TLE_TEST_BACKEND=gpu runs the
+// same code on the GPU: main.cpp then sets TLE_BACKEND=gpu (launches without .backend(...) go to
+// the GPU) and TLE_LAUNCH_BLOCKING=1 (each launch waits for its kernel, so results are read right
+// after it and a fault fails the launch that caused it), and Buf / Vec allocate CUDA managed
+// memory (tle::ManagedBuffer), one address for host and GPU. Without a usable GPU, main exits with
+// status 2 and says why. The same reference checks apply on both backends, except where a test
+// says otherwise (docs/semantics.md, "What backends may differ in").
+//
+// What does not run in gpu mode (each place says why):
+//   - tile shapes with a dimension that is not a power of two: the GPU refuses them by design
+//     (docs/semantics.md); tests pass such sizes through gpu_tile() (rounded up to a power of two
+//     on the GPU, same masks) or skip the iteration with gpu_skip_shape() (counted; main prints
+//     the count at the end);
+//   - whole test cases that check CPU-only behaviour: SKIP_ON_GPU("reason") (a WARN naming it).
+// The mirrored run is `TLE_TEST_BACKEND=gpu tle_tests "[ops],[edge],[cpu]"`
+// (scripts/device-run.sh remote).
 #pragma once
 #include <catch2/catch.hpp>
 #include <tle/tle.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <random>
@@ -15,6 +38,57 @@
 #include <string>
 #include <type_traits>
 #include <vector>
+
+namespace opstest {
+
+/// True when TLE_TEST_BACKEND=gpu (read once).
+inline bool gpu_mode() {
+  static const bool g = [] {
+    const char* e = std::getenv("TLE_TEST_BACKEND");
+    return e && (std::strcmp(e, "gpu") == 0 || std::strcmp(e, "GPU") == 0);
+  }();
+  return g;
+}
+
+/// Iterations not run in gpu mode (main prints the count).
+inline std::atomic<long>& gpu_skipped_iterations() {
+  static std::atomic<long> n{0};
+  return n;
+}
+
+inline bool is_pow2(long long v) { return v > 0 && (v & (v - 1)) == 0; }
+
+/// A tile dimension: n on the CPU; in gpu mode the next power of two >= n (GPU tiles need
+/// power-of-two dimensions; the kernel's masks then cover the extra lanes).
+inline int gpu_tile(int n) {
+  if (!gpu_mode() || n <= 0 || is_pow2(n)) return n;
+  int p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
+/// True in gpu mode when a tile of these dimensions cannot run there (a dimension that is not a
+/// power of two); the caller skips the iteration. Counted in gpu_skipped_iterations().
+inline bool gpu_skip_shape(std::initializer_list<long long> dims) {
+  if (!gpu_mode()) return false;
+  for (long long d : dims)
+    if (!is_pow2(d)) {
+      ++gpu_skipped_iterations();
+      return true;
+    }
+  return false;
+}
+
+}  // namespace opstest
+
+/// Ends a test case in gpu mode, with a warning that names the reason (CPU-only behaviour).
+#define SKIP_ON_GPU(reason)                                   \
+  do {                                                        \
+    if (::opstest::gpu_mode()) {                              \
+      WARN("not run with TLE_TEST_BACKEND=gpu: " << reason);  \
+      return;                                                 \
+    }                                                         \
+  } while (0)
 
 namespace opstest {
 
@@ -30,29 +104,60 @@ template <class T> T from_d(double d) {
   else return static_cast<T>(d);
 }
 
-/// A heap buffer of T (works for bool, unlike std::vector<bool>). new[] is 16-byte aligned.
+/// Memory for T[n] that kernels on the test backend can use: the heap on the CPU, CUDA managed
+/// memory in gpu mode. Aligned to at least 16 bytes.
+inline void* test_alloc(size_t bytes) {
+  if (gpu_mode()) return tle::detail::managed_alloc(bytes ? bytes : 1);
+  return ::operator new(bytes ? bytes : 1, std::align_val_t(64));
+}
+inline void test_free(void* p) noexcept {
+  if (!p) return;
+  if (gpu_mode()) tle::detail::managed_free(p);
+  else ::operator delete(p, std::align_val_t(64));
+}
+
+/// A buffer of T for kernel arguments (works for bool, unlike std::vector<bool>), in test_alloc
+/// memory. Copyable; indexable on the host.
 template <class T> struct Buf {
-  std::unique_ptr<T[]> p;
+  static_assert(std::is_trivially_copyable_v<T>);
+  T* p = nullptr;
   size_t n = 0;
   Buf() = default;
-  explicit Buf(size_t count, T init = T()) : p(new T[count ? count : 1]), n(count) {
-    for (size_t i = 0; i < n; ++i) p[i] = init;
+  explicit Buf(size_t count, T init = T()) : p(static_cast<T*>(test_alloc(count * sizeof(T)))), n(count) {
+    for (size_t i = 0; i < n; ++i) new (p + i) T(init);
   }
-  Buf(const Buf& o) : Buf(o.n) {
-    for (size_t i = 0; i < n; ++i) p[i] = o.p[i];
-  }
-  Buf& operator=(const Buf& o) {
-    Buf t(o);
-    std::swap(p, t.p);
-    std::swap(n, t.n);
+  Buf(std::initializer_list<T> v) : Buf(v.size()) { std::copy(v.begin(), v.end(), p); }
+  explicit Buf(const std::vector<T>& v) : Buf(v.size()) { std::copy(v.begin(), v.end(), p); }
+  Buf(const Buf& o) : Buf(o.n) { std::copy(o.p, o.p + o.n, p); }
+  Buf(Buf&& o) noexcept : p(o.p), n(o.n) { o.p = nullptr, o.n = 0; }
+  Buf& operator=(Buf o) noexcept {
+    std::swap(p, o.p);
+    std::swap(n, o.n);
     return *this;
   }
-  T* data() { return p.get(); }
-  const T* data() const { return p.get(); }
+  ~Buf() { test_free(p); }
+  T* data() { return p; }
+  const T* data() const { return p; }
   size_t size() const { return n; }
   T& operator[](size_t i) { return p[i]; }
   const T& operator[](size_t i) const { return p[i]; }
+  T* begin() { return p; }
+  T* end() { return p + n; }
+  const T* begin() const { return p; }
+  const T* end() const { return p + n; }
 };
+
+/// std::allocator's replacement that puts a std::vector in test_alloc memory, so vectors passed to
+/// kernels (Vec<T>) work on both test backends.
+template <class T> struct TestAlloc {
+  using value_type = T;
+  TestAlloc() = default;
+  template <class U> TestAlloc(const TestAlloc<U>&) noexcept {}
+  T* allocate(size_t n) { return static_cast<T*>(test_alloc(n * sizeof(T))); }
+  void deallocate(T* p, size_t) noexcept { test_free(p); }
+  template <class U> bool operator==(const TestAlloc<U>&) const noexcept { return true; }
+};
+template <class T> using Vec = std::vector<T, TestAlloc<T>>;
 
 /// Random values of T: floats uniform in [lo, hi] (rounded to T), integers uniform in [lo, hi]
 /// clamped to T's range, bool fair coin.

@@ -6,6 +6,10 @@
 using namespace tle;
 using namespace opstest;
 
+// Fixed tile sizes of the tests below: 17 and 33 on the CPU, the next power of two on the GPU
+// (TLE_TEST_BACKEND=gpu, see ops_util.hpp).
+static const int N17 = gpu_tile(17), N33 = gpu_tile(33);
+
 // ============================================================ program_id / num_programs
 
 TEST_CASE("ops: program_id and num_programs on 3 axes", "[ops]") {
@@ -45,6 +49,7 @@ TEST_CASE("ops: arange with any bounds", "[ops]") {
   });
   struct R { int s, e; };
   for (R r : {R{0, 1}, R{0, 17}, R{-3, 14}, R{5, 1006}, R{-1001, 0}, R{1000000, 1000017}}) {
+    r.e = r.s + gpu_tile(r.e - r.s);  // a power-of-two length on the GPU
     CAPTURE(r.s, r.e);
     Buf<int32_t> out(size_t(r.e - r.s), -7);
     std::vector<int32_t> want;
@@ -66,7 +71,8 @@ template <class T> void full_case(T value) {
     Tile<T> s = full<T>({N}, v);  // 1-D, broadcast against the 2-D pointers by store
     store(p + 2 * M * N, s);
   });
-  for (auto [m, n] : {std::pair{1, 1}, std::pair{17, 3}, std::pair{1, 1001}, std::pair{33, 17}}) {
+  for (auto [m0_, n0_] : {std::pair{1, 1}, std::pair{17, 3}, std::pair{1, 1001}, std::pair{33, 17}}) {
+    const int m = gpu_tile(m0_), n = gpu_tile(n0_);  // powers of two on the GPU
     CAPTURE(m, n);
     size_t cnt = size_t(m) * n;
     Buf<T> out(cnt * 3);
@@ -94,18 +100,18 @@ TEST_CASE("ops: full and zeros across dtypes", "[ops]") {
 
 TEST_CASE("ops: full with a C++ literal and a scalar tile", "[ops]") {
   auto k = jit("full_lit", [](Ptr<float> out, Ptr<int64_t> out2, Tile<float> s) {
-    Tile<int32_t> i = arange(0, 17);
-    store(out + i, full<float>({17}, 0.5f));
-    store(out + 17 + i, full<float>({17}, s * 2.0f));
-    store(out2 + i, full<int64_t>({17}, -5000000000LL));
+    Tile<int32_t> i = arange(0, N17);
+    store(out + i, full<float>({N17}, 0.5f));
+    store(out + N17 + i, full<float>({N17}, s * 2.0f));
+    store(out2 + i, full<int64_t>({N17}, -5000000000LL));
   });
-  Buf<float> out(34);
-  Buf<int64_t> out2(17);
+  Buf<float> out((2 * N17));
+  Buf<int64_t> out2(N17);
   k(Grid(1), out.data(), out2.data(), 1.25f);
-  std::vector<float> want(34, 0.5f);
-  for (int i = 17; i < 34; ++i) want[i] = 2.5f;
+  std::vector<float> want((2 * N17), 0.5f);
+  for (int i = N17; i < (2 * N17); ++i) want[i] = 2.5f;
   CHECK(diffs(out, want) == "");
-  CHECK(diffs(out2, std::vector<int64_t>(17, -5000000000LL)) == "");
+  CHECK(diffs(out2, std::vector<int64_t>(N17, -5000000000LL)) == "");
 }
 
 // ============================================================ load / store
@@ -177,6 +183,7 @@ TEST_CASE("ops: 2-D masked load with a literal other, broadcast mask, scalar sto
   });
   struct S { int R, C, BM, BN; };
   for (S s : {S{1, 1, 1, 1}, S{17, 17, 32, 32}, S{5, 1001, 8, 1024}, S{17, 3, 17, 3}}) {
+    s.BM = gpu_tile(s.BM), s.BN = gpu_tile(s.BN);  // the tile; R x C stays the data
     CAPTURE(s.R, s.C, s.BM, s.BN);
     Buf<float> x = random_buf<float>(size_t(s.R) * s.C, 77);
     Buf<float> out(size_t(s.BM) * s.BN, 5.f), out_s(size_t(s.BM) * s.BN, 5.f);
@@ -266,7 +273,8 @@ template <class T> auto make_arith2d() {
 template <class T> void arith2d_case(unsigned seed) {
   auto k = make_arith2d<T>();
   const int nops = std::is_integral_v<T> ? 5 : 4;
-  for (auto [m, n] : {std::pair{1, 1}, std::pair{17, 1}, std::pair{1, 17}, std::pair{17, 33}, std::pair{3, 1001}}) {
+  for (auto [m0_, n0_] : {std::pair{1, 1}, std::pair{17, 1}, std::pair{1, 17}, std::pair{17, 33}, std::pair{3, 1001}}) {
+    const int m = gpu_tile(m0_), n = gpu_tile(n0_);  // powers of two on the GPU
     CAPTURE(m, n);
     Buf<T> a, b;
     if constexpr (std::is_integral_v<T>) {
@@ -362,7 +370,7 @@ TEST_CASE("ops: mixed-dtype promotion", "[ops]") {
                              Ptr<uint32_t> pu32, Ptr<f16> ph, Ptr<bf16> pb, Ptr<bool> pz, Ptr<float> of,
                              Ptr<int64_t> ol, Ptr<int32_t> oi, Ptr<uint32_t> ou, Ptr<float> of2, Ptr<f16> oh,
                              Ptr<double> od) {
-    Tile<int32_t> r = arange(0, 17);
+    Tile<int32_t> r = arange(0, N17);
     Tile<int32_t> i = load(pi + r);
     Tile<float> f = load(pf + r);
     Tile<int64_t> l = load(pl + r);
@@ -392,16 +400,16 @@ TEST_CASE("ops: mixed-dtype promotion", "[ops]") {
     Tile<double> s9 = f;  // implicit widening conversion of a tile
     store(of + r, s1);
     store(ol + r, s2);
-    store(ol + 17 + r, s2 * l);
+    store(ol + N17 + r, s2 * l);
     store(oi + r, s3);
-    store(oi + 17 + r, s7);
+    store(oi + N17 + r, s7);
     store(ou + r, s4);
     store(of2 + r, s5);
-    store(of2 + 17 + r, s8);
+    store(of2 + N17 + r, s8);
     store(oh + r, s6);
     store(od + r, s9 * 3.0);
   });
-  const int n = 17;
+  const int n = N17;
   Buf<int32_t> pi = random_buf<int32_t>(n, 1, -100000, 100000);
   Buf<float> pf = random_buf<float>(n, 2, -1000, 1000);
   Buf<int64_t> pl = random_buf<int64_t>(n, 3, -1e15, 1e15);
@@ -565,25 +573,25 @@ TEST_CASE("ops: comparisons across dtypes (NaN ordered, != true)", "[ops]") {
 
 TEST_CASE("ops: equality on bool tiles and mixed signed/unsigned compare", "[ops]") {
   auto k = jit("cmpb", [](Ptr<bool> a, Ptr<bool> b, Ptr<int8_t> c, Ptr<uint32_t> d, Ptr<bool> out) {
-    Tile<int32_t> r = arange(0, 17);
+    Tile<int32_t> r = arange(0, N17);
     Tile<bool> x = load(a + r), y = load(b + r);
     store(out + r, x == y);
-    store(out + 17 + r, x != y);
+    store(out + N17 + r, x != y);
     // i8 vs u32 compares as u32 (promotion rule 6): -1 becomes 4294967295
-    store(out + 34 + r, load(c + r) < load(d + r));
+    store(out + (2 * N17) + r, load(c + r) < load(d + r));
   });
-  Buf<bool> a = random_buf<bool>(17, 1), b = random_buf<bool>(17, 2), out(51);
-  Buf<int8_t> c = random_full<int8_t>(17, 3);
-  Buf<uint32_t> d = random_buf<uint32_t>(17, 4, 0, 300);
-  std::vector<uint8_t> want(51);
-  for (int i = 0; i < 17; ++i) {
+  Buf<bool> a = random_buf<bool>(N17, 1), b = random_buf<bool>(N17, 2), out((3 * N17));
+  Buf<int8_t> c = random_full<int8_t>(N17, 3);
+  Buf<uint32_t> d = random_buf<uint32_t>(N17, 4, 0, 300);
+  std::vector<uint8_t> want((3 * N17));
+  for (int i = 0; i < N17; ++i) {
     want[i] = a[i] == b[i];
-    want[17 + i] = a[i] != b[i];
-    want[34 + i] = uint32_t(int32_t(c[i])) < d[i];
+    want[N17 + i] = a[i] != b[i];
+    want[(2 * N17) + i] = uint32_t(int32_t(c[i])) < d[i];
   }
   k(Grid(1), a.data(), b.data(), c.data(), d.data(), out.data());
-  Buf<uint8_t> got(51);
-  for (int i = 0; i < 51; ++i) got[i] = out[i];
+  Buf<uint8_t> got((3 * N17));
+  for (int i = 0; i < (3 * N17); ++i) got[i] = out[i];
   CHECK(diffs(got, want) == "");
 }
 
@@ -735,7 +743,8 @@ TEST_CASE("ops: where with broadcasting, literals and promotion", "[ops]") {
     store(out + M * N + i * N + j, where(i == j, 1.0f, row));    // literal first
     store(out + 2 * M * N + i * N + j, where(j < 2, row, -1));   // literal second
   });
-  for (auto [m, n] : {std::pair{1, 1}, std::pair{17, 33}, std::pair{2, 1001}}) {
+  for (auto [m0_, n0_] : {std::pair{1, 1}, std::pair{17, 33}, std::pair{2, 1001}}) {
+    const int m = gpu_tile(m0_), n = gpu_tile(n0_);  // powers of two on the GPU
     CAPTURE(m, n);
     Buf<float> a = random_buf<float>(n, 1);
     Buf<int32_t> b = random_buf<int32_t>(m, 2, -100, 100);
@@ -824,44 +833,44 @@ TEST_CASE("ops: float -> integer casts saturate, NaN -> 0", "[ops]") {
 TEST_CASE("ops: integer conversions (wrap, sign/zero extension, bool)", "[ops]") {
   auto k = jit("i2i", [](Ptr<int64_t> x, Ptr<int8_t> x8, Ptr<uint8_t> xu8, Ptr<int8_t> o8, Ptr<uint16_t> o16,
                          Ptr<int64_t> o64, Ptr<uint32_t> ou32, Ptr<int32_t> oi32, Ptr<bool> ob) {
-    Tile<int32_t> r = arange(0, 33);
+    Tile<int32_t> r = arange(0, N33);
     Tile<int64_t> v = load(x + r);
     Tile<int8_t> v8 = load(x8 + r);
     Tile<uint8_t> vu8 = load(xu8 + r);
     store(o8 + r, v.to<int8_t>());
     store(o16 + r, v.to<uint16_t>());
     store(o64 + r, v8.to<int64_t>());
-    store(o64 + 33 + r, vu8.to<int64_t>());
+    store(o64 + N33 + r, vu8.to<int64_t>());
     store(ou32 + r, v8.to<uint32_t>());
     store(oi32 + r, (v8 < 0).to<int32_t>() + (vu8 > 127).to<int32_t>() * 10);
     store(ob + r, v.to<bool>());
-    store(ob + 33 + r, v8.to<bool>());
+    store(ob + N33 + r, v8.to<bool>());
   });
-  Buf<int64_t> x = random_full<int64_t>(33, 1);
-  Buf<int8_t> x8 = random_full<int8_t>(33, 2);
-  Buf<uint8_t> xu8 = random_full<uint8_t>(33, 3);
+  Buf<int64_t> x = random_full<int64_t>(N33, 1);
+  Buf<int8_t> x8 = random_full<int8_t>(N33, 2);
+  Buf<uint8_t> xu8 = random_full<uint8_t>(N33, 3);
   x[0] = 0, x[1] = 256, x[2] = -1, x[3] = 65536 + 255, x8[0] = 0, x8[1] = -128, x8[2] = 127, xu8[0] = 255;
-  Buf<int8_t> o8(33);
-  Buf<uint16_t> o16(33);
-  Buf<int64_t> o64(66);
-  Buf<uint32_t> ou32(33);
-  Buf<int32_t> oi32(33);
-  Buf<bool> ob(66);
+  Buf<int8_t> o8(N33);
+  Buf<uint16_t> o16(N33);
+  Buf<int64_t> o64((2 * N33));
+  Buf<uint32_t> ou32(N33);
+  Buf<int32_t> oi32(N33);
+  Buf<bool> ob((2 * N33));
   k(Grid(1), x.data(), x8.data(), xu8.data(), o8.data(), o16.data(), o64.data(), ou32.data(), oi32.data(), ob.data());
-  std::vector<int8_t> w8(33);
-  std::vector<uint16_t> w16(33);
-  std::vector<int64_t> w64(66);
-  std::vector<uint32_t> wu32(33);
-  std::vector<int32_t> wi32(33);
-  std::vector<uint8_t> wb(66);
-  for (int i = 0; i < 33; ++i) {
+  std::vector<int8_t> w8(N33);
+  std::vector<uint16_t> w16(N33);
+  std::vector<int64_t> w64((2 * N33));
+  std::vector<uint32_t> wu32(N33);
+  std::vector<int32_t> wi32(N33);
+  std::vector<uint8_t> wb((2 * N33));
+  for (int i = 0; i < N33; ++i) {
     w8[i] = static_cast<int8_t>(x[i]), w16[i] = static_cast<uint16_t>(x[i]);
-    w64[i] = x8[i], w64[33 + i] = xu8[i], wu32[i] = static_cast<uint32_t>(int32_t(x8[i]));
+    w64[i] = x8[i], w64[N33 + i] = xu8[i], wu32[i] = static_cast<uint32_t>(int32_t(x8[i]));
     wi32[i] = (x8[i] < 0) + (xu8[i] > 127) * 10;
-    wb[i] = x[i] != 0, wb[33 + i] = x8[i] != 0;
+    wb[i] = x[i] != 0, wb[N33 + i] = x8[i] != 0;
   }
-  Buf<uint8_t> gb(66);
-  for (int i = 0; i < 66; ++i) gb[i] = ob[i];
+  Buf<uint8_t> gb((2 * N33));
+  for (int i = 0; i < (2 * N33); ++i) gb[i] = ob[i];
   CHECK(diffs(o8, w8) == "");
   CHECK(diffs(o16, w16) == "");
   CHECK(diffs(o64, w64) == "");
@@ -873,26 +882,26 @@ TEST_CASE("ops: integer conversions (wrap, sign/zero extension, bool)", "[ops]")
 TEST_CASE("ops: int -> float and float -> narrower float round to nearest even once", "[ops]") {
   auto k = jit("f2f", [](Ptr<int32_t> xi, Ptr<uint32_t> xu, Ptr<int64_t> xl, Ptr<double> xd, Ptr<float> xf,
                          Ptr<float> of, Ptr<f16> oh, Ptr<bf16> ob, Ptr<double> od, Ptr<f16> ohi) {
-    Tile<int32_t> r = arange(0, 17);
+    Tile<int32_t> r = arange(0, N17);
     Tile<double> d = load(xd + r);
     Tile<float> f = load(xf + r);
     store(of + r, load(xi + r).to<float>());
-    store(of + 17 + r, load(xu + r).to<float>());
-    store(of + 34 + r, load(xl + r).to<float>());
-    store(of + 51 + r, d.to<float>());
+    store(of + N17 + r, load(xu + r).to<float>());
+    store(of + (2 * N17) + r, load(xl + r).to<float>());
+    store(of + (3 * N17) + r, d.to<float>());
     store(oh + r, d.to<f16>());  // f64 -> f16 directly (no double rounding through f32)
-    store(oh + 17 + r, f.to<f16>());
+    store(oh + N17 + r, f.to<f16>());
     store(ob + r, d.to<bf16>());
-    store(ob + 17 + r, f.to<bf16>());
+    store(ob + N17 + r, f.to<bf16>());
     store(od + r, f.to<f16>().to<double>());
-    store(od + 17 + r, f.to<bf16>().to<float>().to<double>());
+    store(od + N17 + r, f.to<bf16>().to<float>().to<double>());
     store(ohi + r, load(xi + r).to<f16>());
   });
-  Buf<int32_t> xi = random_full<int32_t>(17, 1);
-  Buf<uint32_t> xu = random_full<uint32_t>(17, 2);
-  Buf<int64_t> xl = random_full<int64_t>(17, 3);
-  Buf<double> xd = random_buf<double>(17, 4, -100, 100);
-  Buf<float> xf = random_buf<float>(17, 5, -100, 100);
+  Buf<int32_t> xi = random_full<int32_t>(N17, 1);
+  Buf<uint32_t> xu = random_full<uint32_t>(N17, 2);
+  Buf<int64_t> xl = random_full<int64_t>(N17, 3);
+  Buf<double> xd = random_buf<double>(N17, 4, -100, 100);
+  Buf<float> xf = random_buf<float>(N17, 5, -100, 100);
   xi[0] = 16777217, xi[1] = -16777219, xi[2] = 2049, xi[3] = 2051, xi[4] = 65520, xi[5] = 70000;
   xu[0] = 4294967295u, xu[1] = 16777217u;
   xl[0] = (int64_t(1) << 53) + 1, xl[1] = std::numeric_limits<int64_t>::min();
@@ -904,20 +913,20 @@ TEST_CASE("ops: int -> float and float -> narrower float round to nearest even o
   xf[2] = 1.0f + std::ldexp(1.0f, -8);   // exact tie in bf16 -> even (1.0)
   xf[3] = 1.0f + 3 * std::ldexp(1.0f, -8);  // tie -> up (1 + 2^-6)
   xf[4] = 3.0e38f, xf[5] = -0.0f, xf[6] = INFINITY;
-  Buf<float> of(68);
-  Buf<f16> oh(34), ohi(17);
-  Buf<bf16> ob(34);
-  Buf<double> od(34);
+  Buf<float> of((4 * N17));
+  Buf<f16> oh((2 * N17)), ohi(N17);
+  Buf<bf16> ob((2 * N17));
+  Buf<double> od((2 * N17));
   k(Grid(1), xi.data(), xu.data(), xl.data(), xd.data(), xf.data(), of.data(), oh.data(), ob.data(), od.data(),
     ohi.data());
-  std::vector<float> wf(68);
-  std::vector<uint16_t> wh(34), wb(34), whi(17);
-  std::vector<double> wd(34);
-  for (int i = 0; i < 17; ++i) {
-    wf[i] = float(xi[i]), wf[17 + i] = float(xu[i]), wf[34 + i] = float(xl[i]), wf[51 + i] = float(xd[i]);
-    wh[i] = f16(xd[i]).bits, wh[17 + i] = f16(xf[i]).bits;
-    wb[i] = bf16(xd[i]).bits, wb[17 + i] = bf16(xf[i]).bits;
-    wd[i] = double(float(f16(xf[i]))), wd[17 + i] = double(float(bf16(xf[i])));
+  std::vector<float> wf((4 * N17));
+  std::vector<uint16_t> wh((2 * N17)), wb((2 * N17)), whi(N17);
+  std::vector<double> wd((2 * N17));
+  for (int i = 0; i < N17; ++i) {
+    wf[i] = float(xi[i]), wf[N17 + i] = float(xu[i]), wf[(2 * N17) + i] = float(xl[i]), wf[(3 * N17) + i] = float(xd[i]);
+    wh[i] = f16(xd[i]).bits, wh[N17 + i] = f16(xf[i]).bits;
+    wb[i] = bf16(xd[i]).bits, wb[N17 + i] = bf16(xf[i]).bits;
+    wd[i] = double(float(f16(xf[i]))), wd[N17 + i] = double(float(bf16(xf[i])));
     whi[i] = f16(double(xi[i])).bits;
   }
   // hand-checked values of the host conversions the reference relies on
@@ -936,9 +945,9 @@ TEST_CASE("ops: int -> float and float -> narrower float round to nearest even o
   CHECK(is_nan16(oh[6].bits, false));
   CHECK(is_nan16(ob[6].bits, true));
   oh[6].bits = wh[6], ob[6].bits = wb[6];
-  Buf<uint16_t> gh(34), gb(34), ghi(17);
-  for (int i = 0; i < 34; ++i) gh[i] = oh[i].bits, gb[i] = ob[i].bits;
-  for (int i = 0; i < 17; ++i) ghi[i] = ohi[i].bits;
+  Buf<uint16_t> gh((2 * N17)), gb((2 * N17)), ghi(N17);
+  for (int i = 0; i < (2 * N17); ++i) gh[i] = oh[i].bits, gb[i] = ob[i].bits;
+  for (int i = 0; i < N17; ++i) ghi[i] = ohi[i].bits;
   CHECK(diffs(of, wf) == "");
   CHECK(diffs(gh, wh) == "");
   CHECK(diffs(gb, wb) == "");
@@ -990,14 +999,14 @@ TEST_CASE("ops: bitcast round trips keep the bits", "[ops]") {
 TEST_CASE("ops: bitcast values are usable arithmetically", "[ops]") {
   // float bits -> exponent field via integer ops
   auto k = jit("expfield", [](Ptr<float> x, Ptr<int32_t> e) {
-    Tile<int32_t> r = arange(0, 17);
+    Tile<int32_t> r = arange(0, N17);
     Tile<int32_t> b = bitcast<int32_t>(load(x + r));
     store(e + r, ((b >> 23) & 0xFF) - 127);
   });
-  Buf<float> x(17);
-  std::vector<int32_t> want(17);
-  for (int i = 0; i < 17; ++i) x[i] = std::ldexp(1.5f, i - 8), want[i] = i - 8;
-  Buf<int32_t> e(17);
+  Buf<float> x(N17);
+  std::vector<int32_t> want(N17);
+  for (int i = 0; i < N17; ++i) x[i] = std::ldexp(1.5f, i - 8), want[i] = i - 8;
+  Buf<int32_t> e(N17);
   k(Grid(1), x.data(), e.data());
   CHECK(diffs(e, want) == "");
 }
