@@ -12,4 +12,5 @@
 #include "tle/dtype.hpp"
 #include "tle/error.hpp"
 #include "tle/kernel.hpp"
+#include "tle/raw.hpp"
 #include "tle/tile.hpp"

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "ir/cuda_call.hpp"
 #include "ir/inline_asm.hpp"
 #include "ir/printer.hpp"
 
@@ -343,6 +344,41 @@ class Verifier {
         if (in(op, 0).dtype != out(op).dtype || in(op, 0).shape != out(op).shape)
           fail(&op, "convert_layout changes the dtype or the shape");
         if (!out(op).layout) fail(&op, "convert_layout result has no layout");
+        break;
+      }
+      case OpKind::CudaCall: {
+        for (const char* k : {"source", "options", "file", "name"}) {
+          auto it = op.attrs.find(k);
+          if (it == op.attrs.end() || !std::holds_alternative<std::string>(it->second))
+            fail(&op, fmt::format("missing string attribute '{}'", k));
+        }
+        if (op.str_attr("name").empty()) fail(&op, "empty function name");
+        auto kit = op.attrs.find("kinds");
+        if (kit == op.attrs.end() || !std::holds_alternative<std::vector<int64_t>>(kit->second))
+          fail(&op, "missing attribute 'kinds' (one per operand)");
+        const auto& kinds = std::get<std::vector<int64_t>>(kit->second);
+        if (kinds.size() != op.operands.size()) fail(&op, "'kinds' has not one entry per operand");
+        const int64_t ret = int_attr(op, "ret");
+        if (ret != 0 && ret != 1) fail(&op, "ret must be 0 or 1");
+        size_t nres = static_cast<size_t>(ret);
+        for (size_t i = 0; i < kinds.size(); ++i) {
+          std::string why = check_cuda_operand(in(op, i), kinds[i]);
+          if (!why.empty()) fail(&op, fmt::format("operand {}: {}", i, why));
+          if (kinds[i] == kCudaInOut) ++nres;
+        }
+        n_results(op, nres);
+        if (ret) {
+          if (!out(op).is_scalar()) fail(&op, "the return value must be a scalar");
+          std::string why = check_cuda_return(out(op).dtype);
+          if (!why.empty()) fail(&op, why);
+        }
+        size_t r = static_cast<size_t>(ret);
+        for (size_t i = 0; i < kinds.size(); ++i)
+          if (kinds[i] == kCudaInOut) {
+            if (out(op, r).dtype != in(op, i).dtype || out(op, r).shape != in(op, i).shape)
+              fail(&op, fmt::format("result {} differs from its inout operand {}", r, i));
+            ++r;
+          }
         break;
       }
       case OpKind::InlineAsm: {

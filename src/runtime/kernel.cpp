@@ -36,6 +36,8 @@
 #include "runtime/cuda/driver.hpp"
 #include "runtime/cuda/module.hpp"
 #include "runtime/disk_cache.hpp"
+#include "runtime/launch.hpp"
+#include "runtime/raw/cuda_compile.hpp"
 #include "support/half.hpp"
 #include "tle/detail/trace_api.hpp"
 #include "tle/device.hpp"
@@ -149,7 +151,8 @@ template <class Bad> void check_dlpack(const HostArg& a, DType t, const Bad& bad
                           a.type_name, a.p, size, dtype_name(t), size));
 }
 
-std::string param_str(const ParamSpec& p) {
+std::string param_str(const ParamSpec& p, bool raw = false) {
+  if (raw) return p.kind == ParamSpec::Pointer ? fmt::format("{}*", dtype_name(p.dtype)) : std::string(dtype_name(p.dtype));
   switch (p.kind) {
     case ParamSpec::Pointer: return fmt::format("Ptr<{}>", dtype_name(p.dtype));
     case ParamSpec::Scalar: return fmt::format("Tile<{}>", dtype_name(p.dtype));
@@ -253,6 +256,7 @@ class KernelState {
   std::vector<ParamSpec> params;
   TraceThunk thunk;
   SrcLoc loc;
+  bool raw = false;  // a tle::raw_kernel (src/runtime/raw): messages use CUDA C++ parameter types
 
   std::shared_mutex mu;
   std::unordered_map<std::vector<uint64_t>, std::shared_ptr<Compiled>, KeyHash> cache;
@@ -260,8 +264,8 @@ class KernelState {
 
   std::string signature() const {
     std::vector<std::string> ps;
-    for (auto& p : params) ps.push_back(param_str(p));
-    return fmt::format("{}({})", name, fmt::join(ps, ", "));
+    for (auto& p : params) ps.push_back(param_str(p, raw));
+    return fmt::format("{}{}({})", raw ? "raw " : "", name, fmt::join(ps, ", "));
   }
 
   Packed pack(const HostArg* args, size_t n, const SrcLoc& loc) const {
@@ -275,7 +279,7 @@ class KernelState {
       const HostArg& a = args[i];
       auto bad = [&](const std::string& why) {
         return UserError(loc, fmt::format("argument {} of kernel {}: parameter is {}, {}", i + 1, signature(),
-                                          param_str(p), why));
+                                          param_str(p, raw), why));
       };
       switch (p.kind) {
         case ParamSpec::Pointer: {
@@ -441,7 +445,10 @@ class KernelState {
       art->llvm_ir.clear();
       disk.put(key, serialize_artifact(*art));
     }
-    out.gpu.emplace(cuda::GpuKernel::from_ptx(art->ptx, art->entry, extra));
+    // A kernel calling CUDA device functions (tle::cuda_function) is linked with their NVRTC
+    // code by nvJitLink into a cubin (src/runtime/raw/cuda_compile.hpp).
+    if (raw::has_cuda_calls(f)) out.gpu.emplace(raw::link_and_load(f, art->ptx, art->entry, target.sm, extra));
+    else out.gpu.emplace(cuda::GpuKernel::from_ptx(art->ptx, art->entry, extra));
     out.num_warps = art->num_warps > 0 ? art->num_warps : num_warps;
     out.shared_bytes = static_cast<size_t>(std::max(0, art->shared_bytes));
   }
@@ -610,5 +617,32 @@ size_t kernel_num_compiled(const KernelState* k) noexcept {
   std::shared_lock lk(m->mu);
   return m->cache.size();
 }
+
+// ---- raw CUDA kernels (src/runtime/raw/raw_kernel.cpp) share the argument checks
+
+PreparedLaunch prepare_launch(KernelState* k, const Grid3& grid, const LaunchOptions& opts, const HostArg* args,
+                              size_t nargs, const SrcLoc& loc) {
+  Packed pk = k->pack(args, nargs, loc);
+  PreparedLaunch out;
+  const Backend backend = opts.backend < 0 ? default_backend() : static_cast<Backend>(opts.backend);
+  out.on_gpu = backend == Backend::GPU;
+  k->check_dlpack_devices(args, nargs, out.on_gpu, loc);
+  if (out.on_gpu) k->check_device_pointers(args, nargs, loc);
+  const int64_t g[3] = {grid.x, grid.y, grid.z};
+  const int64_t limit[3] = {(int64_t(1) << 31) - 1, 65535, 65535};
+  const char* axis[3] = {"x", "y", "z"};
+  for (int i = 0; i < 3; ++i)
+    if (g[i] < 0 || g[i] > limit[i])
+      throw UserError(loc, fmt::format("launch grid axis {} is {}, outside the limit 0..{}; split the work over "
+                                       "another axis or loop inside the kernel",
+                                       axis[i], g[i], limit[i]));
+  out.empty = g[0] == 0 || g[1] == 0 || g[2] == 0;  // rule E08
+  out.slots = std::move(pk.slots);
+  out.key = std::move(pk.key);
+  out.constexprs = std::move(pk.constexprs);
+  return out;
+}
+
+void kernel_set_raw_names(KernelState* k) { k->raw = true; }
 
 }  // namespace tle::detail

@@ -437,6 +437,7 @@ void Lowerer::lower_op(const ir::Op& op) {
     case K::Dot: lower_dot(op); return;
     case K::Histogram: lower_histogram(op); return;
     case K::InlineAsm: lower_inline_asm(op); return;
+    case K::CudaCall: lower_cuda_call(op); return;
     case K::For: lower_for(op); return;
     case K::If: lower_if(op); return;
     case K::Yield: return;

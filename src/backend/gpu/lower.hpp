@@ -183,6 +183,9 @@ class Lowerer : public backend::ScalarEmitter {
   void lower_histogram(const ir::Op& op);
   /// inline_asm: one llvm::InlineAsm call per group of `pack` registers (lower_asm.cpp).
   void lower_inline_asm(const ir::Op& op);
+  /// cuda_call: stage tiles in shared memory, call the CUDA device function from every thread,
+  /// read in-out tiles back (lower_cuda.cpp).
+  void lower_cuda_call(const ir::Op& op);
 
   // ---- dot on tensor cores (lower_mma.cpp)
   /// Lowers `dot` with mma.sync.aligned.m16n8k16 when a, b, acc and the result carry exactly the

@@ -1,0 +1,85 @@
+// src/frontend/trace_raw.cpp - tracing tle::cuda_function (TLE-Raw, include/tle/raw.hpp) into a
+// cuda_call op. The protocol's operand rules are src/ir/cuda_call.hpp, shared with the verifier.
+#include <fmt/format.h>
+
+#include <cctype>
+
+#include "frontend/trace.hpp"
+#include "ir/cuda_call.hpp"
+#include "tle/raw.hpp"
+
+namespace tle::detail {
+
+namespace {
+bool visible(frontend::TraceContext& c, V v) {
+  ir::Block* b = v->defining_block();
+  if (b == &c.fn.entry()) return true;
+  for (auto& f : c.frames)
+    if (f.block == b) return true;
+  return false;
+}
+}  // namespace
+
+std::vector<V> cuda_call(const std::string& source, const std::vector<std::string>& options, const std::string& file,
+                         const std::string& name, int ret_dtype, const std::vector<CudaCallArg>& args,
+                         const SrcLoc& loc) {
+  auto* c = frontend::TraceContext::current();
+  if (!c)
+    throw UserError(loc, fmt::format("cuda_function '{}' can only be called while a kernel is traced (inside the "
+                                     "lambda given to tle::jit)",
+                                     name));
+  c->check_pending();
+  bool ident = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
+  for (char ch : name) ident = ident && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_');
+  if (!ident)
+    throw UserError(loc, fmt::format("cuda_function: '{}' is not a C identifier; name an extern \"C\" __device__ "
+                                     "function of the source",
+                                     name));
+  if (source.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw UserError(loc, fmt::format("cuda_function '{}': the CUDA source is empty", name));
+  for (const std::string& o : options)
+    if (o.find('\n') != std::string::npos || o.empty())
+      throw UserError(loc, fmt::format("cuda_function '{}': NVRTC option '{}' is empty or holds a newline", name, o));
+  std::vector<V> operands;
+  std::vector<int64_t> kinds;
+  std::vector<ir::Type> results;
+  if (ret_dtype >= 0) {
+    DType d = static_cast<DType>(ret_dtype);
+    if (std::string why = ir::check_cuda_return(d); !why.empty())
+      throw UserError(loc, fmt::format("cuda_function '{}': {}", name, why));
+    results.push_back(ir::scalar_type(d));
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    V v = args[i].v;
+    if (!v) throw UserError(loc, fmt::format("cuda_function '{}': argument {} is a tile with no value yet", name, i + 1));
+    if (!visible(*c, v))
+      throw UserError(loc, fmt::format("cuda_function '{}': argument {} was defined inside a device loop, if_ branch "
+                                       "or combine function that has already ended",
+                                       name, i + 1));
+    int64_t kind = args[i].kind;
+    // A 0-d tile goes by value; tle::inout of a scalar is not a tile.
+    if (kind == ir::kCudaTile && v->type.is_scalar()) kind = ir::kCudaValue;
+    if (std::string why = ir::check_cuda_operand(v->type, kind); !why.empty())
+      throw UserError(loc, fmt::format("cuda_function '{}': argument {}: {}", name, i + 1, why));
+    operands.push_back(v);
+    kinds.push_back(kind);
+  }
+  for (size_t i = 0; i < operands.size(); ++i)
+    if (kinds[i] == ir::kCudaInOut) results.push_back(ir::Type{operands[i]->type.dtype, operands[i]->type.pointee,
+                                                               operands[i]->type.shape, nullptr});
+  std::string joined;
+  for (size_t i = 0; i < options.size(); ++i) joined += (i ? "\n" : "") + options[i];
+  ir::Op* op = c->builder.create(ir::OpKind::CudaCall, operands, results,
+                                 {{"source", source},
+                                  {"options", joined},
+                                  {"file", file},
+                                  {"name", name},
+                                  {"kinds", kinds},
+                                  {"ret", int64_t(ret_dtype >= 0 ? 1 : 0)}},
+                                 loc);
+  std::vector<V> out;
+  for (auto& r : op->results) out.push_back(r.get());
+  return out;
+}
+
+}  // namespace tle::detail

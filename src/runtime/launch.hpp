@@ -1,0 +1,32 @@
+// src/runtime/launch.hpp - the launch checks shared by tile kernels (kernel.cpp) and raw CUDA
+// kernels (src/runtime/raw/raw_kernel.cpp): argument packing against the parameter specs, DLPack
+// devices, device pointers, grid limits. Internal to libtle.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "tle/detail/trace_api.hpp"
+
+namespace tle::detail {
+
+/// The checked arguments of one launch.
+struct PreparedLaunch {
+  std::vector<uint64_t> slots;  ///< one 8-byte slot per runtime argument (constexprs skipped)
+  std::vector<uint64_t> key;    ///< specialization facts (tile kernels)
+  std::vector<TraceParam> constexprs;  ///< constexpr values per parameter (tile kernels)
+  bool on_gpu = false;          ///< the backend the launch runs on
+  bool empty = false;           ///< a grid axis is 0: nothing to run (rule E08)
+};
+
+/// Packs and checks `args` against k's parameters (UserError at loc, as kernel_launch does),
+/// picks the backend (opts.backend, else default_backend()), checks DLPack devices and, on the
+/// GPU, that pointers are device memory, and checks the grid against CUDA's limits. Does not
+/// check num_warps.
+PreparedLaunch prepare_launch(KernelState* k, const Grid3& grid, const LaunchOptions& opts, const HostArg* args,
+                              size_t nargs, const SrcLoc& loc);
+
+/// Makes k's messages name parameters as C-like types ("f32*", "i32") and the kernel a
+/// "raw kernel" (for tle::raw_kernel, whose parameters are not tiles).
+void kernel_set_raw_names(KernelState* k);
+
+}  // namespace tle::detail
