@@ -90,6 +90,43 @@ std::vector<float> random_vector(size_t n, unsigned seed, float lo = -1.f, float
   return v;
 }
 
+/// Device functions over other dtypes and ranks: a rank-2 i32 tile, an f16 tile (as bits), a
+/// u8 tile, an i64 return and a double scalar.
+const tle::CudaSource& protocol_source() {
+  static const tle::CudaSource s(R"(
+extern "C" __device__ long long tle_mix(tle::TileRef<int> a, tle::TileRef<tle::f16> h, tle::TileRef<unsigned char> b,
+                                        double scale) {
+  // a[i][j] += 1000 * i + j (checking shape/strides), h = -h (sign bit), b = 255 - b.
+  for (int k = tle::cta_thread(); k < a.numel(); k += tle::cta_threads()) {
+    const int i = k / a.shape[1], j = k % a.shape[1];
+    a.at(i, j) += 1000 * i + j;
+  }
+  for (int k = tle::cta_thread(); k < h.numel(); k += tle::cta_threads()) h[k].bits ^= 0x8000;
+  for (int k = tle::cta_thread(); k < b.numel(); k += tle::cta_threads()) b[k] = (unsigned char)(255 - b[k]);
+  __syncthreads();
+  long long r = 0;
+  if (tle::cta_thread() == 0) r = (long long)(scale * (a.rank * 100 + a.shape[0] * 10 + a.strides[0] + h.rank + b.shape[0]));
+  return r;  // thread 0's value is the call's
+}
+)",
+                                 {}, "mix.cu");
+  return s;
+}
+
+auto mix_kernel() {
+  return jit("protocol_mix", [](Ptr<int32_t> pa, Ptr<f16> ph, Ptr<uint8_t> pb, Ptr<int64_t> pr) {
+    Tile<int32_t> r = expand_dims(arange(0, 16), 1) * 32 + expand_dims(arange(0, 32), 0);  // [16, 32]
+    Tile<int32_t> a = load(pa + r);
+    Tile<f16> h = load(ph + arange(0, 64));
+    Tile<uint8_t> b = load(pb + arange(0, 128));
+    Tile<int64_t> got = cuda_function<int64_t>(protocol_source(), "tle_mix", inout(a), inout(h), inout(b), 2.0);
+    store(pa + r, a);
+    store(ph + arange(0, 64), h);
+    store(pb + arange(0, 128), b);
+    store(pr, got);
+  });
+}
+
 bool nvjitlink_available() { return cuda::nvjitlink() != nullptr; }
 
 }  // namespace
@@ -337,6 +374,32 @@ TEST_CASE("raw: pointer, tile and scalar arguments link; the protocol's sizes ar
                line2);
 }
 
+TEST_CASE("raw: rank-2, f16 and u8 in-out tiles, a double scalar and an i64 return link", "[raw][ptx]") {
+  if (!nvjitlink_available()) FAIL("nvJitLink is not available: " << cuda::nvjitlink_error());
+  auto k = mix_kernel();
+  std::string ptx = k.ptx(90, 4, fake<int32_t>(), fake<f16>(), fake<uint8_t>(), fake<int64_t>());
+  raw::CallSite cs{protocol_source().source(), "mix.cu", "tle_mix", {}, {48, 48, 48, 8}, 8, {}};
+  std::string cubin = raw::link_call_sites(ptx, {cs}, 90);
+  CHECK(cubin.compare(0, 4, "\x7f" "ELF") == 0);
+}
+
+TEST_CASE("raw: device functions clashing with the kernel's symbol or with each other are UserErrors", "[raw][errors]") {
+  // The kernel "protocol_mix" has the PTX entry tle_protocol_mix.
+  auto k = mix_kernel();
+  std::string ptx = k.ptx(90, 4, fake<int32_t>(), fake<f16>(), fake<uint8_t>(), fake<int64_t>());
+  raw::CallSite clash{"extern \"C\" __device__ void tle_protocol_mix(int x) {}", "clash.cu", "tle_protocol_mix", {},
+                      {4}, 0, SrcLoc(std::source_location::current())};
+  int line = __LINE__ - 1;
+  expect_error([&] { raw::link_call_sites(ptx, {clash}, 90); }, {"also the tile kernel's own symbol"}, line);
+  raw::CallSite one{"extern \"C\" __device__ void twice(int x) {}", "one.cu", "twice", {}, {4}, 0,
+                    SrcLoc(std::source_location::current())};
+  line = __LINE__ - 1;
+  raw::CallSite two = one;
+  two.source += "\n// another source";
+  two.file = "two.cu";
+  expect_error([&] { raw::link_call_sites(ptx, {one, two}, 90); }, {"'twice' is defined by two CUDA sources"}, line);
+}
+
 TEST_CASE("raw: a C++-mangled device function is reported with a hint to declare it extern \"C\"", "[raw][errors]") {
   raw::CallSite cs{"__device__ void mangled_fn(int n) {}", "m.cu", "mangled_fn", {}, {4}, 0,
                    SrcLoc(std::source_location::current())};
@@ -493,4 +556,33 @@ TEST_CASE("gpu: raw and tile kernels interleave on one stream", "[.gpu][raw_gpu]
         affine(Grid(1), Block(32), host.data(), dv, 1.0f, 0.0f, 16);
       },
       {"argument 1 of kernel raw raw_affine", "host memory"}, line);
+}
+
+TEST_CASE("gpu: the protocol with rank-2 i32, f16 and u8 in-out tiles, a double and an i64 return", "[.gpu][raw_gpu]") {
+  REQUIRE(have_gpu());
+  std::vector<int32_t> a(16 * 32);
+  std::vector<f16> h(64);
+  std::vector<uint8_t> b(128);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = int32_t(i) * 7 - 100;
+  for (size_t i = 0; i < h.size(); ++i) h[i] = f16(float(i) - 20.5f);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = uint8_t(i * 3);
+  DeviceBuffer<int32_t> da(a);
+  DeviceBuffer<f16> dh(h);
+  DeviceBuffer<uint8_t> db(b);
+  DeviceBuffer<int64_t> dr(1);
+  auto k = mix_kernel();
+  for (int warps : {1, 4}) {
+    da.copy_from_host(a), dh.copy_from_host(h), db.copy_from_host(b);
+    k(Grid(1).with_warps(warps), da, dh, db, dr);
+    auto ga = da.to_host();
+    auto gh = dh.to_host();
+    auto gb = db.to_host();
+    INFO(warps << " warps");
+    for (int i = 0; i < 16; ++i)
+      for (int j = 0; j < 32; ++j) CHECK(ga[size_t(i) * 32 + j] == a[size_t(i) * 32 + j] + 1000 * i + j);
+    for (size_t i = 0; i < h.size(); ++i) CHECK(gh[i].bits == uint16_t(h[i].bits ^ 0x8000));
+    for (size_t i = 0; i < b.size(); ++i) CHECK(gb[i] == uint8_t(255 - b[i]));
+    // rank 2 * 100 + shape[0] 16 * 10 + strides[0] 32 + rank 1 + shape[0] 128 = 521, times 2.0
+    CHECK(dr.to_host()[0] == 1042);
+  }
 }

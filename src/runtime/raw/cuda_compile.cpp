@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
@@ -262,6 +263,34 @@ std::string sizes_str(const std::vector<int>& v) {
   return s.empty() ? "none" : fmt::format("{} bytes", fmt::join(s, ", "));
 }
 
+/// Names of the functions and kernels a PTX module defines for the linker (".visible .func",
+/// ".weak .func", ".visible .entry").
+std::vector<std::string> defined_symbols(const std::string& ptx) {
+  std::vector<std::string> out;
+  for (const char* kw : {".func", ".entry"}) {
+    const size_t kl = std::strlen(kw);
+    for (size_t pos = ptx.find(kw); pos != std::string::npos; pos = ptx.find(kw, pos + kl)) {
+      size_t ls = ptx.rfind('\n', pos);
+      ls = ls == std::string::npos ? 0 : ls + 1;
+      const std::string head = ptx.substr(ls, pos - ls);
+      if (head.find(".visible") == std::string::npos && head.find(".weak") == std::string::npos) continue;
+      if (head.find("//") != std::string::npos) continue;
+      size_t p = pos + kl;
+      while (p < ptx.size() && std::isspace(static_cast<unsigned char>(ptx[p]))) ++p;
+      if (p < ptx.size() && ptx[p] == '(') {  // a return value
+        size_t close = ptx.find(')', p);
+        if (close == std::string::npos) break;
+        p = close + 1;
+        while (p < ptx.size() && std::isspace(static_cast<unsigned char>(ptx[p]))) ++p;
+      }
+      size_t e = p;
+      while (e < ptx.size() && (std::isalnum(static_cast<unsigned char>(ptx[e])) || ptx[e] == '_' || ptx[e] == '$')) ++e;
+      if (e > p) out.push_back(ptx.substr(p, e - p));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 const std::string& protocol_header() {
@@ -466,7 +495,29 @@ std::string link_call_sites(const std::string& tile_ptx, const std::vector<CallS
                                   cs.param_bytes.size(), sizes_str(cs.param_bytes),
                                   cs.ret_bytes ? fmt::format("{} bytes", cs.ret_bytes) : std::string("void")));
   }
-  return link_cubin(inputs, sm);
+  // nvJitLink (13.0) reports a symbol defined twice only on stderr and still "succeeds", so
+  // clashes are found here: a device function named like the tile kernel's entry, or defined by
+  // two of the sources.
+  std::map<std::string, std::string> owner;  // symbol -> input name
+  for (const LinkInput& in : inputs) {
+    for (const std::string& sym : defined_symbols(in.data)) {
+      auto [it, fresh] = owner.emplace(sym, in.name);
+      if (fresh || it->second == in.name) continue;
+      const SrcLoc loc = calls.empty() ? SrcLoc{} : calls.front().loc;
+      if (it->second == "tile_kernel.ptx")
+        throw UserError(loc, fmt::format("cuda_function: the CUDA source ({}) defines '{}', which is also the tile "
+                                         "kernel's own symbol (tle_<kernel name>); rename the device function",
+                                         in.name, sym));
+      throw UserError(loc, fmt::format("cuda_function: '{}' is defined by two CUDA sources ({} and {}) called from "
+                                       "this kernel; define each device function once",
+                                       sym, it->second, in.name));
+    }
+  }
+  std::string cubin = link_cubin(inputs, sm);
+  for (const CallSite& cs : calls)  // unused functions may be dropped, called ones must be there
+    if (cubin.find(cs.name) == std::string::npos)
+      throw RuntimeError("nvJitLinkComplete", fmt::format("the linked cubin lacks the called function '{}'", cs.name));
+  return cubin;
 }
 
 std::vector<CallSite> call_sites(const ir::Function& f) {
