@@ -8,7 +8,8 @@
 //   gpu_bench --ptx-check [DIR]    compile every kernel and config to sm_90a PTX (no GPU needed),
 //                                  writing DIR/<kernel>.ptx if DIR is given
 //
-// Groups: copy, vector_add, softmax, layernorm, matmul, compile, launch. Every case first checks
+// Groups: copy, vector_add, softmax, layernorm, matmul, compile, launch, raw (TLE-Raw: inline-PTX
+// softmax vs the tile softmax, CUDA device functions from tile code). Every case first checks
 // its result against a host reference (or, for launch overhead, against x + y), then times the
 // kernel with CUDA events on a stream: warm-up, >= 100 repetitions (--reps), a 256 MB buffer
 // written between repetitions to flush L2 (not timed), median and spread (bench_util.hpp). Each
@@ -41,6 +42,7 @@
 #include <set>
 
 #include "../examples/kernels.hpp"
+#include "../examples/raw_kernels.hpp"
 #include "bench_util.hpp"
 
 extern char** environ;
@@ -280,6 +282,79 @@ void group_softmax(bench::Timer& tm) {
       if (!warps) return emit_error(c, "no warp count passed the check: " + errors);
       emit_ok(c, tm.time([&] { run_w(warps); }),
               "BLOCK=" + std::to_string(BLOCK) + " warps=" + std::to_string(warps) + " (best of a warps sweep)");
+    });
+  }
+}
+
+// TLE-Raw (docs/raw.md): the softmax whose exp is inline ex2.approx.ftz.f32 (timed against the
+// tile softmax of examples/kernels.hpp on the same data, in the same process), and tile code
+// calling CUDA device functions (a CTA-wide bitonic sort and a warp-shuffle sum of squares per row).
+void group_raw(bench::Timer& tm) {
+  {
+    const int rows = 8192, cols = 8192, warps = 16;
+    const size_t n = size_t(rows) * cols;
+    CaseInfo c{"raw_softmax/f32/" + shape2(rows, cols), "raw_softmax", shape2(rows, cols), "f32", 2.0 * 4 * double(n), 0};
+    guarded(c, [&] {
+      auto x = bench::random_f32(n, 3, -4.f, 4.f);
+      std::vector<float> want(n);
+      bench::parallel_for(rows, [&](size_t a, size_t b) {
+        for (size_t r = a; r < b; ++r) {
+          const float* xr = &x[r * cols];
+          float m = -INFINITY;
+          for (int j = 0; j < cols; ++j) m = std::max(m, xr[j]);
+          double sum = 0;
+          for (int j = 0; j < cols; ++j) sum += std::exp(double(xr[j]) - m);
+          for (int j = 0; j < cols; ++j) want[r * cols + j] = float(std::exp(double(xr[j]) - m) / sum);
+        }
+      });
+      auto raw = ex::make_raw_softmax();
+      auto tile = ex::make_softmax();
+      DeviceBuffer<float> dx(x), dy(n);
+      auto run_raw = [&] { raw(Grid(rows).with_warps(warps).on(tm.stream()), dx, dy, cols, cols); };
+      auto run_tile = [&] { tile(Grid(rows).with_warps(warps).on(tm.stream()), dx, dy, cols, cols); };
+      run_raw();
+      tm.stream().synchronize();
+      auto y = dy.to_host();
+      // ex2.approx.ftz: relative error at most 2^-22.5 (PTX ISA), plus the f32 scaling by log2(e).
+      auto chk = bench::compare(n, [&](size_t i) { return double(y[i]); }, [&](size_t i) { return double(want[i]); },
+                                2e-4, 1e-7);
+      if (!chk.ok) return emit_error(c, chk.message);
+      Timing tt = tm.time(run_tile);
+      Timing tr = tm.time(run_raw);
+      Json extra;
+      extra.num("tile_softmax_ms", tt.median).num("raw_over_tile", tr.median / tt.median);
+      emit_ok(c, tr, "inline ex2.approx.ftz.f32, BLOCK=8192 warps=16", Json(), extra);
+    });
+  }
+  {
+    const int rows = 16384, cols = 1000, BLOCK = 1024;
+    const size_t n = size_t(rows) * cols;
+    CaseInfo c{"sort_rows/f32/" + shape2(rows, cols), "sort_rows", shape2(rows, cols), "f32",
+               2.0 * 4 * double(n) + 4.0 * rows, 0};
+    guarded(c, [&] {
+      auto x = bench::random_f32(n, 5, -100.f, 100.f);
+      std::vector<float> sorted(x), squares(rows);
+      bench::parallel_for(rows, [&](size_t a, size_t b) {
+        for (size_t r = a; r < b; ++r) {
+          std::sort(sorted.begin() + ptrdiff_t(r * cols), sorted.begin() + ptrdiff_t((r + 1) * cols));
+          double s = 0;
+          for (int j = 0; j < cols; ++j) s += double(x[r * cols + j]) * x[r * cols + j];
+          squares[r] = float(s);
+        }
+      });
+      auto k = ex::make_sort_rows();
+      DeviceBuffer<float> dx(x), dy(n), dss(rows);
+      auto run = [&] { k(Grid(rows).with_warps(8).on(tm.stream()), dx, dy, dss, cols, BLOCK); };
+      run();
+      tm.stream().synchronize();
+      auto y = dy.to_host();
+      auto ss = dss.to_host();
+      auto chk = bench::compare(n, [&](size_t i) { return double(y[i]); }, [&](size_t i) { return double(sorted[i]); }, 0, 0);
+      if (!chk.ok) return emit_error(c, "sorted rows: " + chk.message);
+      chk = bench::compare(size_t(rows), [&](size_t i) { return double(ss[i]); }, [&](size_t i) { return double(squares[i]); },
+                           1e-5, 1e-3);
+      if (!chk.ok) return emit_error(c, "sums of squares: " + chk.message);
+      emit_ok(c, tm.time(run), "cuda_function: bitonic sort + warp-shuffle sum of squares, BLOCK=1024 warps=8");
     });
   }
 }
@@ -716,6 +791,7 @@ const std::vector<Group>& groups() {
        {"compile_cold/softmax", "compile_disk/softmax", "compile_mem/softmax", "compile_cold/matmul",
         "compile_disk/matmul", "compile_mem/matmul"}},
       {"launch", group_launch, {"launch_host/vector_add", "launch_sync/vector_add"}},
+      {"raw", group_raw, {"raw_softmax/f32/8192x8192", "sort_rows/f32/16384x1000"}},
   };
   return g;
 }
