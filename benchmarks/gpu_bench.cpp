@@ -173,11 +173,9 @@ std::vector<int> row_warp_candidates(int block) {
 
 // A small manual sweep over num_warps (tle has no autotuner yet): `run(w)` launches with w warps,
 // `check()` says what is wrong with the output ("" when it matches). Every candidate is checked,
-// timed with a few repetitions; returns the fastest and its quick median (0 and `errors` when
-// none passed).
+// timed with a few repetitions; returns the fastest (0 and `errors` when none passed).
 template <class Run, class Check>
-std::pair<int, double> pick_warps(bench::Timer& tm, const std::vector<int>& candidates, Run run, Check check,
-                                  std::string& errors) {
+int pick_warps(bench::Timer& tm, const std::vector<int>& candidates, Run run, Check check, std::string& errors) {
   int best = 0;
   double best_ms = INFINITY;
   for (int w : candidates) {
@@ -195,7 +193,7 @@ std::pair<int, double> pick_warps(bench::Timer& tm, const std::vector<int>& cand
       errors += "[warps=" + std::to_string(w) + "] " + bench::error_text(e, 600) + "; ";
     }
   }
-  return {best, best_ms};
+  return best;
 }
 
 // ------------------------------------------------------------------------------- groups
@@ -280,7 +278,7 @@ void group_softmax(bench::Timer& tm) {
         return chk.ok ? "" : chk.message;
       };
       std::string errors;
-      const int warps = pick_warps(tm, row_warp_candidates(BLOCK), run_w, check, errors).first;
+      const int warps = pick_warps(tm, row_warp_candidates(BLOCK), run_w, check, errors);
       if (!warps) return emit_error(c, "no warp count passed the check: " + errors);
       emit_ok(c, tm.time([&] { run_w(warps); }),
               "BLOCK=" + std::to_string(BLOCK) + " warps=" + std::to_string(warps) + " (best of a warps sweep)");
@@ -393,10 +391,7 @@ template <class T> std::optional<std::string> layernorm_case(bench::Timer& tm, c
   const int BLOCK = next_pow2(cols);
   DeviceBuffer<T> dx(x), dy(n);
   DeviceBuffer<float> dw(w), db(b);
-  int R = 1;  // rows per program: 1, 2 or 4, swept with the warps
-  auto run_w = [&](int wp) {
-    ln(Grid(cdiv(rows, R)).with_warps(wp).on(tm.stream()), dx, dy, dw, db, rows, cols, eps, BLOCK, R);
-  };
+  auto run_w = [&](int wp) { ln(Grid(rows).with_warps(wp).on(tm.stream()), dx, dy, dw, db, cols, eps, BLOCK); };
   const bool is_bf16 = std::is_same_v<T, bf16>;
   auto check = [&]() -> std::string {
     auto y = dy.to_host();
@@ -405,27 +400,14 @@ template <class T> std::optional<std::string> layernorm_case(bench::Timer& tm, c
     return chk.ok ? "" : chk.message;
   };
   std::string errors;
-  int warps = 0, best_rows = 1;
-  double best_ms = INFINITY;
-  for (int r : {1, 2, 4}) {
-    R = r;
-    std::vector<int> cands;  // a program of r rows has r times the elements: the warps scale up
-    for (int w : row_warp_candidates(BLOCK))
-      if (w * r <= 32) cands.push_back(w * r);
-    auto [w, ms] = pick_warps(tm, cands, run_w, check, errors);
-    if (w && ms < best_ms) best_ms = ms, warps = w, best_rows = r;
-  }
-  if (!warps) return "no configuration passed the check: " + errors;
-  R = best_rows;
+  const int warps = pick_warps(tm, row_warp_candidates(BLOCK), run_w, check, errors);
+  if (!warps) return "no warp count passed the check: " + errors;
   auto run = [&] { run_w(warps); };
   CaseInfo ci = c;
   ci.bytes = 2.0 * sizeof(T) * double(n) + 2.0 * 4 * cols;
   Json extra;
   if (!note.empty()) extra.str("note", note).str("tle_dtype", is_bf16 ? "bf16" : "f32");
-  emit_ok(ci, tm.time(run),
-          "BLOCK=" + std::to_string(BLOCK) + " ROWS=" + std::to_string(R) + " warps=" + std::to_string(warps) +
-              " w,b f32 (best of a rows x warps sweep)",
-          Json(),
+  emit_ok(ci, tm.time(run), "BLOCK=" + std::to_string(BLOCK) + " warps=" + std::to_string(warps) + " w,b f32 (best of a warps sweep)", Json(),
           extra);
   return std::nullopt;
 }
@@ -774,11 +756,8 @@ int ptx_check(const std::string& dir) {
   auto lnf = make_layernorm<float>();
   for (int cols : {4096, 8192}) {
     int w = row_warps(cols);
-    for (int R : {1, 4}) {
-      std::string cfg = "BLOCK=" + std::to_string(cols) + " ROWS=" + std::to_string(R);
-      one("layernorm bf16 " + cfg, [&] { return lnb.ptx(90, w, h, h, f, f, 16384, cols, 1e-5f, cols, R); });
-      one("layernorm f32 " + cfg, [&] { return lnf.ptx(90, w, f, f, f, f, 16384, cols, 1e-5f, cols, R); });
-    }
+    one("layernorm bf16 BLOCK=" + std::to_string(cols), [&] { return lnb.ptx(90, w, h, h, f, f, cols, 1e-5f, cols); });
+    one("layernorm f32 BLOCK=" + std::to_string(cols), [&] { return lnf.ptx(90, w, f, f, f, f, cols, 1e-5f, cols); });
   }
   auto mmb = make_matmul<bf16, bf16>();
   auto mmf = make_matmul<bf16, float>();

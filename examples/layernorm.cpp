@@ -29,10 +29,10 @@ template <class T> bool run(tle::Backend backend, const char* label, int rows, i
     const int warps = cols >= 8192 ? 16 : cols >= 2048 ? 8 : 4;
     DeviceBuffer<T> dx(x), dy(x.size());
     DeviceBuffer<float> dw(w), db(b);
-    ms = ex::time_gpu_ms([&] { layernorm(Grid(rows).with_warps(warps), dx, dy, dw, db, rows, cols, eps, cols, 1); });
+    ms = ex::time_gpu_ms([&] { layernorm(Grid(rows).with_warps(warps), dx, dy, dw, db, cols, eps, cols); });
     dy.copy_to_host(y.data(), y.size());
   } else {
-    ms = ex::time_ms([&] { layernorm(Grid(rows), x.data(), y.data(), w.data(), b.data(), rows, cols, eps, cols, 1); });
+    ms = ex::time_ms([&] { layernorm(Grid(rows), x.data(), y.data(), w.data(), b.data(), cols, eps, cols); });
   }
   std::vector<float> got(y.begin(), y.end());
   bool ok = ex::check(label, got, want, rtol, atol);
