@@ -31,26 +31,33 @@ inline auto make_softmax() {
   });
 }
 
-/// LayerNorm forward of the rows of a [rows, ncols] matrix of T (statistics in f32):
-/// y = (x - mean) / sqrt(var + eps) * w + b; one program per row, BLOCK >= ncols.
-/// w and b are loaded before the reductions (their latency overlaps x's) and kept in L1
-/// (evict_last: every program reads them); x and y are touched once (evict_first). On the H200
-/// this is 4% faster than plain loads after the reductions (benchmarks/RESULTS.md).
+/// LayerNorm forward of the rows of a [nrows, ncols] matrix of T (statistics in f32):
+/// y = (x - mean) / sqrt(var + eps) * w + b, one row per tile of BLOCK >= ncols (a power of two
+/// on the GPU). Persistent: program p handles rows p, p + P, p + 2P, ... (P = the grid size, any
+/// 1..nrows), loading the next row's x before the current row's reductions so its latency
+/// overlaps them (software pipelining by hand, one row ahead). w and b are loaded once per
+/// program and kept in L1 (evict_last); x and y are touched once (evict_first). On the H200 a
+/// grid of 8 programs per SM is 8% faster than one program per row (benchmarks/RESULTS.md).
 template <class T> auto make_layernorm() {
   using namespace tle;
-  return jit("layernorm", [](Ptr<T> x, Ptr<T> y, Ptr<float> w, Ptr<float> b, Tile<int32_t> ncols, Tile<float> eps,
-                             Constexpr<int> BLOCK) {
+  return jit("layernorm", [](Ptr<T> x, Ptr<T> y, Ptr<float> w, Ptr<float> b, Tile<int32_t> nrows,
+                             Tile<int32_t> ncols, Tile<float> eps, Constexpr<int> BLOCK) {
     const MemHints once{"", "evict_first", false}, keep{"", "evict_last", false};
-    Tile<int64_t> base = program_id(0).to<int64_t>() * ncols;
     Tile<int32_t> cols = arange(0, BLOCK);
     Tile<bool> mask = cols < ncols;
-    Tile<float> v = cast<float>(load(x + base + cols, mask, 0, once));
+    Tile<int32_t> pid = program_id(0), np = num_programs(0);
     Tile<float> wv = load(w + cols, mask, 0.0f, keep), bv = load(b + cols, mask, 0.0f, keep);
     Tile<float> n = ncols.to<float>();
-    Tile<float> mean = sum(v, 0) / n;
-    Tile<float> d = where(mask, v - mean, 0.0f);
-    Tile<float> rstd = rsqrt(sum(d * d, 0) / n + eps);
-    store(y + base + cols, cast<T>(d * rstd * wv + bv), mask, once);
+    Tile<T> next = load(x + pid.to<int64_t>() * ncols + cols, mask & (pid < nrows), 0, once);
+    for (auto r : range(pid, nrows, np)) {
+      Tile<float> v = cast<float>(next);
+      Tile<int32_t> r_next = r + np;
+      next = load(x + r_next.to<int64_t>() * ncols + cols, mask & (r_next < nrows), 0, once);
+      Tile<float> mean = sum(v, 0) / n;
+      Tile<float> d = where(mask, v - mean, 0.0f);
+      Tile<float> rstd = rsqrt(sum(d * d, 0) / n + eps);
+      store(y + r.to<int64_t>() * ncols + cols, cast<T>(d * rstd * wv + bv), mask, once);
+    }
   });
 }
 

@@ -27,12 +27,13 @@ template <class T> bool run(tle::Backend backend, const char* label, int rows, i
   double ms;
   if (backend == Backend::GPU) {
     const int warps = cols >= 8192 ? 16 : cols >= 2048 ? 8 : 4;
+    const int programs = std::min(rows, 8 * tle::gpu_info()->num_sms);  // persistent: 8 per SM
     DeviceBuffer<T> dx(x), dy(x.size());
     DeviceBuffer<float> dw(w), db(b);
-    ms = ex::time_gpu_ms([&] { layernorm(Grid(rows).with_warps(warps), dx, dy, dw, db, cols, eps, cols); });
+    ms = ex::time_gpu_ms([&] { layernorm(Grid(programs).with_warps(warps), dx, dy, dw, db, rows, cols, eps, cols); });
     dy.copy_to_host(y.data(), y.size());
   } else {
-    ms = ex::time_ms([&] { layernorm(Grid(rows), x.data(), y.data(), w.data(), b.data(), cols, eps, cols); });
+    ms = ex::time_ms([&] { layernorm(Grid(rows), x.data(), y.data(), w.data(), b.data(), rows, cols, eps, cols); });
   }
   std::vector<float> got(y.begin(), y.end());
   bool ok = ex::check(label, got, want, rtol, atol);

@@ -814,3 +814,32 @@ TEST_CASE("ops: if_ whose then-branch leaves a Tile handle alive keeps results p
     else CHECK(diffs(out, std::vector<int32_t>{1, 22, 33}) == "");
   }
 }
+
+// ============================================================ examples' kernels
+
+#include "../examples/kernels.hpp"
+
+TEST_CASE("ops: the layernorm example's persistent kernel, one row per program or looping over rows", "[ops]") {
+  // 19 rows of 777 (BLOCK 1024, a masked tail); 19 programs (one row each), 4 (rows p, p+4, ...:
+  // 5 or 4 rows each) and 1 (all rows); against a double-precision reference.
+  const int rows = 19, cols = 777, block = 1024;
+  const float eps = 1e-5f;
+  Buf<float> x = random_buf<float>(size_t(rows) * cols, 4, -2, 2), w = random_buf<float>(cols, 5), b = random_buf<float>(cols, 6);
+  std::vector<double> want(size_t(rows) * cols);
+  for (int r = 0; r < rows; ++r) {
+    double mean = 0, var = 0;
+    for (int c = 0; c < cols; ++c) mean += x[size_t(r) * cols + c];
+    mean /= cols;
+    for (int c = 0; c < cols; ++c) var += (x[size_t(r) * cols + c] - mean) * (x[size_t(r) * cols + c] - mean);
+    var /= cols;
+    for (int c = 0; c < cols; ++c)
+      want[size_t(r) * cols + c] = (x[size_t(r) * cols + c] - mean) / std::sqrt(var + eps) * w[c] + b[c];
+  }
+  auto ln = ex::make_layernorm<float>();
+  for (int programs : {rows, 4, 1}) {
+    CAPTURE(programs);
+    Buf<float> y(size_t(rows) * cols, -7.0f);
+    ln(Grid(programs), x.data(), y.data(), w.data(), b.data(), rows, cols, eps, block);
+    CHECK(diffs(y, want, 1e-5, 1e-5) == "");
+  }
+}
