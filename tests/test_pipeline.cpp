@@ -306,6 +306,17 @@ TEST_CASE("pipelined matmul PTX: cp.async and ldmatrix; assembles for sm_90a and
   }
 }
 
+TEST_CASE("pipeline buffers beyond the shared-memory limit: a UserError that names with_stages", "[pipeline]") {
+  // 128x256x64 bf16: 48 KB of A and B tiles per stage; 8 stages need 384 KB (sm_90a: 227 KB).
+  auto k = gk::matmul<bf16>();
+  Grid g(1);
+  g.with_warps(8).with_stages(8);
+  CHECK_THROWS_WITH(k.ptx(90, g, fake_ptr<bf16>(), fake_ptr<bf16>(), fake_ptr<float>(), 4096, 4096, 4096, 128, 256, 64),
+                    Catch::Contains("cp.async buffers of 8 pipeline stages") && Catch::Contains("Grid::with_stages"));
+  g.with_stages(3);  // 144 KB: fits
+  CHECK_NOTHROW(k.ptx(90, g, fake_ptr<bf16>(), fake_ptr<bf16>(), fake_ptr<float>(), 4096, 4096, 4096, 128, 256, 64));
+}
+
 TEST_CASE("matmul PTX without pipelining: ldmatrix, no cp.async (1 stage; K not a multiple of 16)", "[ptx][pipeline]") {
   auto k = gk::matmul<bf16>();
   Grid one(1);

@@ -63,6 +63,9 @@ TEST_CASE("ptx: num_warps is checked", "[ptx]") {
   CHECK_THROWS_AS(k.ptx(90, 3, fake<float>(), fake<float>(), fake<float>(), 1000, 1024), UserError);
   CHECK_THROWS_AS(k.ptx(90, 64, fake<float>(), fake<float>(), fake<float>(), 1000, 1024), UserError);
   CHECK_THROWS_AS(k.ptx(90, 0, fake<float>(), fake<float>(), fake<float>(), 1000, 1024), UserError);
+  // Targets before sm_80 are refused (the lowering uses sm_80 instructions).
+  CHECK_THROWS_WITH(k.ptx(75, 4, fake<float>(), fake<float>(), fake<float>(), 1000, 1024),
+                    Catch::Contains("needs sm_80 or newer"));
 }
 
 TEST_CASE("ptx: softmax", "[ptx]") {

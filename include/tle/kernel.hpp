@@ -227,8 +227,9 @@ template <class F> class Kernel {
     o.backend = grid.has_backend ? static_cast<int>(grid.backend_choice) : -1;
     detail::kernel_launch(state_, &fn_, detail::Grid3{grid.x, grid.y, grid.z}, o, h.data(), h.size(), grid.loc);
   }
-  /// The PTX of the specialization these arguments select, compiled for sm_<target_sm> (90 means
-  /// sm_90a) with `num_warps` warps per program. Needs no GPU and no driver: pointer arguments may
+  /// The PTX of the specialization these arguments select, compiled for sm_<target_sm> (80 or newer;
+  /// 90 means sm_90a) with `num_warps` warps per program and the default 3 pipeline stages (K loops
+  /// feeding tensor-core dots get cp.async copies; the Grid overload below chooses). Needs no GPU and no driver: pointer arguments may
   /// be host pointers (only their 16-byte alignment matters). Nothing is cached or launched. For
   /// tests and inspection; throws as a launch would for bad arguments.
   template <class... A> std::string ptx(int target_sm, int num_warps, const A&... args) const {

@@ -425,6 +425,10 @@ class KernelState {
     int major = 0, minor = 0;
     cuda::check(d.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute");
     cuda::check(d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute");
+    if (major < 8)
+      throw RuntimeError("tle::launch", fmt::format("the current device is sm_{}{}; tle's GPU backend needs sm_80 or "
+                                                    "newer: launch with Grid::backend(Backend::CPU) or TLE_BACKEND=cpu",
+                                                    major, minor));
     gpu::Target target = target_for(major * 10 + minor);
     std::string ir_text = ir::print(f);
     // kBuildId (a hash of libtle's sources) makes PTX cached by a different build of tle a miss.
@@ -592,6 +596,10 @@ void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const Laun
 std::string kernel_ptx(KernelState* k, const void* fn, int sm, int num_warps, int num_stages, const HostArg* args,
                        size_t nargs, const SrcLoc& loc) {
   Packed pk = k->pack(args, nargs, loc);
+  if (sm < 80)
+    throw UserError(loc, fmt::format("target sm_{}: the GPU backend needs sm_80 or newer (mma.sync bf16, cp.async, "
+                                     "max.NaN, cvt.rn.bf16); ask for 80, 86, 89 or 90",
+                                     sm));
   if (!valid_num_warps(num_warps))
     throw UserError(loc, fmt::format("num_warps {}: must be a power of two from 1 to 32", num_warps));
   if (!valid_num_stages(num_stages))

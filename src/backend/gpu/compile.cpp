@@ -28,11 +28,17 @@ Artifact compile(ir::Function& f, const Target& target, const Options& options, 
   const int64_t smem_limit = target.sm >= 90 ? 232448 : target.sm == 80 ? 166912 : 101376;
   if (lowerer.shared_bytes() > smem_limit) {
     const ir::Op* op = lowerer.smem_op;
+    const int64_t pipelined = lowerer.pipeline_smem_bytes();
+    const std::string stages =
+        pipelined > 0 ? fmt::format(" ({} of them for the cp.async buffers of {} pipeline stages: fewer stages with "
+                                    "Grid::with_stages also help)",
+                                    pipelined, options.num_stages)
+                      : "";
     throw UserError(op ? op->loc : f.loc,
-                    fmt::format("this kernel needs {} bytes of shared memory per program ({} stages its tiles there), "
+                    fmt::format("this kernel needs {} bytes of shared memory per program{} ({} stages its tiles there), "
                                 "more than the {} bytes an {} block can use; use smaller tiles",
-                                lowerer.shared_bytes(), op ? ir::op_mnemonic(op->kind) : "a conversion", smem_limit,
-                                target.cpu()));
+                                lowerer.shared_bytes(), stages, op ? ir::op_mnemonic(op->kind) : "a conversion",
+                                smem_limit, target.cpu()));
   }
   Artifact a;
   a.entry = name;

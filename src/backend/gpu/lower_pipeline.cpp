@@ -95,8 +95,7 @@ int64_t Lowerer::pipeline_smem_bytes() const {
   ir::walk(fn_ir.entry(), [&](const ir::Op& op) {
     if (op.kind != ir::OpKind::For) return;
     int64_t b = 0;
-    plan_loop(op, b);
-    most = std::max(most, b);
+    if (!plan_loop(op, b).empty()) most = std::max(most, b);  // b is partial when the plan fails
   });
   return most;
 }

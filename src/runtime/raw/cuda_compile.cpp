@@ -263,8 +263,10 @@ std::string sizes_str(const std::vector<int>& v) {
   return s.empty() ? "none" : fmt::format("{} bytes", fmt::join(s, ", "));
 }
 
-/// Names of the functions and kernels a PTX module defines for the linker (".visible .func",
-/// ".weak .func", ".visible .entry").
+/// Names of the functions and kernels a PTX module defines strongly for the linker (".visible
+/// .func", ".visible .entry"). ".weak" definitions (inline functions and template instances NVRTC
+/// emits with -rdc, e.g. a shared header's helper in two sources) are merged by the linker, so
+/// they are not clashes.
 std::vector<std::string> defined_symbols(const std::string& ptx) {
   std::vector<std::string> out;
   for (const char* kw : {".func", ".entry"}) {
@@ -273,7 +275,7 @@ std::vector<std::string> defined_symbols(const std::string& ptx) {
       size_t ls = ptx.rfind('\n', pos);
       ls = ls == std::string::npos ? 0 : ls + 1;
       const std::string head = ptx.substr(ls, pos - ls);
-      if (head.find(".visible") == std::string::npos && head.find(".weak") == std::string::npos) continue;
+      if (head.find(".visible") == std::string::npos || head.find(".weak") != std::string::npos) continue;
       if (head.find("//") != std::string::npos) continue;
       size_t p = pos + kl;
       while (p < ptx.size() && std::isspace(static_cast<unsigned char>(ptx[p]))) ++p;
@@ -514,7 +516,9 @@ std::string link_call_sites(const std::string& tile_ptx, const std::vector<CallS
     }
   }
   std::string cubin = link_cubin(inputs, sm);
-  for (const CallSite& cs : calls)  // unused functions may be dropped, called ones must be there
+  // A cheap guard, not proof: a called function's name must appear in the cubin (its symbol
+  // table). Unused functions may be dropped.
+  for (const CallSite& cs : calls)
     if (cubin.find(cs.name) == std::string::npos)
       throw RuntimeError("nvJitLinkComplete", fmt::format("the linked cubin lacks the called function '{}'", cs.name));
   return cubin;
