@@ -579,18 +579,27 @@ void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const Laun
   compiled->gpu->launch(cuda::Dim3{unsigned(g[0]), unsigned(g[1]), unsigned(g[2])},
                         cuda::Dim3{unsigned(32 * compiled->num_warps), 1, 1}, compiled->shared_bytes,
                         static_cast<CUstream>(opts.stream), ptrs.empty() ? nullptr : ptrs.data());
-  // TLE_LAUNCH_BLOCKING=1 (like CUDA_LAUNCH_BLOCKING): wait for the kernel, so that a fault is
-  // reported here, naming it, and its results are visible when the launch returns.
-  if (const char* lb = std::getenv("TLE_LAUNCH_BLOCKING"); lb && *lb && std::strcmp(lb, "0") != 0) {
-    const cuda::Driver& d = cuda::require_driver("cuStreamSynchronize");
-    CUresult r = d.cuStreamSynchronize(static_cast<CUstream>(opts.stream));
-    if (r != CUDA_SUCCESS)
-      throw RuntimeError("cuStreamSynchronize",
-                         fmt::format("{}: {} (TLE_LAUNCH_BLOCKING: kernel {} launched at {}:{}, grid {}x{}x{}, {} "
-                                     "warps, failed while running, or earlier work on its stream did)",
-                                     cuda::error_name(r), cuda::error_string(r), k->signature(), loc.file, loc.line,
-                                     g[0], g[1], g[2], compiled->num_warps));
-  }
+  // TLE_LAUNCH_BLOCKING=1: wait for the kernel, so that a fault is reported here, naming it, and
+  // its results are visible when the launch returns.
+  sync_if_launch_blocking(opts.stream, [&] {
+    return fmt::format("kernel {} launched at {}:{}, grid {}x{}x{}, {} warps", k->signature(), loc.file, loc.line, g[0],
+                       g[1], g[2], compiled->num_warps);
+  });
+}
+
+void sync_if_launch_blocking(void* stream, const std::function<std::string()>& what) {
+  static const bool blocking = [] {
+    const char* lb = std::getenv("TLE_LAUNCH_BLOCKING");
+    return lb && *lb && std::strcmp(lb, "0") != 0;
+  }();
+  if (!blocking) return;
+  const cuda::Driver& d = cuda::require_driver("cuStreamSynchronize");
+  CUresult r = d.cuStreamSynchronize(static_cast<CUstream>(stream));
+  if (r != CUDA_SUCCESS)
+    throw RuntimeError("cuStreamSynchronize",
+                       fmt::format("{}: {} (TLE_LAUNCH_BLOCKING: {}; it failed while running, or earlier work on its "
+                                   "stream did)",
+                                   cuda::error_name(r), cuda::error_string(r), what()));
 }
 
 std::string kernel_ptx(KernelState* k, const void* fn, int sm, int num_warps, int num_stages, const HostArg* args,

@@ -3,6 +3,8 @@
 // devices, device pointers, grid limits. Internal to libtle.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "tle/detail/trace_api.hpp"
@@ -24,6 +26,12 @@ struct PreparedLaunch {
 /// check num_warps.
 PreparedLaunch prepare_launch(KernelState* k, const Grid3& grid, const LaunchOptions& opts, const HostArg* args,
                               size_t nargs, const SrcLoc& loc);
+
+/// TLE_LAUNCH_BLOCKING=1 (like CUDA_LAUNCH_BLOCKING; read once per process): synchronizes
+/// `stream` after a GPU launch and throws RuntimeError("cuStreamSynchronize") with the CUDA error
+/// and `what()` (the kernel, its launch line and shape) if the kernel or earlier work on the
+/// stream failed. Does nothing when the variable is unset or "0".
+void sync_if_launch_blocking(void* stream, const std::function<std::string()>& what);
 
 /// Makes k's messages name parameters as C-like types ("f32*", "i32") and the kernel a
 /// "raw kernel" (for tle::raw_kernel, whose parameters are not tiles).

@@ -102,16 +102,10 @@ void raw_kernel_launch(RawKernelState* k, const Grid3& grid, unsigned bx, unsign
   kern->launch(cuda::Dim3{unsigned(grid.x), unsigned(grid.y), unsigned(grid.z)}, cuda::Dim3{bx, by, bz}, smem,
                static_cast<CUstream>(opts.stream), ptrs.empty() ? nullptr : ptrs.data());
   // TLE_LAUNCH_BLOCKING=1, as for tile kernels: wait, and report a fault here, naming the kernel.
-  if (const char* lb = std::getenv("TLE_LAUNCH_BLOCKING"); lb && *lb && std::strcmp(lb, "0") != 0) {
-    const cuda::Driver& d = cuda::require_driver("cuStreamSynchronize");
-    CUresult r = d.cuStreamSynchronize(static_cast<CUstream>(opts.stream));
-    if (r != CUDA_SUCCESS)
-      throw RuntimeError("cuStreamSynchronize",
-                         fmt::format("{}: {} (TLE_LAUNCH_BLOCKING: raw kernel '{}' launched at {}:{}, grid {}x{}x{}, "
-                                     "block {}x{}x{}, failed while running, or earlier work on its stream did)",
-                                     cuda::error_name(r), cuda::error_string(r), k->name, loc.file, loc.line, grid.x,
-                                     grid.y, grid.z, bx, by, bz));
-  }
+  sync_if_launch_blocking(opts.stream, [&] {
+    return fmt::format("raw kernel '{}' launched at {}:{}, grid {}x{}x{}, block {}x{}x{}", k->name, loc.file, loc.line,
+                       grid.x, grid.y, grid.z, bx, by, bz);
+  });
 }
 
 std::string raw_kernel_ptx(RawKernelState* k, int sm) { return raw::compile_cuda(k->request(sm, false)).image; }
