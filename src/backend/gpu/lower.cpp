@@ -546,10 +546,13 @@ void Lowerer::lower_convert(const ir::Op& op) {
 
 void Lowerer::lower_for(const ir::Op& op) {
   if (op.has_attr("num_stages") && lower_for_pipelined(op)) return;
+  const DType d = op.operands[0]->type.dtype;
+  lower_for_body(op, trip_count(reg(op.operands[0], 0), reg(op.operands[1], 0), reg(op.operands[2], 0), d), {});
+}
+
+void Lowerer::lower_for_body(const ir::Op& op, const Trips& t, const LoopHooks& hooks) {
   const ir::Block& rb = op.region(0).body();
   const size_t ncarried = op.operands.size() - 3;
-  const DType d = op.operands[0]->type.dtype;
-  auto [trips, lo, step] = trip_count(reg(op.operands[0], 0), reg(op.operands[1], 0), reg(op.operands[2], 0), d);
   // Flatten the carried values' registers into one list of loop-carried LLVM values.
   std::vector<Value*> init;
   std::vector<size_t> start;
@@ -559,9 +562,13 @@ void Lowerer::lower_for(const ir::Op& op) {
     for (int i = 0; i < num_regs(rb.arg(static_cast<unsigned>(j + 1))); ++i) init.push_back(reg(v, i));
   }
   start.push_back(init.size());
-  llvm::Type* ity = elem_ty(d);
-  auto out = counted_loop(trips, init, [&](Value* k, const std::vector<Value*>& cur) {
-    regs[rb.arg(0)] = {B.CreateTrunc(B.CreateAdd(lo, B.CreateMul(k, step)), ity, "iv")};
+  const size_t nregs = init.size();
+  init.insert(init.end(), hooks.extra_init.begin(), hooks.extra_init.end());
+  llvm::Type* ity = elem_ty(op.operands[0]->type.dtype);
+  auto out = counted_loop(t.trips, init, [&](Value* k, const std::vector<Value*>& cur) {
+    const std::vector<Value*> extra(cur.begin() + static_cast<std::ptrdiff_t>(nregs), cur.end());
+    if (hooks.begin) hooks.begin(k, extra);
+    regs[rb.arg(0)] = {B.CreateTrunc(B.CreateAdd(t.lo64, B.CreateMul(k, t.step64)), ity, "iv")};
     for (size_t j = 0; j < ncarried; ++j)
       regs[rb.arg(static_cast<unsigned>(j + 1))] = std::vector<Value*>(cur.begin() + start[j], cur.begin() + start[j + 1]);
     lower_block(rb);
@@ -571,6 +578,8 @@ void Lowerer::lower_for(const ir::Op& op) {
       int n = static_cast<int>(start[j + 1] - start[j]);
       for (int i = 0; i < n; ++i) next.push_back(reg(y->operands[j], i));
     }
+    if (hooks.end)
+      for (Value* v : hooks.end(extra)) next.push_back(v);
     return next;
   });
   for (size_t j = 0; j < ncarried; ++j)

@@ -160,6 +160,17 @@ class Lowerer : public backend::ScalarEmitter {
   void lower_shape(const ir::Op& op);
   void lower_convert(const ir::Op& op);
   void lower_for(const ir::Op& op);
+  /// What a loop adds to lower_for_body: extra loop-carried LLVM values (after the carried tiles'
+  /// registers), `begin(k, extra)` run first in each iteration (k: the i64 trip index) and
+  /// `end(extra)` run after the body, returning the next extra values.
+  struct LoopHooks {
+    std::vector<llvm::Value*> extra_init;
+    std::function<void(llvm::Value* k, const std::vector<llvm::Value*>& extra)> begin;
+    std::function<std::vector<llvm::Value*>(const std::vector<llvm::Value*>& extra)> end;
+  };
+  /// The counted loop of `for` op `op` over trip count `t`: binds the induction variable and the
+  /// carried values, lowers the body, carries the yields, binds the op's results.
+  void lower_for_body(const ir::Op& op, const Trips& t, const LoopHooks& hooks);
   void lower_if(const ir::Op& op);
   /// Lowers a scalar region (combine body) with its args bound to `args`; returns the yields.
   std::vector<llvm::Value*> inline_region(const ir::Region& r, const std::vector<llvm::Value*>& args);

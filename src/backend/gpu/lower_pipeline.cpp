@@ -109,7 +109,6 @@ bool Lowerer::lower_for_pipelined(const ir::Op& op) {
                                     fn_ir.name, bytes, smem_reserved_));
   const int S = static_cast<int>(op.int_attr("num_stages"));
   const ir::Block& rb = op.region(0).body();
-  const size_t ncarried = op.operands.size() - 3;
 
   // The body ops the copies need (pointer, mask, other and what they are computed from), in order.
   std::unordered_set<const ir::Value*> need;
@@ -186,52 +185,29 @@ bool Lowerer::lower_for_pipelined(const ir::Op& op) {
   // prologue: iterations 0 .. S-2 into buffers 0 .. S-2
   for (int st = 0; st + 1 < S; ++st) issue(B.getInt64(static_cast<uint64_t>(st)), i32c(st));
 
-  std::vector<Value*> init;
-  std::vector<size_t> start;
-  for (size_t j = 0; j < ncarried; ++j) {
-    start.push_back(init.size());
-    const ir::Value* v = op.operands[3 + j];
-    for (int i = 0; i < num_regs(rb.arg(static_cast<unsigned>(j + 1))); ++i) init.push_back(reg(v, i));
-  }
-  start.push_back(init.size());
-  const size_t nregs = init.size();
-  init.push_back(i32c(0));      // buffer read in this iteration: k % S
-  init.push_back(i32c(S - 1));  // buffer written in this iteration: (k + S - 1) % S
   auto next_slot = [&](Value* v) {
     Value* n = B.CreateAdd(v, i32c(1));
     return B.CreateSelect(B.CreateICmpEQ(n, i32c(S)), i32c(0), n);
   };
-  auto out = counted_loop(trips, init, [&](Value* k, const std::vector<Value*>& cur) {
-    Value* rslot = cur[nregs];
-    Value* wslot = cur[nregs + 1];
+  LoopHooks hooks;
+  hooks.extra_init = {i32c(0), i32c(S - 1)};  // buffers read (k % S) and written ((k + S - 1) % S)
+  hooks.begin = [&](Value* k, const std::vector<Value*>& slots) {
     B.CreateCall(wait, {B.getInt32(static_cast<uint32_t>(S - 2))});
     barrier();
-    issue(B.CreateAdd(k, llvm::ConstantInt::get(i64, static_cast<uint64_t>(S - 1))), wslot);
+    issue(B.CreateAdd(k, llvm::ConstantInt::get(i64, static_cast<uint64_t>(S - 1))), slots[1]);
     for (const PipeLoad& p : loads)
-      pipe_reads[p.load] = PipeRead{p.tile, B.CreateAdd(i32c(p.base), B.CreateMul(rslot, i32c(p.tile.bytes())))};
-    regs[rb.arg(0)] = {B.CreateTrunc(B.CreateAdd(lo, B.CreateMul(k, step)), ity, "iv")};
-    for (size_t j = 0; j < ncarried; ++j)
-      regs[rb.arg(static_cast<unsigned>(j + 1))] =
-          std::vector<Value*>(cur.begin() + start[j], cur.begin() + start[j + 1]);
-    lower_block(rb);
+      pipe_reads[p.load] = PipeRead{p.tile, B.CreateAdd(i32c(p.base), B.CreateMul(slots[0], i32c(p.tile.bytes())))};
+  };
+  hooks.end = [&](const std::vector<Value*>& slots) {
     pipe_reads.clear();
-    const ir::Op* y = rb.terminator();
-    std::vector<Value*> next;
-    for (size_t j = 0; j < ncarried; ++j) {
-      int n = static_cast<int>(start[j + 1] - start[j]);
-      for (int i = 0; i < n; ++i) next.push_back(reg(y->operands[j], i));
-    }
-    next.push_back(next_slot(rslot));
-    next.push_back(next_slot(wslot));
-    return next;
-  });
+    return std::vector<Value*>{next_slot(slots[0]), next_slot(slots[1])};
+  };
+  lower_for_body(op, Trips{trips, lo, step}, hooks);
   // Drain (only empty groups, or copies past the trip count, can be in flight) before the buffers
   // are reused by another pipelined loop.
   B.CreateCall(wait, {B.getInt32(0)});
   barrier();
   smem_base_ = outer_base;
-  for (size_t j = 0; j < ncarried; ++j)
-    regs[op.result(static_cast<unsigned>(j))] = std::vector<Value*>(out.begin() + start[j], out.begin() + start[j + 1]);
   return true;
 }
 
