@@ -980,3 +980,22 @@ TEST_CASE("layout: conversion classification agrees with brute force", "[layout]
   CHECK(seen[ConversionKind::WarpShuffle] > 0);
   CHECK(seen[ConversionKind::SharedMemory] > 0);
 }
+
+TEST_CASE("vector_dim / consecutive_reg_bits: register runs along one dim", "[layout]") {
+  // 4 consecutive elements per thread along dim 1, then 2 along dim 0 (size_per_thread {2, 4}).
+  auto l = blocked({16, 64}, {2, 4}, {4, 8}, {2, 1}, {1, 0});
+  CHECK(consecutive_reg_bits(l, 1) == 2);
+  CHECK(consecutive_reg_bits(l, 0) == 0);
+  CHECK(vector_dim(l, 2) == 1);
+  CHECK(vector_dim(l, 4) == 1);
+  CHECK(vector_dim(l, 8) == -1);  // register 4 is the next row, not column 4
+  CHECK(vector_dim(l, 1) == -1);
+  CHECK(vector_dim(l, 3) == -1);
+  // Order {0, 1}: the runs are along dim 0.
+  auto t = blocked({64, 16}, {4, 1}, {8, 4}, {1, 2}, {0, 1});
+  CHECK(vector_dim(t, 4) == 0);
+  CHECK(consecutive_reg_bits(t, 0) == 2);
+  // One register per thread: no run.
+  auto dup = blocked({1, 32}, {1, 1}, {1, 32}, {1, 1}, {1, 0});
+  CHECK(vector_dim(dup, 2) == -1);
+}

@@ -707,4 +707,24 @@ ConversionPlan plan_conversion(const LinearLayout& src_in, const LinearLayout& d
        src.str() + "destination " + dst.str());
 }
 
+int consecutive_reg_bits(const LinearLayout& l, int dim) {
+  if (!l.has_in_dim(kReg)) return 0;
+  const auto& rb = l.bases(kReg);
+  int n = 0;
+  for (; n < static_cast<int>(rb.size()); ++n) {
+    bool ok = rb[n][static_cast<size_t>(dim)] == (int32_t{1} << n);
+    for (size_t k = 0; k < rb[n].size(); ++k) ok = ok && (static_cast<int>(k) == dim || rb[n][k] == 0);
+    if (!ok) break;
+  }
+  return n;
+}
+
+int vector_dim(const LinearLayout& l, int64_t vec) {
+  if (vec < 2 || !is_pow2(vec) || !l.has_in_dim(kReg) || l.bases(kReg).empty()) return -1;
+  const auto& b0 = l.bases(kReg)[0];
+  for (size_t d = 0; d < b0.size(); ++d)
+    if (b0[d] == 1) return consecutive_reg_bits(l, static_cast<int>(d)) >= log2_exact(vec) ? static_cast<int>(d) : -1;
+  return -1;
+}
+
 }  // namespace tle::layout

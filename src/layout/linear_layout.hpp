@@ -284,4 +284,13 @@ struct ConversionPlan {
 /// that `src` does not hold. The register counts may differ.
 ConversionPlan plan_conversion(const LinearLayout& src, const LinearLayout& dst);
 
+/// How many leading register bases of `l` step along output dim `dim` only, by 1, 2, 4, ...
+/// (basis b is 2^b along `dim` and 0 along every other dim): registers 0 .. 2^n - 1 then hold
+/// consecutive elements along `dim`. 0 when `l` has no register dim.
+int consecutive_reg_bits(const LinearLayout& l, int dim);
+/// The output dim along which registers 0 .. vec-1 of `l` hold consecutive elements (vec a power
+/// of two >= 2), or -1 when there is none. Vector loads/stores, cp.async copies and shared-memory
+/// runs are decided with it.
+int vector_dim(const LinearLayout& l, int64_t vec);
+
 }  // namespace tle::layout

@@ -6,6 +6,8 @@
 #include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/Intrinsics.h>
 
+#include <algorithm>
+
 #include "layout/ir_layout.hpp"
 
 namespace tle::gpu::detail {
@@ -219,14 +221,7 @@ int Lowerer::smem_run(const LinearLayout& l, const ir::Shape& shape, DType d, in
   if (shape.empty() || d == DType::i1) return 1;
   const size_t last = fast >= 0 && fast < static_cast<int>(shape.size()) ? static_cast<size_t>(fast) : shape.size() - 1;
   const int max_run = static_cast<int>(16 / byte_size(d));
-  const auto& rb = l.bases(layout::kReg);
-  int run = 1;
-  for (size_t b = 0; b < rb.size() && run < max_run; ++b) {
-    bool ok = rb[b][last] == run;
-    for (size_t k = 0; k < rb[b].size(); ++k) ok = ok && (k == last || rb[b][k] == 0);
-    if (!ok) break;
-    run *= 2;
-  }
+  int run = 1 << std::min(layout::consecutive_reg_bits(l, static_cast<int>(last)), layout::log2_exact(max_run));
   for (const char* hw : {layout::kLane, layout::kWarp})
     if (l.has_in_dim(hw))
       for (const auto& basis : l.bases(hw))

@@ -19,6 +19,8 @@
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
 
+#include <algorithm>
+
 #include "backend/gpu/lower.hpp"
 
 namespace tle::gpu::detail {
@@ -218,10 +220,7 @@ bool Lowerer::lower_convert_ldmatrix(const ir::Op& op) {
   need_smem(t.bytes());
   // Runs of registers consecutive along cdim (register basis b = 2^b along it), at most one
   // 16-byte chunk, and aligned (every other basis moves along cdim by multiples of the run).
-  const auto& rb = src->bases(layout::kReg);
-  int bits = 0;
-  while (bits < static_cast<int>(rb.size()) && bits < 3 && rb[bits][cdim] == (1 << bits) && rb[bits][1 - cdim] == 0)
-    ++bits;
+  int bits = std::min(layout::consecutive_reg_bits(*src, cdim), 3);
   auto aligned = [&](int nb) {
     for (const std::string& in : src->in_dim_names())
       for (size_t k = 0; k < src->bases(in).size(); ++k) {

@@ -20,28 +20,8 @@ using llvm::Value;
 namespace {
 
 /// The vector width usable for `l`: registers 0..vec-1 must be consecutive elements of one
-/// dimension (basis k of reg = 2^k along that dim), else 1.
-int usable_vec(const LinearLayout* l, int vec) {
-  if (!l || vec <= 1) return 1;
-  const auto& rb = l->bases(layout::kReg);
-  int bits = 0;
-  while ((1 << (bits + 1)) <= vec) ++bits;
-  if (static_cast<int>(rb.size()) < bits) return 1;
-  int dim = -1;
-  for (int b = 0; b < bits; ++b) {
-    for (size_t d = 0; d < rb[b].size(); ++d) {
-      int32_t want = int32_t(1) << b;
-      if (rb[b][d] == want) {
-        if (dim >= 0 && dim != static_cast<int>(d)) return 1;
-        dim = static_cast<int>(d);
-      } else if (rb[b][d] != 0) {
-        return 1;
-      }
-    }
-    if (dim < 0) return 1;
-  }
-  return 1 << bits;
-}
+/// dimension (layout::vector_dim), else 1.
+int usable_vec(const LinearLayout* l, int vec) { return l && vec > 1 && layout::vector_dim(*l, vec) >= 0 ? vec : 1; }
 
 /// The PTX modifiers of a load/store's hints (attributes "cache", "evict", "volatile"; the tracer
 /// allows a cache operator or an eviction priority, not both, as ld/st do): "" when there are

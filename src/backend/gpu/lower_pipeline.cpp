@@ -65,15 +65,7 @@ std::vector<PipeLoad> plan_loop(const ir::Op& loop, int64_t& bytes) {
     if (!ldmatrix_plan(conv->result()->type.layout->ll)) return {};
     const int vec = static_cast<int>(ld.int_attr("vec"));
     if (vec * 2 != 4 && vec * 2 != 8 && vec * 2 != 16) return {};
-    // registers 0..vec-1 consecutive along one dim c
-    const auto& rb = l->bases(layout::kReg);
-    int c = -1;
-    for (int b = 0; (1 << b) < vec; ++b) {
-      if (b >= static_cast<int>(rb.size())) return {};
-      int d = rb[b][0] == (1 << b) && rb[b][1] == 0 ? 0 : rb[b][1] == (1 << b) && rb[b][0] == 0 ? 1 : -1;
-      if (d < 0 || (c >= 0 && d != c)) return {};
-      c = d;
-    }
+    const int c = layout::vector_dim(*l, vec);  // registers 0..vec-1 consecutive along dim c
     if (c < 0) return {};
     const ir::Shape& sh = r->type.shape;
     if (sh[c] < 8 || sh[1 - c] < 8) return {};

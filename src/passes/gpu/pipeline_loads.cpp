@@ -52,27 +52,6 @@ bool recomputable(const Op& op) {
   }
 }
 
-/// Registers 0..vec-1 of `l` are consecutive elements along one dim (reg basis b = 2^b along it);
-/// returns that dim or -1.
-int vector_dim(const layout::LinearLayout& l, int64_t vec) {
-  if (!l.has_in_dim(layout::kReg)) return -1;
-  const auto& rb = l.bases(layout::kReg);
-  int bits = 0;
-  while ((int64_t{1} << (bits + 1)) <= vec) ++bits;
-  if (static_cast<int>(rb.size()) < bits || bits == 0) return -1;
-  int dim = -1;
-  for (int b = 0; b < bits; ++b)
-    for (size_t d = 0; d < rb[b].size(); ++d) {
-      if (rb[b][d] == (int32_t{1} << b)) {
-        if (dim >= 0 && dim != static_cast<int>(d)) return -1;
-        dim = static_cast<int>(d);
-      } else if (rb[b][d] != 0) {
-        return -1;
-      }
-    }
-  return dim;
-}
-
 class Pipeliner {
  public:
   Pipeliner(ir::Function& f, int num_warps, int num_stages) : f_(f), nw_(num_warps), stages_(num_stages) {}
@@ -160,7 +139,7 @@ class Pipeliner {
     const int64_t vec = ld.int_attr("vec");
     if (vec * 2 != 4 && vec * 2 != 8 && vec * 2 != 16) return false;
     if (ld.int_attr("mask_vec") < vec) return false;
-    const int d = vector_dim(r->type.layout->ll, vec);
+    const int d = layout::vector_dim(r->type.layout->ll, vec);
     if (d < 0 || r->type.shape[d] < 8 || r->type.shape[1 - d] < 8) return false;
     return true;
   }
