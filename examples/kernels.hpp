@@ -61,16 +61,17 @@ template <class T> auto make_layernorm() {
   });
 }
 
-/// C[M,N] (stored as TO) = A[M,K] @ B[K,N], row-major, f32 accumulation; one program per BM x BN
-/// block of C; the K loop is a device loop with a carried accumulator and masked tails.
-template <class T, class TO = float> auto make_matmul() {
+/// C[M,N] (stored as TO) = A[M,K] @ B[K,N], row-major, accumulated in tle::dot_acc_t<T> (f32
+/// for float inputs, i32 for integer ones); one program per BM x BN block of C; the K loop is a
+/// device loop with a carried accumulator and masked tails.
+template <class T, class TO = tle::dot_acc_t<T>> auto make_matmul() {
   using namespace tle;
   return jit("matmul", [](Ptr<T> a, Ptr<T> b, Ptr<TO> c, Tile<int32_t> M, Tile<int32_t> N, Tile<int32_t> K,
                           Constexpr<int> BM, Constexpr<int> BN, Constexpr<int> BK) {
     Tile<int32_t> rm = program_id(0) * BM + arange(0, BM);
     Tile<int32_t> rn = program_id(1) * BN + arange(0, BN);
     Tile<int32_t> rk = arange(0, BK);
-    Tile<float> acc = zeros<float>({BM, BN});
+    Tile<dot_acc_t<T>> acc = zeros<dot_acc_t<T>>({BM, BN});
     for (auto k0 : range(0, K, BK)) {
       Tile<int32_t> kk = k0 + rk;
       Tile<bool> ma = expand_dims(rm < M, 1) & expand_dims(kk < K, 0);

@@ -19,25 +19,7 @@ inline auto softmax() { return ex::make_softmax(); }
 template <class T> auto layernorm() { return ex::make_layernorm<T>(); }
 
 /// C[M,N] (f32 or i32 accumulator) = A[M,K] @ B[K,N] with a device K loop and masked tails.
-template <class T> auto matmul() {
-  using Acc = dot_acc_t<T>;
-  return jit("matmul", [](Ptr<T> a, Ptr<T> b, Ptr<Acc> c, Tile<int32_t> M, Tile<int32_t> N, Tile<int32_t> K,
-                          Constexpr<int> BM, Constexpr<int> BN, Constexpr<int> BK) {
-    Tile<int32_t> rm = program_id(0) * BM + arange(0, BM);
-    Tile<int32_t> rn = program_id(1) * BN + arange(0, BN);
-    Tile<int32_t> rk = arange(0, BK);
-    Tile<Acc> acc = zeros<Acc>({BM, BN});
-    for (auto k0 : range(0, K, BK)) {
-      Tile<int32_t> kk = k0 + rk;
-      Tile<bool> ma = expand_dims(rm < M, 1) & expand_dims(kk < K, 0);
-      Tile<bool> mb = expand_dims(kk < K, 1) & expand_dims(rn < N, 0);
-      Tile<T> ta = load(a + expand_dims(rm, 1) * K + expand_dims(kk, 0), ma);
-      Tile<T> tb = load(b + expand_dims(kk, 1) * N + expand_dims(rn, 0), mb);
-      acc = dot(ta, tb, acc);
-    }
-    store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), acc, expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
-  });
-}
+template <class T> auto matmul() { return ex::make_matmul<T>(); }
 
 /// Every reduction of an R x C tile along AXIS (0 or 1): out is 7 result vectors of length
 /// (AXIS == 0 ? C : R): sum, max, min, argmax, argmin, a custom-combine reduce (product-free:

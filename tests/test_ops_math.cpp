@@ -1,6 +1,7 @@
 // tests/test_ops_math.cpp - CPU numerical tests through the public API, part 2: math functions,
 // reductions (built-in and with a combine function), scans and dot.
 #include "ops_util.hpp"
+#include "../examples/kernels.hpp"
 
 using namespace tle;
 using namespace opstest;
@@ -757,22 +758,7 @@ TEST_CASE("ops: dot TF32 rounds inputs to 10 mantissa bits, IEEE does not", "[op
 }
 
 TEST_CASE("ops: dot in a K loop with a carried accumulator and masked tails", "[ops]") {
-  auto mm = jit("matmul", [](Ptr<bf16> a, Ptr<bf16> b, Ptr<float> c, Tile<int32_t> M, Tile<int32_t> N,
-                             Tile<int32_t> K, Constexpr<int> BM, Constexpr<int> BN, Constexpr<int> BK) {
-    Tile<int32_t> rm = program_id(0) * BM + arange(0, BM);
-    Tile<int32_t> rn = program_id(1) * BN + arange(0, BN);
-    Tile<int32_t> rk = arange(0, BK);
-    Tile<float> acc = zeros<float>({BM, BN});
-    for (auto k0 : range(0, K, BK)) {
-      Tile<int32_t> kk = k0 + rk;
-      Tile<bool> ma = expand_dims(rm < M, 1) & expand_dims(kk < K, 0);
-      Tile<bool> mb = expand_dims(kk < K, 1) & expand_dims(rn < N, 0);
-      Tile<bf16> ta = load(a + expand_dims(rm, 1) * K + expand_dims(kk, 0), ma);
-      Tile<bf16> tb = load(b + expand_dims(kk, 1) * N + expand_dims(rn, 0), mb);
-      acc = dot(ta, tb, acc);
-    }
-    store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), acc, expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
-  });
+  auto mm = ex::make_matmul<bf16>();  // the matmul example's kernel (f32 accumulator and C)
   struct S { int M, N, K; };
   for (S s : {S{1, 1, 1}, S{17, 33, 65}, S{40, 9, 17}}) {
     CAPTURE(s.M, s.N, s.K);
