@@ -79,4 +79,14 @@ class DiskCache {
   std::atomic<uint64_t> hits_{0}, misses_{0}, bad_{0}, writes_{0}, write_failures_{0};
 };
 
+/// For parsing the text headers of cached entries: the line of `s` starting at `pos` (without its
+/// '\n') into `out`, and `pos` past it; false, changing nothing, when no '\n' follows `pos`.
+inline bool next_line(const std::string& s, size_t& pos, std::string& out) {
+  const size_t e = s.find('\n', pos);
+  if (e == std::string::npos) return false;
+  out = s.substr(pos, e - pos);
+  pos = e + 1;
+  return true;
+}
+
 }  // namespace tle::detail

@@ -219,13 +219,7 @@ std::string serialize_artifact(const gpu::Artifact& a) {
 }
 std::optional<gpu::Artifact> parse_artifact(const std::string& s) {
   size_t pos = 0;
-  auto line = [&](std::string& out) {
-    size_t e = s.find('\n', pos);
-    if (e == std::string::npos) return false;
-    out = s.substr(pos, e - pos);
-    pos = e + 1;
-    return true;
-  };
+  auto line = [&](std::string& out) { return next_line(s, pos, out); };
   std::string magic, entry, smem, warps;
   if (!line(magic) || magic != "TLEGPU1" || !line(entry) || !line(smem) || !line(warps) || entry.empty()) return std::nullopt;
   gpu::Artifact a;

@@ -182,13 +182,7 @@ std::string serialize(const CudaOutput& o) {
 
 bool parse(const std::string& s, CudaOutput& o) {
   size_t pos = 0;
-  auto line = [&](std::string& out) {
-    size_t e = s.find('\n', pos);
-    if (e == std::string::npos) return false;
-    out = s.substr(pos, e - pos);
-    pos = e + 1;
-    return true;
-  };
+  auto line = [&](std::string& out) { return detail::next_line(s, pos, out); };
   std::string magic, count, loglen;
   if (!line(magic) || magic != "TLERAW1" || !line(count)) return false;
   try {
