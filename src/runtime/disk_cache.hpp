@@ -12,10 +12,12 @@
 //   bytes 0..7   magic "TLECACH" followed by the format version byte 0x01
 //   bytes 8..    one zstd frame, with its content size and content checksum (XXH64), holding
 //                  u64 (little endian) key length | key bytes | artifact bytes
-// Entries are written atomically: a temporary file in the same directory is written, fsync'ed
-// and renamed over the entry, so concurrent processes see either no entry or a whole one. A bad
-// entry (wrong magic, truncated, failed decompression or checksum, different key) is removed and
-// reported as a miss, never as an error.
+// Entries are written atomically: a temporary file in the same directory is written and renamed
+// over the entry, so concurrent processes see either no entry or a whole one. A bad entry (wrong
+// magic, truncated, failed decompression or checksum, different key) is removed and reported as a
+// miss, never as an error. There is no fsync: a cache entry need not survive a power loss (one
+// torn by it fails its checksum and is rebuilt), and the two fsyncs per entry (file, directory)
+// added 0.25 ms median, 3 ms worst, to each cold compile on the H200 host (ext4, 2026-11-29).
 //
 // Environment: TLE_CACHE=0 (or off/false/no) disables the cache; TLE_CACHE_DIR names its
 // directory, else $XDG_CACHE_HOME/tle, else $HOME/.cache/tle. A directory that cannot be created
