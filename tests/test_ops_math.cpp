@@ -2,6 +2,7 @@
 // reductions (built-in and with a combine function), scans and dot.
 #include "ops_util.hpp"
 #include "../examples/kernels.hpp"
+#include "gpu_kernels.hpp"
 
 using namespace tle;
 using namespace opstest;
@@ -773,5 +774,45 @@ TEST_CASE("ops: dot in a K loop with a carried accumulator and masked tails", "[
       }
     mm(Grid(cdiv(s.M, 16), cdiv(s.N, 16)), a.data(), b.data(), c.data(), s.M, s.N, s.K, 16, 16, 16);
     CHECK(diffs(c, w, 1e-5, 1e-5) == "");
+  }
+}
+
+TEST_CASE("ops: two K loops in one kernel; a K loop inside a persistent tile loop", "[ops]") {
+  // On the GPU (TLE_TEST_BACKEND=gpu) shapes that are multiples of 16 run both loops, and the inner
+  // loop of every tile, through the cp.async pipeline (tests/test_pipeline.cpp checks the PTX).
+  auto two = gk::matmul_two_loops<bf16>();
+  auto persistent = gk::matmul_persistent<bf16>();
+  struct S { int M, N, K; };
+  for (S s : {S{128, 64, 128}, S{64, 192, 16}, S{33, 17, 100}}) {
+    CAPTURE(s.M, s.N, s.K);
+    Buf<bf16> a1 = random_buf<bf16>(size_t(s.M) * s.K, 31, -3, 3), b1 = random_buf<bf16>(size_t(s.K) * s.N, 32, -3, 3);
+    Buf<bf16> a2 = random_buf<bf16>(size_t(s.M) * s.K, 33, -3, 3), b2 = random_buf<bf16>(size_t(s.K) * s.N, 34, -3, 3);
+    std::vector<double> w1(size_t(s.M) * s.N), w2(w1.size());
+    for (int i = 0; i < s.M; ++i)
+      for (int j = 0; j < s.N; ++j) {
+        double t1 = 0, t2 = 0;
+        for (int kk = 0; kk < s.K; ++kk) {
+          t1 += to_d(a1[size_t(i) * s.K + kk]) * to_d(b1[size_t(kk) * s.N + j]);
+          t2 += to_d(a2[size_t(i) * s.K + kk]) * to_d(b2[size_t(kk) * s.N + j]);
+        }
+        w1[size_t(i) * s.N + j] = t1;
+        w2[size_t(i) * s.N + j] = t1 + t2;
+      }
+    for (int stages : {1, 3}) {
+      CAPTURE(stages);
+      Buf<float> c(w1.size(), -99.f);
+      two(Grid(cdiv(s.M, 64), cdiv(s.N, 64)).with_warps(4).with_stages(stages), a1.data(), b1.data(), a2.data(), b2.data(),
+          c.data(), s.M, s.N, s.K, 64, 64, 32);
+      CHECK(diffs(c, w2, 1e-5, 1e-4) == "");
+      // 3 programs for more tiles than that (each runs several tiles), and more programs than
+      // tiles (some run none).
+      for (int programs : {3, int(cdiv(s.M, 64) * cdiv(s.N, 32)) + 5}) {
+        CAPTURE(programs);
+        Buf<float> d(w1.size(), -99.f);
+        persistent(Grid(programs).with_warps(4).with_stages(stages), a1.data(), b1.data(), d.data(), s.M, s.N, s.K, 64, 32,
+                   32);
+        CHECK(diffs(d, w1, 1e-5, 1e-4) == "");
+      }
+    }
   }
 }

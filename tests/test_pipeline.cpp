@@ -350,3 +350,28 @@ TEST_CASE("launch options: with_stages outside 1..8 is a UserError on every back
   CHECK(Grid(1).with_stages(4).num_stages == 4);
   CHECK(Grid(1).num_stages == 3);
 }
+
+TEST_CASE("pipelined loops: two K loops in one kernel, a K loop inside a persistent tile loop", "[ptx][pipeline]") {
+  auto one = gk::matmul<bf16>();
+  auto two = gk::matmul_two_loops<bf16>();
+  auto persistent = gk::matmul_persistent<bf16>();
+  Grid g(1);
+  g.with_warps(4).with_stages(3);
+  auto b = fake_ptr<bf16>();
+  auto c = fake_ptr<float>();
+  const std::string p1 = one.ptx(90, g, b, b, c, 4096, 4096, 4096, 64, 64, 32);
+  const std::string p2 = two.ptx(90, g, b, b, b, b, c, 4096, 4096, 4096, 64, 64, 32);
+  const std::string pp = persistent.ptx(90, g, b, b, c, 4096, 4096, 4096, 64, 64, 32);
+  // Each pipelined loop has its own prologue, steady state and drain: the two-loop kernel has
+  // twice the cp.async groups and waits of the one-loop kernel; the persistent one as many.
+  for (const char* what : {"cp.async.commit_group", "cp.async.wait_group", "cp.async.cg.shared.global"}) {
+    INFO(what);
+    CHECK(count_of(p1, what) > 0);
+    CHECK(count_of(p2, what) == 2 * count_of(p1, what));
+    CHECK(count_of(pp, what) == count_of(p1, what));
+  }
+  ptxtest::assemble("two pipelined loops", p2, "sm_90a");
+  ptxtest::assemble("pipelined loop in a persistent loop", pp, "sm_90a");
+  ptxtest::assemble("pipelined loop in a persistent loop", persistent.ptx(80, g, b, b, c, 4096, 4096, 4096, 64, 64, 32),
+                    "sm_80");
+}
