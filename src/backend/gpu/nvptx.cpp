@@ -56,12 +56,15 @@ void link_libdevice(llvm::Module& m) {
     if (f.isDeclaration() && f.getName().starts_with("__nv_")) needed = true;
   if (!needed) return;
   llvm::StringRef bytes(tle_libdevice_begin, static_cast<size_t>(tle_libdevice_end - tle_libdevice_begin));
-  auto lib = llvm::parseBitcodeFile(llvm::MemoryBufferRef(bytes, "libdevice.10.bc"), m.getContext());
+  // Lazily: only the bodies the linker asks for (LinkOnlyNeeded: the __nv_ functions the kernel
+  // calls and theirs) are read from the bitcode; parsing all of libdevice's ~350 functions was most
+  // of the LLVM time of a kernel that calls one math function.
+  auto lib = llvm::getLazyBitcodeModule(llvm::MemoryBufferRef(bytes, "libdevice.10.bc"), m.getContext());
   if (!lib) {
     std::string s;
     llvm::raw_string_ostream os(s);
     llvm::logAllUnhandledErrors(lib.takeError(), os);
-    throw RuntimeError("llvm::parseBitcodeFile(libdevice)", os.str());
+    throw RuntimeError("llvm::getLazyBitcodeModule(libdevice)", os.str());
   }
   (*lib)->setDataLayout(m.getDataLayout());
   (*lib)->setTargetTriple(m.getTargetTriple());
