@@ -250,6 +250,18 @@ void group_vector_add(bench::Timer& tm) {
   });
 }
 
+// cuMemcpyDtoD of `bytes` / 2 bytes (so `bytes` of reads and writes), timed like the kernels: what
+// a perfect kernel moving a row kernel's bytes could reach at that size (the copy floor of
+// report.py comes from the 1 GiB copy; short kernels lose a few percent to ramp-up and tail).
+// Reported as extra "memcpy_same_bytes_ms"; report.py prints it as a note.
+double same_bytes_memcpy_ms(bench::Timer& tm, double bytes) {
+  const size_t half = size_t(bytes / 2);
+  DeviceBuffer<uint8_t> src(half), dst(half);
+  src.fill_zero();
+  const auto& d = tm.driver();
+  return tm.time([&] { cu::check(d.cuMemcpyDtoD(dst.device_ptr(), src.device_ptr(), half), "cuMemcpyDtoD"); }).median;
+}
+
 void group_softmax(bench::Timer& tm) {
   const int shapes[][2] = {{8192, 8192}, {32768, 1024}, {4096, 32768}};
   auto softmax = make_softmax();
@@ -282,8 +294,11 @@ void group_softmax(bench::Timer& tm) {
       std::string errors;
       const int warps = pick_warps(tm, row_warp_candidates(BLOCK), run_w, check, errors).first;
       if (!warps) return emit_error(c, "no warp count passed the check: " + errors);
-      emit_ok(c, tm.time([&] { run_w(warps); }),
-              "BLOCK=" + std::to_string(BLOCK) + " warps=" + std::to_string(warps) + " (best of a warps sweep)");
+      Timing t = tm.time([&] { run_w(warps); });
+      Json extra;
+      extra.num("memcpy_same_bytes_ms", same_bytes_memcpy_ms(tm, c.bytes));
+      emit_ok(c, t, "BLOCK=" + std::to_string(BLOCK) + " warps=" + std::to_string(warps) + " (best of a warps sweep)",
+              Json(), extra);
     });
   }
 }
@@ -420,9 +435,11 @@ template <class T> std::optional<std::string> layernorm_case(bench::Timer& tm, c
   auto run = [&] { run_w(warps); };
   CaseInfo ci = c;
   ci.bytes = 2.0 * sizeof(T) * double(n) + 2.0 * 4 * cols;
+  Timing t = tm.time(run);
   Json extra;
   if (!note.empty()) extra.str("note", note).str("tle_dtype", is_bf16 ? "bf16" : "f32");
-  emit_ok(ci, tm.time(run),
+  extra.num("memcpy_same_bytes_ms", same_bytes_memcpy_ms(tm, ci.bytes));
+  emit_ok(ci, t,
           "BLOCK=" + std::to_string(BLOCK) + " programs=" + std::to_string(programs) + " warps=" +
               std::to_string(warps) + " w,b f32 (best of a programs x warps sweep)",
           Json(),

@@ -134,6 +134,10 @@ def merge(tle_meta, tle_rows, peer_meta, peer_rows, driver=None, command=None):
         extra = t.get("extra") or {}
         if extra.get("note"):
             notes.append("tle: " + extra["note"])
+        if num(extra.get("memcpy_same_bytes_ms")) is not None and t.get("ok") and num(t.get("tle_ms")):
+            mc = extra["memcpy_same_bytes_ms"]
+            notes.append("cuMemcpyDtoD of the same bytes in this run: %.4f ms (tle at %.0f%% of its speed)"
+                         % (mc, 100.0 * mc / t["tle_ms"]))
         if t.get("superseded_error"):
             notes.append("tle: an earlier attempt failed: " + t["superseded_error"][:300])
         pm_ms, pm_spread, peer_errors, peer_cfg = {}, {}, {}, {}
