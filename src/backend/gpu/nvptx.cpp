@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 #include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/IR/DiagnosticInfo.h>
+#include <llvm/IR/DiagnosticPrinter.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Linker/Linker.h>
@@ -68,8 +70,28 @@ void link_libdevice(llvm::Module& m) {
   }
   (*lib)->setDataLayout(m.getDataLayout());
   (*lib)->setTargetTriple(m.getTargetTriple());
-  if (llvm::Linker::linkModules(m, std::move(*lib), llvm::Linker::Flags::LinkOnlyNeeded))
-    throw RuntimeError("llvm::Linker::linkModules(libdevice)", "linking libdevice failed");
+  // The linker reads the lazy bodies and reports what fails as context diagnostics, which without
+  // a handler of ours would print and exit the process: collect them for the exception instead.
+  struct Collect : llvm::DiagnosticHandler {
+    std::string text;
+    bool handleDiagnostics(const llvm::DiagnosticInfo& di) override {
+      llvm::raw_string_ostream os(text);
+      llvm::DiagnosticPrinterRawOStream printer(os);
+      di.print(printer);
+      os << "\n";
+      return true;
+    }
+  };
+  llvm::LLVMContext& ctx = m.getContext();
+  auto previous = ctx.getDiagnosticHandler();
+  ctx.setDiagnosticHandler(std::make_unique<Collect>());
+  bool failed = llvm::Linker::linkModules(m, std::move(*lib), llvm::Linker::Flags::LinkOnlyNeeded);
+  auto mine = ctx.getDiagnosticHandler();
+  ctx.setDiagnosticHandler(std::move(previous));
+  if (failed) {
+    const std::string& log = static_cast<Collect*>(mine.get())->text;
+    throw RuntimeError("llvm::Linker::linkModules(libdevice)", "linking libdevice failed", log);
+  }
 }
 
 }  // namespace
