@@ -252,8 +252,8 @@ void group_vector_add(bench::Timer& tm) {
 
 // cuMemcpyDtoD of `bytes` / 2 bytes (so `bytes` of reads and writes), timed like the kernels: what
 // a perfect kernel moving a row kernel's bytes could reach at that size (the copy floor of
-// report.py comes from the 1 GiB copy; short kernels lose a few percent to ramp-up and tail).
-// Reported as extra "memcpy_same_bytes_ms"; report.py prints it as a note.
+// report.py comes from the copies of 1 GiB each way; shorter ones lose a few percent to ramp-up
+// and tail). Reported as extra "memcpy_same_bytes_ms"; report.py tabulates it.
 double same_bytes_memcpy_ms(bench::Timer& tm, double bytes) {
   const size_t half = size_t(bytes / 2);
   DeviceBuffer<uint8_t> src(half), dst(half);
