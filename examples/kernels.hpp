@@ -61,25 +61,36 @@ template <class T> auto make_layernorm() {
   });
 }
 
+/// The BM x BN block of A[M,K] @ B[K,N] (row-major) at rows rm, columns rn, accumulated in
+/// tle::dot_acc_t<T> over a device K loop of BK-wide steps with masked tails (rows >= M, columns
+/// >= N and k >= K read as 0). Traced inside a kernel (make_matmul, the tests' variants).
+template <class T>
+tle::Tile<tle::dot_acc_t<T>> matmul_block(tle::Ptr<T> a, tle::Ptr<T> b, tle::Tile<int32_t> rm, tle::Tile<int32_t> rn,
+                                          tle::Tile<int32_t> M, tle::Tile<int32_t> N, tle::Tile<int32_t> K, int BM,
+                                          int BN, int BK) {
+  using namespace tle;
+  Tile<int32_t> rk = arange(0, BK);
+  Tile<dot_acc_t<T>> acc = zeros<dot_acc_t<T>>({BM, BN});
+  for (auto k0 : range(0, K, BK)) {
+    Tile<int32_t> kk = k0 + rk;
+    Tile<bool> ma = expand_dims(rm < M, 1) & expand_dims(kk < K, 0);
+    Tile<bool> mb = expand_dims(kk < K, 1) & expand_dims(rn < N, 0);
+    Tile<T> ta = load(a + expand_dims(rm, 1) * K + expand_dims(kk, 0), ma);
+    Tile<T> tb = load(b + expand_dims(kk, 1) * N + expand_dims(rn, 0), mb);
+    acc = dot(ta, tb, acc);
+  }
+  return acc;
+}
+
 /// C[M,N] (stored as TO) = A[M,K] @ B[K,N], row-major, accumulated in tle::dot_acc_t<T> (f32
-/// for float inputs, i32 for integer ones); one program per BM x BN block of C; the K loop is a
-/// device loop with a carried accumulator and masked tails.
+/// for float inputs, i32 for integer ones); one program per BM x BN block of C (matmul_block).
 template <class T, class TO = tle::dot_acc_t<T>> auto make_matmul() {
   using namespace tle;
   return jit("matmul", [](Ptr<T> a, Ptr<T> b, Ptr<TO> c, Tile<int32_t> M, Tile<int32_t> N, Tile<int32_t> K,
                           Constexpr<int> BM, Constexpr<int> BN, Constexpr<int> BK) {
     Tile<int32_t> rm = program_id(0) * BM + arange(0, BM);
     Tile<int32_t> rn = program_id(1) * BN + arange(0, BN);
-    Tile<int32_t> rk = arange(0, BK);
-    Tile<dot_acc_t<T>> acc = zeros<dot_acc_t<T>>({BM, BN});
-    for (auto k0 : range(0, K, BK)) {
-      Tile<int32_t> kk = k0 + rk;
-      Tile<bool> ma = expand_dims(rm < M, 1) & expand_dims(kk < K, 0);
-      Tile<bool> mb = expand_dims(kk < K, 1) & expand_dims(rn < N, 0);
-      Tile<T> ta = load(a + expand_dims(rm, 1) * K + expand_dims(kk, 0), ma);
-      Tile<T> tb = load(b + expand_dims(kk, 1) * N + expand_dims(rn, 0), mb);
-      acc = dot(ta, tb, acc);
-    }
+    Tile<dot_acc_t<T>> acc = matmul_block<T>(a, b, rm, rn, M, N, K, BM, BN, BK);
     store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), cast<TO>(acc),
           expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
   });

@@ -21,51 +21,33 @@ template <class T> auto layernorm() { return ex::make_layernorm<T>(); }
 /// C[M,N] (f32 or i32 accumulator) = A[M,K] @ B[K,N] with a device K loop and masked tails.
 template <class T> auto matmul() { return ex::make_matmul<T>(); }
 
-/// C[M,N] (f32) = A1 @ B1 + A2 @ B2, all row-major with the same M, N, K: two K loops one after
-/// the other in one program, each with its own accumulator (two pipelined loops in one kernel:
-/// their cp.async buffers, waits and barriers must not interfere).
+/// C[M,N] (f32) = A1 @ B1 + A2 @ B2, all row-major with the same M, N, K: two K loops
+/// (ex::matmul_block) one after the other in one program, each with its own accumulator (two
+/// pipelined loops in one kernel: their cp.async buffers, waits and barriers must not interfere).
 template <class T> auto matmul_two_loops() {
   return jit("matmul_two_loops", [](Ptr<T> a1, Ptr<T> b1, Ptr<T> a2, Ptr<T> b2, Ptr<float> c, Tile<int32_t> M,
                                     Tile<int32_t> N, Tile<int32_t> K, Constexpr<int> BM, Constexpr<int> BN,
                                     Constexpr<int> BK) {
     Tile<int32_t> rm = program_id(0) * BM + arange(0, BM);
     Tile<int32_t> rn = program_id(1) * BN + arange(0, BN);
-    Tile<int32_t> rk = arange(0, BK);
-    auto product = [&](Ptr<T> a, Ptr<T> b) {
-      Tile<float> acc = zeros<float>({BM, BN});
-      for (auto k0 : range(0, K, BK)) {
-        Tile<int32_t> kk = k0 + rk;
-        Tile<T> ta = load(a + expand_dims(rm, 1) * K + expand_dims(kk, 0), expand_dims(rm < M, 1) & expand_dims(kk < K, 0));
-        Tile<T> tb = load(b + expand_dims(kk, 1) * N + expand_dims(rn, 0), expand_dims(kk < K, 1) & expand_dims(rn < N, 0));
-        acc = dot(ta, tb, acc);
-      }
-      return acc;
-    };
-    Tile<float> acc = product(a1, b1) + product(a2, b2);
+    Tile<float> acc = ex::matmul_block<T>(a1, b1, rm, rn, M, N, K, BM, BN, BK) +
+                      ex::matmul_block<T>(a2, b2, rm, rn, M, N, K, BM, BN, BK);
     store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), acc, expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
   });
 }
 
 /// C[M,N] (f32) = A @ B with persistent programs: program p computes the BM x BN tiles p, p + P,
-/// ... (row-major tile order) in an outer device loop, each with the K loop inside (a pipelined
-/// loop inside another loop: every tile's prologue refills the cp.async buffers the previous
-/// tile's last iterations read).
+/// ... (row-major tile order) in an outer device loop, each with the K loop (ex::matmul_block)
+/// inside (a pipelined loop inside another loop: every tile's prologue refills the cp.async
+/// buffers the previous tile's last iterations read).
 template <class T> auto matmul_persistent() {
   return jit("matmul_persistent", [](Ptr<T> a, Ptr<T> b, Ptr<float> c, Tile<int32_t> M, Tile<int32_t> N,
                                      Tile<int32_t> K, Constexpr<int> BM, Constexpr<int> BN, Constexpr<int> BK) {
     Tile<int32_t> tiles_n = cdiv(N, BN);
-    Tile<int32_t> tiles = cdiv(M, BM) * tiles_n;
-    Tile<int32_t> rk = arange(0, BK);
-    for (auto t : range(program_id(0), tiles, num_programs(0))) {
+    for (auto t : range(program_id(0), cdiv(M, BM) * tiles_n, num_programs(0))) {
       Tile<int32_t> rm = (t / tiles_n) * BM + arange(0, BM);
       Tile<int32_t> rn = (t % tiles_n) * BN + arange(0, BN);
-      Tile<float> acc = zeros<float>({BM, BN});
-      for (auto k0 : range(0, K, BK)) {
-        Tile<int32_t> kk = k0 + rk;
-        Tile<T> ta = load(a + expand_dims(rm, 1) * K + expand_dims(kk, 0), expand_dims(rm < M, 1) & expand_dims(kk < K, 0));
-        Tile<T> tb = load(b + expand_dims(kk, 1) * N + expand_dims(rn, 0), expand_dims(kk < K, 1) & expand_dims(rn < N, 0));
-        acc = dot(ta, tb, acc);
-      }
+      Tile<float> acc = ex::matmul_block<T>(a, b, rm, rn, M, N, K, BM, BN, BK);
       store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), acc, expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
     }
   });

@@ -804,8 +804,8 @@ TEST_CASE("ops: two K loops in one kernel; a K loop inside a persistent tile loo
       two(Grid(cdiv(s.M, 64), cdiv(s.N, 64)).with_warps(4).with_stages(stages), a1.data(), b1.data(), a2.data(), b2.data(),
           c.data(), s.M, s.N, s.K, 64, 64, 32);
       CHECK(diffs(c, w2, 1e-5, 1e-4) == "");
-      // 3 programs for more tiles than that (each runs several tiles), and more programs than
-      // tiles (some run none).
+      // 3 programs (fewer than the tiles of the first two shapes, so a program runs two tiles in
+      // sequence) and more programs than tiles (some run none).
       for (int programs : {3, int(cdiv(s.M, 64) * cdiv(s.N, 32)) + 5}) {
         CAPTURE(programs);
         Buf<float> d(w1.size(), -99.f);
