@@ -130,23 +130,14 @@ auto make_softmax() {
 
 template <class T> auto make_layernorm() { return ex::make_layernorm<T>(); }
 
-// C[M,N] = A[M,K] @ B[K,N] (row-major), f32 accumulation, C stored as TO. One program per BM x BN
-// block; the K loop is a device loop with masked tails. SCALE salts the compile-latency trials.
+// The matmul example (ex::matmul_block: f32 accumulation, K loop with masked tails), C stored as
+// TO, scaled by SCALE, which salts the compile-latency trials (1.0: the example's IR exactly).
 template <class T, class TO> auto make_matmul() {
   return jit("matmul", [](Ptr<T> a, Ptr<T> b, Ptr<TO> c, Tile<int32_t> M, Tile<int32_t> N, Tile<int32_t> K,
                           Constexpr<int> BM, Constexpr<int> BN, Constexpr<int> BK, Constexpr<float> SCALE) {
     Tile<int32_t> rm = program_id(0) * BM + arange(0, BM);
     Tile<int32_t> rn = program_id(1) * BN + arange(0, BN);
-    Tile<int32_t> rk = arange(0, BK);
-    Tile<float> acc = zeros<float>({BM, BN});
-    for (auto k0 : range(0, K, BK)) {
-      Tile<int32_t> kk = k0 + rk;
-      Tile<bool> ma = expand_dims(rm < M, 1) & expand_dims(kk < K, 0);
-      Tile<bool> mb = expand_dims(kk < K, 1) & expand_dims(rn < N, 0);
-      Tile<T> ta = load(a + expand_dims(rm, 1) * K + expand_dims(kk, 0), ma);
-      Tile<T> tb = load(b + expand_dims(kk, 1) * N + expand_dims(rn, 0), mb);
-      acc = dot(ta, tb, acc);
-    }
+    Tile<float> acc = ex::matmul_block<T>(a, b, rm, rn, M, N, K, BM, BN, BK);
     if (SCALE != 1.0f) acc = acc * float(SCALE);
     store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), cast<TO>(acc),
           expand_dims(rm < M, 1) & expand_dims(rn < N, 0));

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "../examples/kernels.hpp"
 #include "ops_util.hpp"
 #include "tle/tle.hpp"
 
@@ -139,24 +140,8 @@ TEST_CASE("E11 masked load with a zero fill sums to 136", "[edge]") {
 // ===================================================================================== E12, E13
 
 namespace {
-template <class T> auto make_gemm() {
-  return jit("edge_gemm", [](Ptr<T> a, Ptr<T> b, Ptr<float> c, Tile<int32_t> M, Tile<int32_t> N, Tile<int32_t> K,
-                             Constexpr<int> BM, Constexpr<int> BN, Constexpr<int> BK) {
-    Tile<int32_t> rm = program_id(0) * BM + arange(0, BM);
-    Tile<int32_t> rn = program_id(1) * BN + arange(0, BN);
-    Tile<int32_t> rk = arange(0, BK);
-    Tile<float> acc = zeros<float>({BM, BN});
-    for (auto k0 : range(0, K, BK)) {
-      Tile<int32_t> kk = k0 + rk;
-      Tile<bool> ma = expand_dims(rm < M, 1) & expand_dims(kk < K, 0);
-      Tile<bool> mb = expand_dims(kk < K, 1) & expand_dims(rn < N, 0);
-      Tile<T> ta = load(a + expand_dims(rm, 1) * K + expand_dims(kk, 0), ma);
-      Tile<T> tb = load(b + expand_dims(kk, 1) * N + expand_dims(rn, 0), mb);
-      acc = dot(ta, tb, acc);
-    }
-    store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), acc, expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
-  });
-}
+// The matmul example's kernel (examples/kernels.hpp): f32 accumulator and C.
+template <class T> auto make_gemm() { return ex::make_matmul<T>(); }
 
 /// Runs C = A @ B with small integers in [-3, 3] and NaN right past the end of A and B; C must be
 /// the exact integer product (and the untouched sentinel past its end).

@@ -4,6 +4,8 @@
 
 #include <tle/tle.hpp>
 
+#include "../examples/kernels.hpp"
+
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -211,16 +213,7 @@ TEST_CASE("matmul-style kernel: 2-D loads, dot in a loop, store", "[gpu-layout]"
                               Tile<int32_t> K, Constexpr<int> BM, Constexpr<int> BN, Constexpr<int> BK) {
     Tile<int32_t> rm = program_id(0) * BM + arange(0, BM);
     Tile<int32_t> rn = program_id(1) * BN + arange(0, BN);
-    Tile<int32_t> rk = arange(0, BK);
-    Tile<float> acc = zeros<float>({BM, BN});
-    for (auto k0 : range(0, K, BK)) {
-      Tile<int32_t> kk = k0 + rk;
-      Tile<bool> ma = expand_dims(rm < M, 1) & expand_dims(kk < K, 0);
-      Tile<bool> mb = expand_dims(kk < K, 1) & expand_dims(rn < N, 0);
-      Tile<float> ta = load(a + expand_dims(rm, 1) * K + expand_dims(kk, 0), ma);
-      Tile<float> tb = load(b + expand_dims(kk, 1) * N + expand_dims(rn, 0), mb);
-      acc = dot(ta, tb, acc);
-    }
+    Tile<float> acc = ex::matmul_block<float>(a, b, rm, rn, M, N, K, BM, BN, BK);
     store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), acc, expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
   }, {64, 64, 32});
   assign(*f);
@@ -249,16 +242,7 @@ TEST_CASE("bf16/f16 matmul: dot on mma.sync layouts", "[gpu-layout]") {
               Constexpr<int> BN, Constexpr<int> BK) {
       Tile<int32_t> rm = program_id(0) * BM + arange(0, BM);
       Tile<int32_t> rn = program_id(1) * BN + arange(0, BN);
-      Tile<int32_t> rk = arange(0, BK);
-      Tile<float> acc = zeros<float>({BM, BN});
-      for (auto k0 : range(0, K, BK)) {
-        Tile<int32_t> kk = k0 + rk;
-        Tile<bool> ma = expand_dims(rm < M, 1) & expand_dims(kk < K, 0);
-        Tile<bool> mb = expand_dims(kk < K, 1) & expand_dims(rn < N, 0);
-        Tile<T> ta = load(a + expand_dims(rm, 1) * K + expand_dims(kk, 0), ma);
-        Tile<T> tb = load(b + expand_dims(kk, 1) * N + expand_dims(rn, 0), mb);
-        acc = dot(ta, tb, acc);
-      }
+      Tile<float> acc = ex::matmul_block<T>(a, b, rm, rn, M, N, K, BM, BN, BK);
       store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), acc, expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
     };
   };
