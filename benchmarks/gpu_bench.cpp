@@ -130,13 +130,15 @@ auto make_softmax() {
 
 template <class T> auto make_layernorm() { return ex::make_layernorm<T>(); }
 
-// The matmul example (ex::matmul_block: f32 accumulation, K loop with masked tails), C stored as
-// TO, scaled by SCALE, which salts the compile-latency trials (1.0: the example's IR exactly).
+// The matmul example (ex::grouped_block_ids with GM = 16, ex::matmul_block: f32 accumulation, K
+// loop with masked tails), C stored as TO, scaled by SCALE, which salts the compile-latency trials
+// (1.0: the example's IR exactly).
 template <class T, class TO> auto make_matmul() {
   return jit("matmul", [](Ptr<T> a, Ptr<T> b, Ptr<TO> c, Tile<int32_t> M, Tile<int32_t> N, Tile<int32_t> K,
                           Constexpr<int> BM, Constexpr<int> BN, Constexpr<int> BK, Constexpr<float> SCALE) {
-    Tile<int32_t> rm = program_id(0) * BM + arange(0, BM);
-    Tile<int32_t> rn = program_id(1) * BN + arange(0, BN);
+    auto [pm, pn] = ex::grouped_block_ids(16);
+    Tile<int32_t> rm = pm * BM + arange(0, BM);
+    Tile<int32_t> rn = pn * BN + arange(0, BN);
     Tile<float> acc = ex::matmul_block<T>(a, b, rm, rn, M, N, K, BM, BN, BK);
     if (SCALE != 1.0f) acc = acc * float(SCALE);
     store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), cast<TO>(acc),

@@ -3,6 +3,8 @@
 #pragma once
 #include <tle/tle.hpp>
 
+#include <utility>
+
 #include <cmath>
 
 namespace ex {
@@ -82,14 +84,34 @@ tle::Tile<tle::dot_acc_t<T>> matmul_block(tle::Ptr<T> a, tle::Ptr<T> b, tle::Til
   return acc;
 }
 
+/// The (row block, column block) of C this program computes, in grouped order (Triton's matmul
+/// tutorial, GROUP_SIZE_M): programs are taken in launch order (axis 0 fastest) and walk down a
+/// group of GM row blocks before the next column block, so the rows of A and columns of B that
+/// the programs resident at one time read are shared through L2 (8192^3 bf16 on the H200: 369 ->
+/// 430 TFLOP/s with GM = 16). A bijection of the launched grid (num_programs(0) x num_programs(1),
+/// fewer than 2^31 programs) onto itself.
+inline std::pair<tle::Tile<int32_t>, tle::Tile<int32_t>> grouped_block_ids(int GM) {
+  using namespace tle;
+  Tile<int32_t> npm = num_programs(0), npn = num_programs(1);
+  Tile<int32_t> pid = program_id(0) + program_id(1) * npm;
+  Tile<int32_t> per_group = npn * GM;
+  Tile<int32_t> first_m = (pid / per_group) * GM;
+  Tile<int32_t> group_rows = minimum(npm - first_m, GM);
+  Tile<int32_t> in_group = pid % per_group;
+  return {first_m + in_group % group_rows, in_group / group_rows};
+}
+
 /// C[M,N] (stored as TO) = A[M,K] @ B[K,N], row-major, accumulated in tle::dot_acc_t<T> (f32
-/// for float inputs, i32 for integer ones); one program per BM x BN block of C (matmul_block).
-template <class T, class TO = tle::dot_acc_t<T>> auto make_matmul() {
+/// for float inputs, i32 for integer ones); one program per BM x BN block of C (matmul_block),
+/// launched as Grid(cdiv(M, BM), cdiv(N, BN)); blocks in grouped order (grouped_block_ids, GM
+/// row blocks per group).
+template <class T, class TO = tle::dot_acc_t<T>, int GM = 16> auto make_matmul() {
   using namespace tle;
   return jit("matmul", [](Ptr<T> a, Ptr<T> b, Ptr<TO> c, Tile<int32_t> M, Tile<int32_t> N, Tile<int32_t> K,
                           Constexpr<int> BM, Constexpr<int> BN, Constexpr<int> BK) {
-    Tile<int32_t> rm = program_id(0) * BM + arange(0, BM);
-    Tile<int32_t> rn = program_id(1) * BN + arange(0, BN);
+    auto [pm, pn] = grouped_block_ids(GM);
+    Tile<int32_t> rm = pm * BM + arange(0, BM);
+    Tile<int32_t> rn = pn * BN + arange(0, BN);
     Tile<dot_acc_t<T>> acc = matmul_block<T>(a, b, rm, rn, M, N, K, BM, BN, BK);
     store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), cast<TO>(acc),
           expand_dims(rm < M, 1) & expand_dims(rn < N, 0));

@@ -777,6 +777,37 @@ TEST_CASE("ops: dot in a K loop with a carried accumulator and masked tails", "[
   }
 }
 
+TEST_CASE("ops: grouped block order is a bijection of the grid, GM row blocks per group", "[ops]") {
+  // Each program writes the block it was given; every block of the grid must appear once, and
+  // programs in launch order must walk down GM rows of a group before the next column.
+  auto k = jit("grouped_ids", [](Ptr<int32_t> out, Constexpr<int> GM) {
+    auto [pm, pn] = ex::grouped_block_ids(GM);
+    Tile<int32_t> pid = program_id(0) + program_id(1) * num_programs(0);
+    store(out + pid * 2, pm);
+    store(out + pid * 2 + 1, pn);
+  });
+  struct S { int gx, gy, gm; };
+  for (S s : {S{37, 5, 16}, S{16, 3, 16}, S{1, 7, 16}, S{9, 1, 4}, S{33, 2, 8}}) {
+    CAPTURE(s.gx, s.gy, s.gm);
+    Buf<int32_t> out(size_t(2) * s.gx * s.gy, -1);
+    k(Grid(s.gx, s.gy), out.data(), s.gm);
+    std::vector<int> seen(size_t(s.gx) * s.gy, 0);
+    bool in_range = true;
+    for (int p = 0; p < s.gx * s.gy; ++p) {
+      int pm = out[2 * size_t(p)], pn = out[2 * size_t(p) + 1];
+      in_range = in_range && pm >= 0 && pm < s.gx && pn >= 0 && pn < s.gy;
+      if (pm >= 0 && pm < s.gx && pn >= 0 && pn < s.gy) ++seen[size_t(pn) * s.gx + pm];
+      // the reference order: groups of gm rows, column by column, rows fastest
+      int group = p / (s.gm * s.gy), first = group * s.gm, rows = std::min(s.gx - first, s.gm);
+      int in = p % (s.gm * s.gy);
+      CHECK(pm == first + in % rows);
+      CHECK(pn == in / rows);
+    }
+    CHECK(in_range);
+    CHECK(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }));
+  }
+}
+
 TEST_CASE("ops: two K loops in one kernel; a K loop inside a persistent tile loop", "[ops]") {
   // On the GPU (TLE_TEST_BACKEND=gpu) shapes that are multiples of 16 run both loops, and the inner
   // loop of every tile, through the cp.async pipeline (tests/test_pipeline.cpp checks the PTX).
