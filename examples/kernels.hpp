@@ -3,9 +3,8 @@
 #pragma once
 #include <tle/tle.hpp>
 
-#include <utility>
-
 #include <cmath>
+#include <utility>
 
 namespace ex {
 
@@ -87,8 +86,8 @@ tle::Tile<tle::dot_acc_t<T>> matmul_block(tle::Ptr<T> a, tle::Ptr<T> b, tle::Til
 /// The (row block, column block) of C this program computes, in grouped order (Triton's matmul
 /// tutorial, GROUP_SIZE_M): programs are taken in launch order (axis 0 fastest) and walk down a
 /// group of GM row blocks before the next column block, so the rows of A and columns of B that
-/// the programs resident at one time read are shared through L2 (8192^3 bf16 on the H200: 369 ->
-/// 430 TFLOP/s with GM = 16). A bijection of the launched grid (num_programs(0) x num_programs(1),
+/// the programs resident at one time read are shared through L2 (8192^3 bf16 on the H200, side by
+/// side with 128x128x32 blocks and 4 stages: 369 -> 430 TFLOP/s with GM = 16). A bijection of the launched grid (num_programs(0) x num_programs(1),
 /// fewer than 2^31 programs) onto itself.
 inline std::pair<tle::Tile<int32_t>, tle::Tile<int32_t>> grouped_block_ids(int GM) {
   using namespace tle;
