@@ -999,3 +999,18 @@ TEST_CASE("vector_dim / consecutive_reg_bits: register runs along one dim", "[la
   auto dup = blocked({1, 32}, {1, 1}, {1, 32}, {1, 1}, {1, 0});
   CHECK(vector_dim(dup, 2) == -1);
 }
+
+TEST_CASE("cp_async_dim: 4, 8 or 16-byte vectors along a dim, both dims >= 8", "[layout]") {
+  auto l = blocked({16, 64}, {2, 4}, {4, 8}, {2, 1}, {1, 0});  // 4-element runs along dim 1
+  CHECK(cp_async_dim(l, {16, 64}, 4, 2) == 1);   // 8 bytes
+  CHECK(cp_async_dim(l, {16, 64}, 2, 2) == 1);   // 4 bytes
+  CHECK(cp_async_dim(l, {16, 64}, 4, 4) == 1);   // 16 bytes
+  CHECK(cp_async_dim(l, {16, 64}, 4, 8) == -1);  // 32 bytes: no such cp.async
+  CHECK(cp_async_dim(l, {16, 64}, 2, 1) == -1);  // 2 bytes
+  CHECK(cp_async_dim(l, {16, 64}, 8, 2) == -1);  // registers 4.. are the next row
+  auto t = blocked({64, 16}, {4, 1}, {8, 4}, {1, 2}, {0, 1});  // runs along dim 0
+  CHECK(cp_async_dim(t, {64, 16}, 4, 2) == 0);
+  auto thin = blocked({4, 64}, {1, 4}, {2, 16}, {2, 1}, {1, 0});
+  CHECK(cp_async_dim(thin, {4, 64}, 4, 2) == -1);  // 4 rows: fewer than 8
+  CHECK(cp_async_dim(l, {16, 64, 1}, 4, 2) == -1);  // not 2-D
+}

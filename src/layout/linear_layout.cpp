@@ -727,4 +727,12 @@ int vector_dim(const LinearLayout& l, int64_t vec) {
   return -1;
 }
 
+int cp_async_dim(const LinearLayout& l, const std::vector<int64_t>& shape, int64_t vec, int elem_bytes) {
+  const int64_t bytes = vec * elem_bytes;
+  if (shape.size() != 2 || (bytes != 4 && bytes != 8 && bytes != 16)) return -1;
+  const int d = vector_dim(l, vec);
+  if (d < 0 || shape[static_cast<size_t>(d)] < 8 || shape[static_cast<size_t>(1 - d)] < 8) return -1;
+  return d;
+}
+
 }  // namespace tle::layout

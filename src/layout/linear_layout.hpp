@@ -292,5 +292,11 @@ int consecutive_reg_bits(const LinearLayout& l, int dim);
 /// of two >= 2), or -1 when there is none. Vector loads/stores, cp.async copies and shared-memory
 /// runs are decided with it.
 int vector_dim(const LinearLayout& l, int64_t vec);
+/// The dim along which a cp.async-pipelined load of a 2-D tile (`shape`, elements of `elem_bytes`
+/// bytes, layout `l`) copies vectors of `vec` elements, or -1 when it cannot be copied so: each
+/// copy is 4, 8 or 16 bytes, registers 0 .. vec-1 are consecutive along the dim (vector_dim), and
+/// both dims hold at least 8 elements (the swizzled buffer's rows). The pipeline pass marks loads
+/// with it and the lowering sizes their buffers with it, so the two cannot disagree.
+int cp_async_dim(const LinearLayout& l, const std::vector<int64_t>& shape, int64_t vec, int elem_bytes);
 
 }  // namespace tle::layout

@@ -64,11 +64,9 @@ std::vector<PipeLoad> plan_loop(const ir::Op& loop, int64_t& bytes) {
     if (!conv || !l || !conv->result()->type.layout || r->type.rank() != 2) return {};
     if (!ldmatrix_plan(conv->result()->type.layout->ll)) return {};
     const int vec = static_cast<int>(ld.int_attr("vec"));
-    if (vec * 2 != 4 && vec * 2 != 8 && vec * 2 != 16) return {};
-    const int c = layout::vector_dim(*l, vec);  // registers 0..vec-1 consecutive along dim c
+    const int c = layout::cp_async_dim(*l, r->type.shape, vec, 2);  // the pass's rule
     if (c < 0) return {};
     const ir::Shape& sh = r->type.shape;
-    if (sh[c] < 8 || sh[1 - c] < 8) return {};
     PipeLoad p;
     p.load = &ld;
     p.tile = SwizzledTile::make(sh[1 - c], sh[c], c);

@@ -15,8 +15,9 @@
 //     them for iteration k + S - 1;
 //   - other is absent or the constant +0 (cp.async fills masked-off vectors with zero bytes);
 //   - its `vec` attribute (assign_layouts) gives vectors of 4, 8 or 16 bytes along a dim of at
-//     least 8 elements, the layout's registers 0..vec-1 are consecutive along that dim, and the
-//     mask is uniform over each vector (mask_vec >= vec).
+//     least 8 elements, the layout's registers 0..vec-1 are consecutive along that dim
+//     (layout::cp_async_dim, which the lowering applies too), and the mask is uniform over each
+//     vector (mask_vec >= vec).
 //   - it is not volatile and has no .cv cache modifier.
 // Only innermost loops whose bodies write no memory (no store, atomic, impure inline asm or other
 // op with side effects: the copies run ahead of them) are pipelined. A loop with at least one such
@@ -134,14 +135,11 @@ class Pipeliner {
     // addresses and masks computable for any iteration
     for (const Value* x : ld.operands)
       if (!iteration_computable(x, loop, memo)) return false;
-    // vectors of 4, 8 or 16 bytes with a uniform mask, along a dim of >= 8 elements
+    // vectors of 4, 8 or 16 bytes with a uniform mask (layout::cp_async_dim)
     if (!ld.has_attr("vec") || !ld.has_attr("mask_vec")) return false;
     const int64_t vec = ld.int_attr("vec");
-    if (vec * 2 != 4 && vec * 2 != 8 && vec * 2 != 16) return false;
     if (ld.int_attr("mask_vec") < vec) return false;
-    const int d = layout::vector_dim(r->type.layout->ll, vec);
-    if (d < 0 || r->type.shape[d] < 8 || r->type.shape[1 - d] < 8) return false;
-    return true;
+    return layout::cp_async_dim(r->type.layout->ll, r->type.shape, vec, 2) >= 0;
   }
 
   void mark(Op& loop) {
