@@ -529,3 +529,21 @@ TEST_CASE("errors: other invalid requests", "[errors]") {
   std::vector<f16> h(1);
   expect_error([&] { k6(Grid(1), h.data()); }, "not supported on f16", line);
 }
+
+// ============================================================================ Kernel::ptx, Kernel::ir
+
+TEST_CASE("errors: Kernel::ptx and Kernel::ir name the caller's line", "[errors]") {
+  auto k = jit("errors_inspect", [](Ptr<float> x, Tile<int32_t> n, Constexpr<int> BLOCK) {
+    Tile<int32_t> o = arange(0, BLOCK);
+    store(x + o, load(x + o, o < n, 0.0f), o < n);
+  });
+  float* x = buf.data();
+  int line = 0;
+  expect_error([&] { line = __LINE__; (void)k.ptx(75, 4, x, 64, 64); }, "needs sm_80 or newer", line);
+  expect_error([&] { line = __LINE__; (void)k.ptx(90, 3, x, 64, 64); }, "num_warps 3", line);
+  expect_error([&] { line = __LINE__; (void)k.ptx(90, 4, x, int64_t{1} << 40, 64); }, "does not fit in i32", line);
+  expect_error([&] { line = __LINE__; (void)k.ir(true, x, 64); }, "takes 3 arguments, but 2 were passed", line);
+  expect_error([&] { line = __LINE__; (void)k.ir(false, 1.5f, 64, 64); }, "pass a pointer", line);
+  // The Grid overload reports at the Grid's line.
+  expect_error([&] { line = __LINE__; (void)k.ptx(90, Grid(1).with_warps(3), x, 64, 64); }, "num_warps 3", line);
+}

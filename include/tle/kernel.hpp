@@ -53,6 +53,15 @@ namespace tle {
 ///                                        pipelining off. Part of the specialization; checked on
 ///                                        every backend (UserError outside 1..8), used on the GPU.
 ///   .backend(Backend::CPU|GPU)           run on this backend instead of default_backend().
+/// A plain value (the target sm of Kernel::ptx, the `optimized` flag of Kernel::ir) that converts
+/// implicitly from T and records where the call was written, so that a UserError about the call's
+/// arguments or options names the caller's file:line.
+template <class T> struct Located {
+  T value;
+  SrcLoc loc;
+  Located(T v, loc_t l = loc_t::current()) : value(v), loc(l) {}
+};
+
 struct Grid {
   int64_t x = 1, y = 1, z = 1;
   SrcLoc loc;
@@ -231,23 +240,25 @@ template <class F> class Kernel {
   /// 90 means sm_90a) with `num_warps` warps per program and the default 3 pipeline stages (K loops
   /// feeding tensor-core dots get cp.async copies; the Grid overload below chooses). Needs no GPU and no driver: pointer arguments may
   /// be host pointers (only their 16-byte alignment matters). Nothing is cached or launched. For
-  /// tests and inspection; throws as a launch would for bad arguments.
-  template <class... A> std::string ptx(int target_sm, int num_warps, const A&... args) const {
+  /// tests and inspection; throws as a launch would for bad arguments (UserError at the caller's
+  /// line, e.g. for a target before sm_80 or num_warps not a power of two from 1 to 32).
+  template <class... A> std::string ptx(Located<int> target_sm, int num_warps, const A&... args) const {
     std::array<detail::HostArg, sizeof...(A)> h{detail::host_arg(args)...};
-    return detail::kernel_ptx(state_, &fn_, target_sm, num_warps, 3, h.data(), h.size(), SrcLoc{});
+    return detail::kernel_ptx(state_, &fn_, target_sm.value, num_warps, 3, h.data(), h.size(), target_sm.loc);
   }
   /// As above with the launch options of `launch` (its num_warps and num_stages; grid size,
   /// stream and backend are ignored). Throws UserError (at the Grid's line) for bad options.
-  template <class... A> std::string ptx(int target_sm, const Grid& launch, const A&... args) const {
+  template <class... A> std::string ptx(Located<int> target_sm, const Grid& launch, const A&... args) const {
     std::array<detail::HostArg, sizeof...(A)> h{detail::host_arg(args)...};
-    return detail::kernel_ptx(state_, &fn_, target_sm, launch.num_warps, launch.num_stages, h.data(), h.size(),
+    return detail::kernel_ptx(state_, &fn_, target_sm.value, launch.num_warps, launch.num_stages, h.data(), h.size(),
                               launch.loc);
   }
   /// The tile IR of the specialization these arguments select: after the pass pipeline
   /// (optimized = true) or right after tracing. For tests and inspection; nothing is compiled.
-  template <class... A> std::string ir(bool optimized, const A&... args) const {
+  /// Bad arguments throw UserError at the caller's line.
+  template <class... A> std::string ir(Located<bool> optimized, const A&... args) const {
     std::array<detail::HostArg, sizeof...(A)> h{detail::host_arg(args)...};
-    return detail::kernel_ir(state_, &fn_, h.data(), h.size(), optimized, SrcLoc{});
+    return detail::kernel_ir(state_, &fn_, h.data(), h.size(), optimized.value, optimized.loc);
   }
   /// How many specializations have been compiled (each once).
   size_t num_compiled() const { return detail::kernel_num_compiled(state_); }
