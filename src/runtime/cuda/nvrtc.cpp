@@ -44,70 +44,66 @@ std::vector<std::string> nvjitlink_candidates() {
 }
 
 namespace {
-struct NvrtcGlobal {
-  std::unique_ptr<Nvrtc> t;
-  std::string error;
-};
-struct JitLinkGlobal {
-  std::unique_ptr<NvJitLink> t;
-  std::string error;
+template <class T> struct Loaded {
+  std::unique_ptr<T> t;  // null when loading failed
+  std::string error;     // why
 };
 
-NvrtcGlobal& nvrtc_global() {
-  static NvrtcGlobal* g = [] {  // leaked on purpose, like the driver table
-    auto* g = new NvrtcGlobal;
-    auto t = std::make_unique<Nvrtc>();
-    std::string err;
-    if (!open_first(nvrtc_candidates(), t->library, t->path, err)) {
-      g->error = "cannot open NVRTC (" + err + "; set TLE_LIBNVRTC to libnvrtc's path)";
-      return g;
-    }
-    std::string missing;
-#define TLE_NVRTC_FN(name)                                                       \
-  t->name = reinterpret_cast<decltype(t->name)>(dlsym(t->library, #name));       \
-  if (!t->name) missing += missing.empty() ? #name : ", " #name;
+/// Opens the first library of `names` into a new T (library, path), binds its entry points with
+/// `bind` (returns the names it did not find) and asks its version with `version` (true when that
+/// worked). `what` names the library in errors, `hint` says how to point tle at it. Leaked on
+/// purpose by the callers, like the driver table.
+template <class T, class Bind, class Version>
+Loaded<T>* load_table(const std::vector<std::string>& names, const char* what, const char* hint, Bind bind,
+                      Version version) {
+  auto* g = new Loaded<T>;
+  auto t = std::make_unique<T>();
+  std::string err;
+  if (!open_first(names, t->library, t->path, err)) {
+    g->error = fmt::format("cannot open {} ({}; {})", what, err, hint);
+    return g;
+  }
+  if (std::string missing = bind(*t); !missing.empty()) {
+    g->error = fmt::format("{} lacks {} entry points: {}", t->path, what, missing);
+    return g;
+  }
+  if (!version(*t)) {
+    g->error = fmt::format("the version query of {} failed in {}", what, t->path);
+    return g;
+  }
+  g->t = std::move(t);
+  return g;
+}
+
+Loaded<Nvrtc>& nvrtc_global() {
+  static Loaded<Nvrtc>* g = load_table<Nvrtc>(
+      nvrtc_candidates(), "NVRTC", "set TLE_LIBNVRTC to libnvrtc's path",
+      [](Nvrtc& t) {
+        std::string missing;
+#define TLE_NVRTC_FN(name)                                                 \
+  t.name = reinterpret_cast<decltype(t.name)>(dlsym(t.library, #name));    \
+  if (!t.name) missing += missing.empty() ? #name : ", " #name;
 #include "runtime/cuda/nvrtc_functions.def"
 #undef TLE_NVRTC_FN
-    if (!missing.empty()) {
-      g->error = fmt::format("{} lacks NVRTC entry points: {}", t->path, missing);
-      return g;
-    }
-    if (t->nvrtcVersion(&t->major, &t->minor) != NVRTC_SUCCESS) {
-      g->error = fmt::format("nvrtcVersion failed in {}", t->path);
-      return g;
-    }
-    g->t = std::move(t);
-    return g;
-  }();
+        return missing;
+      },
+      [](Nvrtc& t) { return t.nvrtcVersion(&t.major, &t.minor) == NVRTC_SUCCESS; });
   return *g;
 }
 
-JitLinkGlobal& jitlink_global() {
-  static JitLinkGlobal* g = [] {
-    auto* g = new JitLinkGlobal;
-    auto t = std::make_unique<NvJitLink>();
-    std::string err;
-    if (!open_first(nvjitlink_candidates(), t->library, t->path, err)) {
-      g->error = "cannot open nvJitLink (" + err + "; set TLE_LIBNVJITLINK to libnvJitLink's path)";
-      return g;
-    }
-    std::string missing;
-#define TLE_NVJITLINK_FN(name)                                                   \
-  t->name = reinterpret_cast<decltype(t->name)>(dlsym(t->library, #name));       \
-  if (!t->name) missing += missing.empty() ? #name : ", " #name;
+Loaded<NvJitLink>& jitlink_global() {
+  static Loaded<NvJitLink>* g = load_table<NvJitLink>(
+      nvjitlink_candidates(), "nvJitLink", "set TLE_LIBNVJITLINK to libnvJitLink's path",
+      [](NvJitLink& t) {
+        std::string missing;
+#define TLE_NVJITLINK_FN(name)                                             \
+  t.name = reinterpret_cast<decltype(t.name)>(dlsym(t.library, #name));    \
+  if (!t.name) missing += missing.empty() ? #name : ", " #name;
 #include "runtime/cuda/nvjitlink_functions.def"
 #undef TLE_NVJITLINK_FN
-    if (!missing.empty()) {
-      g->error = fmt::format("{} lacks nvJitLink entry points: {}", t->path, missing);
-      return g;
-    }
-    if (t->nvJitLinkVersion(&t->major, &t->minor) != NVJITLINK_SUCCESS) {
-      g->error = fmt::format("nvJitLinkVersion failed in {}", t->path);
-      return g;
-    }
-    g->t = std::move(t);
-    return g;
-  }();
+        return missing;
+      },
+      [](NvJitLink& t) { return t.nvJitLinkVersion(&t.major, &t.minor) == NVJITLINK_SUCCESS; });
   return *g;
 }
 }  // namespace
