@@ -20,59 +20,19 @@
 #include "passes/gpu/layout_rules.hpp"
 #include "passes/pass.hpp"
 #include "ptxas_util.hpp"
+#include "trace_util.hpp"
 
 using namespace tle;
 
 namespace {
 
-template <class F> void trace_thunk(const void* fn, const detail::TraceParam* p) {
-  using Args = typename detail::signature<F>::args;
-  [&]<size_t... I>(std::index_sequence<I...>) {
-    (*static_cast<const F*>(fn))(detail::make_param<std::tuple_element_t<I, Args>>::get(p[I])...);
-  }(std::make_index_sequence<std::tuple_size_v<Args>>());
-}
+using tracetest::ops_of;
 
 /// Traces `fn` (constexpr parameters from `cx`, in order) as the runtime does for arguments that
 /// are all 16-byte aligned pointers and, when `div16`, integers that are multiples of 16; runs the
 /// generic pipeline.
 template <class F> std::unique_ptr<ir::Function> trace(F fn, std::vector<int64_t> cx, bool div16) {
-  using Args = typename detail::signature<F>::args;
-  constexpr size_t N = std::tuple_size_v<Args>;
-  auto f = std::make_unique<ir::Function>();
-  f->name = "k";
-  std::vector<detail::TraceParam> tp(N);
-  size_t next = 0;
-  auto add = [&]<class P>(detail::TraceParam& t, std::type_identity<P>) {
-    detail::ParamSpec s = detail::param_spec<P>::get();
-    ir::ArgInfo info;
-    info.name = "arg" + std::to_string(f->arg_info.size());
-    if (s.kind == detail::ParamSpec::Pointer) {
-      t.value = f->entry().add_arg(ir::scalar_type(DType::ptr, s.dtype));
-      info.divisible_by_16 = true;
-      f->arg_info.push_back(info);
-    } else if (s.kind == detail::ParamSpec::Scalar) {
-      t.value = f->entry().add_arg(ir::scalar_type(s.dtype));
-      info.divisible_by_16 = div16;
-      f->arg_info.push_back(info);
-    } else {
-      t.i = cx.at(next++);
-      t.f = static_cast<double>(t.i);
-    }
-  };
-  [&]<size_t... I>(std::index_sequence<I...>) {
-    (add(tp[I], std::type_identity<std::tuple_element_t<I, Args>>{}), ...);
-  }(std::make_index_sequence<N>());
-  frontend::trace_into(*f, &trace_thunk<F>, &fn, tp.data());
-  passes::run_pipeline(*f);
-  return f;
-}
-
-std::vector<const ir::Op*> ops_of(const ir::Function& f, ir::OpKind k) {
-  std::vector<const ir::Op*> v;
-  ir::walk(f.entry(), [&](const ir::Op& op) {
-    if (op.kind == k) v.push_back(&op);
-  });
-  return v;
+  return tracetest::trace("k", fn, std::move(cx), /*ptrs_div16=*/true, div16);
 }
 
 bool pipelined(const ir::Op* ld) { return ld->has_attr("pipelined") && ld->int_attr("pipelined") == 1; }
