@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "error_util.hpp"
 #include "tle/dlpack.hpp"
 #include "tle/tle.hpp"
 
@@ -24,9 +25,6 @@ namespace {
 
 constexpr uint8_t kBool = 6;  // DLPack's kDLBool (newer than Debian's DLPack 0.6)
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 /// A 1-d DLTensor over `n` elements at `data` (+ byte_offset), dtype {code, bits, lanes}.
 struct View {
@@ -61,17 +59,7 @@ Grid cpu(int64_t g, std::source_location l = std::source_location::current()) { 
 /// Runs f, which must throw tle::UserError whose message contains every phrase, at this file and
 /// at `line`; then checks that a correct DLPack launch still works.
 template <class F> void expect_error(F&& f, const std::vector<std::string>& phrases, const int& line) {
-  bool thrown = false;
-  try {
-    f();
-  } catch (const UserError& e) {
-    thrown = true;
-    INFO("what(): " << e.what());
-    for (auto& p : phrases) CHECK_THAT(e.message(), Catch::Contains(p));
-    CHECK(ends_with(e.file(), "test_dlpack.cpp"));
-    CHECK(e.line() == unsigned(line));
-  }
-  CHECK(thrown);
+  errtest::expect_user_error(f, phrases, "test_dlpack.cpp", line);
   std::vector<float> x{1, 2, 3}, y{10, 20, 30}, out(3, 0);
   View vx(x.data(), 3, f32()), vy(y.data(), 3, f32()), vo(out.data(), 3, f32());
   vadd()(cpu(1), &vx.t, &vy.t, &vo.t, 3, 16);

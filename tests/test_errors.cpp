@@ -8,14 +8,11 @@
 #include <vector>
 
 #include "tle/tle.hpp"
+#include "error_util.hpp"
 
 using namespace tle;
 
 namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 /// A correct kernel, launched after each error: the library must still work.
 void still_usable() {
@@ -32,19 +29,7 @@ void still_usable() {
 /// Runs f, which must throw tle::UserError whose message contains `phrase`, at this file and at
 /// `line` (read after f ran: kernels set it while tracing).
 template <class F> void expect_error(F&& f, const std::string& phrase, const int& line) {
-  bool thrown = false;
-  try {
-    f();
-  } catch (const UserError& e) {
-    thrown = true;
-    INFO("what(): " << e.what());
-    CHECK_THAT(e.message(), Catch::Contains(phrase));
-    CHECK(ends_with(e.file(), "test_errors.cpp"));
-    CHECK(line != 0);
-    CHECK(e.line() == unsigned(line));
-    CHECK_THAT(std::string(e.what()), Catch::Contains(":" + std::to_string(line) + ": error: "));
-  }
-  CHECK(thrown);
+  errtest::expect_user_error(f, {phrase}, "test_errors.cpp", line);
   still_usable();
 }
 

@@ -19,6 +19,7 @@
 #include "ir/builder.hpp"
 #include "ir/ir.hpp"
 #include "tle/tle.hpp"
+#include "error_util.hpp"
 #include "ptxas_util.hpp"
 
 using namespace tle;
@@ -34,9 +35,6 @@ size_t count(const std::string& s, const std::string& what) {
   return n;
 }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 /// y[i] = 2^x[i] through ex2.approx.f32.
 auto ex2_kernel() {
@@ -50,18 +48,7 @@ auto ex2_kernel() {
 
 /// Runs f, which must throw UserError containing `phrase` at this file and `line`.
 template <class F> void expect_error(F&& f, const std::string& phrase, const int& line) {
-  bool thrown = false;
-  try {
-    f();
-  } catch (const UserError& e) {
-    thrown = true;
-    INFO("what(): " << e.what());
-    CHECK_THAT(e.message(), Catch::Contains(phrase));
-    CHECK(ends_with(e.file(), "test_inline_asm.cpp"));
-    CHECK(line != 0);
-    CHECK(e.line() == unsigned(line));
-  }
-  CHECK(thrown);
+  errtest::expect_user_error(f, {phrase}, "test_inline_asm.cpp", line);
 }
 
 }  // namespace

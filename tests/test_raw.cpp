@@ -22,6 +22,7 @@
 
 #include "../examples/kernels.hpp"
 #include "../examples/raw_kernels.hpp"
+#include "error_util.hpp"
 #include "ptxas_util.hpp"
 #include "runtime/cuda/nvrtc.hpp"
 #include "runtime/disk_cache.hpp"
@@ -35,24 +36,9 @@ namespace {
 
 template <class T> T* fake(uintptr_t a = 0x10000) { return reinterpret_cast<T*>(a); }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 /// Runs f, which must throw UserError whose message contains every phrase, at this file and `line`.
 template <class F> void expect_error(F&& f, const std::vector<std::string>& phrases, const int& line) {
-  bool thrown = false;
-  try {
-    f();
-  } catch (const UserError& e) {
-    thrown = true;
-    INFO("what(): " << e.what());
-    for (const auto& p : phrases) CHECK_THAT(e.message(), Catch::Contains(p));
-    CHECK(ends_with(e.file(), "test_raw.cpp"));
-    CHECK(line != 0);
-    CHECK(e.line() == unsigned(line));
-  }
-  CHECK(thrown);
+  errtest::expect_user_error(f, phrases, "test_raw.cpp", line);
 }
 
 const char* kSaxpy = R"(extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
@@ -440,7 +426,7 @@ TEST_CASE("raw: the CPU backend refuses cuda_function and raw kernels, naming th
   } catch (const UserError& e) {
     CHECK_THAT(e.message(), Catch::Contains("cuda_function 'tle_scale_store'"));
     CHECK_THAT(e.message(), Catch::Contains("GPU backend only"));
-    CHECK(ends_with(e.file(), "test_raw.cpp"));
+    CHECK(errtest::ends_with(e.file(), "test_raw.cpp"));
   }
   auto raw = raw_kernel<void(float, const float*, float*, int)>("saxpy", kSaxpy);
   expect_error(
