@@ -152,9 +152,7 @@ int next_pow2(int n) {
   return p;
 }
 
-// Warps per program for a whole-row kernel (the examples' rule; Triton's tutorials use 8 for
-// softmax and BLOCK/256 clamped to 1..8 for layernorm).
-int row_warps(int block) { return block >= 32768 ? 32 : block >= 8192 ? 16 : block >= 2048 ? 8 : 4; }
+using ex::row_warps;
 
 // Warp counts tried for a whole-row kernel: the examples' rule, half and double of it (1..32).
 std::vector<int> row_warp_candidates(int block) {
@@ -266,14 +264,7 @@ void group_softmax(bench::Timer& tm) {
       auto x = bench::random_f32(n, 3, -4.f, 4.f);
       std::vector<float> want(n);
       bench::parallel_for(rows, [&](size_t a, size_t b) {
-        for (size_t r = a; r < b; ++r) {
-          const float* xr = &x[r * cols];
-          float m = -INFINITY;
-          for (int j = 0; j < cols; ++j) m = std::max(m, xr[j]);
-          double sum = 0;
-          for (int j = 0; j < cols; ++j) sum += std::exp(double(xr[j]) - m);
-          for (int j = 0; j < cols; ++j) want[r * cols + j] = float(std::exp(double(xr[j]) - m) / sum);
-        }
+        for (size_t r = a; r < b; ++r) ex::softmax_row_reference(&x[r * cols], &want[r * cols], cols);
       });
       const int BLOCK = next_pow2(cols);
       DeviceBuffer<float> dx(x), dy(n);
@@ -308,14 +299,7 @@ void group_raw(bench::Timer& tm) {
       auto x = bench::random_f32(n, 3, -4.f, 4.f);
       std::vector<float> want(n);
       bench::parallel_for(rows, [&](size_t a, size_t b) {
-        for (size_t r = a; r < b; ++r) {
-          const float* xr = &x[r * cols];
-          float m = -INFINITY;
-          for (int j = 0; j < cols; ++j) m = std::max(m, xr[j]);
-          double sum = 0;
-          for (int j = 0; j < cols; ++j) sum += std::exp(double(xr[j]) - m);
-          for (int j = 0; j < cols; ++j) want[r * cols + j] = float(std::exp(double(xr[j]) - m) / sum);
-        }
+        for (size_t r = a; r < b; ++r) ex::softmax_row_reference(&x[r * cols], &want[r * cols], cols);
       });
       auto raw = ex::make_raw_softmax();
       auto tile = ex::make_softmax();

@@ -3,6 +3,7 @@
 #pragma once
 #include <tle/tle.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -30,6 +31,21 @@ inline auto make_softmax() {
     Tile<float> e = exp(v - max(v, 0));
     store(y + row * ncols + cols, e / sum(e, 0), mask);
   });
+}
+
+/// Warps per program for a kernel that holds a whole row of `block` elements in one tile: more for
+/// longer rows (Triton's tutorials use 8 for softmax and block/256 clamped to 1..8 for layernorm).
+/// The examples use it; gpu_bench sweeps around it.
+inline int row_warps(int block) { return block >= 32768 ? 32 : block >= 8192 ? 16 : block >= 2048 ? 8 : 4; }
+
+/// The reference for make_softmax (and the TLE-Raw softmax): out[c] = exp(x[c] - max) / sum of
+/// exp(x[j] - max) over the `cols` elements of one row, accumulated in double.
+inline void softmax_row_reference(const float* x, float* out, int cols) {
+  float m = -INFINITY;
+  for (int c = 0; c < cols; ++c) m = std::max(m, x[c]);
+  double s = 0;
+  for (int c = 0; c < cols; ++c) s += std::exp(double(x[c]) - m);
+  for (int c = 0; c < cols; ++c) out[c] = float(std::exp(double(x[c]) - m) / s);
 }
 
 /// LayerNorm forward of the rows of a [nrows, ncols] matrix of T (statistics in f32):

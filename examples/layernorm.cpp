@@ -26,7 +26,7 @@ template <class T> bool run(tle::Backend backend, const char* label, int rows, i
   auto layernorm = ex::make_layernorm<T>();
   double ms;
   if (backend == Backend::GPU) {
-    const int warps = cols >= 8192 ? 16 : cols >= 2048 ? 8 : 4;
+    const int warps = ex::row_warps(cols);
     const int programs = std::min(rows, 8 * tle::gpu_info()->num_sms);  // persistent: 8 per SM
     DeviceBuffer<T> dx(x), dy(x.size());
     DeviceBuffer<float> dw(w), db(b);
