@@ -198,10 +198,16 @@ uint64_t float_slot(DType d, double v) {
   return s;
 }
 
-bool valid_num_warps(int w) { return w >= 1 && w <= 32 && (w & (w - 1)) == 0; }
-/// Software-pipelining depth (Grid::with_stages): 1 (off) to 8.
-constexpr int kMaxStages = 8;
-bool valid_num_stages(int s) { return s >= 1 && s <= kMaxStages; }
+/// The launch options every path checks (launch, Kernel::ptx): num_warps a power of two from 1
+/// to 32; the software-pipelining depth (Grid::with_stages) from 1 (off) to 8.
+void check_options(int num_warps, int num_stages, const SrcLoc& loc) {
+  constexpr int kMaxStages = 8;
+  if (num_warps < 1 || num_warps > 32 || (num_warps & (num_warps - 1)) != 0)
+    throw UserError(loc, fmt::format("num_warps {} (Grid::with_warps): must be a power of two from 1 to 32", num_warps));
+  if (num_stages < 1 || num_stages > kMaxStages)
+    throw UserError(loc, fmt::format("num_stages {} (Grid::with_stages): must be from 1 (no pipelining) to {}",
+                                     num_stages, kMaxStages));
+}
 
 /// The GPU target for compute capability `sm`. sm_90 compiles for sm_90a (wgmma, setmaxnreg).
 /// LLVM 19's NVPTX back end knows nothing newer than sm_90, so a newer device gets sm_90 PTX,
@@ -526,32 +532,12 @@ void kernel_destroy(KernelState* k) noexcept { delete k; }
 
 void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const LaunchOptions& opts,
                    const HostArg* args, size_t nargs, const SrcLoc& loc) {
-  Packed pk = k->pack(args, nargs, loc);
-  if (!valid_num_warps(opts.num_warps))
-    throw UserError(loc, fmt::format("with_warps({}): num_warps must be a power of two from 1 to 32", opts.num_warps));
-  if (!valid_num_stages(opts.num_stages))
-    throw UserError(loc, fmt::format("with_stages({}): num_stages must be from 1 (no pipelining) to {}", opts.num_stages,
-                                     kMaxStages));
-  const Backend backend = opts.backend < 0 ? default_backend() : static_cast<Backend>(opts.backend);
-  const bool on_gpu = backend == Backend::GPU;
-  k->check_dlpack_devices(args, nargs, on_gpu, loc);
-  if (on_gpu) k->check_device_pointers(args, nargs, loc);
-  else
-    for (size_t i = 0; i < nargs; ++i)
-      if (args[i].device_buffer)
-        throw UserError(loc, fmt::format("argument {} is a tle::DeviceBuffer (GPU memory), but this launch runs on "
-                                         "the CPU backend; pass host memory, or launch on the GPU",
-                                         i + 1));
+  check_options(opts.num_warps, opts.num_stages, loc);
+  PreparedLaunch p = prepare_launch(k, grid, opts, args, nargs, loc);
+  if (p.empty) return;  // rule E08: nothing to run, outputs untouched
+  const bool on_gpu = p.on_gpu;
   const int64_t g[3] = {grid.x, grid.y, grid.z};
-  const int64_t limit[3] = {(int64_t(1) << 31) - 1, 65535, 65535};
-  const char* axis[3] = {"x", "y", "z"};
-  for (int i = 0; i < 3; ++i) {
-    if (g[i] < 0 || g[i] > limit[i])
-      throw UserError(loc, fmt::format("launch grid axis {} is {}, outside the limit 0..{}; split the work over "
-                                       "another axis or loop inside the kernel",
-                                       axis[i], g[i], limit[i]));
-  }
-  if (g[0] == 0 || g[1] == 0 || g[2] == 0) return;  // rule E08: nothing to run, outputs untouched
+  Packed pk{std::move(p.slots), std::move(p.constexprs), std::move(p.key)};
   std::vector<uint64_t> key = pk.key;
   if (on_gpu) {
     CUcontext ctx = cuda::ensure_context();
@@ -603,10 +589,7 @@ std::string kernel_ptx(KernelState* k, const void* fn, int sm, int num_warps, in
     throw UserError(loc, fmt::format("target sm_{}: the GPU backend needs sm_80 or newer (mma.sync bf16, cp.async, "
                                      "max.NaN, cvt.rn.bf16); ask for 80, 86, 89 or 90",
                                      sm));
-  if (!valid_num_warps(num_warps))
-    throw UserError(loc, fmt::format("num_warps {}: must be a power of two from 1 to 32", num_warps));
-  if (!valid_num_stages(num_stages))
-    throw UserError(loc, fmt::format("num_stages {}: must be from 1 (no pipelining) to {}", num_stages, kMaxStages));
+  check_options(num_warps, num_stages, loc);
   auto f = k->trace(fn, pk);
   passes::run_pipeline(*f);
   gpu::Options opt;
@@ -639,6 +622,12 @@ PreparedLaunch prepare_launch(KernelState* k, const Grid3& grid, const LaunchOpt
   out.on_gpu = backend == Backend::GPU;
   k->check_dlpack_devices(args, nargs, out.on_gpu, loc);
   if (out.on_gpu) k->check_device_pointers(args, nargs, loc);
+  else
+    for (size_t i = 0; i < nargs; ++i)
+      if (args[i].device_buffer)
+        throw UserError(loc, fmt::format("argument {} is a tle::DeviceBuffer (GPU memory), but this launch runs on "
+                                         "the CPU backend; pass host memory, or launch on the GPU",
+                                         i + 1));
   const int64_t g[3] = {grid.x, grid.y, grid.z};
   const int64_t limit[3] = {(int64_t(1) << 31) - 1, 65535, 65535};
   const char* axis[3] = {"x", "y", "z"};

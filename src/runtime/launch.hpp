@@ -21,9 +21,9 @@ struct PreparedLaunch {
 };
 
 /// Packs and checks `args` against k's parameters (UserError at loc, as kernel_launch does),
-/// picks the backend (opts.backend, else default_backend()), checks DLPack devices and, on the
-/// GPU, that pointers are device memory, and checks the grid against CUDA's limits. Does not
-/// check num_warps.
+/// picks the backend (opts.backend, else default_backend()), checks DLPack devices, that
+/// pointers are device memory on the GPU and no DeviceBuffer goes to the CPU, and checks the grid
+/// against CUDA's limits. The first half of kernel_launch; does not check num_warps.
 PreparedLaunch prepare_launch(KernelState* k, const Grid3& grid, const LaunchOptions& opts, const HostArg* args,
                               size_t nargs, const SrcLoc& loc);
 
