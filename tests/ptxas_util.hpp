@@ -18,33 +18,62 @@ inline std::string ptxas_path() {
   return {};
 }
 
+struct PtxasRun {
+  int status = 0;
+  std::string log;  // ptxas' stdout and stderr
+};
+
+/// Runs `ptxas -arch=<arch> <flags>` on `ptx` in a fresh temporary directory (removed after);
+/// `ptxas` must be non-empty.
+inline PtxasRun run_ptxas(const std::string& ptxas, const std::string& ptx, const std::string& arch,
+                          const std::string& flags) {
+  namespace fs = std::filesystem;
+  std::string tmpl = (fs::temp_directory_path() / "tle-ptx-XXXXXX").string();
+  REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+  const fs::path dir = tmpl;
+  std::ofstream(dir / "k.ptx") << ptx;
+  const std::string cmd = ptxas + " -arch=" + arch + " " + flags + " " + (dir / "k.ptx").string() + " -o " +
+                          (dir / "k.cubin").string() + " > " + (dir / "log").string() + " 2>&1";
+  PtxasRun r;
+  r.status = std::system(cmd.c_str());
+  std::ifstream in(dir / "log");
+  r.log.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  if (r.status == 0) CHECK(fs::file_size(dir / "k.cubin") > 0);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  return r;
+}
+
 /// Assembles `ptx` with `ptxas -arch=<arch>`; a failure is a failed check carrying ptxas' log and
 /// the start of the PTX. Without ptxas the check is skipped with a warning.
 inline void assemble(const std::string& what, const std::string& ptx, const std::string& arch = "sm_90a") {
-  namespace fs = std::filesystem;
   static const std::string ptxas = ptxas_path();
   if (ptxas.empty()) {
     WARN("ptxas not found ($TLE_PTXAS, /usr/local/cuda/bin/ptxas, PATH): " << what << " not assembled");
     return;
   }
-  std::string tmpl = (fs::temp_directory_path() / "tle-ptx-XXXXXX").string();
-  REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-  const fs::path dir = tmpl;
-  std::ofstream(dir / "k.ptx") << ptx;
-  const std::string cmd = ptxas + " -arch=" + arch + " " + (dir / "k.ptx").string() + " -o " +
-                          (dir / "k.cubin").string() + " > " + (dir / "log").string() + " 2>&1";
-  const int rc = std::system(cmd.c_str());
-  if (rc != 0) {
-    std::ifstream in(dir / "log");
-    std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    FAIL_CHECK("ptxas -arch=" << arch << " failed on " << what << " (status " << rc << "):\n"
-                              << log.substr(0, 4000) << "\n--- PTX (first 3000 chars) ---\n"
+  PtxasRun r = run_ptxas(ptxas, ptx, arch, "");
+  if (r.status != 0)
+    FAIL_CHECK("ptxas -arch=" << arch << " failed on " << what << " (status " << r.status << "):\n"
+                              << r.log.substr(0, 4000) << "\n--- PTX (first 3000 chars) ---\n"
                               << ptx.substr(0, 3000));
-  } else {
-    CHECK(fs::file_size(dir / "k.cubin") > 0);
+}
+
+/// The registers per thread ptxas gives the one entry of `ptx` ("Used N registers" of ptxas -v);
+/// -1 (with a warning) without ptxas, 0 (a failed check) when it fails or says nothing.
+inline int registers(const std::string& what, const std::string& ptx, const std::string& arch = "sm_90a") {
+  static const std::string ptxas = ptxas_path();
+  if (ptxas.empty()) {
+    WARN("ptxas not found: registers of " << what << " not counted");
+    return -1;
   }
-  std::error_code ec;
-  fs::remove_all(dir, ec);
+  PtxasRun r = run_ptxas(ptxas, ptx, arch, "-v");
+  const size_t at = r.log.find("Used ");
+  if (r.status != 0 || at == std::string::npos) {
+    FAIL_CHECK("ptxas -v -arch=" << arch << " on " << what << " (status " << r.status << "):\n" << r.log);
+    return 0;
+  }
+  return std::atoi(r.log.c_str() + at + 5);
 }
 
 }  // namespace ptxtest

@@ -333,6 +333,23 @@ TEST_CASE("errors: launch grid beyond the limits", "[errors]") {
   line = __LINE__; expect_error([&] { k(Grid(1, -1), buf.data()); }, "axis y is -1", line);
 }
 
+TEST_CASE("errors: launch options outside their ranges name the Grid's line", "[errors]") {
+  auto k = jit("err_options", [](Ptr<float> x) { store(x, 1.0f); });
+  int line = 0;
+  line = __LINE__; expect_error([&] { k(Grid(1).with_warps(6), buf.data()); }, "num_warps 6 (Grid::with_warps)", line);
+  line = __LINE__; expect_error([&] { k(Grid(1).with_stages(9), buf.data()); }, "num_stages 9 (Grid::with_stages)", line);
+  for (int r : {-1, 1, 23, 256}) {
+    INFO("maxnreg " << r);
+    line = __LINE__; expect_error([&] { k(Grid(1).with_maxnreg(r), buf.data()); }, "(Grid::with_maxnreg): must be 0 (no limit) or a register count from 24 to 255", line);
+    line = __LINE__; expect_error([&] { (void)k.ptx(90, Grid(1).with_maxnreg(r), buf.data()); }, "Grid::with_maxnreg", line);
+  }
+  for (int r : {0, 24, 255}) {  // the bounds themselves are accepted (the launch runs on the CPU: no effect there)
+    buf[0] = 0.0f;
+    k(Grid(1).with_maxnreg(r).backend(Backend::CPU), buf.data());
+    CHECK(buf[0] == 1.0f);
+  }
+}
+
 // ============================================================================ device control flow
 
 TEST_CASE("errors: a tile used after the region that defined it ended", "[errors]") {

@@ -85,6 +85,29 @@ TEST_CASE("ptx: layernorm", "[ptx]") {
   });
 }
 
+TEST_CASE("ptx: Grid::with_maxnreg caps the registers per thread (.maxnreg)", "[ptx]") {
+  // The bf16 layernorm at 8 warps keeps a row of x, w and b in registers: ptxas gives it more than
+  // 64 without a cap (about 110 with ptxas 13.0).
+  auto k = gk::layernorm<bf16>();
+  auto ptx = [&](int sm, int maxnreg) {
+    return k.ptx(sm, Grid(1).with_warps(8).with_maxnreg(maxnreg), fake<bf16>(), fake<bf16>(), fake<float>(),
+                 fake<float>(), 16384, 4096, 1e-5f, 4096);
+  };
+  const std::string free = ptx(90, 0);
+  CHECK(free.find(".maxnreg") == std::string::npos);
+  const int used = ptxtest::registers("layernorm, no cap", free);
+  if (used >= 0) CHECK(used > 64);
+  for (int cap : {64, 40}) {
+    INFO("maxnreg " << cap);
+    for (int sm : {90, 80}) {
+      const std::string p = ptx(sm, cap);
+      CHECK(p.find(".maxnreg " + std::to_string(cap)) != std::string::npos);
+      const int n = ptxtest::registers("layernorm, capped", p, sm == 90 ? "sm_90a" : "sm_80");
+      if (n >= 0) CHECK((n > 0 && n <= cap));
+    }
+  }
+}
+
 TEST_CASE("ptx: matmul with a K loop", "[ptx]") {
   auto kf = gk::matmul<float>();
   check_ptx("matmul f32 64x64x32", [&](int sm) {

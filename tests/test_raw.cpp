@@ -448,6 +448,13 @@ TEST_CASE("raw: the CPU backend refuses cuda_function and raw kernels, naming th
         raw(Grid(1).backend(Backend::CPU), 2.0f, x.data());
       },
       {"takes 4 arguments, but 2 were passed"}, line);
+  // Grid::with_maxnreg is for tile kernels; a raw kernel says its registers in its source.
+  expect_error(
+      [&] {
+        line = __LINE__ + 1;
+        raw(Grid(1).with_maxnreg(64), 2.0f, x.data(), y.data(), 8);
+      },
+      {"raw kernel 'saxpy'", "Grid::with_maxnreg(64) applies to tile kernels", "__launch_bounds__"}, line);
 }
 
 // ============================================================================ GPU

@@ -8,7 +8,7 @@
 // DLTensor* / DLManagedTensor* whose dtype, device and alignment are checked), Tile<T> (host passes a scalar;
 // converted exactly or rejected), and Constexpr<T> (host passes a value; part of the
 // specialization). A launch is specialized, as in Triton, on constexpr values, on 16-byte alignment
-// of each pointer, and on which integer arguments equal 1 or are multiples of 16 (and, on the GPU, on num_warps and num_stages); each
+// of each pointer, and on which integer arguments equal 1 or are multiples of 16 (and, on the GPU, on num_warps, num_stages and maxnreg); each
 // specialization is traced and compiled once and cached in memory, so later launches neither trace
 // nor compile.
 //
@@ -52,6 +52,15 @@ namespace tle {
 ///                                        into s shared-memory buffers. 1 to 8, default 3; 1 turns
 ///                                        pipelining off. Part of the specialization; checked on
 ///                                        every backend (UserError outside 1..8), used on the GPU.
+///   .with_maxnreg(r)                     GPU: at most r registers per thread (PTX ISA 11.4.1,
+///                                        `.maxnreg`; Triton's `maxnreg`): 24 to 255, or 0 (the
+///                                        default) for no limit. ptxas spills what does not fit
+///                                        to local memory; fewer registers let more programs
+///                                        share an SM (65536 registers each). Part of the
+///                                        specialization; checked on every backend (UserError
+///                                        outside 0 / 24..255), used on the GPU. Raw kernels
+///                                        reject it (UserError): their CUDA source says it
+///                                        (__launch_bounds__, __maxnreg__, -maxrregcount).
 ///   .backend(Backend::CPU|GPU)           run on this backend instead of default_backend().
 /// A plain value (the target sm of Kernel::ptx, the `optimized` flag of Kernel::ir) that converts
 /// implicitly from T and records where the call was written, so that a UserError about the call's
@@ -68,6 +77,7 @@ struct Grid {
   void* stream = nullptr;  ///< CUstream (null: the legacy default stream)
   int num_warps = 4;
   int num_stages = 3;
+  int maxnreg = 0;
   /// The backend asked for with .backend(); `has_backend` false means default_backend().
   Backend backend_choice = Backend::CPU;
   bool has_backend = false;
@@ -82,6 +92,8 @@ struct Grid {
   Grid&& with_warps(int w) && { return std::move(with_warps(w)); }
   Grid& with_stages(int s) & { num_stages = s; return *this; }
   Grid&& with_stages(int s) && { return std::move(with_stages(s)); }
+  Grid& with_maxnreg(int r) & { maxnreg = r; return *this; }
+  Grid&& with_maxnreg(int r) && { return std::move(with_maxnreg(r)); }
   Grid& backend(Backend b) & { backend_choice = b, has_backend = true; return *this; }
   Grid&& backend(Backend b) && { return std::move(backend(b)); }
 };
@@ -203,6 +215,16 @@ template <class T> HostArg host_arg(const ManagedBuffer<T>& b) {
   h.type_name = "tle::ManagedBuffer";
   return h;
 }
+/// The launch options a Grid carries (stream, num_warps, num_stages, maxnreg, backend).
+inline LaunchOptions launch_options(const Grid& grid) {
+  LaunchOptions o;
+  o.stream = grid.stream;
+  o.num_warps = grid.num_warps;
+  o.num_stages = grid.num_stages;
+  o.maxnreg = grid.maxnreg;
+  o.backend = grid.has_backend ? static_cast<int>(grid.backend_choice) : -1;
+  return o;
+}
 }  // namespace detail
 
 /// A kernel made from a lambda by tle::jit. Callable as kernel(grid, args...). Thread-safe: several
@@ -225,16 +247,13 @@ template <class F> class Kernel {
   /// backend it waits for the programs (run on a thread pool); on the GPU backend it queues the
   /// kernel on the grid's stream and returns at once (asynchronous: see the top of this file).
   /// Throws UserError (at the Grid's file:line) for a wrong argument count or type, an argument
-  /// that does not fit its parameter, a grid beyond the limits, a bad num_warps, or a host
+  /// that does not fit its parameter, a grid beyond the limits, a bad num_warps, num_stages or
+  /// maxnreg, or a host
   /// pointer passed to a GPU launch; RuntimeError if compiling, loading or launching fails.
   template <class... A> void operator()(const Grid& grid, const A&... args) const {
     std::array<detail::HostArg, sizeof...(A)> h{detail::host_arg(args)...};
-    detail::LaunchOptions o;
-    o.stream = grid.stream;
-    o.num_warps = grid.num_warps;
-    o.num_stages = grid.num_stages;
-    o.backend = grid.has_backend ? static_cast<int>(grid.backend_choice) : -1;
-    detail::kernel_launch(state_, &fn_, detail::Grid3{grid.x, grid.y, grid.z}, o, h.data(), h.size(), grid.loc);
+    detail::kernel_launch(state_, &fn_, detail::Grid3{grid.x, grid.y, grid.z}, detail::launch_options(grid), h.data(),
+                          h.size(), grid.loc);
   }
   /// The PTX of the specialization these arguments select, compiled for sm_<target_sm> (80 or newer;
   /// 90 means sm_90a) with `num_warps` warps per program and the default 3 pipeline stages (K loops
@@ -244,13 +263,15 @@ template <class F> class Kernel {
   /// line, e.g. for a target before sm_80 or num_warps not a power of two from 1 to 32).
   template <class... A> std::string ptx(Located<int> target_sm, int num_warps, const A&... args) const {
     std::array<detail::HostArg, sizeof...(A)> h{detail::host_arg(args)...};
-    return detail::kernel_ptx(state_, &fn_, target_sm.value, num_warps, 3, h.data(), h.size(), target_sm.loc);
+    detail::LaunchOptions o;
+    o.num_warps = num_warps;
+    return detail::kernel_ptx(state_, &fn_, target_sm.value, o, h.data(), h.size(), target_sm.loc);
   }
-  /// As above with the launch options of `launch` (its num_warps and num_stages; grid size,
-  /// stream and backend are ignored). Throws UserError (at the Grid's line) for bad options.
+  /// As above with the launch options of `launch` (its num_warps, num_stages and maxnreg; grid
+  /// size, stream and backend are ignored). Throws UserError (at the Grid's line) for bad options.
   template <class... A> std::string ptx(Located<int> target_sm, const Grid& launch, const A&... args) const {
     std::array<detail::HostArg, sizeof...(A)> h{detail::host_arg(args)...};
-    return detail::kernel_ptx(state_, &fn_, target_sm.value, launch.num_warps, launch.num_stages, h.data(), h.size(),
+    return detail::kernel_ptx(state_, &fn_, target_sm.value, detail::launch_options(launch), h.data(), h.size(),
                               launch.loc);
   }
   /// The tile IR of the specialization these arguments select: after the pass pipeline

@@ -217,12 +217,8 @@ template <class... P> class RawKernel<void(P...)> {
   template <class... A>
   void launch(const Grid& grid, unsigned bx, unsigned by, unsigned bz, size_t smem, const A&... args) const {
     std::array<detail::HostArg, sizeof...(A)> h{detail::host_arg(args)...};
-    detail::LaunchOptions o;
-    o.stream = grid.stream;
-    o.num_warps = grid.num_warps;
-    o.backend = grid.has_backend ? static_cast<int>(grid.backend_choice) : -1;
-    detail::raw_kernel_launch(state_, detail::Grid3{grid.x, grid.y, grid.z}, bx, by, bz, smem, o, h.data(), h.size(),
-                              grid.loc);
+    detail::raw_kernel_launch(state_, detail::Grid3{grid.x, grid.y, grid.z}, bx, by, bz, smem,
+                              detail::launch_options(grid), h.data(), h.size(), grid.loc);
   }
   detail::RawKernelState* state_;
 };

@@ -3,10 +3,10 @@
 //
 // Specialization (Triton's rules): constexpr values, 16-byte alignment of each pointer, and which
 // integer scalars equal 1 or multiples of 16 select a specialization; each is traced and compiled once. The in-memory
-// key adds the backend and, on the GPU, num_warps, num_stages and the CUDA context (a module belongs to one).
+// key adds the backend and, on the GPU, num_warps, num_stages, maxnreg and the CUDA context (a module belongs to one).
 //
 // GPU path of a miss: trace -> generic pass pipeline -> disk cache lookup keyed on the printed IR,
-// the target (sm_90a, ...), num_warps, num_stages, the tle, LLVM and driver versions -> on a disk miss
+// the target (sm_90a, ...), num_warps, num_stages, maxnreg, the tle, LLVM and driver versions -> on a disk miss
 // gpu::compile (GPU passes, NVPTX) and store the PTX -> cuModuleLoadDataEx (GpuKernel::from_ptx,
 // whose failure dump also holds the tile IR and, after a fresh compile, the LLVM IR). A launch
 // checks that every pointer is device memory (cuPointerGetAttribute), then cuLaunchKernel with
@@ -199,14 +199,29 @@ uint64_t float_slot(DType d, double v) {
 }
 
 /// The launch options every path checks (launch, Kernel::ptx): num_warps a power of two from 1
-/// to 32; the software-pipelining depth (Grid::with_stages) from 1 (off) to 8.
-void check_options(int num_warps, int num_stages, const SrcLoc& loc) {
+/// to 32; the software-pipelining depth (Grid::with_stages) from 1 (off) to 8; maxnreg 0 (no
+/// limit) or 24 to 255 (ptxas's bounds for `.maxnreg`: it raises less to 24 and ignores more).
+void check_options(const LaunchOptions& o, const SrcLoc& loc) {
   constexpr int kMaxStages = 8;
-  if (num_warps < 1 || num_warps > 32 || (num_warps & (num_warps - 1)) != 0)
-    throw UserError(loc, fmt::format("num_warps {} (Grid::with_warps): must be a power of two from 1 to 32", num_warps));
-  if (num_stages < 1 || num_stages > kMaxStages)
+  if (o.num_warps < 1 || o.num_warps > 32 || (o.num_warps & (o.num_warps - 1)) != 0)
+    throw UserError(loc,
+                    fmt::format("num_warps {} (Grid::with_warps): must be a power of two from 1 to 32", o.num_warps));
+  if (o.num_stages < 1 || o.num_stages > kMaxStages)
     throw UserError(loc, fmt::format("num_stages {} (Grid::with_stages): must be from 1 (no pipelining) to {}",
-                                     num_stages, kMaxStages));
+                                     o.num_stages, kMaxStages));
+  if (o.maxnreg != 0 && (o.maxnreg < 24 || o.maxnreg > 255))
+    throw UserError(loc, fmt::format("maxnreg {} (Grid::with_maxnreg): must be 0 (no limit) or a register count "
+                                     "from 24 to 255",
+                                     o.maxnreg));
+}
+
+/// The GPU compile options of a launch's options.
+gpu::Options gpu_options(const LaunchOptions& o) {
+  gpu::Options g;
+  g.num_warps = o.num_warps;
+  g.num_stages = o.num_stages;
+  g.maxnreg = o.maxnreg;
+  return g;
 }
 
 /// The GPU target for compute capability `sm`. sm_90 compiles for sm_90a (wgmma, setmaxnreg).
@@ -395,7 +410,7 @@ class KernelState {
   /// The compiled specialization for `key` (pk.key extended with the backend facts), compiling
   /// it on a miss. `gpu_ctx` is the current CUcontext for a GPU launch, null for the CPU.
   std::shared_ptr<Compiled> get(const void* fn, const Packed& pk, const std::vector<uint64_t>& key, bool on_gpu,
-                                int num_warps, int num_stages) {
+                                const gpu::Options& opt) {
     {
       std::shared_lock lk(mu);
       auto it = cache.find(key);
@@ -410,7 +425,7 @@ class KernelState {
     auto f = trace(fn, pk);
     passes::run_pipeline(*f);
     auto compiled = std::make_shared<Compiled>();
-    if (on_gpu) compile_gpu(*f, num_warps, num_stages, *compiled);
+    if (on_gpu) compile_gpu(*f, opt, *compiled);
     else compiled->cpu = cpu::compile(*f);
     std::unique_lock lk(mu);
     cache.emplace(key, compiled);
@@ -419,7 +434,7 @@ class KernelState {
 
   /// GPU compile of an optimized function for the current context's device, through the disk
   /// cache, and module load.
-  void compile_gpu(ir::Function& f, int num_warps, int num_stages, Compiled& out) {
+  void compile_gpu(ir::Function& f, const gpu::Options& opt, Compiled& out) {
     const cuda::Driver& d = cuda::require_driver("cuModuleLoadDataEx");
     CUdevice dev = cuda::current_device();
     int major = 0, minor = 0;
@@ -433,17 +448,15 @@ class KernelState {
     std::string ir_text = ir::print(f);
     // kBuildId (a hash of libtle's sources) makes PTX cached by a different build of tle a miss.
     std::string key =
-        fmt::format("tle-gpu-ptx\ntle {} {}\nllvm {}\ndriver {}\ntarget {} ptx{}\nnum_warps {}\nnum_stages {}\n{}",
-                    TLE_VERSION, kBuildId, LLVM_VERSION_STRING, d.version, target.cpu(), target.ptx_version, num_warps,
-                    num_stages, ir_text);
+        fmt::format("tle-gpu-ptx\ntle {} {}\nllvm {}\ndriver {}\ntarget {} ptx{}\nnum_warps {}\nnum_stages {}\n"
+                    "maxnreg {}\n{}",
+                    TLE_VERSION, kBuildId, LLVM_VERSION_STRING, d.version, target.cpu(), target.ptx_version,
+                    opt.num_warps, opt.num_stages, opt.maxnreg, ir_text);
     DiskCache& disk = DiskCache::global();
     std::optional<gpu::Artifact> art;
     if (auto bytes = disk.get(key)) art = parse_artifact(*bytes);
     std::vector<cuda::DumpFile> extra = {{name + ".tir", ir_text}};
     if (!art) {
-      gpu::Options opt;
-      opt.num_warps = num_warps;
-      opt.num_stages = num_stages;
       art = gpu::compile(f, target, opt, /*keep_llvm_ir=*/true);
       if (!art->llvm_ir.empty()) extra.push_back({name + ".ll", art->llvm_ir});
       art->llvm_ir.clear();
@@ -453,7 +466,7 @@ class KernelState {
     // code by nvJitLink into a cubin (src/runtime/raw/cuda_compile.hpp).
     if (raw::has_cuda_calls(f)) out.gpu.emplace(raw::link_and_load(f, art->ptx, art->entry, target.sm, extra));
     else out.gpu.emplace(cuda::GpuKernel::from_ptx(art->ptx, art->entry, extra));
-    out.num_warps = art->num_warps > 0 ? art->num_warps : num_warps;
+    out.num_warps = art->num_warps > 0 ? art->num_warps : opt.num_warps;
     out.shared_bytes = static_cast<size_t>(std::max(0, art->shared_bytes));
   }
 
@@ -532,7 +545,7 @@ void kernel_destroy(KernelState* k) noexcept { delete k; }
 
 void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const LaunchOptions& opts,
                    const HostArg* args, size_t nargs, const SrcLoc& loc) {
-  check_options(opts.num_warps, opts.num_stages, loc);
+  check_options(opts, loc);
   PreparedLaunch p = prepare_launch(k, grid, opts, args, nargs, loc);
   if (p.empty) return;  // rule E08: nothing to run, outputs untouched
   const bool on_gpu = p.on_gpu;
@@ -544,11 +557,12 @@ void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const Laun
     key.push_back(1);
     key.push_back(static_cast<uint64_t>(opts.num_warps));
     key.push_back(static_cast<uint64_t>(opts.num_stages));
+    key.push_back(static_cast<uint64_t>(opts.maxnreg));
     key.push_back(reinterpret_cast<uintptr_t>(ctx));
   } else {
     key.push_back(0);
   }
-  auto compiled = k->get(fn, pk, key, on_gpu, opts.num_warps, opts.num_stages);
+  auto compiled = k->get(fn, pk, key, on_gpu, gpu_options(opts));
   std::vector<void*> ptrs(pk.slots.size());
   for (size_t i = 0; i < ptrs.size(); ++i) ptrs[i] = &pk.slots[i];
   if (!on_gpu) {
@@ -582,20 +596,17 @@ void sync_if_launch_blocking(void* stream, const std::function<std::string()>& w
                                    cuda::error_name(r), cuda::error_string(r), what()));
 }
 
-std::string kernel_ptx(KernelState* k, const void* fn, int sm, int num_warps, int num_stages, const HostArg* args,
+std::string kernel_ptx(KernelState* k, const void* fn, int sm, const LaunchOptions& opts, const HostArg* args,
                        size_t nargs, const SrcLoc& loc) {
   Packed pk = k->pack(args, nargs, loc);
   if (sm < 80)
     throw UserError(loc, fmt::format("target sm_{}: the GPU backend needs sm_80 or newer (mma.sync bf16, cp.async, "
                                      "max.NaN, cvt.rn.bf16); ask for 80, 86, 89 or 90",
                                      sm));
-  check_options(num_warps, num_stages, loc);
+  check_options(opts, loc);
   auto f = k->trace(fn, pk);
   passes::run_pipeline(*f);
-  gpu::Options opt;
-  opt.num_warps = num_warps;
-  opt.num_stages = num_stages;
-  return gpu::compile(*f, target_for(sm), opt, false).ptx;
+  return gpu::compile(*f, target_for(sm), gpu_options(opts), false).ptx;
 }
 
 std::string kernel_ir(KernelState* k, const void* fn, const HostArg* args, size_t nargs, bool optimized,

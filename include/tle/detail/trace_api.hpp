@@ -145,6 +145,7 @@ struct LaunchOptions {
   void* stream = nullptr;  // CUstream
   int num_warps = 4;
   int num_stages = 3;  // software-pipelining depth of K loops (1: off)
+  int maxnreg = 0;     // registers per thread on the GPU (0: no limit)
   int backend = -1;  // -1: default_backend(); else a tle::Backend value
 };
 
@@ -155,8 +156,8 @@ void kernel_destroy(KernelState* k) noexcept;
 void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const LaunchOptions& opts,
                    const HostArg* args, size_t nargs, const SrcLoc& loc);
 /// Traces, optimizes and compiles for the GPU (sm_<sm>, sm_90a for 90) without a device; returns
-/// the PTX. Used by Kernel::ptx.
-std::string kernel_ptx(KernelState* k, const void* fn, int sm, int num_warps, int num_stages, const HostArg* args,
+/// the PTX. Used by Kernel::ptx; of `opts` only num_warps, num_stages and maxnreg matter.
+std::string kernel_ptx(KernelState* k, const void* fn, int sm, const LaunchOptions& opts, const HostArg* args,
                        size_t nargs, const SrcLoc& loc);
 /// Traces (without compiling or running) and returns the IR after the pass pipeline, or right
 /// after tracing when `optimized` is false. Used by tests and dumps.

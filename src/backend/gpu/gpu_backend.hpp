@@ -18,6 +18,10 @@ struct Options {
   /// Software-pipelining depth of K loops (passes/gpu/pipeline_loads.cpp): >= 1, 1 = off. Targets
   /// below sm_80 (no cp.async) compile as 1.
   int num_stages = 3;
+  /// Registers per thread ptxas may use (PTX ISA 11.4.1, `.maxnreg`); 0: no limit beyond the one
+  /// `.reqntid` implies. 24 to 255; ptxas spills to local
+  /// memory what does not fit. Fewer registers let more programs share an SM.
+  int maxnreg = 0;
 };
 
 struct Artifact {

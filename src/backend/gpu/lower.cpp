@@ -15,7 +15,8 @@ namespace tle::gpu::detail {
 using layout::LinearLayout;
 using llvm::Value;
 
-Lowerer::Lowerer(const ir::Function& f, llvm::Module& m, int nw) : ScalarEmitter(m), fn_ir(f), num_warps(nw) {}
+Lowerer::Lowerer(const ir::Function& f, llvm::Module& m, int nw, int mr)
+    : ScalarEmitter(m), fn_ir(f), num_warps(nw), maxnreg(mr) {}
 
 void Lowerer::fail(const ir::Op& op, const std::string& msg) const {
   std::string where;
@@ -356,6 +357,7 @@ llvm::Function* Lowerer::run(const std::string& name) {
   };
   annotate("kernel", 1);
   annotate("reqntidx", nthreads);
+  if (maxnreg > 0) annotate("maxnreg", maxnreg);  // NVPTX prints `.maxnreg N`
   smem = new llvm::GlobalVariable(mod, llvm::ArrayType::get(B.getInt8Ty(), 0), false, llvm::GlobalValue::ExternalLinkage,
                                   nullptr, "tle_smem", nullptr, llvm::GlobalVariable::NotThreadLocal, 3);
   smem->setAlignment(llvm::Align(16));

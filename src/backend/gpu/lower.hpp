@@ -72,7 +72,8 @@ struct LdmatrixReads {
 
 class Lowerer : public backend::ScalarEmitter {
  public:
-  Lowerer(const ir::Function& f, llvm::Module& m, int num_warps);
+  /// `maxnreg` > 0 caps the registers per thread (`.maxnreg`, gpu::Options::maxnreg).
+  Lowerer(const ir::Function& f, llvm::Module& m, int num_warps, int maxnreg = 0);
   /// Emits the kernel `name`; returns it.
   llvm::Function* run(const std::string& name);
   /// Dynamic shared memory the kernel needs (bytes).
@@ -89,6 +90,7 @@ class Lowerer : public backend::ScalarEmitter {
   // ---- infrastructure (lower.cpp)
   const ir::Function& fn_ir;
   const int num_warps;
+  const int maxnreg;
   llvm::Function* kernel = nullptr;
   llvm::Value* lane = nullptr;  // i32 thread index in the warp
   llvm::Value* warp = nullptr;  // i32 warp index in the CTA

@@ -78,6 +78,11 @@ void raw_kernel_destroy(RawKernelState* k) noexcept { delete k; }
 
 void raw_kernel_launch(RawKernelState* k, const Grid3& grid, unsigned bx, unsigned by, unsigned bz, size_t smem,
                        const LaunchOptions& opts, const HostArg* args, size_t nargs, const SrcLoc& loc) {
+  if (opts.maxnreg != 0)
+    throw UserError(loc, fmt::format("raw kernel '{}': Grid::with_maxnreg({}) applies to tile kernels; a raw kernel's "
+                                     "registers are set in its CUDA source (__launch_bounds__, __maxnreg__) or by "
+                                     "the NVRTC option -maxrregcount",
+                                     k->name, opts.maxnreg));
   PreparedLaunch pl = prepare_launch(k->args, grid, opts, args, nargs, loc);
   if (!pl.on_gpu)
     throw UserError(loc, fmt::format("raw kernel '{}' is CUDA C++ and runs on the GPU backend only, but this launch "
