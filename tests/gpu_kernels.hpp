@@ -18,6 +18,21 @@ inline auto vector_add() { return ex::make_vector_add(); }
 inline auto softmax() { return ex::make_softmax(); }
 template <class T> auto layernorm() { return ex::make_layernorm<T>(); }
 
+/// y = 2 * x over the rows of [nrows, ncols] (row-major, BLOCK >= ncols) with persistent programs
+/// (program p: rows p, p + P, ...) whose row loop is pipelined S deep (tle::LoopOptions; S = 0:
+/// no hint, left to the launch). Exact in every dtype, so GPU and CPU results match bit for bit.
+template <class T, int S> auto scale_rows() {
+  return jit("scale_rows", [](Ptr<T> x, Ptr<T> y, Tile<int32_t> nrows, Tile<int32_t> ncols, Constexpr<int> BLOCK) {
+    Tile<int32_t> cols = arange(0, BLOCK);
+    Tile<bool> mask = cols < ncols;
+    for (auto r : range(program_id(0), nrows, num_programs(0), {.num_stages = S})) {
+      Tile<int64_t> row = r.to<int64_t>() * ncols;
+      Tile<T> v = load(x + row + cols, mask, 0);
+      store(y + row + cols, v + v, mask);
+    }
+  });
+}
+
 /// C[M,N] (f32 or i32 accumulator) = A[M,K] @ B[K,N] with a device K loop and masked tails.
 template <class T> auto matmul() { return ex::make_matmul<T>(); }
 

@@ -368,6 +368,21 @@ TEST_CASE("errors: a tile used after the region that defined it ended", "[errors
   expect_error([&] { k2(Grid(1), buf.data(), 4); }, "already ended", line);
 }
 
+TEST_CASE("errors: a loop's pipelining depth outside 0..8", "[errors]") {
+  int line = 0, stages = 0;
+  auto k = jit("err_loop_stages", [&](Ptr<float> x, Tile<int32_t> n) {
+    line = __LINE__; for (auto i : range(0, n, 1, {.num_stages = stages})) store(x + i, 1.0f);
+  });
+  for (int s : {-1, 9}) {
+    stages = s;
+    expect_error([&] { k(Grid(1), buf.data(), 4); }, "range(..., {.num_stages = " + std::to_string(s) + "}): a loop's pipelining depth is 1 (off) to 8", line);
+  }
+  stages = 8;  // accepted; the CPU ignores it
+  std::vector<float> x(4, 0.0f);
+  k(Grid(1).backend(Backend::CPU), x.data(), 4);
+  CHECK(x == std::vector<float>(4, 1.0f));
+}
+
 TEST_CASE("errors: break inside a device loop", "[errors]") {
   int line = 0;
   auto k = jit("err_break", [&line](Ptr<float> x, Tile<int32_t> n) {

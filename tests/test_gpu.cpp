@@ -174,6 +174,31 @@ TEST_CASE("gpu: softmax and layernorm match the CPU", "[.gpu]") {
   }
 }
 
+TEST_CASE("gpu: hinted row loops (cp.async stages) match the CPU: ragged rows, columns and trip counts", "[.gpu]") {
+  if (!have_gpu()) return;
+  auto run = [&](auto tag, auto&& k, int S) {
+    using T = decltype(tag);
+    for (int cols : {1, 17, 1000, 1024}) {
+      const int block = cols <= 1 ? 1 : 1 << (32 - __builtin_clz(unsigned(cols - 1)));
+      for (int rows : {1, 2, 17}) {
+        Pair<T> x(opstest::random_buf<T>(size_t(rows) * cols, 7, -4, 4));
+        // programs: one row each, fewer (trip counts from 1 to rows, above and below S - 1), one
+        for (int programs : {rows, 5, 2, 1}) {
+          Pair<T> y(size_t(rows) * cols, T(-1.0f));  // every configuration must write every row itself
+          INFO("S " << S << " cols " << cols << " rows " << rows << " programs " << programs);
+          for (bool gpu : {false, true}) k(on(Grid(programs).with_warps(4), gpu), x.ptr(gpu), y.ptr(gpu), rows, cols, block);
+          synchronize();
+          compare("scale_rows", y);
+        }
+      }
+    }
+  };
+  run(float{}, gk::scale_rows<float, 2>(), 2);
+  run(float{}, gk::scale_rows<float, 3>(), 3);
+  run(bf16{}, gk::scale_rows<bf16, 4>(), 4);
+  run(bf16{}, gk::scale_rows<bf16, 3>(), 3);
+}
+
 TEST_CASE("gpu: matmul with a K loop matches the CPU (f32, bf16, f16, i8)", "[.gpu]") {
   if (!have_gpu()) return;
   // M, N, K: masked tails by default; multiples of the tile to cover full mma.sync tiles only.

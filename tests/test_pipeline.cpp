@@ -2,7 +2,8 @@
 // GPU: which loads passes::pipeline_loads marks (and which it must not), the swizzled
 // shared-memory tile against layout::shared_swizzled, the ldmatrix fragment plan of the mma.sync
 // operand layouts, the matmul PTX (cp.async, ldmatrix) assembled with ptxas for sm_90a and sm_80,
-// and Grid::with_stages checks. GPU results: tests/test_gpu.cpp ("gpu: pipelined matmul ...").
+// Grid::with_stages checks, and loops hinted with range(..., {.num_stages = S}) (loads read back in
+// their own layout). GPU results: tests/test_gpu.cpp ("gpu: pipelined matmul ...").
 #include <catch2/catch.hpp>
 
 #include <tle/tle.hpp>
@@ -189,6 +190,120 @@ TEST_CASE("pipeline pass: loads that must not be pipelined", "[pipeline]") {
   }
 }
 
+// A persistent row loop with a store in its body, hinted with range(..., {.num_stages = S}), and
+// the variants whose loads the pass must leave alone.
+enum class RowVariant { Plain, CarriedRow, NonzeroOther, InIf, Volatile };
+template <class T, int S, RowVariant V>
+auto rows_fn = [](Ptr<T> x, Ptr<T> y, Tile<int32_t> nrows, Tile<int32_t> ncols, Constexpr<int> BLOCK) {
+  Tile<int32_t> cols = arange(0, BLOCK);
+  Tile<bool> mask = cols < ncols;
+  Tile<int64_t> carried = zeros<int64_t>({});
+  for (auto r : range(program_id(0), nrows, num_programs(0), {.num_stages = S})) {
+    Tile<int64_t> row = V == RowVariant::CarriedRow ? carried : r.to<int64_t>() * ncols;
+    MemHints vol;
+    vol.is_volatile = V == RowVariant::Volatile;
+    Tile<T> v = zeros<T>({BLOCK});
+    if constexpr (V == RowVariant::InIf) if_(r < nrows, [&] { v = load(x + row + cols, mask, 0); });
+    else v = load(x + row + cols, mask, V == RowVariant::NonzeroOther ? 1 : 0, vol);
+    store(y + row + cols, v + v, mask);
+    carried = carried + ncols.to<int64_t>();
+  }
+};
+
+/// The loads of the function's only loop, nested regions included.
+std::vector<const ir::Op*> all_loop_loads(ir::Function& f, int warps, int stages, const ir::Op** loop) {
+  passes::run_gpu_pipeline(f, warps, stages);
+  auto loops = ops_of(f, ir::OpKind::For);
+  REQUIRE(loops.size() == 1);
+  *loop = loops[0];
+  std::vector<const ir::Op*> v;
+  ir::walk(loops[0]->region().body(), [&](ir::Op& op) {
+    if (op.kind == ir::OpKind::Load) v.push_back(&op);
+  });
+  return v;
+}
+
+TEST_CASE("pipeline pass: a hinted loop pipelines its loads in their own layout, stores and all", "[pipeline]") {
+  const ir::Op* loop = nullptr;
+  SECTION("f32 rows: 16-byte vectors; the hint's depth wins over the launch's, even 1") {
+    for (int launch_stages : {1, 3, 4}) {
+      auto f = trace(rows_fn<float, 3, RowVariant::Plain>, {1024}, /*div16=*/true);
+      auto loads = all_loop_loads(*f, 4, launch_stages, &loop);
+      INFO(ir::print(*f));
+      REQUIRE(loads.size() == 1);
+      CHECK(pipelined(loads[0]));
+      CHECK(loads[0]->int_attr("pipe_vec") == 4);
+      CHECK(loop->int_attr("num_stages") == 3);
+      CHECK(ir::print(*f).find("pipe_vec=4") != std::string::npos);
+    }
+  }
+  SECTION("bf16 rows: 8 elements per copy when ncols is a multiple of 16, none when it may be odd") {
+    auto f = trace(rows_fn<bf16, 2, RowVariant::Plain>, {1024}, true);
+    auto loads = all_loop_loads(*f, 4, 3, &loop);
+    INFO(ir::print(*f));
+    REQUIRE(loads.size() == 1);
+    CHECK(pipelined(loads[0]));
+    CHECK(loads[0]->int_attr("pipe_vec") * 2 >= 4);
+    CHECK(loop->int_attr("num_stages") == 2);
+    auto g = trace(rows_fn<bf16, 2, RowVariant::Plain>, {1024}, /*div16=*/false);  // 2-byte copies: not
+    loads = all_loop_loads(*g, 4, 3, &loop);
+    CHECK_FALSE(pipelined(loads[0]));
+    CHECK_FALSE(loop->has_attr("num_stages"));
+    auto h = trace(rows_fn<float, 2, RowVariant::Plain>, {1024}, /*div16=*/false);  // 4-byte copies: yes
+    loads = all_loop_loads(*h, 4, 3, &loop);
+    CHECK(pipelined(loads[0]));
+    CHECK(loads[0]->int_attr("pipe_vec") == 1);
+  }
+  SECTION("no hint, or a hint of 1: a loop that stores is not pipelined") {
+    auto f = trace(rows_fn<float, 0, RowVariant::Plain>, {1024}, true);
+    auto loads = all_loop_loads(*f, 4, 3, &loop);
+    CHECK_FALSE(pipelined(loads[0]));
+    CHECK_FALSE(loop->has_attr("num_stages"));
+    auto g = trace(rows_fn<float, 1, RowVariant::Plain>, {1024}, true);
+    loads = all_loop_loads(*g, 4, 3, &loop);
+    CHECK_FALSE(pipelined(loads[0]));
+    CHECK_FALSE(loop->has_attr("num_stages"));
+  }
+  SECTION("loads the hint does not move: a loop-carried address, a nonzero other, inside an if_, volatile") {
+    auto carried = trace(rows_fn<float, 3, RowVariant::CarriedRow>, {1024}, true);
+    auto other = trace(rows_fn<float, 3, RowVariant::NonzeroOther>, {1024}, true);
+    auto in_if = trace(rows_fn<float, 3, RowVariant::InIf>, {1024}, true);
+    auto vol = trace(rows_fn<float, 3, RowVariant::Volatile>, {1024}, true);
+    for (auto* f : {carried.get(), other.get(), in_if.get(), vol.get()}) {
+      auto loads = all_loop_loads(*f, 4, 3, &loop);
+      INFO(ir::print(*f));
+      REQUIRE(loads.size() == 1);
+      CHECK_FALSE(pipelined(loads[0]));
+      CHECK_FALSE(loop->has_attr("num_stages"));
+    }
+  }
+}
+
+TEST_CASE("hinted row loop PTX: cp.async into each thread's own buffer, ld.shared reads, no barrier in the loop",
+          "[ptx][pipeline]") {
+  auto x = fake_ptr<float>();
+  for (int sm : {90, 80}) {
+    const std::string arch = sm == 90 ? "sm_90a" : "sm_80";
+    INFO(arch);
+    const std::string hinted = gk::scale_rows<float, 3>().ptx(sm, 4, x, x, 1000, 1024, 1024);
+    const std::string plain = gk::scale_rows<float, 0>().ptx(sm, 4, x, x, 1000, 1024, 1024);
+    // 1024 f32 over 128 threads: 2 vectors of 16 bytes per thread per row, copied in the prologue
+    // (2 rows) and in the loop.
+    CHECK(count_of(hinted, "cp.async.cg.shared.global") == 3 * 2);
+    CHECK(count_of(hinted, "cp.async.commit_group") == 3);
+    CHECK(count_of(hinted, "cp.async.wait_group 1") == 1);
+    CHECK(count_of(hinted, "ld.shared.v4") == 2);
+    CHECK(count_of(hinted, "bar.sync") == 2);  // before the prologue and after the drain only
+    CHECK(count_of(plain, "cp.async") == 0);
+    CHECK(count_of(plain, "ld.shared") == 0);
+    ptxtest::assemble("hinted row loop", hinted, arch);
+    // bf16 with a ragged tail (ncols 1000: 8-element copies stay uniform under the mask)
+    const std::string b16 = gk::scale_rows<bf16, 4>().ptx(sm, 8, fake_ptr<bf16>(), fake_ptr<bf16>(), 1000, 1008, 1024);
+    CHECK(count_of(b16, "cp.async") > 0);
+    ptxtest::assemble("hinted bf16 row loop", b16, arch);
+  }
+}
+
 TEST_CASE("swizzled tile: offsets equal layout::shared_swizzled and are a bijection", "[pipeline]") {
   using gpu::detail::SwizzledTile;
   for (int64_t rows : {8, 16, 64, 128})
@@ -272,7 +387,7 @@ TEST_CASE("pipeline buffers beyond the shared-memory limit: a UserError that nam
   Grid g(1);
   g.with_warps(8).with_stages(8);
   CHECK_THROWS_WITH(k.ptx(90, g, fake_ptr<bf16>(), fake_ptr<bf16>(), fake_ptr<float>(), 4096, 4096, 4096, 128, 256, 64),
-                    Catch::Contains("cp.async buffers of 8 pipeline stages") && Catch::Contains("Grid::with_stages"));
+                    Catch::Contains("cp.async buffers of a pipelined loop") && Catch::Contains("Grid::with_stages, now 8"));
   g.with_stages(3);  // 144 KB: fits
   CHECK_NOTHROW(k.ptx(90, g, fake_ptr<bf16>(), fake_ptr<bf16>(), fake_ptr<float>(), 4096, 4096, 4096, 128, 256, 64));
 }

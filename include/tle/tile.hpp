@@ -608,6 +608,23 @@ template <class... A> using index_t = std::conditional_t<std::is_void_v<typename
                                                          typename index_type<A...>::type>;
 }  // namespace detail
 
+/// Options of one device loop (TLE-Lite loop hints; Triton's `tl.range(..., num_stages=)`), given as
+/// the fourth argument of tle::range: `range(lo, hi, step, {.num_stages = 3})`.
+struct LoopOptions {
+  /// GPU, sm_80 and newer: software-pipeline this loop's loads num_stages deep (1 to 8; 0, the
+  /// default, leaves the loop to Grid::with_stages, which pipelines only K loops feeding
+  /// tensor-core dots). The loads of iterations k+1 .. k+S-1 are copied by cp.async into shared
+  /// memory (S buffers per load) while iteration k computes, so their latency is hidden without
+  /// holding the data in registers. It applies to the loads directly in the body (not in an if_)
+  /// whose pointer, mask and other are computed from the induction variable and values defined
+  /// before the loop (not loop-carried), with other absent or 0 and vectors of 4, 8 or 16 bytes;
+  /// other loads stay as they are, and 1 turns pipelining of this loop off. By giving it the
+  /// program asserts what Triton's does: no store of an iteration writes memory that a load of a
+  /// later iteration of the same loop reads (the loads run up to S-1 iterations early). Only
+  /// innermost loops are pipelined. Ignored on the CPU. UserError outside 0..8.
+  int num_stages = 0;
+};
+
 /// A device loop: `for (auto i : tle::range(lo, hi, step)) { ... }` traces its body once with a
 /// symbolic induction variable i (i32, or i64 if a bound is a Tile<int64_t>). Bounds may be C++
 /// integers or scalar integer tiles; a runtime step of either sign works, and the trip count never
@@ -615,7 +632,8 @@ template <class... A> using index_t = std::conditional_t<std::is_void_v<typename
 /// and `return` inside the body are not supported (UserError at the end of tracing).
 template <class I> class Range {
  public:
-  Range(detail::V lo, detail::V hi, detail::V step, const SrcLoc& loc) : lo_(lo), hi_(hi), step_(step), loc_(loc) {}
+  Range(detail::V lo, detail::V hi, detail::V step, const SrcLoc& loc, LoopOptions opts = {})
+      : lo_(lo), hi_(hi), step_(step), loc_(loc), opts_(opts) {}
   Range(const Range&) = delete;
   Range& operator=(const Range&) = delete;
   ~Range() {
@@ -636,7 +654,7 @@ template <class I> class Range {
     Range* r_;
   };
   iterator begin() {
-    iv_ = detail::for_begin(lo_, hi_, step_, detail::dtype_of<I>::value, loc_);
+    iv_ = detail::for_begin(lo_, hi_, step_, detail::dtype_of<I>::value, loc_, opts_.num_stages);
     open_ = true;
     return iterator(this);
   }
@@ -649,6 +667,7 @@ template <class I> class Range {
   }
   detail::V lo_, hi_, step_, iv_ = nullptr;
   SrcLoc loc_;
+  LoopOptions opts_;
   bool open_ = false;
 };
 
@@ -660,6 +679,13 @@ template <detail::IndexLike A, detail::IndexLike B, detail::IndexLike C = int>
 Range<detail::index_t<A, B, C>> range(const A& lo, const B& hi, const C& step = 1, loc_t l = loc_t::current()) {
   using I = detail::index_t<A, B, C>;
   return Range<I>(Operand<I>(lo, l).v, Operand<I>(hi, l).v, Operand<I>(step, l).v, l);
+}
+/// As above with loop options (LoopOptions: e.g. `range(lo, hi, step, {.num_stages = 3})`).
+template <detail::IndexLike A, detail::IndexLike B, detail::IndexLike C>
+Range<detail::index_t<A, B, C>> range(const A& lo, const B& hi, const C& step, LoopOptions opts,
+                                      loc_t l = loc_t::current()) {
+  using I = detail::index_t<A, B, C>;
+  return Range<I>(Operand<I>(lo, l).v, Operand<I>(hi, l).v, Operand<I>(step, l).v, l, opts);
 }
 
 /// Data-dependent branch on a boolean scalar tile: both branches are traced; tiles assigned in them

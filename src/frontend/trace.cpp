@@ -741,8 +741,12 @@ V histogram(V x, int64_t bins, V mask, const SrcLoc& loc) {
 
 // ====================================================================== control flow
 
-V for_begin(V lo, V hi, V step, DType index, const SrcLoc& loc) {
+V for_begin(V lo, V hi, V step, DType index, const SrcLoc& loc, int num_stages) {
   auto& c = ctx(loc);
+  if (num_stages < 0 || num_stages > 8)
+    throw UserError(loc, fmt::format("range(..., {{.num_stages = {}}}): a loop's pipelining depth is 1 (off) to 8, "
+                                     "or 0 for the launch's default",
+                                     num_stages));
   for (V* v : {&lo, &hi, &step}) {
     use(c, *v, loc);
     if (!(*v)->type.is_scalar() || !is_int((*v)->type.dtype) || (*v)->type.dtype == DType::i1)
@@ -751,6 +755,7 @@ V for_begin(V lo, V hi, V step, DType index, const SrcLoc& loc) {
   }
   // Operands and results are filled in below, once the carried handles are known.
   ir::Op* op = make(c, ir::OpKind::For, {lo, hi, step}, {}, {}, loc, 1);
+  if (num_stages > 0) op->attrs["stages"] = int64_t{num_stages};
   ir::Block& body = op->region().body();
   V iv = body.add_arg(scalar(index), "i");
   Frame& f = push_frame(c, Frame::Loop, op, &body, loc);

@@ -92,7 +92,8 @@ V histogram(V x, int64_t bins, V mask, const SrcLoc& loc);
 
 // ---- structured control flow
 /// Opens a device loop; returns its induction variable (dtype `index`).
-V for_begin(V lo, V hi, V step, DType index, const SrcLoc& loc);
+/// num_stages: LoopOptions::num_stages (0: none; else recorded as the loop's `stages` attribute).
+V for_begin(V lo, V hi, V step, DType index, const SrcLoc& loc, int num_stages = 0);
 /// Closes the innermost device loop: handles assigned in the body become loop-carried values.
 void for_end(const SrcLoc& loc);
 /// The loop object died without closing (break, return, or an exception): drop the region and,

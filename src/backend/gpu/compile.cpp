@@ -32,8 +32,8 @@ Artifact compile(ir::Function& f, const Target& target, const Options& options, 
     const ir::Op* op = lowerer.smem_op;
     const int64_t pipelined = lowerer.pipeline_smem_bytes();
     const std::string stages =
-        pipelined > 0 ? fmt::format(" ({} of them for the cp.async buffers of {} pipeline stages: fewer stages with "
-                                    "Grid::with_stages also help)",
+        pipelined > 0 ? fmt::format(" ({} of them for the cp.async buffers of a pipelined loop: fewer stages with "
+                                    "Grid::with_stages, now {}, or the loop's range(..., {{.num_stages = S}}) also help)",
                                     pipelined, options.num_stages)
                       : "";
     throw UserError(op ? op->loc : f.loc,

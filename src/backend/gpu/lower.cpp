@@ -425,7 +425,9 @@ void Lowerer::lower_op(const ir::Op& op) {
     case K::ConvertLayout: lower_convert(op); return;
     case K::AddPtr: lower_addptr(op); return;
     case K::Load:
-      if (!pipe_reads.count(&op)) lower_load(op);  // a pipelined load is in its stage buffer
+      if (auto it = pipe_reads.find(&op); it == pipe_reads.end()) lower_load(op);
+      else if (it->second.own_vec > 0) read_own_stage(op, it->second);  // this thread's copies
+      // else: read from its stage buffer by the convert_layout that uses it (ldmatrix)
       return;
     case K::Store: lower_store(op); return;
     case K::AtomicRMW: case K::AtomicCas: lower_atomic(op); return;

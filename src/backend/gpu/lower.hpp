@@ -233,7 +233,11 @@ class Lowerer : public backend::ScalarEmitter {
   struct PipeRead {
     SwizzledTile tile;
     llvm::Value* base;  // absolute byte offset of the stage read in this iteration
+    int own_vec = 0;    // > 0: read back in the load's own layout (read_own_stage), vectors of own_vec
   };
+  /// The registers of pipelined load `ld` (a `pipe_vec` load) from this thread's vectors in the
+  /// stage buffer `pr`.
+  void read_own_stage(const ir::Op& ld, const PipeRead& pr);
   std::unordered_map<const ir::Op*, PipeRead> pipe_reads;  // pipelined loads of the loop being lowered
 };
 

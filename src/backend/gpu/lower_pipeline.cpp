@@ -20,6 +20,13 @@
 // no branches. Buffers are SwizzledTile layouts (lower.hpp) along the load's contiguous dim, at the
 // start of the dynamic shared memory ([0, smem_reserved_)); inside the loop other shared-memory
 // users work above them, outside it (after the drain) they may reuse the space.
+//
+// A load with `pipe_vec` (a hinted loop's load read in its own layout) needs no conversion: each
+// thread copies the vectors of its own registers, vector q of thread t at byte
+// (q * threads + t) * vector bytes of the buffer (a warp's copies and reads of one q are 512
+// contiguous bytes for 16-byte vectors), and the load reads them back from there; a thread reads
+// only what it copied itself, so a loop with only such loads needs no bar.sync (the wait_group
+// makes a thread's own copies visible to it, and it refills a buffer only after it read it).
 #include <fmt/format.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
@@ -39,14 +46,16 @@ namespace {
 
 struct PipeLoad {
   const ir::Op* load = nullptr;
+  bool own = false;  // read back in its own layout (pipe_vec), else with ldmatrix from `tile`
   SwizzledTile tile;
   int vec = 1;
-  int64_t base = 0;  // byte offset of buffer 0; buffer b at base + b * tile.bytes()
+  int64_t base = 0;         // byte offset of buffer 0; buffer b at base + b * stage_bytes
+  int64_t stage_bytes = 0;  // one buffer
 };
 
 /// The pipelined loads of `loop` with their buffers, or empty when one of them cannot be lowered
 /// as planned (then the whole loop is lowered without pipelining). `bytes`: buffer bytes in all.
-std::vector<PipeLoad> plan_loop(const ir::Op& loop, int64_t& bytes) {
+std::vector<PipeLoad> plan_loop(const ir::Op& loop, int num_warps, int64_t& bytes) {
   bytes = 0;
   std::vector<PipeLoad> out;
   if (!loop.has_attr("num_stages")) return out;
@@ -57,6 +66,19 @@ std::vector<PipeLoad> plan_loop(const ir::Op& loop, int64_t& bytes) {
     const ir::Op& ld = *opp;
     if (ld.kind != ir::OpKind::Load || !ld.has_attr("pipelined") || ld.int_attr("pipelined") == 0) continue;
     const ir::Value* r = ld.result();
+    if (ld.has_attr("pipe_vec")) {
+      PipeLoad p;
+      p.load = &ld;
+      p.own = true;
+      p.vec = static_cast<int>(ld.int_attr("pipe_vec"));
+      const LinearLayout* l = r->type.layout ? &r->type.layout->ll : nullptr;
+      if (!l || l->num_regs() % p.vec != 0) return {};
+      p.base = bytes;
+      p.stage_bytes = int64_t{l->num_regs()} * 32 * num_warps * byte_size(r->type.dtype);
+      bytes += S * p.stage_bytes;
+      out.push_back(p);
+      continue;
+    }
     const ir::Op* conv = nullptr;
     for (const auto& u : body.ops)
       if (u->kind == ir::OpKind::ConvertLayout && u->operands.at(0) == r) conv = u.get();
@@ -72,7 +94,8 @@ std::vector<PipeLoad> plan_loop(const ir::Op& loop, int64_t& bytes) {
     p.tile = SwizzledTile::make(sh[1 - c], sh[c], c);
     p.vec = vec;
     p.base = bytes;
-    bytes += S * p.tile.bytes();
+    p.stage_bytes = p.tile.bytes();
+    bytes += S * p.stage_bytes;
     out.push_back(p);
   }
   return out;
@@ -85,14 +108,14 @@ int64_t Lowerer::pipeline_smem_bytes() const {
   ir::walk(fn_ir.entry(), [&](const ir::Op& op) {
     if (op.kind != ir::OpKind::For) return;
     int64_t b = 0;
-    if (!plan_loop(op, b).empty()) most = std::max(most, b);  // b is partial when the plan fails
+    if (!plan_loop(op, num_warps, b).empty()) most = std::max(most, b);  // b is partial when the plan fails
   });
   return most;
 }
 
 bool Lowerer::lower_for_pipelined(const ir::Op& op) {
   int64_t bytes = 0;
-  std::vector<PipeLoad> loads = plan_loop(op, bytes);
+  std::vector<PipeLoad> loads = plan_loop(op, num_warps, bytes);
   if (loads.empty()) return false;
   if (bytes > smem_reserved_)
     throw InternalError(fmt::format("gpu backend: kernel '{}': a pipelined loop needs {} bytes of buffers, {} reserved",
@@ -144,23 +167,31 @@ bool Lowerer::lower_for_pipelined(const ir::Op& op) {
       const ir::Value* ptr = ld.operands.at(0);
       const ir::Value* mask = ld.operands.size() > 1 ? ld.operands[1] : nullptr;
       const LinearLayout& l = *layout_of(ld.result());
-      auto hw = hw_coords(l);
-      const int c = p.tile.cdim, s = 1 - c;
-      const int vbytes = 2 * p.vec;
+      const int vbytes = static_cast<int>(byte_size(ld.result()->type.dtype)) * p.vec;
       const llvm::Intrinsic::ID id = vbytes == 16 ? llvm::Intrinsic::nvvm_cp_async_cg_shared_global_16_s
                                      : vbytes == 8 ? llvm::Intrinsic::nvvm_cp_async_ca_shared_global_8_s
                                                    : llvm::Intrinsic::nvvm_cp_async_ca_shared_global_4_s;
       llvm::Function* cp = intr(id);
-      Value* buf = B.CreateAdd(i32c(p.base), B.CreateMul(slot, i32c(p.tile.bytes())));
-      for (int g = 0; g < l.num_regs(); g += p.vec) {
-        if (duplicate_reg(l, g)) continue;
-        auto cc = coords(l, hw, g);
-        Value* dst = smem_abs_ptr(B.CreateAdd(buf, B.CreateShl(swizzled_offset(p.tile, cc[s], cc[c]), 1)));
+      Value* buf = B.CreateAdd(i32c(p.base), B.CreateMul(slot, i32c(p.stage_bytes)));
+      auto copy = [&](int g, Value* dst) {
         Value* src = B.CreateAddrSpaceCast(reg(ptr, g), gptr);
         Value* on = live;
         if (mask) on = B.CreateAnd(on, reg(mask, g));  // uniform over the vector (mask_vec >= vec)
         Value* size = B.CreateSelect(on, B.getInt32(static_cast<uint32_t>(vbytes)), B.getInt32(0));
         B.CreateCall(cp, {dst, src, size});
+      };
+      if (p.own) {
+        Value* mine = B.CreateAdd(buf, B.CreateMul(tid, i32c(vbytes)));
+        for (int g = 0; g < l.num_regs(); g += p.vec)
+          copy(g, smem_abs_ptr(B.CreateAdd(mine, i32c(int64_t{g / p.vec} * 32 * num_warps * vbytes))));
+        continue;
+      }
+      auto hw = hw_coords(l);
+      const int c = p.tile.cdim, s = 1 - c;
+      for (int g = 0; g < l.num_regs(); g += p.vec) {
+        if (duplicate_reg(l, g)) continue;
+        auto cc = coords(l, hw, g);
+        copy(g, smem_abs_ptr(B.CreateAdd(buf, B.CreateShl(swizzled_offset(p.tile, cc[s], cc[c]), 1))));
       }
     }
     B.CreateCall(commit, {});
@@ -181,12 +212,14 @@ bool Lowerer::lower_for_pipelined(const ir::Op& op) {
   };
   LoopHooks hooks;
   hooks.extra_init = {i32c(0), i32c(S - 1)};  // buffers read (k % S) and written ((k + S - 1) % S)
+  const bool shared_reads = std::any_of(loads.begin(), loads.end(), [](const PipeLoad& p) { return !p.own; });
   hooks.begin = [&](Value* k, const std::vector<Value*>& slots) {
     B.CreateCall(wait, {B.getInt32(static_cast<uint32_t>(S - 2))});
-    barrier();
+    if (shared_reads) barrier();  // ldmatrix reads other threads' copies
     issue(B.CreateAdd(k, llvm::ConstantInt::get(i64, static_cast<uint64_t>(S - 1))), slots[1]);
     for (const PipeLoad& p : loads)
-      pipe_reads[p.load] = PipeRead{p.tile, B.CreateAdd(i32c(p.base), B.CreateMul(slots[0], i32c(p.tile.bytes())))};
+      pipe_reads[p.load] = PipeRead{p.tile, B.CreateAdd(i32c(p.base), B.CreateMul(slots[0], i32c(p.stage_bytes))),
+                                    p.own ? p.vec : 0};
   };
   hooks.end = [&](const std::vector<Value*>& slots) {
     pipe_reads.clear();
@@ -199,6 +232,22 @@ bool Lowerer::lower_for_pipelined(const ir::Op& op) {
   barrier();
   smem_base_ = outer_base;
   return true;
+}
+
+void Lowerer::read_own_stage(const ir::Op& ld, const PipeRead& pr) {
+  const ir::Value* r = ld.result();
+  llvm::Type* mt = mem_ty(r->type.dtype);
+  const int n = num_regs(r), vec = pr.own_vec;
+  const int vbytes = static_cast<int>(byte_size(r->type.dtype)) * vec;
+  llvm::Type* vt = llvm::FixedVectorType::get(mt, static_cast<unsigned>(vec));
+  Value* mine = B.CreateAdd(pr.base, B.CreateMul(tid, i32c(vbytes)));
+  std::vector<Value*> out(static_cast<size_t>(n));
+  for (int g = 0; g < n; g += vec) {
+    Value* at = smem_abs_ptr(B.CreateAdd(mine, i32c(int64_t{g / vec} * 32 * num_warps * vbytes)));
+    Value* v = B.CreateAlignedLoad(vt, at, llvm::Align(static_cast<uint64_t>(vbytes)));
+    for (int k = 0; k < vec; ++k) out[static_cast<size_t>(g + k)] = B.CreateExtractElement(v, static_cast<uint64_t>(k));
+  }
+  regs[r] = out;
 }
 
 }  // namespace tle::gpu::detail

@@ -22,6 +22,15 @@
 // Only innermost loops whose bodies write no memory (no store, atomic, impure inline asm or other
 // op with side effects: the copies run ahead of them) are pipelined. A loop with at least one such
 // load gets `num_stages = S`; each such load `pipelined = 1`.
+//
+// A loop the program hinted (tle::range(..., {.num_stages = S}): attribute `stages`) is pipelined
+// S deep whatever the launch's num_stages, even if its body writes memory (the hint asserts that
+// no iteration stores what a later one loads), and beyond the loads above any load of the body
+// qualifies whose operands are computable for any iteration as above, with other absent or +0, not
+// volatile or .cv, of a dtype other than i1, whose vectors (its `vec` when the layout has such
+// vectors, else 1) are 4, 8 or 16 bytes with a mask uniform over each: each thread copies its own
+// registers' vectors and reads them back itself (no conversion, no barrier). Such a load gets
+// `pipe_vec` = its vector length besides `pipelined = 1`.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -104,22 +113,15 @@ class Pipeliner {
     return true;
   }
 
-  bool qualifies(const Op& ld, const Op& loop, std::unordered_map<const Value*, bool>& memo) {
+  /// What every pipelined load needs: directly in the body, a tile pointer, a layout, not volatile
+  /// or .cv (those are read when the program says), other absent or +0 (cp.async zero-fills), and
+  /// operands computable for any iteration.
+  bool movable(const Op& ld, const Op& loop, std::unordered_map<const Value*, bool>& memo) {
     const Block& body = loop.region().body();
     if (ld.kind != OpKind::Load || ld.parent != &body || ld.results.size() != 1) return false;
-    const Value* r = ld.result();
-    if (r->type.rank() != 2 || byte_size(r->type.dtype) != 2 || !r->type.layout) return false;
-    if (ld.operands.at(0)->type.is_scalar()) return false;
-    // volatile and .cv (fetch again) loads are read when the program says
+    if (!ld.result()->type.layout || ld.operands.at(0)->type.is_scalar()) return false;
     if (ld.has_attr("volatile") && ld.int_attr("volatile") != 0) return false;
     if (ld.has_attr("cache") && ld.str_attr("cache") == ".cv") return false;
-    // one use: a convert_layout in the body feeding mma operands
-    auto it = uses_.find(r);
-    if (it == uses_.end() || it->second.size() != 1) return false;
-    const Op* conv = it->second[0].first;
-    if (conv->kind != OpKind::ConvertLayout || conv->parent != &body) return false;
-    if (!feeds_mma_operand(conv->result())) return false;
-    // other absent or +0
     if (ld.operands.size() > 2) {
       const Value* other = ld.operands[2];
       if (!other->def || other->def->kind != OpKind::Constant) return false;
@@ -132,9 +134,23 @@ class Pipeliner {
         return false;
       }
     }
-    // addresses and masks computable for any iteration
     for (const Value* x : ld.operands)
       if (!iteration_computable(x, loop, memo)) return false;
+    return true;
+  }
+
+  /// A load feeding tensor-core dots through a convert_layout (read back with ldmatrix).
+  bool qualifies(const Op& ld, const Op& loop, std::unordered_map<const Value*, bool>& memo) {
+    if (!movable(ld, loop, memo)) return false;
+    const Block& body = loop.region().body();
+    const Value* r = ld.result();
+    if (r->type.rank() != 2 || byte_size(r->type.dtype) != 2) return false;
+    // one use: a convert_layout in the body feeding mma operands
+    auto it = uses_.find(r);
+    if (it == uses_.end() || it->second.size() != 1) return false;
+    const Op* conv = it->second[0].first;
+    if (conv->kind != OpKind::ConvertLayout || conv->parent != &body) return false;
+    if (!feeds_mma_operand(conv->result())) return false;
     // vectors of 4, 8 or 16 bytes with a uniform mask (layout::cp_async_dim)
     if (!ld.has_attr("vec") || !ld.has_attr("mask_vec")) return false;
     const int64_t vec = ld.int_attr("vec");
@@ -142,8 +158,24 @@ class Pipeliner {
     return layout::cp_async_dim(r->type.layout->ll, r->type.shape, vec, 2) >= 0;
   }
 
+  /// In a hinted loop: a load each thread copies and reads back in its own layout. Returns its
+  /// vector length (elements per cp.async), 0 when it does not qualify.
+  int64_t own_vec(const Op& ld, const Op& loop, std::unordered_map<const Value*, bool>& memo) {
+    if (!movable(ld, loop, memo)) return 0;
+    const Value* r = ld.result();
+    if (r->type.dtype == DType::i1) return 0;
+    int64_t vec = ld.has_attr("vec") ? ld.int_attr("vec") : 1;
+    if (vec > 1 && layout::vector_dim(r->type.layout->ll, vec) < 0) vec = 1;  // as the lowering of loads
+    const int64_t bytes = vec * byte_size(r->type.dtype);
+    if (bytes != 4 && bytes != 8 && bytes != 16) return 0;
+    if (ld.operands.size() > 1 && (!ld.has_attr("mask_vec") || ld.int_attr("mask_vec") < vec)) return 0;
+    return vec;
+  }
+
   void mark(Op& loop) {
-    if (stages_ < 2) return;
+    const bool hinted = loop.has_attr("stages");
+    const int64_t S = hinted ? loop.int_attr("stages") : stages_;
+    if (S < 2) return;
     Block& body = loop.region().body();
     // Innermost loops only: the buffers of one pipelined loop live in one shared-memory region.
     bool nested = false;
@@ -155,15 +187,20 @@ class Pipeliner {
     ir::walk(body, [&](Op& op) {
       writes = writes || (!op.is_pure() && op.kind != OpKind::Load && op.kind != OpKind::If && op.kind != OpKind::Yield);
     });
-    if (writes) return;
+    if (writes && !hinted) return;
     std::unordered_map<const Value*, bool> memo;
     int n = 0;
-    for (auto& op : body.ops)
+    for (auto& op : body.ops) {
       if (qualifies(*op, loop, memo)) {
         op->attrs["pipelined"] = int64_t{1};
         ++n;
+      } else if (int64_t v = hinted ? own_vec(*op, loop, memo) : 0) {
+        op->attrs["pipelined"] = int64_t{1};
+        op->attrs["pipe_vec"] = v;
+        ++n;
       }
-    if (n) loop.attrs["num_stages"] = int64_t{stages_};
+    }
+    if (n) loop.attrs["num_stages"] = S;
   }
 };
 
