@@ -128,7 +128,7 @@ auto make_softmax() {
   });
 }
 
-template <class T> auto make_layernorm() { return ex::make_layernorm<T>(); }
+template <class T, int S = 3> auto make_layernorm() { return ex::make_layernorm<T, S>(); }
 
 // The matmul example (ex::grouped_block_ids with GM = 16, ex::matmul_block: f32 accumulation, K
 // loop with masked tails), C stored as TO, scaled by SCALE, which salts the compile-latency trials
@@ -381,14 +381,21 @@ template <class T> std::optional<std::string> layernorm_case(bench::Timer& tm, c
       for (int j = 0; j < cols; ++j) want[r * cols + j] = float((bench::to_float(xr[j]) - mean) * rstd * w[j] + b[j]);
     }
   });
-  auto ln = make_layernorm<T>();
+  auto ln2 = make_layernorm<T, 2>();
+  auto ln3 = make_layernorm<T, 3>();
+  auto ln4 = make_layernorm<T, 4>();
   const int BLOCK = next_pow2(cols);
   DeviceBuffer<T> dx(x), dy(n);
   DeviceBuffer<float> dw(w), db(b);
   const int sms = gpu_info() ? gpu_info()->num_sms : 132;
-  int programs = rows;  // persistent kernel: swept over 1 row per program and 1, 2, 4, 8 programs per SM
+  // Persistent kernel: swept over 1 row per program and 1, 2, 4, 8 programs per SM, and over the
+  // row loop's pipelining depth (2, 3, 4 stages).
+  int programs = rows, stages = 3;
   auto run_w = [&](int wp) {
-    ln(Grid(programs).with_warps(wp).on(tm.stream()), dx, dy, dw, db, rows, cols, eps, BLOCK);
+    Grid g = Grid(programs).with_warps(wp).on(tm.stream());
+    if (stages == 2) ln2(g, dx, dy, dw, db, rows, cols, eps, BLOCK);
+    else if (stages == 3) ln3(g, dx, dy, dw, db, rows, cols, eps, BLOCK);
+    else ln4(g, dx, dy, dw, db, rows, cols, eps, BLOCK);
   };
   const bool is_bf16 = std::is_same_v<T, bf16>;
   auto check = [&]() -> std::string {
@@ -399,16 +406,20 @@ template <class T> std::optional<std::string> layernorm_case(bench::Timer& tm, c
     return chk.ok ? "" : chk.message;
   };
   std::string errors;
-  int warps = 0, best_programs = rows;
+  int warps = 0, best_programs = rows, best_stages = 3;
   double best_ms = INFINITY;
-  for (int p : {rows, std::min(rows, sms), std::min(rows, 2 * sms), std::min(rows, 4 * sms), std::min(rows, 8 * sms)}) {
-    programs = p;
-    dy.fill_zero();
-    auto [w, ms] = pick_warps(tm, row_warp_candidates(BLOCK), run_w, check, errors);
-    if (w && ms < best_ms) best_ms = ms, warps = w, best_programs = p;
+  for (int st : {2, 3, 4}) {
+    stages = st;
+    for (int p : {rows, std::min(rows, sms), std::min(rows, 2 * sms), std::min(rows, 4 * sms), std::min(rows, 8 * sms)}) {
+      programs = p;
+      dy.fill_zero();
+      auto [w, ms] = pick_warps(tm, row_warp_candidates(BLOCK), run_w, check, errors);
+      if (w && ms < best_ms) best_ms = ms, warps = w, best_programs = p, best_stages = st;
+    }
   }
   if (!warps) return "no configuration passed the check: " + errors;
   programs = best_programs;
+  stages = best_stages;
   auto run = [&] { run_w(warps); };
   CaseInfo ci = c;
   ci.bytes = 2.0 * sizeof(T) * double(n) + 2.0 * 4 * cols;
@@ -418,7 +429,8 @@ template <class T> std::optional<std::string> layernorm_case(bench::Timer& tm, c
   extra.num("memcpy_same_bytes_ms", same_bytes_memcpy_ms(tm, ci.bytes));
   emit_ok(ci, t,
           "BLOCK=" + std::to_string(BLOCK) + " programs=" + std::to_string(programs) + " warps=" +
-              std::to_string(warps) + " w,b f32 (best of a programs x warps sweep)",
+              std::to_string(warps) + " stages=" + std::to_string(stages) +
+              " w,b f32 (best of a stages x programs x warps sweep)",
           Json(),
           extra);
   return std::nullopt;

@@ -51,29 +51,27 @@ inline void softmax_row_reference(const float* x, float* out, int cols) {
 /// LayerNorm forward of the rows of a [nrows, ncols] matrix of T (statistics in f32):
 /// y = (x - mean) / sqrt(var + eps) * w + b, one row per tile of BLOCK >= ncols (a power of two
 /// on the GPU). Persistent: program p handles rows p, p + P, p + 2P, ... (P = the grid size, any
-/// 1..nrows), loading the next row's x before the current row's reductions so its latency
-/// overlaps them (software pipelining by hand, one row ahead). w and b are loaded once per
-/// program and kept in L1 (evict_last); x and y are touched once (evict_first). On the H200 a
-/// grid of 8 programs per SM is 8% faster than one program per row (benchmarks/RESULTS.md).
-template <class T> auto make_layernorm() {
+/// 1..nrows). On the GPU the row loop is software-pipelined STAGES deep (tle::LoopOptions): the
+/// rows of the next STAGES-1 iterations are copied into shared memory by cp.async while this one
+/// is normalized, so their latency is hidden without holding them in registers (each program
+/// writes only its own rows of y, which it never reads: the hint's condition holds). w and b are
+/// loaded once per program and kept in L1 (evict_last); x and y are touched once (evict_first).
+template <class T, int STAGES = 3> auto make_layernorm() {
   using namespace tle;
   return jit("layernorm", [](Ptr<T> x, Ptr<T> y, Ptr<float> w, Ptr<float> b, Tile<int32_t> nrows,
                              Tile<int32_t> ncols, Tile<float> eps, Constexpr<int> BLOCK) {
     const MemHints once{"", "evict_first", false}, keep{"", "evict_last", false};
     Tile<int32_t> cols = arange(0, BLOCK);
     Tile<bool> mask = cols < ncols;
-    Tile<int32_t> pid = program_id(0), np = num_programs(0);
     Tile<float> wv = load(w + cols, mask, 0.0f, keep), bv = load(b + cols, mask, 0.0f, keep);
     Tile<float> n = ncols.to<float>();
-    Tile<T> next = load(x + pid.to<int64_t>() * ncols + cols, mask & (pid < nrows), 0, once);
-    for (auto r : range(pid, nrows, np)) {
-      Tile<float> v = cast<float>(next);
-      Tile<int32_t> r_next = r + np;
-      next = load(x + r_next.to<int64_t>() * ncols + cols, mask & (r_next < nrows), 0, once);
+    for (auto r : range(program_id(0), nrows, num_programs(0), {.num_stages = STAGES})) {
+      Tile<int64_t> row = r.to<int64_t>() * ncols;
+      Tile<float> v = cast<float>(load(x + row + cols, mask, 0, once));
       Tile<float> mean = sum(v, 0) / n;
       Tile<float> d = where(mask, v - mean, 0.0f);
       Tile<float> rstd = rsqrt(sum(d * d, 0) / n + eps);
-      store(y + r.to<int64_t>() * ncols + cols, cast<T>(d * rstd * wv + bv), mask, once);
+      store(y + row + cols, cast<T>(d * rstd * wv + bv), mask, once);
     }
   });
 }

@@ -27,7 +27,8 @@ template <class T> bool run(tle::Backend backend, const char* label, int rows, i
   double ms;
   if (backend == Backend::GPU) {
     const int warps = ex::row_warps(cols);
-    const int programs = std::min(rows, 8 * tle::gpu_info()->num_sms);  // persistent: 8 per SM
+    // persistent: 2 programs per SM, each with 3 rows in shared memory (benchmarks/RESULTS.md)
+    const int programs = std::min(rows, 2 * tle::gpu_info()->num_sms);
     DeviceBuffer<T> dx(x), dy(x.size());
     DeviceBuffer<float> dw(w), db(b);
     ms = ex::time_gpu_ms([&] { layernorm(Grid(programs).with_warps(warps), dx, dy, dw, db, rows, cols, eps, cols); });
