@@ -33,6 +33,30 @@ template <class T, int S> auto scale_rows() {
   });
 }
 
+/// C[M,N] (f32) = A @ B and RS[pid1, m] = the sum of row m of A, in one K loop hinted with
+/// range(..., {.num_stages = S}). A's tile has two uses (the dot's operand conversion and the row
+/// sum), so the pipeliner copies it in its own layout (pipe_vec) and converts it from registers,
+/// while B's goes the ldmatrix way: both kinds in one loop.
+template <class T, int S> auto matmul_rowsum() {
+  return jit("matmul_rowsum", [](Ptr<T> a, Ptr<T> b, Ptr<float> c, Ptr<float> rs, Tile<int32_t> M, Tile<int32_t> N,
+                                 Tile<int32_t> K, Constexpr<int> BM, Constexpr<int> BN, Constexpr<int> BK) {
+    Tile<int32_t> rm = program_id(0) * BM + arange(0, BM);
+    Tile<int32_t> rn = program_id(1) * BN + arange(0, BN);
+    Tile<int32_t> rk = arange(0, BK);
+    Tile<float> acc = zeros<float>({BM, BN});
+    Tile<float> rsum = zeros<float>({BM});
+    for (auto k0 : range(0, K, BK, {.num_stages = S})) {
+      Tile<int32_t> kk = k0 + rk;
+      Tile<T> ta = load(a + expand_dims(rm, 1) * K + expand_dims(kk, 0), expand_dims(rm < M, 1) & expand_dims(kk < K, 0));
+      Tile<T> tb = load(b + expand_dims(kk, 1) * N + expand_dims(rn, 0), expand_dims(kk < K, 1) & expand_dims(rn < N, 0));
+      acc = dot(ta, tb, acc);
+      rsum = rsum + sum(cast<float>(ta), 1);
+    }
+    store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), acc, expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
+    store(rs + program_id(1) * M + rm, rsum, rm < M);
+  });
+}
+
 /// C[M,N] (f32 or i32 accumulator) = A[M,K] @ B[K,N] with a device K loop and masked tails.
 template <class T> auto matmul() { return ex::make_matmul<T>(); }
 

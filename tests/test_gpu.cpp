@@ -7,6 +7,7 @@
 // E16, E19, E21, E24 and E27 are repeated on the GPU (no guard page there: canary values show
 // out-of-range lanes that were written). A faulting kernel is run in a child process (a fault
 // poisons the CUDA context for good). The [runtime] case at the end needs no GPU.
+#include <tuple>
 #include <catch2/catch.hpp>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -197,6 +198,22 @@ TEST_CASE("gpu: hinted row loops (cp.async stages) match the CPU: ragged rows, c
   run(float{}, gk::scale_rows<float, 3>(), 3);
   run(bf16{}, gk::scale_rows<bf16, 4>(), 4);
   run(bf16{}, gk::scale_rows<bf16, 3>(), 3);
+}
+
+TEST_CASE("gpu: a hinted K loop with a load read in its own layout and one read by ldmatrix matches the CPU",
+          "[.gpu]") {
+  if (!have_gpu()) return;
+  for (auto [M, N, K] : {std::tuple{128, 128, 256}, std::tuple{128, 64, 32}, std::tuple{64, 64, 16}}) {
+    INFO("M " << M << " N " << N << " K " << K);
+    auto k = gk::matmul_rowsum<bf16, 3>();
+    Pair<bf16> a(opstest::random_buf<bf16>(size_t(M) * K, 9, -3, 3)), b(opstest::random_buf<bf16>(size_t(K) * N, 10, -3, 3));
+    Pair<float> c(size_t(M) * N, -5.0f), rs(size_t(N / 64) * M, -5.0f);
+    for (bool gpu : {false, true})
+      k(on(Grid(M / 64, N / 64).with_warps(4), gpu), a.ptr(gpu), b.ptr(gpu), c.ptr(gpu), rs.ptr(gpu), M, N, K, 64, 64, 32);
+    synchronize();
+    compare("matmul_rowsum C", c, 1e-5, 1e-3);
+    compare("matmul_rowsum row sums", rs, 1e-5, 1e-3);
+  }
 }
 
 TEST_CASE("gpu: matmul with a K loop matches the CPU (f32, bf16, f16, i8)", "[.gpu]") {

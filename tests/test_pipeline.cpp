@@ -192,7 +192,7 @@ TEST_CASE("pipeline pass: loads that must not be pipelined", "[pipeline]") {
 
 // A persistent row loop with a store in its body, hinted with range(..., {.num_stages = S}), and
 // the variants whose loads the pass must leave alone.
-enum class RowVariant { Plain, CarriedRow, NonzeroOther, InIf, Volatile };
+enum class RowVariant { Plain, CarriedRow, NonzeroOther, InIf, Volatile, StoreFirst };
 template <class T, int S, RowVariant V>
 auto rows_fn = [](Ptr<T> x, Ptr<T> y, Tile<int32_t> nrows, Tile<int32_t> ncols, Constexpr<int> BLOCK) {
   Tile<int32_t> cols = arange(0, BLOCK);
@@ -203,6 +203,7 @@ auto rows_fn = [](Ptr<T> x, Ptr<T> y, Tile<int32_t> nrows, Tile<int32_t> ncols, 
     MemHints vol;
     vol.is_volatile = V == RowVariant::Volatile;
     Tile<T> v = zeros<T>({BLOCK});
+    if constexpr (V == RowVariant::StoreFirst) store(x + row + cols, zeros<T>({BLOCK}), mask);  // then read back
     if constexpr (V == RowVariant::InIf) if_(r < nrows, [&] { v = load(x + row + cols, mask, 0); });
     else v = load(x + row + cols, mask, V == RowVariant::NonzeroOther ? 1 : 0, vol);
     store(y + row + cols, v + v, mask);
@@ -243,7 +244,7 @@ TEST_CASE("pipeline pass: a hinted loop pipelines its loads in their own layout,
     INFO(ir::print(*f));
     REQUIRE(loads.size() == 1);
     CHECK(pipelined(loads[0]));
-    CHECK(loads[0]->int_attr("pipe_vec") * 2 >= 4);
+    CHECK(loads[0]->int_attr("pipe_vec") == 8);  // 16-byte copies
     CHECK(loop->int_attr("num_stages") == 2);
     auto g = trace(rows_fn<bf16, 2, RowVariant::Plain>, {1024}, /*div16=*/false);  // 2-byte copies: not
     loads = all_loop_loads(*g, 4, 3, &loop);
@@ -264,18 +265,63 @@ TEST_CASE("pipeline pass: a hinted loop pipelines its loads in their own layout,
     CHECK_FALSE(pipelined(loads[0]));
     CHECK_FALSE(loop->has_attr("num_stages"));
   }
-  SECTION("loads the hint does not move: a loop-carried address, a nonzero other, inside an if_, volatile") {
+  SECTION("loads the hint does not move: a loop-carried address, a nonzero other, inside an if_, volatile, "
+          "after a store of the same iteration") {
     auto carried = trace(rows_fn<float, 3, RowVariant::CarriedRow>, {1024}, true);
     auto other = trace(rows_fn<float, 3, RowVariant::NonzeroOther>, {1024}, true);
     auto in_if = trace(rows_fn<float, 3, RowVariant::InIf>, {1024}, true);
     auto vol = trace(rows_fn<float, 3, RowVariant::Volatile>, {1024}, true);
-    for (auto* f : {carried.get(), other.get(), in_if.get(), vol.get()}) {
+    auto after_store = trace(rows_fn<float, 3, RowVariant::StoreFirst>, {1024}, true);
+    for (auto* f : {carried.get(), other.get(), in_if.get(), vol.get(), after_store.get()}) {
       auto loads = all_loop_loads(*f, 4, 3, &loop);
       INFO(ir::print(*f));
       REQUIRE(loads.size() == 1);
       CHECK_FALSE(pipelined(loads[0]));
       CHECK_FALSE(loop->has_attr("num_stages"));
     }
+  }
+}
+
+TEST_CASE("pipeline pass: range(lo, hi, {.num_stages}) without a step; nothing on a target without cp.async",
+          "[pipeline]") {
+  auto fn = [](Ptr<float> x, Ptr<float> y, Tile<int32_t> n, Constexpr<int> BLOCK) {
+    Tile<int32_t> cols = arange(0, BLOCK);
+    for (auto r : range(0, n, {.num_stages = 2})) store(y + r * BLOCK + cols, load(x + r * BLOCK + cols) * 2.0f);
+  };
+  const ir::Op* loop = nullptr;
+  auto f = trace(fn, {256}, true);
+  auto loads = all_loop_loads(*f, 2, 3, &loop);
+  REQUIRE(loads.size() == 1);
+  CHECK(pipelined(loads[0]));
+  CHECK(loop->int_attr("num_stages") == 2);
+  auto g = trace(fn, {256}, true);
+  loads = all_loop_loads(*g, 2, 0, &loop);  // gpu::compile passes 0 below sm_80
+  CHECK_FALSE(pipelined(loads[0]));
+  CHECK_FALSE(loop->has_attr("num_stages"));
+}
+
+TEST_CASE("hinted loops: too many stages for shared memory is a UserError naming the loop's hint", "[pipeline]") {
+  // 32768 f32 per row over 32 warps: 128 KB per stage; 8 stages cannot fit in 227 KB.
+  auto k = gk::scale_rows<float, 8>();
+  auto x = fake_ptr<float>();
+  CHECK_THROWS_WITH(k.ptx(90, 32, x, x, 100, 32768, 32768),
+                    Catch::Contains("cp.async buffers of a pipelined loop") &&
+                        Catch::Contains("range(..., {.num_stages = S})"));
+  CHECK_NOTHROW(gk::scale_rows<float, 1>().ptx(90, 32, x, x, 100, 32768, 32768));  // 1: not pipelined
+}
+
+TEST_CASE("hinted K loop PTX: a load in its own layout and one read by ldmatrix in one loop", "[ptx][pipeline]") {
+  auto b = fake_ptr<bf16>();
+  auto c = fake_ptr<float>();
+  for (int sm : {90, 80}) {
+    const std::string arch = sm == 90 ? "sm_90a" : "sm_80";
+    INFO(arch);
+    const std::string ptx = gk::matmul_rowsum<bf16, 3>().ptx(sm, 4, b, b, c, c, 4096, 4096, 4096, 64, 64, 32);
+    CHECK(count_of(ptx, "cp.async.cg.shared.global") > 0);
+    CHECK(count_of(ptx, "ldmatrix.sync.aligned") > 0);   // B from its stage buffer
+    CHECK(count_of(ptx, "ld.shared.v4") > 0);             // A's own vectors (then converted)
+    CHECK(count_of(ptx, "mma.sync.aligned.m16n8k16") > 0);
+    ptxtest::assemble("hinted matmul with a row sum", ptx, arch);
   }
 }
 

@@ -618,10 +618,12 @@ struct LoopOptions {
   /// holding the data in registers. It applies to the loads directly in the body (not in an if_)
   /// whose pointer, mask and other are computed from the induction variable and values defined
   /// before the loop (not loop-carried), with other absent or 0 and vectors of 4, 8 or 16 bytes;
-  /// other loads stay as they are, and 1 turns pipelining of this loop off. By giving it the
-  /// program asserts what Triton's does: no store of an iteration writes memory that a load of a
-  /// later iteration of the same loop reads (the loads run up to S-1 iterations early). Only
-  /// innermost loops are pipelined. Ignored on the CPU. UserError outside 0..8.
+  /// other loads stay as they are, and so do loads after a store (or atomic) of their own
+  /// iteration; 1 turns pipelining of this loop off. By giving it the program asserts what
+  /// Triton's does: no store of an iteration writes memory that a load of a later iteration of
+  /// the same loop reads (the loads run up to S-1 iterations early). A pipelined load's cache and
+  /// eviction hints (MemHints) are not applied (the copies are cp.async: .cg for 16-byte vectors,
+  /// .ca below). Only innermost loops are pipelined. Ignored on the CPU. UserError outside 0..8.
   int num_stages = 0;
 };
 
@@ -680,12 +682,17 @@ Range<detail::index_t<A, B, C>> range(const A& lo, const B& hi, const C& step = 
   using I = detail::index_t<A, B, C>;
   return Range<I>(Operand<I>(lo, l).v, Operand<I>(hi, l).v, Operand<I>(step, l).v, l);
 }
-/// As above with loop options (LoopOptions: e.g. `range(lo, hi, step, {.num_stages = 3})`).
+/// As above with loop options (LoopOptions: e.g. `range(lo, hi, step, {.num_stages = 3})`, or
+/// `range(lo, hi, {.num_stages = 3})` with step 1).
 template <detail::IndexLike A, detail::IndexLike B, detail::IndexLike C>
 Range<detail::index_t<A, B, C>> range(const A& lo, const B& hi, const C& step, LoopOptions opts,
                                       loc_t l = loc_t::current()) {
   using I = detail::index_t<A, B, C>;
   return Range<I>(Operand<I>(lo, l).v, Operand<I>(hi, l).v, Operand<I>(step, l).v, l, opts);
+}
+template <detail::IndexLike A, detail::IndexLike B>
+Range<detail::index_t<A, B, int>> range(const A& lo, const B& hi, LoopOptions opts, loc_t l = loc_t::current()) {
+  return range(lo, hi, 1, opts, l);
 }
 
 /// Data-dependent branch on a boolean scalar tile: both branches are traced; tiles assigned in them

@@ -727,6 +727,8 @@ int vector_dim(const LinearLayout& l, int64_t vec) {
   return -1;
 }
 
+int64_t access_vec(const LinearLayout& l, int64_t vec) { return vec > 1 && vector_dim(l, vec) >= 0 ? vec : 1; }
+
 int cp_async_dim(const LinearLayout& l, const std::vector<int64_t>& shape, int64_t vec, int elem_bytes) {
   const int64_t bytes = vec * elem_bytes;
   if (shape.size() != 2 || (bytes != 4 && bytes != 8 && bytes != 16)) return -1;

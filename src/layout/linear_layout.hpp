@@ -292,6 +292,10 @@ int consecutive_reg_bits(const LinearLayout& l, int dim);
 /// of two >= 2), or -1 when there is none. Vector loads/stores, cp.async copies and shared-memory
 /// runs are decided with it.
 int vector_dim(const LinearLayout& l, int64_t vec);
+/// Elements per access of a memory op whose `vec` attribute is `vec` in layout `l`: vec when
+/// registers 0 .. vec-1 hold consecutive elements (vector_dim), else 1. The lowering of loads and
+/// stores and the pipelining pass (copies of a load's own registers) both use it.
+int64_t access_vec(const LinearLayout& l, int64_t vec);
 /// The dim along which a cp.async-pipelined load of a 2-D tile (`shape`, elements of `elem_bytes`
 /// bytes, layout `l`) copies vectors of `vec` elements, or -1 when it cannot be copied so: each
 /// copy is 4, 8 or 16 bytes, registers 0 .. vec-1 are consecutive along the dim (vector_dim), and

@@ -42,7 +42,7 @@ PipelineOptions default_pipeline_options();
 /// The GPU passes, after run_pipeline, for a kernel of `num_warps` warps: assign_layouts (GPU
 /// layouts and convert_layout ops, passes/gpu/gpu_passes.hpp), then dce (values the layout pass
 /// replaced by recomputation), then pipeline_loads (marks the loads of `for` loops that the
-/// backend software-pipelines `num_stages` deep; 1 = none), then, when verifying, ir::verify and
+/// backend software-pipelines `num_stages` deep; 1 = hinted loops only, 0 = none), then, when verifying, ir::verify and
 /// verify_layouts. Dumps as run_pipeline does (stages numbered from 50).
 void run_gpu_pipeline(ir::Function& f, int num_warps, int num_stages = 1);
 

@@ -17,7 +17,7 @@ Artifact compile(ir::Function& f, const Target& target, const Options& options, 
     throw UserError(f.loc, fmt::format("num_stages must be at least 1, got {}", options.num_stages));
   if (options.maxnreg != 0 && (options.maxnreg < 24 || options.maxnreg > 255))
     throw UserError(f.loc, fmt::format("maxnreg must be 0 (no limit) or from 24 to 255, got {}", options.maxnreg));
-  passes::run_gpu_pipeline(f, options.num_warps, target.sm >= 80 ? options.num_stages : 1);
+  passes::run_gpu_pipeline(f, options.num_warps, target.sm >= 80 ? options.num_stages : 0);  // 0: no cp.async
   std::string name = "tle_";
   for (char c : f.name) name += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
   llvm::LLVMContext ctx;

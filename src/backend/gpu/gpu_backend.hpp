@@ -15,12 +15,13 @@ namespace tle::gpu {
 
 struct Options {
   int num_warps = 4;  // warps per program (CTA); a power of two from 1 to 32
-  /// Software-pipelining depth of K loops (passes/gpu/pipeline_loads.cpp): >= 1, 1 = off. Targets
-  /// below sm_80 (no cp.async) compile as 1.
+  /// Software-pipelining depth of K loops (passes/gpu/pipeline_loads.cpp): >= 1, 1 = off (loops
+  /// with the program's range num_stages hint take theirs). Below sm_80 (no cp.async) nothing is
+  /// pipelined.
   int num_stages = 3;
   /// Registers per thread ptxas may use (PTX ISA 11.4.1, `.maxnreg`); 0: no limit beyond the one
-  /// `.reqntid` implies. 24 to 255; ptxas spills to local
-  /// memory what does not fit. Fewer registers let more programs share an SM.
+  /// `.reqntid` implies. 24 to 255; ptxas spills to local memory what does not fit. Fewer
+  /// registers let more programs share an SM.
   int maxnreg = 0;
 };
 

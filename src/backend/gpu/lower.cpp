@@ -496,7 +496,7 @@ void Lowerer::lower_convert(const ir::Op& op) {
     regs[r] = out;
     return;
   }
-  if (x->def && pipe_reads.count(x->def)) {  // the source is a pipelined load's stage buffer
+  if (ldmatrix_source(x)) {  // the source is a pipelined load's stage buffer, read with ldmatrix
     if (!lower_convert_ldmatrix(op)) fail(op, "a pipelined load's conversion cannot be read with ldmatrix");
     return;
   }

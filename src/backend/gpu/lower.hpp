@@ -238,6 +238,16 @@ class Lowerer : public backend::ScalarEmitter {
   /// The registers of pipelined load `ld` (a `pipe_vec` load) from this thread's vectors in the
   /// stage buffer `pr`.
   void read_own_stage(const ir::Op& ld, const PipeRead& pr);
+  /// Shared-memory address of this thread's vector q (of `vbytes` bytes) in a `pipe_vec` stage
+  /// buffer at absolute byte offset `stage`: byte (q * threads + tid) * vbytes of it.
+  llvm::Value* own_slot(llvm::Value* stage, int q, int vbytes);
+  /// The stage buffer of the pipelined load that defines x when its convert_layout reads it with
+  /// ldmatrix (not a `pipe_vec` load, whose registers are its own); null otherwise.
+  const PipeRead* ldmatrix_source(const ir::Value* x) const {
+    if (!x->def) return nullptr;
+    auto it = pipe_reads.find(x->def);
+    return it != pipe_reads.end() && it->second.own_vec == 0 ? &it->second : nullptr;
+  }
   std::unordered_map<const ir::Op*, PipeRead> pipe_reads;  // pipelined loads of the loop being lowered
 };
 

@@ -193,13 +193,10 @@ bool Lowerer::lower_convert_ldmatrix(const ir::Op& op) {
   if (!src || !dst || r->type.rank() != 2 || byte_size(r->type.dtype) != 2 || r->type.dtype == DType::i1) return false;
   auto plan = ldmatrix_plan(*dst);
   if (!plan) return false;
-  if (x->def) {
-    auto it = pipe_reads.find(x->def);
-    if (it != pipe_reads.end()) {
-      LdmatrixReads m = ldmatrix_setup(r, *plan, it->second.tile, it->second.base);
-      regs[r] = ldmatrix_read(r, m);
-      return true;
-    }
+  if (const PipeRead* pr = ldmatrix_source(x)) {
+    LdmatrixReads m = ldmatrix_setup(r, *plan, pr->tile, pr->base);
+    regs[r] = ldmatrix_read(r, m);
+    return true;
   }
   // The tile is row-major along the source's fastest dim (that of its first register basis, else
   // of its first lane basis), so each thread writes its runs as vectors.

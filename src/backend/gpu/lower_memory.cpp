@@ -19,9 +19,8 @@ using llvm::Value;
 
 namespace {
 
-/// The vector width usable for `l`: registers 0..vec-1 must be consecutive elements of one
-/// dimension (layout::vector_dim), else 1.
-int usable_vec(const LinearLayout* l, int vec) { return l && vec > 1 && layout::vector_dim(*l, vec) >= 0 ? vec : 1; }
+/// The vector width of an access in layout `l` (layout::access_vec; 1 without a layout).
+int usable_vec(const LinearLayout* l, int vec) { return l ? static_cast<int>(layout::access_vec(*l, vec)) : 1; }
 
 /// The PTX modifiers of a load/store's hints (attributes "cache", "evict", "volatile"; the tracer
 /// allows a cache operator or an eviction priority, not both, as ld/st do): "" when there are

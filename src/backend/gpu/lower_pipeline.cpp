@@ -181,9 +181,7 @@ bool Lowerer::lower_for_pipelined(const ir::Op& op) {
         B.CreateCall(cp, {dst, src, size});
       };
       if (p.own) {
-        Value* mine = B.CreateAdd(buf, B.CreateMul(tid, i32c(vbytes)));
-        for (int g = 0; g < l.num_regs(); g += p.vec)
-          copy(g, smem_abs_ptr(B.CreateAdd(mine, i32c(int64_t{g / p.vec} * 32 * num_warps * vbytes))));
+        for (int g = 0; g < l.num_regs(); g += p.vec) copy(g, own_slot(buf, g / p.vec, vbytes));
         continue;
       }
       auto hw = hw_coords(l);
@@ -234,17 +232,20 @@ bool Lowerer::lower_for_pipelined(const ir::Op& op) {
   return true;
 }
 
+Value* Lowerer::own_slot(Value* stage, int q, int vbytes) {
+  Value* mine = B.CreateAdd(stage, B.CreateMul(tid, i32c(vbytes)));
+  return smem_abs_ptr(B.CreateAdd(mine, i32c(int64_t{q} * 32 * num_warps * vbytes)));
+}
+
 void Lowerer::read_own_stage(const ir::Op& ld, const PipeRead& pr) {
   const ir::Value* r = ld.result();
   llvm::Type* mt = mem_ty(r->type.dtype);
   const int n = num_regs(r), vec = pr.own_vec;
   const int vbytes = static_cast<int>(byte_size(r->type.dtype)) * vec;
   llvm::Type* vt = llvm::FixedVectorType::get(mt, static_cast<unsigned>(vec));
-  Value* mine = B.CreateAdd(pr.base, B.CreateMul(tid, i32c(vbytes)));
   std::vector<Value*> out(static_cast<size_t>(n));
   for (int g = 0; g < n; g += vec) {
-    Value* at = smem_abs_ptr(B.CreateAdd(mine, i32c(int64_t{g / vec} * 32 * num_warps * vbytes)));
-    Value* v = B.CreateAlignedLoad(vt, at, llvm::Align(static_cast<uint64_t>(vbytes)));
+    Value* v = B.CreateAlignedLoad(vt, own_slot(pr.base, g / vec, vbytes), llvm::Align(static_cast<uint64_t>(vbytes)));
     for (int k = 0; k < vec; ++k) out[static_cast<size_t>(g + k)] = B.CreateExtractElement(v, static_cast<uint64_t>(k));
   }
   regs[r] = out;

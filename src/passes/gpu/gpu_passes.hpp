@@ -26,8 +26,10 @@ void assign_layouts(ir::Function& f, int num_warps);
 /// the loop; docs/ir.md lists the conditions: a 16-bit rank-2 load whose only use is a
 /// convert_layout to a tensor-core dot operand layout, operands recomputable from the induction
 /// variable and values defined outside the loop, other absent or 0, 4/8/16-byte vectors with a
-/// uniform mask). num_stages <= 1 marks nothing; < 1 is an InternalError (the runtime rejects it
-/// first with a UserError).
+/// uniform mask, in a loop that writes no memory). A loop with the program's `stages` hint is
+/// pipelined that deep instead, stores and all, and also gets its other qualifying loads marked
+/// (`pipe_vec`, read back in their own layout). num_stages 1 marks only hinted loops; 0 (a target
+/// without cp.async) marks nothing; < 0 is an InternalError.
 void pipeline_loads(ir::Function& f, int num_warps, int num_stages);
 
 /// Checks the invariants assign_layouts establishes; throws InternalError naming the first op

@@ -25,7 +25,8 @@
 //
 // A loop the program hinted (tle::range(..., {.num_stages = S}): attribute `stages`) is pipelined
 // S deep whatever the launch's num_stages, even if its body writes memory (the hint asserts that
-// no iteration stores what a later one loads), and beyond the loads above any load of the body
+// no iteration stores what a later one loads; loads after a write of their own iteration are left
+// alone), and beyond the loads above any load of the body
 // qualifies whose operands are computable for any iteration as above, with other absent or +0, not
 // volatile or .cv, of a dtype other than i1, whose vectors (its `vec` when the layout has such
 // vectors, else 1) are 4, 8 or 16 bytes with a mask uniform over each: each thread copies its own
@@ -164,8 +165,7 @@ class Pipeliner {
     if (!movable(ld, loop, memo)) return 0;
     const Value* r = ld.result();
     if (r->type.dtype == DType::i1) return 0;
-    int64_t vec = ld.has_attr("vec") ? ld.int_attr("vec") : 1;
-    if (vec > 1 && layout::vector_dim(r->type.layout->ll, vec) < 0) vec = 1;  // as the lowering of loads
+    const int64_t vec = layout::access_vec(r->type.layout->ll, ld.has_attr("vec") ? ld.int_attr("vec") : 1);
     const int64_t bytes = vec * byte_size(r->type.dtype);
     if (bytes != 4 && bytes != 8 && bytes != 16) return 0;
     if (ld.operands.size() > 1 && (!ld.has_attr("mask_vec") || ld.int_attr("mask_vec") < vec)) return 0;
@@ -182,15 +182,19 @@ class Pipeliner {
     ir::walk(body, [&](Op& op) { nested = nested || op.kind == OpKind::For; });
     if (nested) return;
     // Loads move earlier by up to S-1 iterations: nothing in the body may write memory (a store,
-    // an atomic, impure inline asm...) that a later iteration's load could read.
+    // an atomic, impure inline asm...) that a later iteration's load could read. With the hint the
+    // program asserts that; still, a load after a write of its own iteration stays where it is.
+    auto writes_memory = [](const Op& op) {
+      return !op.is_pure() && op.kind != OpKind::Load && op.kind != OpKind::If && op.kind != OpKind::Yield;
+    };
     bool writes = false;
-    ir::walk(body, [&](Op& op) {
-      writes = writes || (!op.is_pure() && op.kind != OpKind::Load && op.kind != OpKind::If && op.kind != OpKind::Yield);
-    });
+    ir::walk(body, [&](Op& op) { writes = writes || writes_memory(op); });
     if (writes && !hinted) return;
     std::unordered_map<const Value*, bool> memo;
     int n = 0;
+    bool written = false;  // a write came earlier in this iteration
     for (auto& op : body.ops) {
+      if (written) break;
       if (qualifies(*op, loop, memo)) {
         op->attrs["pipelined"] = int64_t{1};
         ++n;
@@ -199,6 +203,8 @@ class Pipeliner {
         op->attrs["pipe_vec"] = v;
         ++n;
       }
+      written = writes_memory(*op);
+      for (auto& r : op->regions) ir::walk(r->body(), [&](Op& o) { written = written || writes_memory(o); });
     }
     if (n) loop.attrs["num_stages"] = S;
   }
@@ -207,7 +213,8 @@ class Pipeliner {
 }  // namespace
 
 void pipeline_loads(ir::Function& f, int num_warps, int num_stages) {
-  if (num_stages < 1) throw InternalError(fmt::format("pipeline_loads: num_stages {} < 1", num_stages));
+  if (num_stages < 0) throw InternalError(fmt::format("pipeline_loads: num_stages {} < 0", num_stages));
+  if (num_stages == 0) return;  // no cp.async on the target: not even hinted loops
   Pipeliner(f, num_warps, num_stages).run();
 }
 
