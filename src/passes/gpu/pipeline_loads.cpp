@@ -26,12 +26,11 @@
 // A loop the program hinted (tle::range(..., {.num_stages = S}): attribute `stages`) is pipelined
 // S deep whatever the launch's num_stages, even if its body writes memory (the hint asserts that
 // no iteration stores what a later one loads; loads after a write of their own iteration are left
-// alone), and beyond the loads above any load of the body
-// qualifies whose operands are computable for any iteration as above, with other absent or +0, not
-// volatile or .cv, of a dtype other than i1, whose vectors (its `vec` when the layout has such
-// vectors, else 1) are 4, 8 or 16 bytes with a mask uniform over each: each thread copies its own
-// registers' vectors and reads them back itself (no conversion, no barrier). Such a load gets
-// `pipe_vec` = its vector length besides `pipelined = 1`.
+// alone). Besides the loads above, any load of its body qualifies whose operands are computable
+// for any iteration as above, with other absent or +0, not volatile or .cv, of a dtype other than
+// i1, whose vectors (layout::access_vec of its `vec`) are 4, 8 or 16 bytes with a mask uniform
+// over each: each thread copies its own registers' vectors and reads them back itself (no
+// conversion, no barrier). Such a load gets `pipe_vec` = its vector length besides `pipelined = 1`.
 #include <fmt/format.h>
 
 #include <cmath>
