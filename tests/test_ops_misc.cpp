@@ -843,3 +843,91 @@ TEST_CASE("ops: the layernorm example's persistent kernel, one row per program o
     CHECK(diffs(y, want, 1e-5, 1e-5) == "");
   }
 }
+
+namespace {
+/// y = 2x over [nrows, ncols] in blocks of R x C rows/columns, program p taking blocks p, p + P, ...
+/// in a loop hinted with range(..., {.num_stages = 3}); acc_out[p] = the sum of p's x blocks
+/// (a value carried through the loop from the pipelined load).
+template <class T> auto hinted_blocks() {
+  return jit("hinted_blocks", [](Ptr<T> x, Ptr<T> y, Ptr<T> acc_out, Tile<int32_t> nrows, Tile<int32_t> ncols,
+                                 Tile<int32_t> nblocks, Constexpr<int> R, Constexpr<int> C) {
+    Tile<int32_t> rr = arange(0, R), cc = arange(0, C);
+    Tile<T> acc = zeros<T>({R, C});
+    for (auto blk : range(program_id(0), nblocks, num_programs(0), {.num_stages = 3})) {
+      Tile<int32_t> rows = blk * R + rr;
+      Tile<bool> m = expand_dims(rows < nrows, 1) & expand_dims(cc < ncols, 0);
+      Tile<int64_t> off = expand_dims(rows.to<int64_t>(), 1) * ncols + expand_dims(cc, 0);
+      Tile<T> t = load(x + off, m, 0);
+      store(y + off, t + t, m);
+      acc = acc + t;
+    }
+    store(acc_out + program_id(0) * (R * C) + expand_dims(rr, 1) * C + expand_dims(cc, 0), acc);
+  });
+}
+}  // namespace
+
+TEST_CASE("ops: hinted device loops (range num_stages): 2-D tiles, dtypes, carried values", "[ops]") {
+  // Integer-valued data (|x| <= 4, at most 13 blocks per program), so every dtype adds exactly and
+  // the result does not depend on the backend.
+  auto run = [](auto tag) {
+    using T = decltype(tag);
+    auto k = hinted_blocks<T>();
+    const int R = 8, C = 64;
+    for (int nrows : {1, 17, 100})
+      for (int ncols : {1, 17, 64})
+        for (int programs : {1, 3}) {
+          INFO(dtype_name(detail::dtype_of<T>::value) << " nrows " << nrows << " ncols " << ncols << " programs " << programs);
+          const int nblocks = (nrows + R - 1) / R;
+          Buf<int> xi = random_buf<int>(size_t(nrows) * ncols, 21, -4, 4);
+          Buf<T> x(xi.size()), y(xi.size(), T(-1)), acc(size_t(programs) * R * C, T(-1));
+          for (size_t i = 0; i < xi.size(); ++i) x[i] = T(xi[i]);
+          k(Grid(programs), x.data(), y.data(), acc.data(), nrows, ncols, nblocks, R, C);
+          int bad = 0;
+          for (size_t i = 0; i < xi.size(); ++i) bad += double(y[i]) != 2.0 * xi[i];
+          for (int p = 0; p < programs; ++p)
+            for (int r = 0; r < R; ++r)
+              for (int c = 0; c < C; ++c) {
+                double want = 0;
+                for (int b = p; b < nblocks; b += programs)
+                  if (b * R + r < nrows && c < ncols) want += xi[size_t(b * R + r) * ncols + c];
+                bad += double(acc[(size_t(p) * R + r) * C + c]) != want;
+              }
+          CHECK(bad == 0);
+        }
+  };
+  run(float{});
+  run(f16{});
+  run(int8_t{});
+  run(int32_t{});
+  run(double{});
+}
+
+TEST_CASE("ops: a hinted loop with a negative step, i64 bounds and a loaded value carried to the next trip",
+          "[ops]") {
+  // y[r] = x[r] + x[r + 1] (x[nrows] = 0), walking the rows backwards and carrying the last row.
+  auto k = jit("hinted_reverse", [](Ptr<float> x, Ptr<float> y, Tile<int64_t> nrows, Tile<int32_t> ncols,
+                                    Constexpr<int> C) {
+    Tile<int32_t> cc = arange(0, C);
+    Tile<bool> m = cc < ncols;
+    Tile<float> prev = zeros<float>({C});
+    for (auto r : range(nrows - 1, int64_t{-1}, int64_t{-1}, {.num_stages = 2})) {
+      Tile<int64_t> off = r * ncols + cc;
+      Tile<float> t = load(x + off, m, 0.0f);
+      store(y + off, t + prev, m);
+      prev = t;
+    }
+  });
+  for (int64_t nrows : {1, 2, 17, 1001})
+    for (int ncols : {1, 17, 128}) {
+      INFO("nrows " << nrows << " ncols " << ncols);
+      Buf<float> x = random_buf<float>(size_t(nrows) * ncols, 22, -8, 8), y(size_t(nrows) * ncols, -1.0f);
+      k(Grid(1), x.data(), y.data(), nrows, ncols, 128);
+      int bad = 0;
+      for (int64_t r = 0; r < nrows; ++r)
+        for (int c = 0; c < ncols; ++c) {
+          const float next = r + 1 < nrows ? x[size_t(r + 1) * ncols + c] : 0.0f;
+          bad += y[size_t(r) * ncols + c] != x[size_t(r) * ncols + c] + next;
+        }
+      CHECK(bad == 0);
+    }
+}
