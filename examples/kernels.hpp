@@ -56,8 +56,8 @@ inline void softmax_row_reference(const float* x, float* out, int cols) {
 /// is normalized, so their latency is hidden without holding them in registers (each program
 /// writes only its own rows of y, which it never reads: the hint's condition holds). w and b are
 /// loaded once per program and kept in L1 (evict_last); y is written with evict_first, and x,
-/// touched once too, is copied by cp.async.cg (L2 only; its evict_first hint applies where the
-/// loop is not pipelined: the CPU, or vectors under 4 bytes).
+/// touched once too, is copied by cp.async.cg (L2 only; its evict_first hint applies only where
+/// the load is not pipelined, e.g. 2-byte vectors of ragged bf16 rows).
 template <class T, int STAGES = 3> auto make_layernorm() {
   using namespace tle;
   return jit("layernorm", [](Ptr<T> x, Ptr<T> y, Ptr<float> w, Ptr<float> b, Tile<int32_t> nrows,
