@@ -75,14 +75,18 @@ Loaded<T>* load_table(const std::vector<std::string>& names, const char* what, c
   return g;
 }
 
+/// Binds entry point `name` of `lib` into `slot`; appends the name to `missing` when absent.
+template <class F> void resolve(void* lib, F& slot, const char* name, std::string& missing) {
+  slot = reinterpret_cast<F>(dlsym(lib, name));
+  if (!slot) missing += missing.empty() ? std::string(name) : fmt::format(", {}", name);
+}
+
 Loaded<Nvrtc>& nvrtc_global() {
   static Loaded<Nvrtc>* g = load_table<Nvrtc>(
       nvrtc_candidates(), "NVRTC", "set TLE_LIBNVRTC to libnvrtc's path",
       [](Nvrtc& t) {
         std::string missing;
-#define TLE_NVRTC_FN(name)                                                 \
-  t.name = reinterpret_cast<decltype(t.name)>(dlsym(t.library, #name));    \
-  if (!t.name) missing += missing.empty() ? #name : ", " #name;
+#define TLE_NVRTC_FN(name) resolve(t.library, t.name, #name, missing);
 #include "runtime/cuda/nvrtc_functions.def"
 #undef TLE_NVRTC_FN
         return missing;
@@ -96,9 +100,7 @@ Loaded<NvJitLink>& jitlink_global() {
       nvjitlink_candidates(), "nvJitLink", "set TLE_LIBNVJITLINK to libnvJitLink's path",
       [](NvJitLink& t) {
         std::string missing;
-#define TLE_NVJITLINK_FN(name)                                             \
-  t.name = reinterpret_cast<decltype(t.name)>(dlsym(t.library, #name));    \
-  if (!t.name) missing += missing.empty() ? #name : ", " #name;
+#define TLE_NVJITLINK_FN(name) resolve(t.library, t.name, #name, missing);
 #include "runtime/cuda/nvjitlink_functions.def"
 #undef TLE_NVJITLINK_FN
         return missing;
