@@ -1,6 +1,6 @@
 // tests/test_mma_ptx.cpp - dot on tensor cores without a GPU: f16/bf16 matmul kernels
 // (tests/gpu_kernels.hpp) compiled with Kernel::ptx must contain mma.sync.aligned.m16n8k16 (as many
-// per K-loop iteration as the warp tiles need) and assemble with ptxas for sm_90a and sm_80; dots
+// per K-loop iteration as the warp tiles need) and assemble with ptxas for sm_89 and sm_80; dots
 // that do not qualify (f32, i8) must not use it. Also simulates, on the CPU, the warp-level
 // products that the register choice of mma_v2_steps (backend/gpu/mma_fragments.hpp) feeds to
 // mma.sync, with the fragment tables of the PTX ISA (9.7.14.5.8), against a plain matmul. Tag [ptx]; assembling is skipped with a warning
@@ -32,7 +32,7 @@ size_t count_of(const std::string& text, const std::string& what) {
   return n;
 }
 
-/// Compiles the matmul kernel for T with tiles BM x BN x BK and `warps` warps for sm_90a and sm_80;
+/// Compiles the matmul kernel for T with tiles BM x BN x BK and `warps` warps for sm_89 and sm_80;
 /// checks the mma.sync count per loop iteration (a multiple of `per_iter`, LLVM may unroll) and
 /// assembles.
 template <class T> void check_mma_matmul(const char* dtype, int bm, int bn, int bk, int warps, size_t per_iter) {
@@ -40,8 +40,8 @@ template <class T> void check_mma_matmul(const char* dtype, int bm, int bn, int 
   const std::string what = std::string("matmul ") + dtype + " " + std::to_string(bm) + "x" + std::to_string(bn) + "x" +
                            std::to_string(bk) + " w" + std::to_string(warps);
   const std::string instr = std::string("mma.sync.aligned.m16n8k16.row.col.f32.") + dtype + "." + dtype + ".f32";
-  for (int sm : {90, 80}) {
-    const std::string arch = sm == 90 ? "sm_90a" : "sm_80";
+  for (int sm : {89, 80}) {  // mma.sync targets (sm_90a runs these dots on wgmma: test_wgmma.cpp)
+    const std::string arch = "sm_" + std::to_string(sm);
     INFO(what << " for " << arch);
     std::string ptx;
     REQUIRE_NOTHROW(ptx = k.ptx(sm, warps, fake_ptr<T>(), fake_ptr<T>(), fake_ptr<float>(), 1000, 1000, 1000, bm, bn, bk));

@@ -1,7 +1,7 @@
 // tests/test_pipeline.cpp - software pipelining of K loops and ldmatrix operand reads, without a
 // GPU: which loads passes::pipeline_loads marks (and which it must not), the swizzled
 // shared-memory tile against layout::shared_swizzled, the ldmatrix fragment plan of the mma.sync
-// operand layouts, the matmul PTX (cp.async, ldmatrix) assembled with ptxas for sm_90a and sm_80,
+// operand layouts, the matmul PTX (cp.async, ldmatrix) assembled with ptxas for sm_89 and sm_80,
 // Grid::with_stages checks, and loops hinted with range(..., {.num_stages = S}) (loads read back in
 // their own layout). GPU results: tests/test_gpu.cpp ("gpu: pipelined matmul ...").
 #include <catch2/catch.hpp>
@@ -313,8 +313,8 @@ TEST_CASE("hinted loops: too many stages for shared memory is a UserError naming
 TEST_CASE("hinted K loop PTX: a load in its own layout and one read by ldmatrix in one loop", "[ptx][pipeline]") {
   auto b = fake_ptr<bf16>();
   auto c = fake_ptr<float>();
-  for (int sm : {90, 80}) {
-    const std::string arch = sm == 90 ? "sm_90a" : "sm_80";
+  for (int sm : {89, 80}) {  // mma.sync targets (sm_90a: test_wgmma.cpp)
+    const std::string arch = "sm_" + std::to_string(sm);
     INFO(arch);
     const std::string ptx = gk::matmul_rowsum<bf16, 3>().ptx(sm, 4, b, b, c, c, 4096, 4096, 4096, 64, 64, 32);
     CHECK(count_of(ptx, "cp.async.cg.shared.global") > 0);
@@ -396,7 +396,7 @@ TEST_CASE("ldmatrix plan: mma.sync operand layouts are ldmatrix fragments, block
   CHECK_FALSE(ldmatrix_plan(layout::mma_v2_operand(0, {64, 64}, {2, 2}, 8)));  // 8-bit: 4 per register
 }
 
-TEST_CASE("pipelined matmul PTX: cp.async and ldmatrix; assembles for sm_90a and sm_80", "[ptx][pipeline]") {
+TEST_CASE("pipelined matmul PTX: cp.async and ldmatrix; assembles for sm_89 and sm_80", "[ptx][pipeline]") {
   for (bool f16 : {false, true}) {
     auto kb = gk::matmul<bf16>();
     auto kh = gk::matmul<tle::f16>();
@@ -404,8 +404,8 @@ TEST_CASE("pipelined matmul PTX: cp.async and ldmatrix; assembles for sm_90a and
       int bm, bn, bk, warps, stages;
     };
     for (Cfg c : {Cfg{128, 128, 32, 8, 3}, Cfg{64, 64, 32, 4, 2}, Cfg{128, 64, 64, 4, 4}, Cfg{32, 16, 16, 2, 3}}) {
-      for (int sm : {90, 80}) {
-        const std::string arch = sm == 90 ? "sm_90a" : "sm_80";
+      for (int sm : {89, 80}) {  // mma.sync targets (sm_90a: test_wgmma.cpp)
+        const std::string arch = "sm_" + std::to_string(sm);
         INFO((f16 ? "f16 " : "bf16 ") << c.bm << "x" << c.bn << "x" << c.bk << " w" << c.warps << " s" << c.stages << " "
                                       << arch);
         Grid g(1);
@@ -442,10 +442,10 @@ TEST_CASE("matmul PTX without pipelining: ldmatrix, no cp.async (1 stage; K not 
   auto k = gk::matmul<bf16>();
   Grid one(1);
   one.with_warps(4).with_stages(1);
-  std::string ptx = k.ptx(90, one, fake_ptr<bf16>(), fake_ptr<bf16>(), fake_ptr<float>(), 4096, 4096, 4096, 64, 64, 32);
+  std::string ptx = k.ptx(89, one, fake_ptr<bf16>(), fake_ptr<bf16>(), fake_ptr<float>(), 4096, 4096, 4096, 64, 64, 32);
   CHECK(count_of(ptx, "cp.async") == 0);
   CHECK(count_of(ptx, "ldmatrix.sync.aligned.m8n8.x4") > 0);
-  ptxtest::assemble("matmul, 1 stage", ptx, "sm_90a");
+  ptxtest::assemble("matmul, 1 stage", ptx, "sm_89");
   // K = 1000: the K-tail mask is not uniform over 8 elements; no pipelining, ldmatrix still.
   ptx = k.ptx(80, 4, fake_ptr<bf16>(), fake_ptr<bf16>(), fake_ptr<float>(), 1000, 1000, 1000, 64, 64, 32);
   CHECK(count_of(ptx, "cp.async") == 0);

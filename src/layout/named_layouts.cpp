@@ -184,6 +184,27 @@ LinearLayout mma_v2_accumulator(const std::vector<int64_t>& shape,
   return tile_to_shape(cta, shape, {1, 0});
 }
 
+LinearLayout wgmma_accumulator(const std::vector<int64_t>& shape, const std::vector<int32_t>& warpgroups) {
+  const std::string fn = "wgmma_accumulator";
+  if (shape.size() != 2 || warpgroups.size() != 2)
+    fail(fn, "expected a 2-D shape and warpgroups, got " + list(shape) + " and " + list(warpgroups));
+  check_pow2(fn, "shape", shape);
+  check_pow2(fn, "warpgroups", warpgroups);
+  const int32_t gm = warpgroups[0], gn = warpgroups[1];
+  if (shape[0] % (64 * int64_t{gm}) != 0 || shape[1] / gn < 8)
+    fail(fn, "shape " + list(shape) + " does not split into " + list(warpgroups) + " warpgroup tiles of 64 x >= 8");
+  const int32_t wn = static_cast<int32_t>(shape[1] / gn);  // the columns of one warpgroup
+  std::vector<Basis> reg = {{0, 1}, {8, 0}};
+  for (int32_t c = 8; c < wn; c *= 2) reg.push_back({0, c});
+  std::vector<Basis> lane = {{0, 2}, {0, 4}, {1, 0}, {2, 0}, {4, 0}};
+  std::vector<Basis> warp = {{16, 0}, {32, 0}};
+  for (int32_t i = 1; i < gm; i *= 2) warp.push_back({64 * i, 0});
+  for (int32_t i = 1; i < gn; i *= 2) warp.push_back({0, wn * i});
+  LinearLayout cta({{kReg, std::move(reg)}, {kLane, std::move(lane)}, {kWarp, std::move(warp)}, {kBlock, {}}},
+                   {{dim_name(0), 64 * gm}, {dim_name(1), static_cast<int32_t>(shape[1])}});
+  return tile_to_shape(cta, shape, {1, 0});
+}
+
 LinearLayout mma_v2_operand(int op_idx, const std::vector<int64_t>& shape,
                             const std::vector<int32_t>& warps_per_cta, int bitwidth) {
   const std::string fn = "mma_v2_operand";

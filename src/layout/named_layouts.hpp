@@ -90,6 +90,20 @@ LinearLayout mma_v2_accumulator(const std::vector<int64_t>& shape,
 LinearLayout mma_v2_operand(int op_idx, const std::vector<int64_t>& shape,
                             const std::vector<int32_t>& warps_per_cta, int bitwidth = 16);
 
+/// The accumulator (D) fragment of wgmma.mma_async.m64nNk16 / k8 / k32 with 32-bit accumulators
+/// (PTX ISA 9.7.15.5.1.1, "Matrix Fragments for wgmma.mma_async.m64nNk16", Figure 149): in warp w
+/// of a warpgroup, with groupID = lane >> 2 and threadID_in_group = lane % 4, register d_i holds
+///     row = 16 * w + groupID + 8 * ((i >> 1) & 1),   col = 8 * (i >> 2) + threadID_in_group * 2 + (i & 1)
+/// i.e. per warp the m16n8 accumulator of mma.sync repeated along N. `warpgroups` = {gm, gn}
+/// warpgroups of 4 consecutive warps split the tile: warpgroup g covers the 64-row block g % gm
+/// and the N / gn columns of block g / gm (warp bits: +16, +32 rows, then +64 * (1, 2, ..) rows for
+/// gm, then +N/gn * (1, 2, ..) columns for gn). Registers: bit 0 -> col + 1, bit 1 -> row + 8, then
+/// +8, +16, ... columns up to the warpgroup's N / gn (one instruction's d_0 .. d_{N/2-1} when
+/// N / gn <= 256), then the [64 * gm, N] CTA tile repeats along M (Triton's NvidiaMmaEncodingAttr,
+/// version 3). Requires shape = {M, N}, warpgroups {gm, gn}, all powers of two, M a multiple of
+/// 64 * gm and N / gn >= 8.
+LinearLayout wgmma_accumulator(const std::vector<int64_t>& shape, const std::vector<int32_t>& warpgroups);
+
 /// A swizzled shared-memory layout: logical coordinates (inputs dim0..dim{r-1}, sizes = shape) ->
 /// element offset in the buffer (output `offset`, size = product(shape)). Triton's
 /// SwizzledSharedEncodingAttr / CUTLASS's XOR swizzle: with c the coordinate along order[0] (the

@@ -43,8 +43,9 @@ PipelineOptions default_pipeline_options();
 /// layouts and convert_layout ops, passes/gpu/gpu_passes.hpp), then dce (values the layout pass
 /// replaced by recomputation), then pipeline_loads (marks the loads of `for` loops that the
 /// backend software-pipelines `num_stages` deep; 1 = hinted loops only, 0 = none), then, when verifying, ir::verify and
-/// verify_layouts. Dumps as run_pipeline does (stages numbered from 50).
-void run_gpu_pipeline(ir::Function& f, int num_warps, int num_stages = 1);
+/// verify_layouts. `wgmma`: the target has wgmma (sm_90a), so f16/bf16 dots that fit
+/// gpu_rules::mma_v3_plan run on it. Dumps as run_pipeline does (stages numbered from 50).
+void run_gpu_pipeline(ir::Function& f, int num_warps, int num_stages = 1, bool wgmma = false);
 
 /// Runs the pipeline on freshly traced IR with default_pipeline_options().
 void run_pipeline(ir::Function& f);

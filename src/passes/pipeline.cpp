@@ -122,14 +122,14 @@ void run_pipeline(ir::Function& f, const PipelineOptions& options) {
   }
 }
 
-void run_gpu_pipeline(ir::Function& f, int num_warps, int num_stages) {
+void run_gpu_pipeline(ir::Function& f, int num_warps, int num_stages, bool wgmma) {
   const PipelineOptions options = default_pipeline_options();
   Dumper dump(f, options, 50);
-  assign_layouts(f, num_warps);
+  assign_layouts(f, num_warps, wgmma);
   dump.stage("gpu_layouts");
   dce(f);
   dump.stage("gpu_dce");
-  pipeline_loads(f, num_warps, num_stages);
+  pipeline_loads(f, num_warps, num_stages, wgmma);
   dump.stage("gpu_pipeline");
   if (options.verify) {
     try {

@@ -17,13 +17,14 @@ Artifact compile(ir::Function& f, const Target& target, const Options& options, 
     throw UserError(f.loc, fmt::format("num_stages must be at least 1, got {}", options.num_stages));
   if (options.maxnreg != 0 && (options.maxnreg < 24 || options.maxnreg > 255))
     throw UserError(f.loc, fmt::format("maxnreg must be 0 (no limit) or from 24 to 255, got {}", options.maxnreg));
-  passes::run_gpu_pipeline(f, options.num_warps, target.sm >= 80 ? options.num_stages : 0);  // 0: no cp.async
+  const bool wgmma = target.sm == 90 && target.arch_specific;  // sm_90a
+  passes::run_gpu_pipeline(f, options.num_warps, target.sm >= 80 ? options.num_stages : 0, wgmma);  // 0: no cp.async
   std::string name = "tle_";
   for (char c : f.name) name += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
   llvm::LLVMContext ctx;
   llvm::Module m(name, ctx);
   configure_module(m, target);
-  detail::Lowerer lowerer(f, m, options.num_warps, options.maxnreg);
+  detail::Lowerer lowerer(f, m, options.num_warps, options.maxnreg, wgmma);
   lowerer.run(name);
   // Shared memory per block that an sm can give a kernel (opt-in maximum, CUDA Programming
   // Guide, "Compute capabilities": 227 KB on sm_90, 163 KB on sm_80, 99 KB on sm_86/89).

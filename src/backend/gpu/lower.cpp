@@ -15,8 +15,8 @@ namespace tle::gpu::detail {
 using layout::LinearLayout;
 using llvm::Value;
 
-Lowerer::Lowerer(const ir::Function& f, llvm::Module& m, int nw, int mr)
-    : ScalarEmitter(m), fn_ir(f), num_warps(nw), maxnreg(mr) {}
+Lowerer::Lowerer(const ir::Function& f, llvm::Module& m, int nw, int mr, bool wg)
+    : ScalarEmitter(m), fn_ir(f), num_warps(nw), maxnreg(mr), wgmma(wg) {}
 
 void Lowerer::fail(const ir::Op& op, const std::string& msg) const {
   std::string where;
@@ -360,7 +360,7 @@ llvm::Function* Lowerer::run(const std::string& name) {
   if (maxnreg > 0) annotate("maxnreg", maxnreg);  // NVPTX prints `.maxnreg N`
   smem = new llvm::GlobalVariable(mod, llvm::ArrayType::get(B.getInt8Ty(), 0), false, llvm::GlobalValue::ExternalLinkage,
                                   nullptr, "tle_smem", nullptr, llvm::GlobalVariable::NotThreadLocal, 3);
-  smem->setAlignment(llvm::Align(16));
+  smem->setAlignment(llvm::Align(1024));  // wgmma's 128-byte swizzle repeats every 1024 bytes
 
   B.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", kernel));
   tid = B.CreateCall(llvm::Intrinsic::getDeclaration(&mod, llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x), {}, "tid");
@@ -419,7 +419,11 @@ void Lowerer::lower_op(const ir::Op& op) {
       regs[op.result()] = {B.CreateCall(llvm::Intrinsic::getDeclaration(&mod, ids[op.kind == K::NumPrograms][axis]))};
       return;
     }
-    case K::Broadcast: case K::ExpandDims: case K::Reshape: case K::Permute: case K::Hint:
+    case K::Permute:
+      if (wgmma_source(op.result())) return;  // a pipelined load's transpose: the wgmma dot reads its buffer
+      lower_shape(op);
+      return;
+    case K::Broadcast: case K::ExpandDims: case K::Reshape: case K::Hint:
       lower_shape(op);
       return;
     case K::ConvertLayout: lower_convert(op); return;
@@ -427,7 +431,7 @@ void Lowerer::lower_op(const ir::Op& op) {
     case K::Load:
       if (auto it = pipe_reads.find(&op); it == pipe_reads.end()) lower_load(op);
       else if (it->second.own_vec > 0) read_own_stage(op, it->second);  // this thread's copies
-      // else: read from its stage buffer by the convert_layout that uses it (ldmatrix)
+      // else: read from its stage buffer by the convert_layout that uses it (ldmatrix) or the dot (wgmma)
       return;
     case K::Store: lower_store(op); return;
     case K::AtomicRMW: case K::AtomicCas: lower_atomic(op); return;

@@ -34,15 +34,37 @@ namespace tle::gpu::detail {
 /// and per_phase = max(1, 64 / cols), max_phase = min(cols / 8, 8 / per_phase) (the rows of one
 /// 128-byte span share a phase), so that 8 rows' 16-byte reads at one logical chunk (ldmatrix)
 /// and a row's 16-byte writes hit 8 different bank groups. Requires rows, cols powers of two >= 8.
+///
+/// A wgmma operand tile (make_wgmma) is split along cdim into atoms of `atom` columns (16, 32 or
+/// 64: 32, 64 or 128 bytes), each a [rows, atom] tile swizzled as above, atom after atom: element
+/// (row, col) is at (col / atom) * rows * atom + the swizzled offset of (row, col % atom) in its
+/// atom. With 1024-byte aligned atoms this is exactly the 32/64/128-byte swizzle mode of wgmma's
+/// shared-memory matrix layouts (PTX ISA 9.7.15.5.1.2, Swizzle<1|2|3, 4, 3> on byte addresses);
+/// lower_wgmma.cpp builds its matrix descriptors from it. For make(), atom == cols.
 struct SwizzledTile {
   int64_t rows = 0, cols = 0;
   int cdim = 1;
   int32_t per_phase = 1, max_phase = 1;
+  int64_t atom = 0;
   static SwizzledTile make(int64_t rows, int64_t cols, int cdim);
+  /// The wgmma layout of a [rows, cols] tile with atoms of min(cols, max_atom) columns (max_atom
+  /// 16, 32 or 64). Requires rows >= 8 and cols >= 16, powers of two.
+  static SwizzledTile make_wgmma(int64_t rows, int64_t cols, int cdim, int64_t max_atom = 64);
   /// Element offset of (row, col) (row along the strided dim, col along cdim).
   int64_t offset(int64_t row, int64_t col) const;
+  /// Element offset of (row, col) without the swizzle: where a matrix descriptor starting at that
+  /// element points (row a multiple of 8, col of 8).
+  int64_t plain_offset(int64_t row, int64_t col) const { return (col / atom) * rows * atom + row * atom + col % atom; }
   int64_t bytes() const { return rows * cols * 2; }
 };
+
+/// The bits of a wgmma matrix descriptor (PTX ISA 9.7.15.5.1.2.2) on a make_wgmma tile `t`, all but
+/// the start address (bits 0-13, added per instruction): leading byte offset (bits 16-29; K-major:
+/// unused, 1; MN-major: the stride between atoms along M/N, rows * atom * 2 bytes), stride byte
+/// offset (bits 32-45: the next 8 rows of an atom, 8 * atom * 2 bytes), base offset 0 (atoms are
+/// aligned to their swizzle pattern) and the swizzle mode (bits 62-63: 1 = 128, 2 = 64, 3 = 32
+/// bytes). `k_major`: the tile is contiguous along K. Throws InternalError for tiles wgmma cannot read.
+uint64_t wgmma_desc_bits(const SwizzledTile& t, bool k_major);
 
 /// How ldmatrix.m8n8 reads a register layout of 16-bit elements: registers 2m and 2m+1 of every
 /// thread form the 8x8 matrix m (register 0's basis is +1 along `kd`; lanes are the ldmatrix
@@ -72,8 +94,9 @@ struct LdmatrixReads {
 
 class Lowerer : public backend::ScalarEmitter {
  public:
-  /// `maxnreg` > 0 caps the registers per thread (`.maxnreg`, gpu::Options::maxnreg).
-  Lowerer(const ir::Function& f, llvm::Module& m, int num_warps, int maxnreg = 0);
+  /// `maxnreg` > 0 caps the registers per thread (`.maxnreg`, gpu::Options::maxnreg); `wgmma`: the
+  /// target is sm_90a (dots on wgmma).
+  Lowerer(const ir::Function& f, llvm::Module& m, int num_warps, int maxnreg = 0, bool wgmma = false);
   /// Emits the kernel `name`; returns it.
   llvm::Function* run(const std::string& name);
   /// Dynamic shared memory the kernel needs (bytes).
@@ -91,6 +114,7 @@ class Lowerer : public backend::ScalarEmitter {
   const ir::Function& fn_ir;
   const int num_warps;
   const int maxnreg;
+  const bool wgmma;
   llvm::Function* kernel = nullptr;
   llvm::Value* lane = nullptr;  // i32 thread index in the warp
   llvm::Value* warp = nullptr;  // i32 warp index in the CTA
@@ -222,6 +246,30 @@ class Lowerer : public backend::ScalarEmitter {
   std::vector<llvm::Value*> ldmatrix_read(const ir::Value* r, LdmatrixReads& m);
   /// Element offset of (row, col) in t, emitted.
   llvm::Value* swizzled_offset(const SwizzledTile& t, llvm::Value* row, llvm::Value* col);
+  /// Writes the 16-bit tile x (any layout) into t at byte `base` from smem_base_, each thread its
+  /// runs along t.cdim as vectors of up to 16 bytes (no barrier).
+  void store_swizzled(const ir::Value* x, const SwizzledTile& t, int64_t base);
+
+  // ---- dot on Hopper tensor cores (lower_wgmma.cpp)
+  /// Lowers `dot` with wgmma.mma_async (sm_90a) when the target has it (`wgmma`) and the result
+  /// and acc carry passes::gpu_rules::mma_v3_plan's accumulator layout; a and b are read from
+  /// shared memory: a `wgmma` pipelined load's current buffer, or the registers staged into a
+  /// K-major swizzled tile. False (nothing emitted) otherwise.
+  bool lower_dot_wgmma(const ir::Op& op);
+  /// fence.proxy.async.shared::cta: this thread's shared-memory writes through the generic proxy
+  /// become visible to the async proxy (wgmma, TMA) after the next barrier.
+  void fence_proxy_async();
+  /// wgmma.wait_group n, threading `acc` through it (in-out operands): returns the values to use
+  /// after it, so that nothing reads accumulators before the wgmma writing them are done.
+  std::vector<llvm::Value*> wgmma_wait(int n, const std::vector<llvm::Value*>& acc);
+  /// The dot of pipelined `for` op `loop` that may stay in flight across iterations: the body's
+  /// only dot, on wgmma, reading only `wgmma` pipelined loads (directly or transposed), whose acc
+  /// is a carried value used by nothing else and whose result is only yielded back into it. Null
+  /// if there is none.
+  const ir::Op* in_flight_dot(const ir::Op& loop) const;
+  /// The in-flight dot of the pipelined loop being lowered (lower_dot_wgmma ends it with
+  /// wait_group 1; lower_for_pipelined waits for it after the loop).
+  const ir::Op* async_wgmma_ = nullptr;
 
   // ---- software pipelining (lower_pipeline.cpp)
   /// A `for` with `num_stages` and pipelined loads (passes/gpu/pipeline_loads.cpp): prologue of
@@ -234,6 +282,7 @@ class Lowerer : public backend::ScalarEmitter {
     SwizzledTile tile;
     llvm::Value* base;  // absolute byte offset of the stage read in this iteration
     int own_vec = 0;    // > 0: read back in the load's own layout (read_own_stage), vectors of own_vec
+    bool wgmma = false;  // read by a wgmma dot through matrix descriptors (lower_wgmma.cpp)
   };
   /// The registers of pipelined load `ld` (a `pipe_vec` load) from this thread's vectors in the
   /// stage buffer `pr`.
@@ -246,8 +295,11 @@ class Lowerer : public backend::ScalarEmitter {
   const PipeRead* ldmatrix_source(const ir::Value* x) const {
     if (!x->def) return nullptr;
     auto it = pipe_reads.find(x->def);
-    return it != pipe_reads.end() && it->second.own_vec == 0 ? &it->second : nullptr;
+    return it != pipe_reads.end() && it->second.own_vec == 0 && !it->second.wgmma ? &it->second : nullptr;
   }
+  /// The stage buffer of the `wgmma` pipelined load that defines x, or whose 2-D transpose x is
+  /// (`*transposed` set then); null otherwise.
+  const PipeRead* wgmma_source(const ir::Value* x, bool* transposed = nullptr) const;
   std::unordered_map<const ir::Op*, PipeRead> pipe_reads;  // pipelined loads of the loop being lowered
 };
 

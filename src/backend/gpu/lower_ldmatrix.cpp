@@ -40,22 +40,35 @@ SwizzledTile SwizzledTile::make(int64_t rows, int64_t cols, int cdim) {
   if (rows < 8 || cols < 8 || !layout::is_pow2(rows) || !layout::is_pow2(cols) || (cdim != 0 && cdim != 1))
     throw InternalError(fmt::format("SwizzledTile: bad tile {}x{} (cdim {})", rows, cols, cdim));
   SwizzledTile t;
-  t.rows = rows, t.cols = cols, t.cdim = cdim;
+  t.rows = rows, t.cols = cols, t.cdim = cdim, t.atom = cols;
   const int64_t chunks = cols / 8;
   t.per_phase = static_cast<int32_t>(std::max<int64_t>(1, 8 / chunks));
   t.max_phase = static_cast<int32_t>(std::min<int64_t>(chunks, 8 / t.per_phase));
   return t;
 }
 
+SwizzledTile SwizzledTile::make_wgmma(int64_t rows, int64_t cols, int cdim, int64_t max_atom) {
+  if (cols < 16 || (max_atom != 16 && max_atom != 32 && max_atom != 64))
+    throw InternalError(fmt::format("SwizzledTile: bad wgmma tile {}x{} (atoms of at most {})", rows, cols, max_atom));
+  const int64_t atom = std::min(cols, max_atom);
+  SwizzledTile t = make(rows, atom, cdim);  // one atom's swizzle
+  t.cols = cols;
+  return t;
+}
+
 int64_t SwizzledTile::offset(int64_t row, int64_t col) const {
   const int64_t phase = (row / per_phase) % max_phase;
-  return row * cols + (((col / 8) ^ phase) * 8) + col % 8;
+  const int64_t c = col % atom;
+  return (col / atom) * rows * atom + row * atom + (((c / 8) ^ phase) * 8) + c % 8;
 }
 
 Value* Lowerer::swizzled_offset(const SwizzledTile& t, Value* row, Value* col) {
   Value* phase = B.CreateAnd(B.CreateLShr(row, static_cast<uint64_t>(log2i(t.per_phase))), t.max_phase - 1);
-  Value* chunk = B.CreateXor(B.CreateLShr(col, 3), phase);
-  return B.CreateAdd(B.CreateAdd(B.CreateMul(row, i32c(t.cols)), B.CreateShl(chunk, 3)), B.CreateAnd(col, 7));
+  Value* c = t.atom == t.cols ? col : B.CreateAnd(col, i32c(t.atom - 1));
+  Value* chunk = B.CreateXor(B.CreateLShr(c, 3), phase);
+  Value* off = B.CreateAdd(B.CreateAdd(B.CreateMul(row, i32c(t.atom)), B.CreateShl(chunk, 3)), B.CreateAnd(c, 7));
+  if (t.atom == t.cols) return off;
+  return B.CreateAdd(off, B.CreateMul(B.CreateLShr(col, static_cast<uint64_t>(log2i(t.atom))), i32c(t.rows * t.atom)));
 }
 
 std::optional<LdmatrixPlan> ldmatrix_plan(const LinearLayout& l) {
@@ -214,7 +227,18 @@ bool Lowerer::lower_convert_ldmatrix(const ir::Op& op) {
   }
   const ir::Shape& shape = r->type.shape;
   const SwizzledTile t = SwizzledTile::make(shape[1 - cdim], shape[cdim], cdim);
-  need_smem(t.bytes());
+  store_swizzled(x, t, 0);
+  barrier();
+  LdmatrixReads m = ldmatrix_setup(r, *plan, t, i32c(smem_base_));  // absolute offset of the tile
+  regs[r] = ldmatrix_read(r, m);
+  barrier();
+  return true;
+}
+
+void Lowerer::store_swizzled(const ir::Value* x, const SwizzledTile& t, int64_t base) {
+  const LinearLayout* src = layout_of(x);
+  const int cdim = t.cdim;
+  need_smem(base + t.bytes());
   // Runs of registers consecutive along cdim (register basis b = 2^b along it), at most one
   // 16-byte chunk, and aligned (every other basis moves along cdim by multiples of the run).
   int bits = std::min(layout::consecutive_reg_bits(*src, cdim), 3);
@@ -233,7 +257,7 @@ bool Lowerer::lower_convert_ldmatrix(const ir::Op& op) {
   for (int q = 0; q < src->num_regs(); q += run) {
     if (duplicate_reg(*src, q)) continue;
     auto cc = coords(*src, hw, q);
-    Value* off = B.CreateShl(swizzled_offset(t, cc[s], cc[cdim]), 1);
+    Value* off = B.CreateAdd(B.CreateShl(swizzled_offset(t, cc[s], cc[cdim]), 1), i32c(base));
     if (run == 1) {
       B.CreateAlignedStore(reg(x, q), smem_ptr(off), llvm::Align(2));
       continue;
@@ -244,11 +268,6 @@ bool Lowerer::lower_convert_ldmatrix(const ir::Op& op) {
       v = B.CreateInsertElement(v, B.CreateBitCast(reg(x, q + k), B.getInt16Ty()), static_cast<uint64_t>(k));
     B.CreateAlignedStore(v, smem_ptr(off), llvm::Align(static_cast<uint64_t>(2 * run)));
   }
-  barrier();
-  LdmatrixReads m = ldmatrix_setup(r, *plan, t, i32c(smem_base_));  // absolute offset of the tile
-  regs[r] = ldmatrix_read(r, m);
-  barrier();
-  return true;
 }
 
 }  // namespace tle::gpu::detail

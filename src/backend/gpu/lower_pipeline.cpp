@@ -21,6 +21,24 @@
 // start of the dynamic shared memory ([0, smem_reserved_)); inside the loop other shared-memory
 // users work above them, outside it (after the drain) they may reuse the space.
 //
+// A load with `wgmma` (an operand of a dot on wgmma, directly or through a transpose) has buffers
+// in wgmma's swizzled layout (SwizzledTile::make_wgmma with the attribute's atom width), each
+// 1024-byte aligned; the dot builds matrix descriptors on the current buffer
+// (lower_wgmma.cpp). cp.async writes through the generic proxy and wgmma reads through the async
+// proxy, so each thread runs fence.proxy.async.shared::cta after its wait_group, before the
+// bar.sync (PTX ISA 9.7.13.4.20, membar/fence: proxy fences).
+//
+// A wgmma dot that accumulates into a loop-carried value and reads only such buffers stays in
+// flight across iterations (CUTLASS's and Triton's Hopper main loops): it ends with
+// wgmma.wait_group 1 (the previous iteration's group is done, this one runs on), and the loop is
+// followed by wait_group 0 on its result. The buffer a copy refills may then still be read by the
+// previous iteration's wgmma until the next barrier, so such a loop copies S-2 iterations ahead,
+// not S-1 (S >= 3; with 2 stages the dot waits for itself):
+//
+//   iteration k:  cp.async.wait_group S-3; fence.proxy.async; bar.sync   -- every warpgroup's
+//                 wgmma of k-2 is done; copy iteration k+S-2 into buffer (k+S-2) % S = (k-2) % S;
+//                 wgmma on buffer k % S; commit; wgmma.wait_group 1
+//
 // A load with `pipe_vec` (a hinted loop's load read in its own layout) needs no conversion: each
 // thread copies the vectors of its own registers, vector q of thread t at byte
 // (q * threads + t) * vector bytes of the buffer (a warp's copies and reads of one q are 512
@@ -46,7 +64,8 @@ namespace {
 
 struct PipeLoad {
   const ir::Op* load = nullptr;
-  bool own = false;  // read back in its own layout (pipe_vec), else with ldmatrix from `tile`
+  bool own = false;  // read back in its own layout (pipe_vec), else with ldmatrix or wgmma from `tile`
+  bool wgmma = false;  // read by wgmma through matrix descriptors
   SwizzledTile tile;
   int vec = 1;
   int64_t base = 0;         // byte offset of buffer 0; buffer b at base + b * stage_bytes
@@ -79,20 +98,25 @@ std::vector<PipeLoad> plan_loop(const ir::Op& loop, int num_warps, int64_t& byte
       out.push_back(p);
       continue;
     }
-    const ir::Op* conv = nullptr;
-    for (const auto& u : body.ops)
-      if (u->kind == ir::OpKind::ConvertLayout && u->operands.at(0) == r) conv = u.get();
     const LinearLayout* l = r->type.layout ? &r->type.layout->ll : nullptr;
-    if (!conv || !l || !conv->result()->type.layout || r->type.rank() != 2) return {};
-    if (!ldmatrix_plan(conv->result()->type.layout->ll)) return {};
+    const int64_t atom = ld.has_attr("wgmma") ? ld.int_attr("wgmma") : 0;
+    if (!l || r->type.rank() != 2) return {};
+    if (!atom) {
+      const ir::Op* conv = nullptr;
+      for (const auto& u : body.ops)
+        if (u->kind == ir::OpKind::ConvertLayout && u->operands.at(0) == r) conv = u.get();
+      if (!conv || !conv->result()->type.layout || !ldmatrix_plan(conv->result()->type.layout->ll)) return {};
+    }
     const int vec = static_cast<int>(ld.int_attr("vec"));
     const int c = layout::cp_async_dim(*l, r->type.shape, vec, 2);  // the pass's rule
     if (c < 0) return {};
     const ir::Shape& sh = r->type.shape;
     PipeLoad p;
     p.load = &ld;
-    p.tile = SwizzledTile::make(sh[1 - c], sh[c], c);
+    p.wgmma = atom > 0;
+    p.tile = atom ? SwizzledTile::make_wgmma(sh[1 - c], sh[c], c, atom) : SwizzledTile::make(sh[1 - c], sh[c], c);
     p.vec = vec;
+    if (atom) bytes = (bytes + 1023) / 1024 * 1024;  // wgmma's 128-byte swizzle repeats every 1024 bytes
     p.base = bytes;
     p.stage_bytes = p.tile.bytes();
     bytes += S * p.stage_bytes;
@@ -122,6 +146,8 @@ bool Lowerer::lower_for_pipelined(const ir::Op& op) {
                                     fn_ir.name, bytes, smem_reserved_));
   const int S = static_cast<int>(op.int_attr("num_stages"));
   const ir::Block& rb = op.region(0).body();
+  const ir::Op* async_dot = S >= 3 ? in_flight_dot(op) : nullptr;
+  const int P = async_dot ? S - 2 : S - 1;  // iterations copied ahead
 
   // The body ops the copies need (pointer, mask, other and what they are computed from), in order.
   std::unordered_set<const ir::Value*> need;
@@ -199,31 +225,40 @@ bool Lowerer::lower_for_pipelined(const ir::Op& op) {
   // that independent of them); inside the loop they work above the buffers.
   barrier();
   const int64_t outer_base = smem_base_;
-  smem_base_ = bytes;
+  const bool wgmma_reads = std::any_of(loads.begin(), loads.end(), [](const PipeLoad& p) { return p.wgmma; });
+  smem_base_ = wgmma_reads ? (bytes + 1023) / 1024 * 1024 : bytes;  // wgmma operands staged above stay aligned
   if (bytes > smem_bytes_) smem_bytes_ = bytes, smem_op = &op;
   // prologue: iterations 0 .. S-2 into buffers 0 .. S-2
-  for (int st = 0; st + 1 < S; ++st) issue(B.getInt64(static_cast<uint64_t>(st)), i32c(st));
+  for (int st = 0; st < P; ++st) issue(B.getInt64(static_cast<uint64_t>(st)), i32c(st));
 
   auto next_slot = [&](Value* v) {
     Value* n = B.CreateAdd(v, i32c(1));
     return B.CreateSelect(B.CreateICmpEQ(n, i32c(S)), i32c(0), n);
   };
   LoopHooks hooks;
-  hooks.extra_init = {i32c(0), i32c(S - 1)};  // buffers read (k % S) and written ((k + S - 1) % S)
+  hooks.extra_init = {i32c(0), i32c(P)};  // buffers read (k % S) and written ((k + P) % S)
   const bool shared_reads = std::any_of(loads.begin(), loads.end(), [](const PipeLoad& p) { return !p.own; });
   hooks.begin = [&](Value* k, const std::vector<Value*>& slots) {
-    B.CreateCall(wait, {B.getInt32(static_cast<uint32_t>(S - 2))});
-    if (shared_reads) barrier();  // ldmatrix reads other threads' copies
-    issue(B.CreateAdd(k, llvm::ConstantInt::get(i64, static_cast<uint64_t>(S - 1))), slots[1]);
+    B.CreateCall(wait, {B.getInt32(static_cast<uint32_t>(P - 1))});
+    if (wgmma_reads) fence_proxy_async();  // the copies (generic proxy) are read by wgmma (async proxy)
+    if (shared_reads) barrier();  // ldmatrix and wgmma read other threads' copies
+    issue(B.CreateAdd(k, llvm::ConstantInt::get(i64, static_cast<uint64_t>(P))), slots[1]);
     for (const PipeLoad& p : loads)
       pipe_reads[p.load] = PipeRead{p.tile, B.CreateAdd(i32c(p.base), B.CreateMul(slots[0], i32c(p.stage_bytes))),
-                                    p.own ? p.vec : 0};
+                                    p.own ? p.vec : 0, p.wgmma};
   };
   hooks.end = [&](const std::vector<Value*>& slots) {
     pipe_reads.clear();
     return std::vector<Value*>{next_slot(slots[0]), next_slot(slots[1])};
   };
+  async_wgmma_ = async_dot;
   lower_for_body(op, Trips{trips, lo, step}, hooks);
+  async_wgmma_ = nullptr;
+  if (async_dot) {  // the last iteration's wgmma is still in flight: wait for it on the loop's result
+    const ir::Value* acc = async_dot->operands.at(2);  // the carried block argument
+    const ir::Value* res = op.result(acc->index - 1);
+    regs[res] = wgmma_wait(0, get(res));
+  }
   // Drain (only empty groups, or copies past the trip count, can be in flight) before the buffers
   // are reused by another pipelined loop.
   B.CreateCall(wait, {B.getInt32(0)});

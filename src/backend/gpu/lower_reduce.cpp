@@ -263,7 +263,8 @@ void Lowerer::lower_scan(const ir::Op& op) {
 }
 
 void Lowerer::lower_dot(const ir::Op& op) {
-  if (lower_dot_mma(op)) return;  // f16/bf16 in the mma layouts: tensor cores (lower_mma.cpp)
+  if (lower_dot_wgmma(op)) return;  // sm_90a, wgmma accumulator layout (lower_wgmma.cpp)
+  if (lower_dot_mma(op)) return;    // f16/bf16 in the mma layouts: tensor cores (lower_mma.cpp)
   const ir::Value* a = op.operands.at(0);
   const ir::Value* b = op.operands.at(1);
   const ir::Value* c = op.operands.at(2);

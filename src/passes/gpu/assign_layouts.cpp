@@ -4,9 +4,11 @@
 // RemoveLayoutConversions.cpp); the code is ours:
 //  0. every tile dimension must be a power of two (UserError at the op otherwise);
 //  1. axis info (axis_info.hpp) for every integer / pointer value;
-//  2. anchors: a dot that can run on tensor cores (layout_rules.hpp, mma_v2_plan) offers the
-//     mma.sync accumulator layout to its result and acc first (so a loop-carried accumulator, its
-//     zero init and the loop results carry it); then each load / store / atomic on a pointer
+//  2. anchors: a dot that can run on tensor cores (layout_rules.hpp: mma_v3_plan on targets with
+//     wgmma, else mma_v2_plan) offers the wgmma or mma.sync accumulator layout to its result and
+//     acc first (so a loop-carried accumulator, its zero init and the loop results carry it); a
+//     wgmma dot's a and b get no layout from it (the lowering reads them from shared memory,
+//     whatever their layout); then each load / store / atomic on a pointer
 //     tile gets a coalesced blocked layout from its pointer's contiguity; its result takes it,
 //     its operands are offered it;
 //  3. propagation: a worklist spreads layouts along the per-op relations (layout_rules.hpp), both
@@ -161,7 +163,7 @@ std::pair<int64_t, int64_t> vector_width(const LL& l, const axis::Info& p, const
 
 class Assigner {
  public:
-  Assigner(ir::Function& f, int num_warps) : f_(f), nw_(num_warps) {}
+  Assigner(ir::Function& f, int num_warps, bool wgmma) : f_(f), nw_(num_warps), wgmma_(wgmma) {}
 
   void run() {
     check_pow2(f_.entry());
@@ -183,11 +185,13 @@ class Assigner {
  private:
   ir::Function& f_;
   int nw_;
+  bool wgmma_;
   std::unordered_map<const Value*, axis::Info> info_;
   std::unordered_map<const Value*, std::vector<std::pair<Op*, unsigned>>> uses_;
   std::unordered_map<const Op*, Anchor> anchors_;
   std::vector<std::pair<Op*, MmaV2Plan>> mma_plans_;  // dots that may run on tensor cores, program order
   std::unordered_map<const Op*, size_t> mma_index_;    // dot -> its entry in mma_plans_
+  std::unordered_map<const Op*, LL> wgmma_acc_;        // dots that may run on wgmma -> their accumulator layout
   std::deque<Value*> queue_;
   struct Cached {
     Value* value;
@@ -232,7 +236,12 @@ class Assigner {
   void seed_dots(Block& b) {
     for (auto& opp : b.ops) {
       Op& op = *opp;
-      if (op.kind == OpKind::Dot)
+      std::optional<MmaV3Plan> v3 = wgmma_ && op.kind == OpKind::Dot ? mma_v3_plan(op, nw_) : std::nullopt;
+      if (v3) {
+        offer(op.result(), v3->acc);
+        offer(op.operands[2], v3->acc);
+        wgmma_acc_.emplace(&op, std::move(v3->acc));
+      } else if (op.kind == OpKind::Dot)
         if (auto plan = mma_v2_plan(op, nw_)) {
           offer(op.result(), plan->acc);
           offer(op.operands[2], plan->acc);
@@ -506,6 +515,27 @@ class Assigner {
     return r;
   }
 
+  /// A cast to a narrower type whose operand has another layout than its result (e.g. the f32
+  /// accumulator of a dot stored as bf16) casts in the operand's layout and converts the narrow
+  /// result instead: the conversion moves half (or a quarter) of the bytes through shared memory.
+  /// Rewrites `op` (at `pos` in `b`) and returns true when it applies.
+  bool narrowing_cast_to_convert(Op& op, Block& b, std::list<std::unique_ptr<Op>>::iterator pos) {
+    if (op.kind != OpKind::Cast || op.result()->type.is_scalar()) return false;
+    Value* x = op.operands[0];
+    Value* r = op.result();
+    if (x->type.is_scalar() || !has(x) || !has(r) || lay(x) == lay(r)) return false;
+    if (byte_size(r->type.dtype) >= byte_size(x->type.dtype) || r->type.dtype == DType::i1) return false;
+    const LL want = lay(r);
+    set(r, lay(x));
+    ir::Type t = r->type;
+    t.layout = ir::make_layout(want);
+    Value* c = insert_op(OpKind::ConvertLayout, {r}, std::move(t), {}, op.loc, b, std::next(pos));
+    ir::replace_all_uses(f_.entry(), r, c);
+    c->def->operands[0] = r;
+    converted_[r].push_back({c, &b});
+    return true;
+  }
+
   void fix_block(Block& b) {
     for (auto it = b.ops.begin(); it != b.ops.end(); ++it) {
       Op& op = **it;
@@ -514,7 +544,9 @@ class Assigner {
         if (!x->type.is_scalar()) op.operands[i] = materialize(x, want, b, it, op.loc);
       };
       const bool tile_result = op.results.size() == 1 && !op.result()->type.is_scalar();
-      if (is_elementwise(op.kind)) {
+      if (narrowing_cast_to_convert(op, b, it)) {
+        // the cast now runs in its operand's layout; a convert_layout after it carries the result
+      } else if (is_elementwise(op.kind)) {
         if (tile_result)
           for (size_t i = 0; i < op.operands.size(); ++i) conv(i, lay(op.result()));
       } else if (is_memory(op.kind)) {
@@ -535,6 +567,7 @@ class Assigner {
           case OpKind::Scan: conv(0, lay(op.result())); break;
           case OpKind::Dot: {
             conv(2, lay(op.result()));
+            if (wgmma_acc_.count(&op)) break;  // a and b: any layout (read from shared memory)
             auto p = mma_index_.find(&op);
             if (p != mma_index_.end() && lay(op.result()) == mma_plans_[p->second].second.acc) {
               const MmaV2Plan& plan = mma_plans_[p->second].second;
@@ -599,10 +632,10 @@ bool env_is_one(const char* name) {
 
 }  // namespace
 
-void assign_layouts(ir::Function& f, int num_warps) {
+void assign_layouts(ir::Function& f, int num_warps, bool wgmma) {
   if (num_warps < 1 || num_warps > 32 || !layout::is_pow2(num_warps))
     throw InternalError(fmt::format("assign_layouts: num_warps {} is not a power of two from 1 to 32", num_warps));
-  Assigner(f, num_warps).run();
+  Assigner(f, num_warps, wgmma).run();
 }
 
 }  // namespace tle::passes

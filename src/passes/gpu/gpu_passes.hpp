@@ -15,10 +15,13 @@ namespace tle::passes {
 ///    it, vec * element bytes <= 16, power of two) and `mask_vec` (the largest power of two <= vec
 ///    such that every aligned group of mask_vec elements has one mask value, i.e. the mask is
 ///    uniform over each vector of that size; == vec when there is no mask).
+/// With `wgmma` (an sm_90a target), a dot that fits gpu_rules::mma_v3_plan gets the wgmma
+/// accumulator layout on its result and acc and keeps a and b in whatever layout they have (the
+/// lowering reads them from shared memory); other f16/bf16 dots take the mma.sync layouts.
 /// First of all, throws UserError at the op's location if a tile dimension is not a power of two.
 /// num_warps: a power of two in [1, 32]. Runs verify_layouts at the end in debug builds (and when
 /// TLE_VERIFY=1).
-void assign_layouts(ir::Function& f, int num_warps);
+void assign_layouts(ir::Function& f, int num_warps, bool wgmma = false);
 
 /// Software pipelining, the decision (pipeline_loads.cpp; run after assign_layouts and dce): in
 /// every innermost `for`, marks the loads the GPU lowering copies ahead with cp.async into
@@ -28,9 +31,12 @@ void assign_layouts(ir::Function& f, int num_warps);
 /// variable and values defined outside the loop, other absent or 0, 4/8/16-byte vectors with a
 /// uniform mask, in a loop that writes no memory). A loop with the program's `stages` hint is
 /// pipelined that deep instead, stores and all, and also gets its other qualifying loads marked
-/// (`pipe_vec`, read back in their own layout). num_stages 1 marks only hinted loops; 0 (a target
-/// without cp.async) marks nothing; < 0 is an InternalError.
-void pipeline_loads(ir::Function& f, int num_warps, int num_stages);
+/// (`pipe_vec`, read back in their own layout). With `wgmma` a 16-bit rank-2 load whose only use
+/// is operand a or b of a dot on wgmma (directly or through a 2-D transpose) qualifies too and
+/// gets `wgmma` = its buffers' atom width (gpu_rules::wgmma_atom): they are laid out as wgmma
+/// reads them, with no conversion. num_stages
+/// 1 marks only hinted loops; 0 (a target without cp.async) marks nothing; < 0 is an InternalError.
+void pipeline_loads(ir::Function& f, int num_warps, int num_stages, bool wgmma = false);
 
 /// Checks the invariants assign_layouts establishes; throws InternalError naming the first op
 /// (or block argument) that breaks one. num_warps <= 0: take the warp count from the layouts.

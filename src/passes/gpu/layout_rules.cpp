@@ -104,4 +104,33 @@ std::optional<MmaV2Plan> mma_v2_plan(const ir::Op& op, int num_warps) {
   return p;
 }
 
+std::optional<MmaV3Plan> mma_v3_plan(const ir::Op& op, int num_warps) {
+  if (op.kind != ir::OpKind::Dot || op.operands.size() != 3) return std::nullopt;
+  const ir::Type& a = op.operands[0]->type;
+  const ir::Type& b = op.operands[1]->type;
+  const ir::Type& c = op.operands[2]->type;
+  const ir::Type& r = op.result()->type;
+  if (a.dtype != b.dtype || (a.dtype != DType::f16 && a.dtype != DType::bf16)) return std::nullopt;
+  if (c.dtype != DType::f32 || r.dtype != DType::f32) return std::nullopt;
+  if (a.rank() != 2 || b.rank() != 2 || r.rank() != 2) return std::nullopt;
+  const int64_t M = a.shape[0], K = a.shape[1], N = b.shape[1];
+  if (!layout::is_pow2(M) || !layout::is_pow2(N) || !layout::is_pow2(K) || M % 64 || K % 16) return std::nullopt;
+  if (num_warps < 4 || num_warps % 4 || !layout::is_pow2(num_warps)) return std::nullopt;
+  const int32_t groups = num_warps / 4;
+  const int32_t gm = static_cast<int32_t>(std::min<int64_t>(groups, M / 64)), gn = groups / gm;
+  if (N / gn < 16) return std::nullopt;
+  MmaV3Plan p;
+  p.warpgroups = {gm, gn};
+  p.instr_n = static_cast<int32_t>(std::min<int64_t>(N / gn, 256));
+  p.acc = layout::wgmma_accumulator(r.shape, p.warpgroups);
+  return p;
+}
+
+int64_t wgmma_atom(const ir::Op& dot, unsigned idx, int cdim, int num_warps) {
+  if (idx != 1 || cdim != 1) return 64;
+  auto plan = mma_v3_plan(dot, num_warps);
+  if (!plan) throw InternalError("wgmma_atom: the dot does not run on wgmma");
+  return std::min<int64_t>(64, plan->instr_n);
+}
+
 }  // namespace tle::passes::gpu_rules

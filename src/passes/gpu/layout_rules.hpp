@@ -57,4 +57,29 @@ struct MmaV2Plan {
 /// (which takes the mma path only when all three layouts match the plan).
 std::optional<MmaV2Plan> mma_v2_plan(const ir::Op& op, int num_warps);
 
+/// How a `dot` runs on Hopper tensor cores with wgmma.mma_async.m64nNk16 (sm_90a; f32
+/// accumulators): a and b are read from shared memory through matrix descriptors, so they need no
+/// register layout; the result and acc take `acc`.
+struct MmaV3Plan {
+  std::vector<int32_t> warpgroups;  ///< {gm, gn}: warpgroups (4 consecutive warps) along M, along N
+  int32_t instr_n = 0;              ///< N of one instruction: min(N / gn, 256)
+  LL acc;                           ///< layout::wgmma_accumulator(shape, warpgroups)
+};
+/// The plan for dot `op` with `num_warps` warps, or nullopt when it does not qualify: a and b both
+/// f16 or both bf16, acc and result f32, rank 2, powers of two, num_warps a multiple of 4, M a
+/// multiple of 64, K of 16, and each warpgroup at least 16 columns. Warpgroups go along M while
+/// 64-row blocks are left (gm = min(num_warps / 4, M / 64)), the rest along N (Triton's
+/// warpsPerTileV3 puts warps along M the same way). Deterministic in (shape, num_warps). Used by
+/// assign_layouts on targets with wgmma (before mma_v2_plan), by pipeline_loads and by the GPU
+/// lowering (which takes the wgmma path when the result and acc carry `acc`).
+std::optional<MmaV3Plan> mma_v3_plan(const ir::Op& op, int num_warps);
+
+/// The atom width (columns of 16-bit elements: 16, 32 or 64, i.e. the 32, 64 or 128-byte swizzle)
+/// of the shared-memory tile that operand `idx` (0: a, 1: b) of wgmma dot `dot` is read from when
+/// the tile is contiguous along operand dim `cdim`: 64 (128-byte swizzle) except for an MN-major b
+/// (cdim 1), whose atoms must not be wider than one instruction's N (mma_v3_plan's instr_n). The
+/// pipelining pass records it on the loads it pipelines for wgmma; the lowering lays the buffers
+/// out with it (SwizzledTile::make_wgmma) and builds the descriptors from the buffer.
+int64_t wgmma_atom(const ir::Op& dot, unsigned idx, int cdim, int num_warps);
+
 }  // namespace tle::passes::gpu_rules

@@ -19,6 +19,12 @@
 //     (layout::cp_async_dim, which the lowering applies too), and the mask is uniform over each
 //     vector (mask_vec >= vec).
 //   - it is not volatile and has no .cv cache modifier.
+// On a target with wgmma (sm_90a), a 16-bit rank-2 load whose only use is operand a or b of a dot
+// that runs on wgmma (its result carries the mma_v3_plan accumulator layout), directly or through
+// a 2-D permute whose only use that is, qualifies under the same operand and vector conditions,
+// with no conversion: the lowering lays its buffers out as wgmma's matrix descriptors read them
+// (backend/gpu/lower_wgmma.cpp) and the dot reads the current buffer. It gets `wgmma` = the atom
+// width of that layout (gpu_rules::wgmma_atom).
 // Only innermost loops whose bodies write no memory (no store, atomic, impure inline asm or other
 // op with side effects: the copies run ahead of them) are pipelined. A loop with at least one such
 // load gets `num_stages = S`; each such load `pipelined = 1`.
@@ -34,6 +40,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <optional>
 #include <unordered_map>
 #include <variant>
 
@@ -64,7 +71,8 @@ bool recomputable(const Op& op) {
 
 class Pipeliner {
  public:
-  Pipeliner(ir::Function& f, int num_warps, int num_stages) : f_(f), nw_(num_warps), stages_(num_stages) {}
+  Pipeliner(ir::Function& f, int num_warps, int num_stages, bool wgmma)
+      : f_(f), nw_(num_warps), stages_(num_stages), wgmma_(wgmma) {}
 
   void run() {
     ir::walk(f_.entry(), [&](Op& op) {
@@ -80,6 +88,7 @@ class Pipeliner {
  private:
   ir::Function& f_;
   int nw_, stages_;
+  bool wgmma_;
   std::unordered_map<const Value*, std::vector<std::pair<Op*, unsigned>>> uses_;
 
   /// v can be recomputed for any iteration: defined outside `loop`, the induction variable, or a
@@ -139,23 +148,61 @@ class Pipeliner {
     return true;
   }
 
-  /// A load feeding tensor-core dots through a convert_layout (read back with ldmatrix).
-  bool qualifies(const Op& ld, const Op& loop, std::unordered_map<const Value*, bool>& memo) {
-    if (!movable(ld, loop, memo)) return false;
+  /// The only use of v, or null.
+  const std::pair<Op*, unsigned>* only_use(const Value* v) const {
+    auto it = uses_.find(v);
+    return it == uses_.end() || it->second.size() != 1 ? nullptr : &it->second[0];
+  }
+
+  /// How a load feeds a wgmma dot: the dot, the operand index (0: a, 1: b), whether a 2-D permute
+  /// sits between them.
+  struct WgmmaUse {
+    const Op* dot = nullptr;
+    unsigned idx = 0;
+    bool permuted = false;
+  };
+  /// v (or, when v's only use is a 2-D permute in the body, the permute's result) is used only as
+  /// operand a or b of a dot in the body that runs on wgmma.
+  std::optional<WgmmaUse> wgmma_use(const Value* v, const Block& body) const {
+    WgmmaUse w;
+    const auto* u = only_use(v);
+    if (u && u->first->kind == OpKind::Permute && u->first->parent == &body && v->type.rank() == 2) {
+      w.permuted = true;
+      u = only_use(u->first->result());
+    }
+    if (!u || u->first->kind != OpKind::Dot || u->second > 1 || u->first->parent != &body) return std::nullopt;
+    const Op& dot = *u->first;
+    auto plan = gpu_rules::mma_v3_plan(dot, nw_);
+    if (!plan || !dot.result()->type.layout || dot.result()->type.layout->ll != plan->acc) return std::nullopt;
+    w.dot = &dot;
+    w.idx = u->second;
+    return w;
+  }
+
+  /// A load feeding tensor-core dots: through a convert_layout (read back with ldmatrix): returns
+  /// 1; on wgmma, directly: returns the atom width of its buffers (16, 32 or 64 columns,
+  /// gpu_rules::wgmma_atom); 0 when it does not qualify.
+  int64_t qualifies(const Op& ld, const Op& loop, std::unordered_map<const Value*, bool>& memo) {
+    if (!movable(ld, loop, memo)) return 0;
     const Block& body = loop.region().body();
     const Value* r = ld.result();
-    if (r->type.rank() != 2 || byte_size(r->type.dtype) != 2) return false;
-    // one use: a convert_layout in the body feeding mma operands
-    auto it = uses_.find(r);
-    if (it == uses_.end() || it->second.size() != 1) return false;
-    const Op* conv = it->second[0].first;
-    if (conv->kind != OpKind::ConvertLayout || conv->parent != &body) return false;
-    if (!feeds_mma_operand(conv->result())) return false;
+    if (r->type.rank() != 2 || byte_size(r->type.dtype) != 2) return 0;
+    // one use: a convert_layout in the body feeding mma operands, or a wgmma dot
+    const auto* use = only_use(r);
+    if (!use) return 0;
+    const Op* conv = use->first;
+    std::optional<WgmmaUse> wg = wgmma_ ? wgmma_use(r, body) : std::nullopt;
+    if (!wg && (conv->kind != OpKind::ConvertLayout || conv->parent != &body || !feeds_mma_operand(conv->result())))
+      return 0;
     // vectors of 4, 8 or 16 bytes with a uniform mask (layout::cp_async_dim)
-    if (!ld.has_attr("vec") || !ld.has_attr("mask_vec")) return false;
+    if (!ld.has_attr("vec") || !ld.has_attr("mask_vec")) return 0;
     const int64_t vec = ld.int_attr("vec");
-    if (ld.int_attr("mask_vec") < vec) return false;
-    return layout::cp_async_dim(r->type.layout->ll, r->type.shape, vec, 2) >= 0;
+    if (ld.int_attr("mask_vec") < vec) return 0;
+    const int c = layout::cp_async_dim(r->type.layout->ll, r->type.shape, vec, 2);
+    if (c < 0) return 0;
+    if (!wg) return 1;
+    const int operand_cdim = wg->permuted ? 1 - c : c;
+    return gpu_rules::wgmma_atom(*wg->dot, wg->idx, operand_cdim, nw_);
   }
 
   /// In a hinted loop: a load each thread copies and reads back in its own layout. Returns its
@@ -194,8 +241,9 @@ class Pipeliner {
     bool written = false;  // a write came earlier in this iteration
     for (auto& op : body.ops) {
       if (written) break;
-      if (qualifies(*op, loop, memo)) {
+      if (int64_t q = qualifies(*op, loop, memo)) {
         op->attrs["pipelined"] = int64_t{1};
+        if (q > 1) op->attrs["wgmma"] = q;
         ++n;
       } else if (int64_t v = hinted ? own_vec(*op, loop, memo) : 0) {
         op->attrs["pipelined"] = int64_t{1};
@@ -211,10 +259,10 @@ class Pipeliner {
 
 }  // namespace
 
-void pipeline_loads(ir::Function& f, int num_warps, int num_stages) {
+void pipeline_loads(ir::Function& f, int num_warps, int num_stages, bool wgmma) {
   if (num_stages < 0) throw InternalError(fmt::format("pipeline_loads: num_stages {} < 0", num_stages));
   if (num_stages == 0) return;  // no cp.async on the target: not even hinted loops
-  Pipeliner(f, num_warps, num_stages).run();
+  Pipeliner(f, num_warps, num_stages, wgmma).run();
 }
 
 }  // namespace tle::passes

@@ -1,0 +1,276 @@
+// src/backend/gpu/lower_wgmma.cpp - dot on Hopper tensor cores: wgmma.mma_async.sync.aligned.
+// m64nNk16.f32.{bf16,f16} with both operands in shared memory (PTX ISA 9.7.15), entry point
+// Lowerer::lower_dot_wgmma.
+//
+// The layout pass (passes/gpu/assign_layouts.cpp, layout_rules.hpp mma_v3_plan) gives such a
+// dot's result and acc the wgmma accumulator layout of {gm, gn} warpgroups; a and b keep any
+// layout, since wgmma reads them from shared memory through 64-bit matrix descriptors. Each
+// operand is either
+//   - the current stage buffer of a `wgmma` pipelined load (lower_pipeline.cpp: cp.async copies
+//     into SwizzledTile::make_wgmma buffers), possibly seen through a 2-D transpose, or
+//   - its registers, written here into a K-major make_wgmma tile above the pipeline buffers,
+//     then fence.proxy.async.shared::cta and a barrier (generic-proxy writes read by the async
+//     proxy).
+// A tile contiguous along K is "K-major" (transpose bit 0); one contiguous along M (for a) or N
+// (for b) is "MN-major" (transpose bit 1; f16/bf16 only). Per warpgroup (warps 4g .. 4g+3, which
+// own rows 64 * (g % gm) + 64 * gm * i and the N / gn columns of block g / gm), the dot is, for
+// every k16 step and every 64 x instr_n block of its accumulator, one wgmma whose descriptors
+// point at the block's first element (start address = the tile's unswizzled offset of that
+// element; the hardware applies the swizzle to the address bits):
+//   wgmma.fence; wgmma x (K/16 * blocks); wgmma.commit_group; wgmma.wait_group 0
+// The wait takes every accumulator register as an in-out operand, so nothing reads them before
+// the asynchronous instructions have written them. Accumulator registers are found through the
+// layout (reg-part coordinates of fragment element d_i, as lower_mma.cpp does for mma.sync).
+#include <fmt/format.h>
+#include <llvm/IR/InlineAsm.h>
+
+#include <map>
+#include <utility>
+
+#include "backend/gpu/lower.hpp"
+#include "passes/gpu/layout_rules.hpp"
+
+namespace tle::gpu::detail {
+
+using layout::LinearLayout;
+using llvm::Value;
+
+uint64_t wgmma_desc_bits(const SwizzledTile& t, bool k_major) {
+  const int64_t row_bytes = t.atom * 2;  // one row of an atom: 32, 64 or 128 bytes
+  const uint64_t swizzle = row_bytes == 128 ? 1 : row_bytes == 64 ? 2 : row_bytes == 32 ? 3 : 0;
+  if (!swizzle || t.rows % 8)
+    throw InternalError(fmt::format("wgmma_desc_bits: tile {}x{} with atoms of {} columns has no wgmma swizzle mode",
+                                    t.rows, t.cols, t.atom));
+  const uint64_t sbo = static_cast<uint64_t>(8 * row_bytes) >> 4;                        // the next 8 rows
+  const uint64_t lbo = k_major ? 1 : static_cast<uint64_t>(t.rows * row_bytes) >> 4;   // K-major: unused
+  if (lbo >= (1u << 14) || sbo >= (1u << 14))
+    throw InternalError(fmt::format("wgmma_desc_bits: tile {}x{} is too large for a descriptor", t.rows, t.cols));
+  return (lbo << 16) | (sbo << 32) | (swizzle << 62);
+}
+
+const Lowerer::PipeRead* Lowerer::wgmma_source(const ir::Value* x, bool* transposed) const {
+  bool t = false;
+  if (x->def && x->def->kind == ir::OpKind::Permute && x->type.rank() == 2) {
+    t = x->def->ints_attr("order").at(0) == 1;
+    x = x->def->operands.at(0);
+  }
+  if (!x->def) return nullptr;
+  auto it = pipe_reads.find(x->def);
+  if (it == pipe_reads.end() || !it->second.wgmma) return nullptr;
+  if (transposed) *transposed = t;
+  return &it->second;
+}
+
+void Lowerer::fence_proxy_async() {
+  auto* fty = llvm::FunctionType::get(B.getVoidTy(), false);
+  B.CreateCall(fty, llvm::InlineAsm::get(fty, "fence.proxy.async.shared::cta;", "~{memory}", true));
+}
+
+namespace {
+
+/// One operand as wgmma reads it.
+struct SmemOperand {
+  SwizzledTile tile;
+  Value* base = nullptr;    // i32 absolute byte offset of the tile in shared memory
+  bool transposed = false;  // the tile holds the operand's transpose (dims swapped)
+  bool k_major = true;
+  uint64_t desc_bits = 0;
+};
+
+using RegMap = std::map<std::pair<int32_t, int32_t>, int>;
+
+RegMap regs_by_coords(const LinearLayout& l) {
+  RegMap m;
+  for (int r = 0; r < l.num_regs(); ++r) {
+    auto rc = Lowerer::reg_coords(l, r);
+    m.emplace(std::make_pair(rc.at(0), rc.at(1)), r);
+  }
+  return m;
+}
+
+}  // namespace
+
+bool Lowerer::lower_dot_wgmma(const ir::Op& op) {
+  if (!wgmma) return false;
+  auto plan = passes::gpu_rules::mma_v3_plan(op, num_warps);
+  if (!plan) return false;
+  const ir::Value* a = op.operands.at(0);
+  const ir::Value* b = op.operands.at(1);
+  const ir::Value* c = op.operands.at(2);
+  const ir::Value* r = op.result();
+  const LinearLayout *lc = layout_of(c), *lr = layout_of(r);
+  if (!lc || !lr || *lr != plan->acc || *lc != plan->acc) return false;
+  const int64_t M = a->type.shape[0], K = a->type.shape[1], N = b->type.shape[1];
+  const int32_t gm = plan->warpgroups[0], gn = plan->warpgroups[1], instr_n = plan->instr_n;
+  const int64_t wn = N / gn;
+
+  // ---- operands in shared memory
+  int64_t staged_end = (smem_base_ + 1023) / 1024 * 1024;  // absolute byte offset
+  bool staged = false;
+  auto operand = [&](const ir::Value* v, int idx) {
+    SmemOperand o;
+    const int kdim = idx == 0 ? 1 : 0;  // K is dim 1 of a, dim 0 of b
+    if (const PipeRead* pr = wgmma_source(v, &o.transposed)) {
+      o.tile = pr->tile;
+      o.base = pr->base;
+    } else {
+      const ir::Shape& sh = v->type.shape;
+      if (!layout_of(v)) fail(op, "a wgmma operand has no layout");
+      o.tile = SwizzledTile::make_wgmma(sh[1 - kdim], sh[kdim], kdim);  // K-major
+      store_swizzled(v, o.tile, staged_end - smem_base_);
+      o.base = i32c(staged_end);
+      staged_end += (o.tile.bytes() + 1023) / 1024 * 1024;
+      staged = true;
+    }
+    o.k_major = o.tile.cdim == (o.transposed ? 1 - kdim : kdim);
+    o.desc_bits = wgmma_desc_bits(o.tile, o.k_major);
+    return o;
+  };
+  const SmemOperand oa = operand(a, 0), ob = operand(b, 1);
+  if (staged) {
+    fence_proxy_async();
+    barrier();
+  }
+
+  // ---- descriptors: the start address of operand element (d0, d1), i.e. its unswizzled offset
+  llvm::Type* i32 = B.getInt32Ty();
+  llvm::Type* i64 = B.getInt64Ty();
+  Value* smem_addr = B.CreatePtrToInt(smem, i32);
+  auto descriptor = [&](const SmemOperand& o, Value* d0, Value* d1) {
+    Value* lc0 = o.transposed ? d1 : d0;
+    Value* lc1 = o.transposed ? d0 : d1;
+    Value* row = o.tile.cdim == 1 ? lc0 : lc1;
+    Value* col = o.tile.cdim == 1 ? lc1 : lc0;
+    const uint64_t lg = static_cast<uint64_t>(layout::log2_exact(o.tile.atom));
+    Value* elems = B.CreateAdd(B.CreateMul(B.CreateLShr(col, lg), i32c(o.tile.rows * o.tile.atom)),
+                               B.CreateAdd(B.CreateShl(row, lg), B.CreateAnd(col, i32c(o.tile.atom - 1))));
+    Value* addr = B.CreateAdd(B.CreateAdd(smem_addr, o.base), B.CreateShl(elems, 1));
+    Value* start = B.CreateZExt(B.CreateLShr(B.CreateAnd(addr, i32c(0x3FFFF)), 4), i64);
+    return B.CreateOr(start, llvm::ConstantInt::get(i64, o.desc_bits));
+  };
+
+  // ---- the warpgroup's blocks and their accumulator registers
+  Value* wg = B.CreateLShr(warp, 2);
+  Value* wg_m = B.CreateAnd(wg, i32c(gm - 1));
+  Value* wg_n = B.CreateLShr(wg, static_cast<uint64_t>(layout::log2_exact(gm)));
+  Value* row0 = B.CreateMul(wg_m, i32c(64));
+  Value* col0 = B.CreateMul(wg_n, i32c(wn));
+  const int64_t blocks_m = M / (64 * gm), blocks_n = wn / instr_n;
+  const RegMap cm = regs_by_coords(*lr);
+  struct AccBlock {
+    int64_t m, n;           // register-part origin
+    std::vector<int> regs;  // d_0 .. d_{instr_n/2 - 1}
+  };
+  std::vector<AccBlock> blocks;
+  for (int64_t mb = 0; mb < blocks_m; ++mb)
+    for (int64_t nb = 0; nb < blocks_n; ++nb) {
+      AccBlock blk{mb * 64 * gm, nb * instr_n, {}};
+      for (int i = 0; i < instr_n / 2; ++i) {
+        // d_i: row 8 * ((i >> 1) & 1), col 8 * (i >> 2) + (i & 1) of lane 0 / warp 0's block
+        auto it = cm.find({static_cast<int32_t>(blk.m + 8 * ((i >> 1) & 1)),
+                           static_cast<int32_t>(blk.n + 8 * (i >> 2) + (i & 1))});
+        if (it == cm.end())
+          throw InternalError(fmt::format("kernel '{}': wgmma lowering of dot: no accumulator register holds d_{} of "
+                                          "block ({}, {}):\n{}",
+                                          fn_ir.name, i, blk.m, blk.n, lr->str()));
+        blk.regs.push_back(it->second);
+      }
+      blocks.push_back(std::move(blk));
+    }
+
+  // ---- the instructions
+  const int nacc = instr_n / 2;
+  llvm::Type* f32 = B.getFloatTy();
+  std::vector<llvm::Type*> outs(static_cast<size_t>(nacc), f32);
+  auto* ret_ty = llvm::StructType::get(ctx, outs);
+  std::vector<llvm::Type*> ins = {i64, i64, i32};
+  ins.insert(ins.end(), outs.begin(), outs.end());
+  auto* mma_ty = llvm::FunctionType::get(ret_ty, ins, false);
+  std::string regs_list, cons;
+  for (int i = 0; i < nacc; ++i) {
+    regs_list += fmt::format("{}${}", i ? ", " : "", i);
+    cons += "=f,";
+  }
+  cons += "l,l,r";
+  for (int i = 0; i < nacc; ++i) cons += fmt::format(",{}", i);
+  const char* ty = a->type.dtype == DType::bf16 ? "bf16" : "f16";
+  auto* mma = llvm::InlineAsm::get(
+      mma_ty,
+      fmt::format("{{\n.reg .pred p;\nsetp.ne.b32 p, ${2}, 0;\n"
+                  "wgmma.mma_async.sync.aligned.m64n{0}k16.f32.{1}.{1} {{{3}}}, ${4}, ${5}, p, 1, 1, {6}, {7};\n}}",
+                  instr_n, ty, nacc + 2, regs_list, nacc, nacc + 1, oa.k_major ? 0 : 1, ob.k_major ? 0 : 1),
+      cons, /*hasSideEffects=*/true);
+  auto simple = [&](const char* text) {
+    auto* fty = llvm::FunctionType::get(B.getVoidTy(), false);
+    llvm::CallInst* call = B.CreateCall(fty, llvm::InlineAsm::get(fty, text, "~{memory}", true));
+    call->addFnAttr(llvm::Attribute::Convergent);
+  };
+
+  std::vector<Value*> acc(static_cast<size_t>(lr->num_regs()));
+  for (int q = 0; q < lr->num_regs(); ++q) acc[static_cast<size_t>(q)] = reg(c, q);
+  simple("wgmma.fence.sync.aligned;");
+  for (int64_t kk = 0; kk < K / 16; ++kk)
+    for (const AccBlock& blk : blocks) {
+      Value* m0 = B.CreateAdd(row0, i32c(blk.m));
+      Value* n0 = B.CreateAdd(col0, i32c(blk.n));
+      std::vector<Value*> args = {descriptor(oa, m0, i32c(kk * 16)), descriptor(ob, i32c(kk * 16), n0), i32c(1)};
+      for (int q : blk.regs) args.push_back(acc[static_cast<size_t>(q)]);
+      llvm::CallInst* call = B.CreateCall(mma_ty, mma, args);
+      call->addFnAttr(llvm::Attribute::Convergent);  // the whole warpgroup issues it together
+      for (int i = 0; i < nacc; ++i)
+        acc[static_cast<size_t>(blk.regs[static_cast<size_t>(i)])] = B.CreateExtractValue(call, {static_cast<unsigned>(i)});
+    }
+  simple("wgmma.commit_group.sync.aligned;");
+  // In a pipelined loop the dot may stay in flight until the next iteration's (in_flight_dot).
+  regs[r] = wgmma_wait(&op == async_wgmma_ ? 1 : 0, acc);
+  if (staged) barrier();  // every warpgroup has read the staged tiles before shared memory is reused
+  return true;
+}
+
+std::vector<Value*> Lowerer::wgmma_wait(int n, const std::vector<Value*>& acc) {
+  llvm::Type* f32 = B.getFloatTy();
+  std::vector<llvm::Type*> all(acc.size(), f32);
+  std::string cons;
+  for (size_t i = 0; i < acc.size(); ++i) cons += "=f,";
+  for (size_t i = 0; i < acc.size(); ++i) cons += fmt::format("{}{}", i ? "," : "", i);
+  if (acc.empty()) cons = "~{memory}";
+  auto* ty = llvm::FunctionType::get(acc.empty() ? B.getVoidTy() : llvm::StructType::get(ctx, all), all, false);
+  llvm::CallInst* w = B.CreateCall(
+      ty, llvm::InlineAsm::get(ty, fmt::format("wgmma.wait_group.sync.aligned {};", n), cons, /*hasSideEffects=*/true),
+      acc);
+  w->addFnAttr(llvm::Attribute::Convergent);
+  std::vector<Value*> out(acc.size());
+  for (size_t i = 0; i < acc.size(); ++i) out[i] = B.CreateExtractValue(w, {static_cast<unsigned>(i)});
+  return out;
+}
+
+const ir::Op* Lowerer::in_flight_dot(const ir::Op& loop) const {
+  if (!wgmma) return nullptr;
+  const ir::Block& body = loop.region(0).body();
+  const ir::Op* dot = nullptr;
+  int dots = 0;
+  std::map<const ir::Value*, int> uses;
+  ir::walk(body, [&](const ir::Op& o) {
+    if (o.kind == ir::OpKind::Dot) ++dots, dot = &o;
+    for (const ir::Value* x : o.operands) ++uses[x];
+  });
+  if (dots != 1 || dot->parent != &body) return nullptr;
+  auto plan = passes::gpu_rules::mma_v3_plan(*dot, num_warps);
+  const LinearLayout *lc = layout_of(dot->operands[2]), *lr = layout_of(dot->result());
+  if (!plan || !lc || !lr || *lc != plan->acc || *lr != plan->acc) return nullptr;
+  // a and b: pipelined for wgmma (the stage buffers are not rewritten before the next barrier)
+  for (int i = 0; i < 2; ++i) {
+    const ir::Value* x = dot->operands[static_cast<size_t>(i)];
+    if (x->def && x->def->kind == ir::OpKind::Permute) x = x->def->operands.at(0);
+    if (!x->def || x->def->kind != ir::OpKind::Load || x->def->parent != &body || !x->def->has_attr("wgmma"))
+      return nullptr;
+  }
+  // acc: a carried value used only here; the result: only yielded back into it
+  const ir::Value* acc = dot->operands[2];
+  if (acc->owner != &body || acc->index == 0 || uses[acc] != 1 || uses[dot->result()] != 1) return nullptr;
+  const ir::Op* y = body.terminator();
+  if (acc->index - 1 >= y->operands.size() || y->operands[acc->index - 1] != dot->result()) return nullptr;
+  return dot;
+}
+
+}  // namespace tle::gpu::detail

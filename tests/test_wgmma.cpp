@@ -1,0 +1,276 @@
+// tests/test_wgmma.cpp - dot on Hopper tensor cores (wgmma) without a GPU:
+//  - layout::wgmma_accumulator against the PTX ISA fragment table (9.7.15.5.1.1, Figure 149);
+//  - the shared-memory operand tiles (SwizzledTile::make_wgmma) and their matrix descriptors
+//    (wgmma_desc_bits): for every instruction the lowering issues, every element of the
+//    instruction's A and B, the address the hardware computes from the descriptor (PTX ISA
+//    9.7.15.5.1.2: the canonical layouts in CuTe notation, then Swizzle<b, 4, 3> on the byte
+//    address) is the address the tile stores that element at;
+//  - the descriptor bits against hand-computed values (fast.cu's constant for a 128-byte swizzled
+//    K-major bf16 tile);
+//  - mma_v3_plan's warpgroup split; which loads the pipelining pass marks for wgmma;
+//  - PTX of f16/bf16 matmuls for sm_90a (wgmma.mma_async, fence, commit, wait; no mma.sync)
+//    assembled by ptxas, and the same kernels for sm_80 on mma.sync.
+// GPU results: tests/test_gpu.cpp (the matmul cases run on wgmma on the H200).
+#include <catch2/catch.hpp>
+
+#include <tle/tle.hpp>
+
+#include <string>
+#include <vector>
+
+#include "backend/gpu/lower.hpp"
+#include "ir/builder.hpp"
+#include "gpu_kernels.hpp"
+#include "ir/ir.hpp"
+#include "layout/named_layouts.hpp"
+#include "passes/gpu/layout_rules.hpp"
+#include "passes/pass.hpp"
+#include "ptxas_util.hpp"
+#include "trace_util.hpp"
+
+using namespace tle;
+using gpu::detail::SwizzledTile;
+
+namespace {
+
+template <class T> T* fake_ptr() { return reinterpret_cast<T*>(uintptr_t{0x20000}); }
+
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+/// What the hardware reads: the byte address of element (mn, k) of an instruction operand whose
+/// descriptor is `desc` (start address in bits 0-13), for 16-bit elements (T = 8 per 16 bytes).
+/// PTX ISA 9.7.15.5.1.2.1.3, canonical layouts with S = swizzle bytes / 16:
+///   K-major:  ((8, m), (T, 2k)) : ((S*T, SBO), (1, T))
+///   MN-major: ((T, S, m), (8, k)) : ((1, T, LBO), (S*T, SBO))
+/// then Swizzle<log2 S, 4, 3> on the byte address (bits 4.. ^= bits 7..).
+int64_t hw_address(uint64_t desc, bool k_major, int64_t mn, int64_t k) {
+  const int64_t start = int64_t(desc & 0x3FFF) << 4;
+  const int64_t lbo = int64_t((desc >> 16) & 0x3FFF) << 4, sbo = int64_t((desc >> 32) & 0x3FFF) << 4;
+  const int mode = int(desc >> 62);
+  REQUIRE(mode >= 1);
+  const int64_t S = mode == 1 ? 8 : mode == 2 ? 4 : 2, T = 8;
+  int64_t el;  // element offset, with LBO/SBO converted from bytes
+  if (k_major) el = (mn % 8) * S * T + (mn / 8) * (sbo / 2) + (k % T) + (k / T) * T;
+  else el = (mn % T) + ((mn / T) % S) * T + (mn / (S * T)) * (lbo / 2) + (k % 8) * S * T + (k / 8) * (sbo / 2);
+  int64_t addr = start + 2 * el;
+  return addr ^ (((addr >> 7) & (S - 1)) << 4);
+}
+
+/// The descriptor the lowering builds for the element at tile coordinates (row, col) of a tile at
+/// byte `base`: its unswizzled offset as start address.
+uint64_t descriptor(const SwizzledTile& t, bool k_major, int64_t base, int64_t row, int64_t col) {
+  const uint64_t addr = uint64_t(base + 2 * t.plain_offset(row, col));
+  return ((addr & 0x3FFFF) >> 4) | gpu::detail::wgmma_desc_bits(t, k_major);
+}
+
+}  // namespace
+
+TEST_CASE("wgmma accumulator layout: the PTX fragment table, per warpgroup split", "[wgmma][layout]") {
+  for (auto [M, N, gm, gn] : std::vector<std::tuple<int64_t, int64_t, int32_t, int32_t>>{
+           {64, 8, 1, 1}, {64, 256, 1, 1}, {128, 128, 2, 1}, {128, 256, 1, 1}, {64, 128, 1, 2}, {256, 64, 2, 2},
+           {128, 512, 2, 1}}) {
+    INFO(M << "x" << N << " warpgroups " << gm << "x" << gn);
+    auto l = layout::wgmma_accumulator({M, N}, {gm, gn});
+    REQUIRE(l.in_dim_size(layout::kWarp) == 4 * gm * gn);
+    const int64_t wn = N / gn, per_instr = std::min<int64_t>(wn, 256) / 2;
+    std::vector<int> seen(static_cast<size_t>(M * N), 0);
+    for (int32_t w = 0; w < 4 * gm * gn; ++w)
+      for (int32_t lane = 0; lane < 32; ++lane)
+        for (int32_t r = 0; r < l.num_regs(); ++r) {
+          auto c = l.apply({r, lane, w, 0});
+          ++seen[static_cast<size_t>(c[0] * N + c[1])];
+          // Register r = block q's fragment element i (registers of one block are consecutive
+          // when a warpgroup's N fits one instruction).
+          if (wn > 256) continue;
+          const int32_t i = r % per_instr, q = r / per_instr, g = w / 4, ww = w % 4;
+          const int64_t row = 64 * (g % gm) + 64 * gm * q + 16 * ww + lane / 4 + 8 * ((i >> 1) & 1);
+          const int64_t col = wn * (g / gm) + 8 * (i >> 2) + 2 * (lane % 4) + (i & 1);
+          CHECK(c[0] == row);
+          CHECK(c[1] == col);
+        }
+    for (int s : seen) REQUIRE(s == 1);  // a bijection: no copies, nothing missing
+  }
+}
+
+TEST_CASE("wgmma plan: warpgroups along M first, then N; what does not qualify", "[wgmma]") {
+  auto plan_for = [](int64_t M, int64_t N, int64_t K, int warps, DType d = DType::bf16) {
+    ir::Function f;
+    ir::Builder b(&f.entry());
+    auto tile = [](DType t, int64_t r, int64_t c) {
+      ir::Type ty = ir::scalar_type(t);
+      ty.shape = {r, c};
+      return ty;
+    };
+    ir::Value* a = f.entry().add_arg(tile(d, M, K));
+    ir::Value* bb = f.entry().add_arg(tile(d, K, N));
+    ir::Value* c = f.entry().add_arg(tile(DType::f32, M, N));
+    ir::Op* dot = b.create(ir::OpKind::Dot, {a, bb, c}, {tile(DType::f32, M, N)});
+    return passes::gpu_rules::mma_v3_plan(*dot, warps);
+  };
+  auto p = plan_for(128, 256, 64, 8);
+  REQUIRE(p);
+  CHECK(p->warpgroups == std::vector<int32_t>{2, 1});
+  CHECK(p->instr_n == 256);
+  p = plan_for(64, 256, 64, 8);
+  REQUIRE(p);
+  CHECK(p->warpgroups == std::vector<int32_t>{1, 2});
+  CHECK(p->instr_n == 128);
+  p = plan_for(128, 512, 32, 4);
+  REQUIRE(p);
+  CHECK(p->instr_n == 256);
+  CHECK(plan_for(128, 128, 64, 4, DType::f16));
+  CHECK_FALSE(plan_for(32, 128, 64, 4));                 // M below one warpgroup's 64 rows
+  CHECK_FALSE(plan_for(128, 128, 8, 4));                 // K below 16
+  CHECK_FALSE(plan_for(128, 128, 64, 2));                // not a warpgroup
+  CHECK_FALSE(plan_for(64, 16, 64, 8));                  // 8 columns per warpgroup
+  CHECK_FALSE(plan_for(128, 128, 64, 4, DType::f32));    // f32 inputs: not yet
+}
+
+TEST_CASE("wgmma descriptors: fast.cu's 128-byte swizzle constant; LBO/SBO per major-ness", "[wgmma]") {
+  // A 128x64 bf16 tile contiguous along K: 128-byte rows, SBO = 1024 bytes, LBO unused (1),
+  // swizzle mode 1 (fast.cu: 0x4000004000000000 | 1 << 16 | addr >> 4).
+  SwizzledTile a = SwizzledTile::make_wgmma(128, 64, 1);
+  CHECK(gpu::detail::wgmma_desc_bits(a, true) == 0x4000004000010000ull);
+  // B [64, 256] contiguous along N (MN-major), atoms of 64 columns: LBO = 64 rows * 128 bytes.
+  SwizzledTile b = SwizzledTile::make_wgmma(64, 256, 1);
+  CHECK(gpu::detail::wgmma_desc_bits(b, false) == ((1ull << 62) | (64ull << 32) | (512ull << 16)));
+  // 64-byte swizzle (atoms of 32): SBO = 512 bytes, mode 2; 32-byte: SBO 256, mode 3.
+  CHECK(gpu::detail::wgmma_desc_bits(SwizzledTile::make_wgmma(64, 32, 1), true) == ((2ull << 62) | (32ull << 32) | (1ull << 16)));
+  CHECK(gpu::detail::wgmma_desc_bits(SwizzledTile::make_wgmma(64, 16, 1), true) == ((3ull << 62) | (16ull << 32) | (1ull << 16)));
+}
+
+TEST_CASE("wgmma operand tiles: every element is where the descriptor makes the hardware read it", "[wgmma]") {
+  // Tiles as the lowering lays them out (a: [M, K], b: [K, N]), each at a 1024-aligned base, and
+  // every instruction it issues: a block of 64 rows at m0 and k16 step k0; b at k0 and instr_n
+  // columns at n0.
+  struct Case {
+    int64_t M, N, K, instr_n;
+    bool a_kmajor, b_kmajor;
+    int64_t b_atom;
+  };
+  const std::vector<Case> cases = {{128, 256, 64, 256, true, false, 64}, {64, 128, 32, 128, true, false, 64},
+                                   {128, 128, 64, 128, true, true, 64},  {64, 64, 128, 64, false, false, 64},
+                                   {64, 32, 16, 32, true, false, 32},    {128, 16, 64, 16, true, false, 16},
+                                   {64, 64, 16, 32, false, true, 64},    {256, 128, 128, 128, false, true, 64}};
+  for (const Case& c : cases) {
+    INFO("a " << c.M << "x" << c.K << (c.a_kmajor ? " K-major" : " M-major") << ", b " << c.K << "x" << c.N
+              << (c.b_kmajor ? " K-major" : " N-major") << ", instr n " << c.instr_n);
+    // Tile coordinates: a K-major [M rows, K cols]; M-major [K rows, M cols]; b K-major [N rows,
+    // K cols]; N-major [K rows, N cols] with atoms no wider than an instruction.
+    const SwizzledTile ta = c.a_kmajor ? SwizzledTile::make_wgmma(c.M, c.K, 1) : SwizzledTile::make_wgmma(c.K, c.M, 1);
+    const SwizzledTile tb =
+        c.b_kmajor ? SwizzledTile::make_wgmma(c.N, c.K, 1) : SwizzledTile::make_wgmma(c.K, c.N, 1, c.b_atom);
+    const int64_t base_a = 3 * 1024, base_b = base_a + (ta.bytes() + 1023) / 1024 * 1024;
+    auto at_a = [&](int64_t m, int64_t k) { return c.a_kmajor ? std::pair{m, k} : std::pair{k, m}; };
+    auto at_b = [&](int64_t k, int64_t n) { return c.b_kmajor ? std::pair{n, k} : std::pair{k, n}; };
+    for (int64_t k0 = 0; k0 < c.K; k0 += 16) {
+      for (int64_t m0 = 0; m0 < c.M; m0 += 64) {
+        auto [r, col] = at_a(m0, k0);
+        const uint64_t d = descriptor(ta, c.a_kmajor, base_a, r, col);
+        for (int64_t m = 0; m < 64; ++m)
+          for (int64_t k = 0; k < 16; ++k) {
+            auto [er, ec] = at_a(m0 + m, k0 + k);
+            REQUIRE(hw_address(d, c.a_kmajor, m, k) == base_a + 2 * ta.offset(er, ec));
+          }
+      }
+      for (int64_t n0 = 0; n0 < c.N; n0 += c.instr_n) {
+        auto [r, col] = at_b(k0, n0);
+        const uint64_t d = descriptor(tb, c.b_kmajor, base_b, r, col);
+        for (int64_t n = 0; n < c.instr_n; ++n)
+          for (int64_t k = 0; k < 16; ++k) {
+            auto [er, ec] = at_b(k0 + k, n0 + n);
+            REQUIRE(hw_address(d, c.b_kmajor, n, k) == base_b + 2 * tb.offset(er, ec));
+          }
+      }
+    }
+  }
+}
+
+TEST_CASE("wgmma ptx: bf16 and f16 matmuls on sm_90a use wgmma, on sm_80 mma.sync; both assemble", "[ptx][wgmma]") {
+  struct Cfg {
+    int bm, bn, bk, warps, stages;
+    size_t per_iter;  // wgmma per K-loop iteration: K/16 * (M / 64 / gm) * (N / gn / instr_n)
+  };
+  for (const Cfg& cfg : std::vector<Cfg>{{128, 128, 64, 4, 3, 8}, {128, 256, 64, 8, 3, 4}, {64, 128, 32, 4, 1, 2},
+                                         {64, 256, 64, 8, 4, 4}, {256, 128, 64, 8, 3, 8}}) {
+    for (bool half : {false, true}) {
+      const std::string dt = half ? "f16" : "bf16";
+      INFO(dt << " " << cfg.bm << "x" << cfg.bn << "x" << cfg.bk << " warps " << cfg.warps << " stages " << cfg.stages);
+      std::string p90, p80;
+      Grid g(1, 1);
+      g.with_warps(cfg.warps).with_stages(cfg.stages);
+      auto run = [&](auto tag, int sm) {
+        using T = decltype(tag);
+        auto k = gk::matmul<T>();
+        return k.ptx(sm, g, fake_ptr<T>(), fake_ptr<T>(), fake_ptr<float>(), 1000, 1000, 1000, cfg.bm, cfg.bn, cfg.bk);
+      };
+      if (half) p90 = run(f16{}, 90), p80 = run(f16{}, 80);
+      else p90 = run(bf16{}, 90), p80 = run(bf16{}, 80);
+      const size_t n = count_of(p90, "wgmma.mma_async.sync.aligned.m64n");
+      CHECK(n >= cfg.per_iter);
+      CHECK(n % cfg.per_iter == 0);
+      CHECK(count_of(p90, ".f32." + dt + "." + dt) == n);
+      CHECK(count_of(p90, "wgmma.fence.sync.aligned") >= 1);
+      CHECK(count_of(p90, "wgmma.commit_group.sync.aligned") >= 1);
+      CHECK(count_of(p90, "wgmma.wait_group.sync.aligned 0") >= 1);
+      CHECK(p90.find("mma.sync") == std::string::npos);
+      CHECK(p90.find("ldmatrix") == std::string::npos);
+      if (cfg.stages > 1) CHECK(count_of(p90, "fence.proxy.async.shared::cta") >= 1);
+      CHECK(p80.find("wgmma") == std::string::npos);
+      CHECK(p80.find("mma.sync.aligned.m16n8k16") != std::string::npos);
+      ptxtest::assemble(dt + " wgmma matmul", p90, "sm_90a");
+      ptxtest::assemble(dt + " mma.sync matmul", p80, "sm_80");
+    }
+  }
+}
+
+TEST_CASE("wgmma pipelining: the operand loads of a K loop are marked with their atom width", "[wgmma][pipeline]") {
+  auto k = [](Ptr<bf16> a, Ptr<bf16> b, Ptr<float> c, Tile<int32_t> M, Tile<int32_t> N, Tile<int32_t> K,
+              Constexpr<int> BM, Constexpr<int> BN, Constexpr<int> BK) {
+    store(c + expand_dims(arange(0, BM), 1) * N + expand_dims(arange(0, BN), 0),
+          ex::matmul_block<bf16>(a, b, arange(0, BM), arange(0, BN), M, N, K, BM, BN, BK));
+  };
+  for (auto [bn, warps, atom_b] : std::vector<std::tuple<int, int, int64_t>>{{128, 4, 64}, {32, 4, 32}, {64, 8, 32}}) {
+    INFO("BN " << bn << " warps " << warps);
+    auto f = tracetest::trace("k", k, {64, bn, 64}, /*ptrs_div16=*/true, /*ints_div16=*/true);
+    passes::run_gpu_pipeline(*f, warps, 3, /*wgmma=*/true);
+    auto loads = tracetest::ops_of(*f, ir::OpKind::Load);
+    REQUIRE(loads.size() == 2);
+    for (const ir::Op* ld : loads) REQUIRE(ld->has_attr("wgmma"));
+    CHECK(loads[0]->int_attr("wgmma") == 64);      // a: K-major, 128-byte swizzle
+    CHECK(loads[1]->int_attr("wgmma") == atom_b);  // b: N-major, no wider than one instruction
+    CHECK(tracetest::ops_of(*f, ir::OpKind::ConvertLayout).size() <= 1);  // at most the epilogue's
+  }
+  // Without wgmma the same loads feed ldmatrix conversions.
+  auto f = tracetest::trace("k", k, {64, 128, 64}, true, true);
+  passes::run_gpu_pipeline(*f, 4, 3);
+  for (const ir::Op* ld : tracetest::ops_of(*f, ir::OpKind::Load)) CHECK_FALSE(ld->has_attr("wgmma"));
+}
+
+TEST_CASE("wgmma ptx: operands staged from registers (no pipelining, a loaded row sum) assemble", "[ptx][wgmma]") {
+  // One stage: nothing is pipelined, both operands are written to K-major tiles (proxy fence,
+  // barrier) before the wgmma.
+  auto k = gk::matmul<bf16>();
+  Grid one(1);
+  one.with_warps(4).with_stages(1);
+  std::string ptx = k.ptx(90, one, fake_ptr<bf16>(), fake_ptr<bf16>(), fake_ptr<float>(), 4096, 4096, 4096, 64, 64, 32);
+  CHECK(count_of(ptx, "cp.async") == 0);
+  CHECK(count_of(ptx, "wgmma.mma_async.sync.aligned.m64n64k16") > 0);
+  CHECK(count_of(ptx, "fence.proxy.async.shared::cta") > 0);
+  ptxtest::assemble("wgmma matmul, 1 stage", ptx, "sm_90a");
+  // K = 1000: the K-tail mask is not uniform over 8 elements, so nothing is pipelined.
+  ptx = k.ptx(90, 4, fake_ptr<bf16>(), fake_ptr<bf16>(), fake_ptr<float>(), 1000, 1000, 1000, 64, 64, 32);
+  CHECK(count_of(ptx, "cp.async") == 0);
+  CHECK(count_of(ptx, "wgmma.mma_async") > 0);
+  ptxtest::assemble("wgmma matmul, ragged", ptx, "sm_90a");
+  // A read in its own layout (it also feeds a row sum) and B pipelined for wgmma in one loop.
+  ptx = gk::matmul_rowsum<bf16, 3>().ptx(90, 4, fake_ptr<bf16>(), fake_ptr<bf16>(), fake_ptr<float>(),
+                                          fake_ptr<float>(), 4096, 4096, 4096, 64, 64, 32);
+  CHECK(count_of(ptx, "cp.async.cg.shared.global") > 0);
+  CHECK(count_of(ptx, "wgmma.mma_async") > 0);
+  ptxtest::assemble("wgmma matmul with a row sum", ptx, "sm_90a");
+}
