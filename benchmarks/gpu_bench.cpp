@@ -470,13 +470,16 @@ struct MmConfig {
 // runtime scalars, so one specialization serves every shape), checked on each shape, timed with a
 // few repetitions; the fastest is timed with the full repetitions.
 template <class TO> void matmul_cases(bench::Timer& tm, const std::string& out_note) {
-  const int shapes[][3] = {{8192, 8192, 8192}, {4096, 7168, 2048}, {16384, 2048, 7168}, {128, 7168, 2048}};
-  // With cp.async pipelining (Grid::with_stages) the H200 sweep favours 64x64 warp tiles:
-  // 128x128x32 over 4 warps, 4 stages (two programs per SM) and 128x256x64 over 8 warps.
-  const std::vector<MmConfig> configs = {{128, 128, 32, 4, 4}, {128, 128, 32, 4, 3}, {128, 128, 32, 4, 5},
-                                         {128, 256, 64, 8, 3}, {128, 256, 64, 8, 4}, {256, 128, 64, 8, 3},
-                                         {128, 128, 64, 4, 3}, {64, 128, 64, 4, 3},  {128, 64, 64, 4, 3},
-                                         {64, 64, 64, 4, 4}};
+  // 4000x4100x3000: ragged, and B's rows (4100 bf16) are not 16-byte aligned.
+  const int shapes[][3] = {{8192, 8192, 8192}, {4096, 7168, 2048}, {16384, 2048, 7168}, {128, 7168, 2048},
+                           {4000, 4100, 3000}};
+  // On sm_90a the dots run on wgmma (warpgroups of 4 warps, 64-row blocks each), so the sweep
+  // takes warp counts that are multiples of 4 and BK = 64 (one 128-byte swizzle row of bf16);
+  // small tiles for the M = 128 shape, whose 7168 columns give few programs otherwise.
+  const std::vector<MmConfig> configs = {{128, 256, 64, 8, 3}, {128, 256, 64, 8, 4}, {256, 128, 64, 8, 3},
+                                         {256, 128, 64, 8, 4}, {128, 128, 64, 4, 4}, {128, 128, 64, 4, 5},
+                                         {128, 128, 64, 8, 4}, {64, 128, 64, 4, 4},  {128, 64, 64, 4, 4},
+                                         {64, 64, 64, 4, 4},   {64, 256, 64, 4, 3}};
   auto mm = make_matmul<bf16, TO>();
   std::set<std::string> broken;  // configs that failed to compile or run once: not retried
   for (auto& s : shapes) {
@@ -810,7 +813,7 @@ const std::vector<Group>& groups() {
       {"layernorm", group_layernorm, {"layernorm/bf16/16384x4096", "layernorm/bf16/4096x8192"}},
       {"matmul", group_matmul,
        {"matmul/bf16/8192x8192x8192", "matmul/bf16/4096x7168x2048", "matmul/bf16/16384x2048x7168",
-        "matmul/bf16/128x7168x2048"}},
+        "matmul/bf16/128x7168x2048", "matmul/bf16/4000x4100x3000"}},
       {"compile", group_compile,
        {"compile_cold/softmax", "compile_disk/softmax", "compile_mem/softmax", "compile_cold/matmul",
         "compile_disk/matmul", "compile_mem/matmul"}},

@@ -532,7 +532,8 @@ def group_layernorm(tm):
 
 def group_matmul(tm):
     torch.backends.cuda.matmul.allow_tf32 = False
-    for M, N, K in [(8192, 8192, 8192), (4096, 7168, 2048), (16384, 2048, 7168), (128, 7168, 2048)]:
+    for M, N, K in [(8192, 8192, 8192), (4096, 7168, 2048), (16384, 2048, 7168), (128, 7168, 2048),
+                    (4000, 4100, 3000)]:
         case = "matmul/bf16/%dx%dx%d" % (M, N, K)
         a = random_nonzero((M, K), torch.bfloat16, seed=7)
         b = random_nonzero((K, N), torch.bfloat16, seed=8)
