@@ -479,7 +479,8 @@ template <class TO> void matmul_cases(bench::Timer& tm, const std::string& out_n
   const std::vector<MmConfig> configs = {{128, 256, 64, 8, 3}, {128, 256, 64, 8, 4}, {256, 128, 64, 8, 3},
                                          {256, 128, 64, 8, 4}, {128, 128, 64, 4, 4}, {128, 128, 64, 4, 5},
                                          {128, 128, 64, 8, 4}, {64, 128, 64, 4, 4},  {128, 64, 64, 4, 4},
-                                         {64, 64, 64, 4, 4},   {64, 256, 64, 4, 3}};
+                                         {64, 64, 64, 4, 4},   {64, 256, 64, 4, 3},  {128, 64, 64, 4, 8},
+                                         {64, 64, 64, 4, 8}};
   auto mm = make_matmul<bf16, TO>();
   std::set<std::string> broken;  // configs that failed to compile or run once: not retried
   for (auto& s : shapes) {

@@ -761,6 +761,13 @@ TEST_CASE("ops: kernel.ir() shows the traced and the optimized IR", "[ops]") {
   std::string many = k.ir(false, x.data(), out.data(), 1001, 16);
   CHECK(one != many);
   CHECK(many == k.ir(false, x.data(), out.data(), 17, 16));  // same specialization, same text
+  // pointers and integers are specialized on the power of two (<= 16) they are multiples of
+  CHECK_THAT(mis, Catch::Contains("%0: ptr<f32> {div4}"));
+  std::string n4100 = k.ir(false, x.data(), out.data(), 4100, 16);
+  CHECK_THAT(n4100, Catch::Contains("%2: i32 {div4}"));
+  CHECK(n4100 == k.ir(false, x.data(), out.data(), 4108, 16));
+  CHECK(n4100 != k.ir(false, x.data(), out.data(), 4104, 16));  // {div8}
+  CHECK_THAT(k.ir(false, x.data(), out.data(), 4096, 16), Catch::Contains("%2: i32 {div16}"));
   CHECK(k.num_compiled() == 0);
   // and the kernel still runs correctly
   for (int i = 0; i < 16; ++i) x[i] = float(i) / 16;
