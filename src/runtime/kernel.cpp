@@ -228,6 +228,11 @@ gpu::Options gpu_options(const LaunchOptions& o) {
   g.num_warps = o.num_warps;
   g.num_stages = o.num_stages;
   g.maxnreg = o.maxnreg;
+  static const bool ws = [] {
+    const char* e = std::getenv("TLE_WARP_SPECIALIZE");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  g.warp_specialize = ws;
   return g;
 }
 
@@ -457,9 +462,9 @@ class KernelState {
     // kBuildId (a hash of libtle's sources) makes PTX cached by a different build of tle a miss.
     std::string key =
         fmt::format("tle-gpu-ptx\ntle {} {}\nllvm {}\ndriver {}\ntarget {} ptx{}\nnum_warps {}\nnum_stages {}\n"
-                    "maxnreg {}\n{}",
+                    "maxnreg {}\nwarp_specialize {}\n{}",
                     TLE_VERSION, kBuildId, LLVM_VERSION_STRING, d.version, target.cpu(), target.ptx_version,
-                    opt.num_warps, opt.num_stages, opt.maxnreg, ir_text);
+                    opt.num_warps, opt.num_stages, opt.maxnreg, opt.warp_specialize ? 1 : 0, ir_text);
     DiskCache& disk = DiskCache::global();
     std::optional<gpu::Artifact> art;
     if (auto bytes = disk.get(key)) art = parse_artifact(*bytes);
