@@ -31,6 +31,7 @@
 #include <utility>
 
 #include "backend/gpu/lower.hpp"
+#include "backend/gpu/mma_fragments.hpp"
 #include "passes/gpu/layout_rules.hpp"
 
 namespace tle::gpu::detail {
@@ -121,17 +122,6 @@ struct SmemOperand {
   bool k_major = true;
   uint64_t desc_bits = 0;
 };
-
-using RegMap = std::map<std::pair<int32_t, int32_t>, int>;
-
-RegMap regs_by_coords(const LinearLayout& l) {
-  RegMap m;
-  for (int r = 0; r < l.num_regs(); ++r) {
-    auto rc = Lowerer::reg_coords(l, r);
-    m.emplace(std::make_pair(rc.at(0), rc.at(1)), r);
-  }
-  return m;
-}
 
 }  // namespace
 
