@@ -30,7 +30,7 @@ import sys
 
 LATENCY_PREFIXES = ("compile_cold/", "compile_disk/", "compile_mem/", "launch_host/", "launch_sync/")
 US_PREFIXES = ("compile_mem/", "launch_host/", "launch_sync/")
-PEER_ORDER = ["cublas", "torch", "torch_flash", "triton", "cuMemcpyDtoD", "cuLaunchKernel"]
+PEER_ORDER = ["cublas", "torch", "torch_flash", "triton", "triton_tma", "cuMemcpyDtoD", "cuLaunchKernel"]
 
 
 def read_jsonl(path):
@@ -369,7 +369,7 @@ def chart(records, info, path):
     bw = [r for r in records if r["kind"] == "bandwidth"]
     gemm = [r for r in records if r["kind"] in ("gemm", "flops")]
     fig, axes = plt.subplots(3, 1, figsize=(12, 16))
-    colors = {"tle": "#1f77b4", "cublas": "#d62728", "torch": "#ff7f0e", "torch_flash": "#bcbd22", "triton": "#2ca02c",
+    colors = {"tle": "#1f77b4", "cublas": "#d62728", "torch": "#ff7f0e", "torch_flash": "#bcbd22", "triton": "#2ca02c", "triton_tma": "#17becf",
               "cuMemcpyDtoD": "#7f7f7f", "cuLaunchKernel": "#9467bd"}
 
     ax = axes[0]

@@ -346,6 +346,46 @@ def matmul_autotune_configs():
     ]
 
 
+def _matmul_tma_persistent_src(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                               BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr):
+    # The structure of Triton's tutorial 09 (persistent matmul with tensor descriptors: TMA loads
+    # and stores on Hopper): NUM_SMS programs walk the output tiles in grouped order.
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    group_size = GROUP_M * num_n
+    for tile in tl.range(tl.program_id(0), num_m * num_n, NUM_SMS):
+        first_m = (tile // group_size) * GROUP_M
+        rows = tl.minimum(num_m - first_m, GROUP_M)
+        pid_m = first_m + (tile % group_size) % rows
+        pid_n = (tile % group_size) // rows
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for kk in range(k_tiles):
+            a = a_desc.load([pid_m * BLOCK_M, kk * BLOCK_K])
+            b = b_desc.load([kk * BLOCK_K, pid_n * BLOCK_N])
+            acc = tl.dot(a, b, acc)
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(tl.bfloat16))
+
+
+def _tma_block_shapes(nargs):
+    # Autotuner pre-hook (as tutorial 09's): the descriptors' block shapes follow the config.
+    bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
+    nargs["a_desc"].block_shape = [bm, bk]
+    nargs["b_desc"].block_shape = [bk, bn]
+    nargs["c_desc"].block_shape = [bm, bn]
+
+
+def matmul_tma_autotune_configs():
+    C = triton.Config
+    out = []
+    for bm, bn, bk, stages, warps in [(128, 256, 64, 3, 8), (128, 256, 64, 4, 8), (128, 128, 64, 4, 8),
+                                      (128, 128, 64, 4, 4), (128, 128, 64, 3, 4), (64, 128, 64, 4, 4),
+                                      (128, 64, 64, 4, 4), (64, 64, 64, 5, 4)]:
+        out.append(C({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_stages=stages, num_warps=warps,
+                     pre_hook=_tma_block_shapes))
+    return out
+
+
 class TK:
     """The Triton kernels, made once triton is known to import."""
 
@@ -358,6 +398,8 @@ class TK:
         self.matmul = triton.autotune(configs=matmul_autotune_configs(), key=["M", "N", "K"])(
             triton.jit(_matmul_kernel_src))
         self.attention = triton.jit(_attention_kernel_src)
+        self.matmul_tma = triton.autotune(configs=matmul_tma_autotune_configs(), key=["M", "N", "K"])(
+            triton.jit(_matmul_tma_persistent_src))
         from triton.runtime import driver
         props = driver.active.utils.get_device_properties(torch.cuda.current_device())
         self.num_sm = props["multiprocessor_count"]
@@ -425,6 +467,20 @@ def triton_matmul(a, b, c):
     assert K == K2
     grid = lambda META: (triton.cdiv(M, META["BLOCK_SIZE_M"]) * triton.cdiv(N, META["BLOCK_SIZE_N"]),)  # noqa: E731
     tk().matmul[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    return c
+
+
+def triton_matmul_tma(a, b, c):
+    # Host-side tensor descriptors (strides must be multiples of 16 bytes: TMA's rule).
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    M, K = a.shape
+    N = b.shape[1]
+    k = tk()
+    a_desc = TensorDescriptor(a, list(a.shape), list(a.stride()), [1, 1])
+    b_desc = TensorDescriptor(b, list(b.shape), list(b.stride()), [1, 1])
+    c_desc = TensorDescriptor(c, list(c.shape), list(c.stride()), [1, 1])
+    grid = lambda META: (min(k.num_sm, triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"])),)  # noqa: E731
+    k.matmul_tma[grid](a_desc, b_desc, c_desc, M, N, K, NUM_SMS=k.num_sm)
     return c
 
 
@@ -559,8 +615,19 @@ def group_matmul(tm):
             best = getattr(tk().matmul, "best_config", None)
             emit_ok(case, "triton", tm.time(f), config="autotuned (tutorial 03 configs): %s" % (best,))
 
+        def triton_tma_case():
+            f = lambda: triton_matmul_tma(a, b, c)  # noqa: E731
+            c.zero_()
+            f()
+            torch.cuda.synchronize()
+            check_close(c, want, rtol, atol, "triton persistent TMA matmul")
+            best = getattr(tk().matmul_tma, "best_config", None)
+            emit_ok(case, "triton_tma", tm.time(f),
+                    config="persistent, TMA descriptors (tutorial 09 structure), autotuned: %s" % (best,))
+
         guarded(case, "cublas", cublas_case)
         guarded(case, "triton", triton_case)
+        guarded(case, "triton_tma", triton_tma_case)
         torch.cuda.empty_cache()
 
 
