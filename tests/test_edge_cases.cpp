@@ -673,10 +673,13 @@ template <class T> void division_cases() {
 
   // Constant-folded: the operands are C++ values inside the kernel.
   Vec<T> q3(n), r3(n);
-  auto kc = jit("e19_const", [&as, &bs](Ptr<T> q, Ptr<T> r) {
-    for (size_t i = 0; i < as.size(); ++i) {
-      store(q + int(i), Tile<T>(as[i]) / Tile<T>(bs[i]));
-      store(r + int(i), Tile<T>(as[i]) % Tile<T>(bs[i]));
+  // Kernel lambdas capture nothing: the trace reads the operands from static copies.
+  static Vec<T> cas, cbs;
+  cas = as, cbs = bs;
+  auto kc = jit("e19_const", [](Ptr<T> q, Ptr<T> r) {
+    for (size_t i = 0; i < cas.size(); ++i) {
+      store(q + int(i), Tile<T>(cas[i]) / Tile<T>(cbs[i]));
+      store(r + int(i), Tile<T>(cas[i]) % Tile<T>(cbs[i]));
     }
   });
   kc(Grid(1), q3.data(), r3.data());

@@ -99,7 +99,19 @@ struct Grid {
 };
 
 namespace detail {
-template <class P> struct param_spec;
+template <class> inline constexpr bool dependent_false = false;
+
+/// A kernel parameter type tle does not take: the static_asserts say what to declare instead.
+template <class P> struct param_spec {
+  static_assert(!std::is_pointer_v<P>, "tle::jit: a kernel parameter is declared as a raw pointer T*; declare it as "
+                                       "tle::Ptr<T> instead (float* -> Ptr<float>); the host still passes a T*");
+  static_assert(std::is_pointer_v<P> || !std::is_arithmetic_v<P>,
+                "tle::jit: a kernel parameter is declared as a plain C++ number; declare tle::Tile<T> for a runtime "
+                "scalar argument or tle::Constexpr<T> for a compile-time one (part of the specialization)");
+  static_assert(std::is_pointer_v<P> || std::is_arithmetic_v<P> || dependent_false<P>,
+                "tle::jit: kernel parameters are tle::Ptr<T>, tle::Tile<T> (a scalar) or tle::Constexpr<T>");
+  static ParamSpec get() { return {}; }
+};
 template <class T> struct param_spec<Tile<ptr_t<T>>> {
   static ParamSpec get() { return {ParamSpec::Pointer, dtype_of<T>::value}; }
 };
@@ -126,7 +138,9 @@ template <class P> struct param_spec<const P&> : param_spec<P> {};
 template <class P> struct param_spec<P&> : param_spec<P> {};
 template <class P> struct param_spec<const P> : param_spec<P> {};
 
-template <class P> struct make_param;
+template <class P> struct make_param {
+  static P get(const TraceParam&);  // never defined: param_spec<P> already rejected P
+};
 template <class T> struct make_param<Tile<T>> {
   static Tile<T> get(const TraceParam& p) { return Tile<T>(p.value); }
 };
@@ -215,6 +229,49 @@ template <class T> HostArg host_arg(const ManagedBuffer<T>& b) {
   h.type_name = "tle::ManagedBuffer";
   return h;
 }
+
+/// Host element types a pointer argument may point to: tle's element types, plus long long,
+/// unsigned long long and char, which host_arg maps to i64, u64 and i8/u8.
+template <class E> inline constexpr bool typed_pointee =
+    (Element<E> && !is_ptr<E>::value) || std::is_same_v<E, long long> || std::is_same_v<E, unsigned long long> ||
+    std::is_same_v<E, char>;
+/// A host argument that is an address whose element type is unknown: void*, a pointer to a
+/// struct, or a DeviceBuffer/ManagedBuffer of one. nullptr and DLPack tensors are not.
+template <class A> struct untyped_address : std::false_type {};
+template <class E> struct untyped_address<E*>
+    : std::bool_constant<!typed_pointee<std::remove_cv_t<E>> && !dlpack_like<std::remove_cv_t<E>> &&
+                         !host_arg_ext<E*>::enabled && !host_arg_ext<std::remove_cv_t<E>*>::enabled> {};
+template <class T> struct untyped_address<DeviceBuffer<T>> : std::bool_constant<!typed_pointee<T>> {};
+template <class T> struct untyped_address<ManagedBuffer<T>> : std::bool_constant<!typed_pointee<T>> {};
+
+/// Is kernel parameter P a pointer? Tile kernels declare Ptr<T>, raw kernels T*.
+template <class P> struct pointer_param : std::bool_constant<std::is_pointer_v<P>> {};
+template <class T> struct pointer_param<Tile<ptr_t<T>>> : std::true_type {};
+
+/// One argument against its parameter, at compile time.
+template <class P, class A> constexpr bool check_argument() {
+  static_assert(!(pointer_param<P>::value && untyped_address<std::decay_t<A>>::value),
+                "tle: a void* (or a pointer to a type that is not a tle element type) is passed for a pointer "
+                "parameter; its element type could not be checked against the parameter's, so cast it to the "
+                "element type first (static_cast<float*>(p) for a Ptr<float> parameter)");
+  return true;
+}
+/// Compile-time checks of a launch: one argument per parameter (the diagnostic's instantiation of
+/// kernel_call<std::tuple<PARAMETERS...>, std::tuple<ARGUMENTS...>> shows both lists), and no
+/// untyped address for a pointer parameter.
+template <class Params, class Args> struct kernel_call;
+template <class... P, class... A> struct kernel_call<std::tuple<P...>, std::tuple<A...>> {
+  static_assert(sizeof...(P) == sizeof...(A),
+                "tle: wrong number of kernel arguments: a kernel takes one argument per parameter of its lambda, in "
+                "order, a value for every Constexpr<T> included; the expected parameters are the first "
+                "std::tuple<...> of kernel_call<std::tuple<PARAMETERS...>, std::tuple<ARGUMENTS...>> in this "
+                "diagnostic, the arguments passed the second");
+  static constexpr bool check() {
+    if constexpr (sizeof...(P) == sizeof...(A)) return (check_argument<P, A>() && ...);
+    else return false;
+  }
+  static constexpr bool ok = check();
+};
 /// The launch options a Grid carries (stream, num_warps, num_stages, maxnreg, backend).
 inline LaunchOptions launch_options(const Grid& grid) {
   LaunchOptions o;
@@ -232,6 +289,14 @@ inline LaunchOptions launch_options(const Grid& grid) {
 template <class F> class Kernel {
   using Args = typename detail::signature<F>::args;
   static constexpr size_t N = std::tuple_size_v<Args>;
+  // The specialization rule (docs/semantics.md, "Specialization"): a kernel is traced once per
+  // specialization, so whatever a lambda captured would be read once, at its first launch, and
+  // later changes ignored. Values that vary between launches are parameters.
+  static_assert(std::is_empty_v<F> || std::is_pointer_v<F>,
+                "tle::jit: the kernel lambda captures variables (or the function object has data members); a "
+                "kernel is traced once per specialization, so a captured value would be frozen at its first launch. "
+                "Write a captureless lambda ([](...) { ... }) and pass what varies as parameters: Constexpr<T> for a "
+                "compile-time value (part of the specialization), Tile<T> for a runtime scalar");
 
  public:
   Kernel(const char* name, F fn, const SrcLoc& loc) : fn_(std::move(fn)) {
@@ -251,6 +316,7 @@ template <class F> class Kernel {
   /// maxnreg, or a host
   /// pointer passed to a GPU launch; RuntimeError if compiling, loading or launching fails.
   template <class... A> void operator()(const Grid& grid, const A&... args) const {
+    (void)detail::kernel_call<Args, std::tuple<A...>>::ok;  // compile-time argument checks
     std::array<detail::HostArg, sizeof...(A)> h{detail::host_arg(args)...};
     detail::kernel_launch(state_, &fn_, detail::Grid3{grid.x, grid.y, grid.z}, detail::launch_options(grid), h.data(),
                           h.size(), grid.loc);
@@ -262,6 +328,7 @@ template <class F> class Kernel {
   /// tests and inspection; throws as a launch would for bad arguments (UserError at the caller's
   /// line, e.g. for a target before sm_80 or num_warps not a power of two from 1 to 32).
   template <class... A> std::string ptx(Located<int> target_sm, int num_warps, const A&... args) const {
+    (void)detail::kernel_call<Args, std::tuple<A...>>::ok;  // compile-time argument checks
     std::array<detail::HostArg, sizeof...(A)> h{detail::host_arg(args)...};
     detail::LaunchOptions o;
     o.num_warps = num_warps;
@@ -270,6 +337,7 @@ template <class F> class Kernel {
   /// As above with the launch options of `launch` (its num_warps, num_stages and maxnreg; grid
   /// size, stream and backend are ignored). Throws UserError (at the Grid's line) for bad options.
   template <class... A> std::string ptx(Located<int> target_sm, const Grid& launch, const A&... args) const {
+    (void)detail::kernel_call<Args, std::tuple<A...>>::ok;  // compile-time argument checks
     std::array<detail::HostArg, sizeof...(A)> h{detail::host_arg(args)...};
     return detail::kernel_ptx(state_, &fn_, target_sm.value, detail::launch_options(launch), h.data(), h.size(),
                               launch.loc);
@@ -278,6 +346,7 @@ template <class F> class Kernel {
   /// (optimized = true) or right after tracing. For tests and inspection; nothing is compiled.
   /// Bad arguments throw UserError at the caller's line.
   template <class... A> std::string ir(Located<bool> optimized, const A&... args) const {
+    (void)detail::kernel_call<Args, std::tuple<A...>>::ok;  // compile-time argument checks
     std::array<detail::HostArg, sizeof...(A)> h{detail::host_arg(args)...};
     return detail::kernel_ir(state_, &fn_, h.data(), h.size(), optimized.value, optimized.loc);
   }
@@ -298,8 +367,8 @@ template <class F> class Kernel {
   detail::KernelState* state_;
 };
 
-/// Makes a kernel from a lambda (or function pointer) whose parameters are Ptr<T>, Tile<T> scalars
-/// and Constexpr<T>. Nothing is traced until the first launch.
+/// Makes a kernel from a captureless lambda (or function pointer) whose parameters are Ptr<T>,
+/// Tile<T> scalars and Constexpr<T>. Nothing is traced until the first launch.
 template <class F> Kernel<std::decay_t<F>> jit(const char* name, F&& fn, loc_t l = loc_t::current()) {
   return Kernel<std::decay_t<F>>(name, std::forward<F>(fn), l);
 }
