@@ -3,6 +3,7 @@
 // and that the library works normally afterwards.
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -564,3 +565,87 @@ TEST_CASE("errors: Kernel::ptx and Kernel::ir name the caller's line", "[errors]
   expect_error([&] { line = __LINE__; (void)k.ptx(90, Grid(1).with_warps(3), x, 64, 64); }, "num_warps 3", line);
 }
 
+// ============================================================================ tiles and launches across traces
+
+namespace {
+Tile<float> g_kept;                      // a Tile kept past its kernel's trace (issue 18, item 4)
+std::function<void()> g_inner_launch;    // what a kernel's lambda launches while traced (item 5)
+}  // namespace
+
+TEST_CASE("errors: a Tile kept from one kernel's trace is a UserError where it is used again", "[errors]") {
+  auto a = jit("err_keep_a", [](Ptr<float> x) {
+    g_kept = load(x + arange(0, 4));
+    store(x + arange(0, 4), g_kept);
+  });
+  a(Grid(1), buf.data());
+  // In another kernel, through an operator, an op and a shape query.
+  line = 0;
+  auto b = jit("err_keep_b", [](Ptr<float> x) {
+    line = __LINE__; Tile<float> y = g_kept + 1.0f;
+    store(x + arange(0, 4), y);
+  });
+  expect_error([&] { b(Grid(1), buf.data()); }, "was made while tracing a kernel whose trace has ended", line);
+  auto c = jit("err_keep_c", [](Ptr<float> x) {
+    line = __LINE__; store(x + arange(0, 4), exp(g_kept));
+  });
+  expect_error([&] { c(Grid(1), buf.data()); }, "a Tile lives only inside the trace that made it", line);
+  line = __LINE__; expect_error([&] { (void)g_kept.shape(); }, "whose trace has ended", line);
+  // Assigned to a loop-carried Tile inside a device loop: reported at the loop.
+  auto d = jit("err_keep_d", [](Ptr<float> x, Tile<int32_t> n) {
+    Tile<float> acc = zeros<float>({4});
+    line = __LINE__; for (auto i : range(0, n)) {
+      (void)i;
+      acc = g_kept;
+    }
+    store(x + arange(0, 4), acc);
+  });
+  expect_error([&] { d(Grid(1), buf.data(), 2); }, "a Tile assigned inside this device loop was made while tracing", line);
+  // A second trace of the same kernel (another specialization) does not see the first one's tiles.
+  auto e = jit("err_keep_e", [](Ptr<float> x, Constexpr<int> FIRST) {
+    static Tile<float> first;
+    if (FIRST) first = load(x + arange(0, 4));
+    line = __LINE__; store(x + arange(0, 4), first * 2.0f);
+  });
+  e(Grid(1), buf.data(), 1);
+  expect_error([&] { e(Grid(1), buf.data(), 0); }, "whose trace has ended", line);
+  // Assigning a fresh value makes the Tile usable again in the trace that assigns it.
+  auto f = jit("err_keep_f", [](Ptr<float> x) {
+    g_kept = load(x + arange(0, 4));
+    store(x + arange(0, 4), g_kept + 1.0f);
+  });
+  std::vector<float> v(4, 1.0f);
+  f(Grid(1), v.data());
+  CHECK(v == std::vector<float>(4, 2.0f));
+}
+
+TEST_CASE("errors: a kernel that launches a kernel while it is traced (itself included)", "[errors]") {
+  static auto k = jit("err_self_launch", [](Ptr<float> x) {
+    g_inner_launch();
+    store(x, 1.0f);
+  });
+  static auto other = jit("err_other", [](Ptr<float> x) { store(x, 2.0f); });
+  line = 0;
+  // Itself: waited on its own compile lock before (a deadlock).
+  g_inner_launch = [] { line = __LINE__; k(Grid(1), buf.data()); };
+  expect_error([&] { k(Grid(1), buf.data()); }, "(a kernel launching itself)", line);
+  g_inner_launch = [] { line = __LINE__; other(Grid(1), buf.data()); };
+  expect_error([&] { k(Grid(1), buf.data()); }, "is launched inside the lambda of kernel 'err_self_launch' while it is traced", line);
+  g_inner_launch = [] { line = __LINE__; (void)other.ir(true, buf.data()); };
+  expect_error([&] { k(Grid(1), buf.data()); }, "cannot launch kernels", line);
+  // Nothing was compiled, and the kernel works once its lambda stops launching.
+  CHECK(k.num_compiled() == 0);
+  g_inner_launch = [] {};
+  std::vector<float> v(1, 0.0f);
+  k(Grid(1), v.data());
+  CHECK(v[0] == 1.0f);
+}
+
+TEST_CASE("errors: trans of a tile that is not 2-D names trans", "[errors]") {
+  line = 0;
+  auto k = jit("err_trans3", [](Ptr<float> x) {
+    Tile<float> v = reshape(load(x + arange(0, 8)), {2, 2, 2});
+    line = __LINE__; Tile<float> t = trans(v);
+    store(x + arange(0, 8), reshape(t, {8}));
+  });
+  expect_error([&] { k(Grid(1), buf.data()); }, "trans: transposes a 2-D tile, got a f32[2,2,2] tile of rank 3", line);
+}

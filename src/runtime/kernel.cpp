@@ -265,6 +265,9 @@ struct Compiled {
   size_t shared_bytes = 0;
 };
 
+class KernelState;
+thread_local const KernelState* g_tracing = nullptr;  // the kernel this thread is tracing, if any
+
 class KernelState {
  public:
   std::string name;
@@ -276,6 +279,20 @@ class KernelState {
   std::shared_mutex mu;
   std::unordered_map<std::vector<uint64_t>, std::shared_ptr<Compiled>, KeyHash> cache;
   std::mutex compile_mu;
+
+  /// UserError at loc when this thread is tracing a kernel: a kernel's lambda runs on the host,
+  /// once per specialization, to record tile operations; a launch inside it would run (or, for
+  /// the kernel being traced, wait for its own compile lock) at trace time, never on the device.
+  void check_not_tracing(const char* what, const SrcLoc& loc) const {
+    const frontend::TraceContext* c = frontend::TraceContext::current();
+    if (!c) return;
+    const bool self = g_tracing == this;
+    throw UserError(loc, fmt::format("kernel {} is {} inside the lambda of kernel '{}' while it is traced{}; a "
+                                     "kernel's lambda only records tile operations and cannot launch kernels: "
+                                     "launch {} from host code, before or after launching '{}'",
+                                     signature(), what, c->fn.name, self ? " (a kernel launching itself)" : "",
+                                     name, c->fn.name));
+  }
 
   std::string signature() const {
     std::vector<std::string> ps;
@@ -403,6 +420,11 @@ class KernelState {
         v = b.constant(ir::scalar_type(p.dtype), int64_t(1), loc);
       tp[i].value = v;
     }
+    struct Tracing {  // which kernel this thread traces (check_not_tracing)
+      const KernelState* prev = g_tracing;
+      explicit Tracing(const KernelState* k) { g_tracing = k; }
+      ~Tracing() { g_tracing = prev; }
+    } tracing(this);
     frontend::trace_into(*f, thunk, fn, tp.data());
     return f;
   }
@@ -598,6 +620,7 @@ void sync_if_launch_blocking(void* stream, const std::function<std::string()>& w
 
 std::string kernel_ptx(KernelState* k, const void* fn, int sm, const LaunchOptions& opts, const HostArg* args,
                        size_t nargs, const SrcLoc& loc) {
+  k->check_not_tracing("compiled to PTX (Kernel::ptx)", loc);
   Packed pk = k->pack(args, nargs, loc);
   if (sm < 80)
     throw UserError(loc, fmt::format("target sm_{}: the GPU backend needs sm_80 or newer (mma.sync bf16, cp.async, "
@@ -611,6 +634,7 @@ std::string kernel_ptx(KernelState* k, const void* fn, int sm, const LaunchOptio
 
 std::string kernel_ir(KernelState* k, const void* fn, const HostArg* args, size_t nargs, bool optimized,
                       const SrcLoc& loc) {
+  k->check_not_tracing("traced (Kernel::ir)", loc);
   Packed pk = k->pack(args, nargs, loc);
   auto f = k->trace(fn, pk);
   if (optimized) passes::run_pipeline(*f);
@@ -627,6 +651,7 @@ size_t kernel_num_compiled(const KernelState* k) noexcept {
 
 PreparedLaunch prepare_launch(KernelState* k, const Grid3& grid, const LaunchOptions& opts, const HostArg* args,
                               size_t nargs, const SrcLoc& loc) {
+  k->check_not_tracing("launched", loc);
   Packed pk = k->pack(args, nargs, loc);
   PreparedLaunch out;
   const Backend backend = opts.backend < 0 ? default_backend() : static_cast<Backend>(opts.backend);
