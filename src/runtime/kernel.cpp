@@ -588,7 +588,7 @@ void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const Laun
   std::vector<void*> ptrs(pk.slots.size());
   for (size_t i = 0; i < ptrs.size(); ++i) ptrs[i] = &pk.slots[i];
   if (!on_gpu) {
-    cpu::launch(*compiled->cpu, ptrs.data(), g);
+    cpu::launch(*compiled->cpu, ptrs.data(), g, loc);
     return;
   }
   // cuLaunchKernel copies the parameter values before it returns, so the slots may die after it.

@@ -23,13 +23,19 @@ namespace tle::cpu {
 /// argument i): for a ptr argument a `void*` variable (so args[i] is effectively `void**`); for a
 /// scalar the value in its dtype's memory format (f16/bf16 as uint16 bits, i1 as one byte 0/1).
 /// `grid` holds the grid size on axes 0..2 (each >= 1). The function runs the programs whose linear
-/// id pid = x + gx*(y + gy*z) is in [pid_begin, pid_end).
-using EntryFn = void (*)(void* const* args, const int64_t* grid /*[3]*/, int64_t pid_begin, int64_t pid_end);
+/// id pid = x + gx*(y + gy*z) is in [pid_begin, pid_end), one after another, each first storing
+/// its pid to *current_pid. `scratch` is the arena of the tiles that do not fit the stack budget
+/// (CompiledKernel::scratch_bytes, 64-byte aligned; may be null when that is 0), reused by every
+/// program of the call.
+using EntryFn = void (*)(void* const* args, const int64_t* grid /*[3]*/, int64_t pid_begin, int64_t pid_end,
+                         void* scratch, volatile int64_t* current_pid);
 
 /// A JIT-compiled kernel. Copies share the code; it is freed from the JIT with the last copy.
 struct CompiledKernel {
   EntryFn entry = nullptr;
   std::string name;                 // the unique JIT symbol of `entry`
+  std::string kernel;               // the tile kernel's name (messages)
+  uint64_t scratch_bytes = 0;       // per-thread arena each program needs
   std::shared_ptr<void> resources;  // keeps the JIT code alive (an ORC resource tracker)
 };
 
@@ -45,6 +51,9 @@ std::string llvm_ir_text(const ir::Function& f, bool optimized);
 /// from it) on the process-wide thread pool, blocking until all are done. A grid with any 0 axis
 /// is a no-op; a negative axis, or an axis or a total beyond what i32 program ids allow, throws
 /// tle::RuntimeError. Exceptions never escape worker threads (they are rethrown here).
-void launch(const CompiledKernel& k, void* const* args, const int64_t grid[3]);
+/// A program that faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL; program_guard.hpp) stops the launch:
+/// tle::RuntimeError naming the kernel, the program (x, y, z), the signal and the address, and
+/// `launched_at` when known; programs not started yet do not run, and the process lives on.
+void launch(const CompiledKernel& k, void* const* args, const int64_t grid[3], const SrcLoc& launched_at = {});
 
 }  // namespace tle::cpu

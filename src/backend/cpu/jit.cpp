@@ -19,6 +19,7 @@
 
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/lower.hpp"
+#include "backend/cpu/program_guard.hpp"
 #include "backend/cpu/runtime_helpers.hpp"
 #include "backend/cpu/thread_pool.hpp"
 
@@ -109,13 +110,14 @@ void optimize(llvm::Module& m, llvm::TargetMachine* tm) {
   mpm.run(m, mam);
 }
 
-/// Lowers f into a fresh module configured for the host; returns the module and its entry symbol.
+/// Lowers f into a fresh module configured for the host, with the entry `symbol`; sets the
+/// scratch arena its programs need.
 std::unique_ptr<llvm::Module> build_module(const ir::Function& f, llvm::LLVMContext& ctx, llvm::TargetMachine& tm,
-                                           const std::string& symbol) {
+                                           const std::string& symbol, uint64_t& scratch_bytes) {
   auto m = std::make_unique<llvm::Module>(symbol, ctx);
   m->setDataLayout(tm.createDataLayout());
   m->setTargetTriple(tm.getTargetTriple().str());
-  detail::lower_function(f, *m, symbol);
+  scratch_bytes = detail::lower_function(f, *m, symbol).scratch_bytes;
   for (auto& fn : *m) {
     if (fn.isDeclaration()) continue;
     fn.addFnAttr("target-cpu", tm.getTargetCPU());
@@ -139,6 +141,20 @@ struct KernelResources {
   }
 };
 
+/// The RuntimeError of a program that faulted.
+RuntimeError program_fault_error(const CompiledKernel& k, const int64_t grid[3], const detail::ProgramFault& f,
+                                 const SrcLoc& launched_at) {
+  const int64_t x = f.pid % grid[0], y = f.pid / grid[0] % grid[1], z = f.pid / grid[0] / grid[1];
+  std::string where = launched_at.known() ? fmt::format(" launched at {}:{}", launched_at.file, launched_at.line) : "";
+  return RuntimeError("tle::cpu::launch",
+                      fmt::format("kernel '{}'{}: program ({}, {}, {}) of the grid {}x{}x{} stopped on {} at address "
+                                  "{}; a load, store or atomic of the program reached memory it may not (a null or "
+                                  "freed pointer, or an offset or mask that lets an access leave its buffer). The "
+                                  "programs still running finished; the others did not run",
+                                  k.kernel, where, x, y, z, grid[0], grid[1], grid[2],
+                                  detail::signal_description(f.signal), f.address));
+}
+
 }  // namespace
 
 std::shared_ptr<CompiledKernel> compile(const ir::Function& f) {
@@ -146,11 +162,12 @@ std::shared_ptr<CompiledKernel> compile(const ir::Function& f) {
   const std::string symbol = fmt::format("tle_{}_{}", sanitize(f.name), j.counter.fetch_add(1));
   auto ctx = std::make_unique<llvm::LLVMContext>();
   auto tm = host_tm();
-  auto m = build_module(f, *ctx, *tm, symbol);
+  auto k = std::make_shared<CompiledKernel>();
+  auto m = build_module(f, *ctx, *tm, symbol, k->scratch_bytes);
   optimize(*m, tm.get());
   auto res = std::make_shared<KernelResources>();
-  auto k = std::make_shared<CompiledKernel>();
   k->name = symbol;
+  k->kernel = f.name;
   {
     std::lock_guard<std::mutex> lk(j.mu);
     res->tracker = j.lljit->getMainJITDylib().createResourceTracker();
@@ -165,7 +182,8 @@ std::shared_ptr<CompiledKernel> compile(const ir::Function& f) {
 std::string llvm_ir_text(const ir::Function& f, bool optimized) {
   llvm::LLVMContext ctx;
   auto tm = host_tm();
-  auto m = build_module(f, ctx, *tm, "tle_" + sanitize(f.name));
+  uint64_t scratch_bytes = 0;
+  auto m = build_module(f, ctx, *tm, "tle_" + sanitize(f.name), scratch_bytes);
   if (optimized) optimize(*m, tm.get());
   std::string s;
   llvm::raw_string_ostream os(s);
@@ -173,7 +191,7 @@ std::string llvm_ir_text(const ir::Function& f, bool optimized) {
   return os.str();
 }
 
-void launch(const CompiledKernel& k, void* const* args, const int64_t grid[3]) {
+void launch(const CompiledKernel& k, void* const* args, const int64_t grid[3], const SrcLoc& launched_at) {
   if (!k.entry) throw RuntimeError("tle::cpu::launch", "kernel is not compiled");
   int64_t total = 1;
   for (int i = 0; i < 3; ++i) {
@@ -185,8 +203,20 @@ void launch(const CompiledKernel& k, void* const* args, const int64_t grid[3]) {
     if (__builtin_mul_overflow(total, grid[i], &total))
       throw RuntimeError("tle::cpu::launch", "grid has more than 2^63 programs");
   }
-  EntryFn entry = k.entry;
-  ThreadPool::global().parallel_for(total, [&](int64_t b, int64_t e) { entry(args, grid, b, e); });
+  struct Chunk {
+    const CompiledKernel& k;
+    void* const* args;
+    const int64_t* grid;
+    int64_t begin, end;
+  };
+  auto run = [](void* ctx, void* scratch, volatile int64_t* current_pid) {
+    auto* c = static_cast<Chunk*>(ctx);
+    c->k.entry(c->args, c->grid, c->begin, c->end, scratch, current_pid);
+  };
+  ThreadPool::global().parallel_for(total, [&](int64_t b, int64_t e) {
+    Chunk c{k, args, grid, b, e};
+    if (auto fault = detail::run_programs(run, &c, k.scratch_bytes)) throw program_fault_error(k, grid, *fault, launched_at);
+  });
 }
 
 }  // namespace tle::cpu
