@@ -183,6 +183,15 @@ TEST_CASE("errors: a tile dimension of 0 (rule E07)", "[errors]") {
     store(x + o, 1.0f);
   });
   expect_error([&] { k2(Grid(1), buf.data(), 0); }, "at least 1", line);
+  // The constexpr came from the launch: the message names the launch's line and the value too.
+  const int op_line = line;
+  const int launch_line = __LINE__ + 2;
+  errtest::expect_user_error(
+      [&] { k2(Grid(1), buf.data(), 0); },
+      {"at least 1", "test_errors.cpp:" + std::to_string(launch_line) +
+                         ": note: kernel err_arange_block0(Ptr<f32>, Constexpr<integer>) was traced for this launch, "
+                         "constexpr argument 2 = 0"},
+      "test_errors.cpp", op_line);
   k2(Grid(1), buf.data(), 4);  // the same kernel with a valid block works
   auto k3 = jit("err_zeros_0", [](Ptr<float> x) {
     line = __LINE__; Tile<float> z = zeros<float>({0});
@@ -259,6 +268,9 @@ TEST_CASE("errors: a GPU kernel that needs more shared memory than a block has",
   });
   std::vector<float> big(65536);
   expect_error([&] { (void)k.ptx(90, 4, big.data(), 65536); }, "bytes of shared memory per program", line);
+  // The sentence names the op that stages its tiles there.
+  expect_error([&] { (void)k.ptx(90, 4, big.data(), 65536); },
+               "(the largest user is this scan, which stages its tiles in shared memory); use smaller tiles", line);
 }
 
 TEST_CASE("errors: a constexpr value that its C++ type cannot hold", "[errors]") {
@@ -281,6 +293,23 @@ TEST_CASE("errors: a unary operator on a Tile that has no value reports the user
 
 // A wrong argument count, a void* for a Ptr<T> and a raw-pointer parameter do not compile:
 // tests/compile_fail/launch_checks.cpp.
+
+TEST_CASE("errors: a pointer not aligned to its element size (every pointer, both backends)", "[errors]") {
+  auto k = jit("err_misaligned", [](Ptr<float> x, Tile<int32_t> n) { store(x + arange(0, 4), 1.0f, arange(0, 4) < n); });
+  float* odd = reinterpret_cast<float*>(reinterpret_cast<char*>(buf.data()) + 1);
+  std::vector<double> d(4);
+  auto kd = jit("err_misaligned_f64", [](Ptr<double> x) { store(x, 1.0); });
+  double* half_off = reinterpret_cast<double*>(reinterpret_cast<char*>(d.data()) + 4);
+  line = 0;
+  line = __LINE__; expect_error([&] { k(Grid(1), odd, 4); }, "is not aligned to the 4-byte size of f32", line);
+  line = __LINE__; expect_error([&] { kd(Grid(1), half_off); }, "is not aligned to the 8-byte size of f64", line);
+  // The check is the argument's, not the backend's: a GPU launch and Kernel::ptx refuse it too.
+  line = __LINE__; expect_error([&] { k(Grid(1).backend(Backend::GPU), odd, 4); }, "not aligned", line);
+  line = __LINE__; expect_error([&] { (void)k.ptx(90, 4, odd, 4); }, "not aligned", line);
+  // An element address is fine, whatever its 16-byte alignment.
+  k(Grid(1), buf.data() + 1, 4);
+  CHECK(buf[1] == 1.0f);
+}
 
 TEST_CASE("errors: wrong pointer element type and non-pointers", "[errors]") {
   auto k = jit("err_ptr_type", [](Ptr<float> x, Tile<int32_t> n) { store(x + arange(0, 4), 1.0f, arange(0, 4) < n); });
@@ -648,4 +677,15 @@ TEST_CASE("errors: trans of a tile that is not 2-D names trans", "[errors]") {
     store(x + arange(0, 8), reshape(t, {8}));
   });
   expect_error([&] { k(Grid(1), buf.data()); }, "trans: transposes a 2-D tile, got a f32[2,2,2] tile of rank 3", line);
+}
+
+TEST_CASE("errors: do_not_specialize names a parameter that has no specialization", "[errors]") {
+  auto body = [](Ptr<float> x, Tile<float> s, Tile<int32_t> n, Constexpr<int> B) { store(x + arange(0, B), s, arange(0, B) < n); };
+  line = __LINE__; expect_error([&] { auto k = jit("nospec_range", body, {.do_not_specialize = {4}}); }, "do_not_specialize: 4 is not a parameter index", line);
+  line = __LINE__; expect_error([&] { auto k = jit("nospec_neg", body, {.do_not_specialize = {-1}}); }, "is not a parameter index", line);
+  line = __LINE__; expect_error([&] { auto k = jit("nospec_const", body, {.do_not_specialize = {3}}); }, "a Constexpr is the specialization itself", line);
+  line = __LINE__; expect_error([&] { auto k = jit("nospec_float", body, {.do_not_specialize = {1}}); }, "parameter 1 of kernel nospec_float(Ptr<f32>, Tile<f32>, Tile<i32>, Constexpr<integer>) is a Tile<f32>, which has no specialization", line);
+  auto ok = jit("nospec_ok", body, {.do_not_specialize = {0, 2}});
+  ok(Grid(1), buf.data(), 2.0f, 3, 4);
+  CHECK(buf[2] == 2.0f);
 }

@@ -8,9 +8,18 @@
 // DLTensor* / DLManagedTensor* whose dtype, device and alignment are checked), Tile<T> (host passes a scalar;
 // converted exactly or rejected), and Constexpr<T> (host passes a value; part of the
 // specialization). A launch is specialized, as in Triton, on constexpr values, on 16-byte alignment
-// of each pointer, and on which integer arguments equal 1 or are multiples of 16 (and, on the GPU, on num_warps, num_stages and maxnreg); each
-// specialization is traced and compiled once and cached in memory, so later launches neither trace
-// nor compile.
+// of each pointer, and on which integer arguments equal 1 or are multiples of 16 (and, on the GPU,
+// on num_warps, num_stages and maxnreg; the CPU backend ignores those three); each specialization
+// is traced and compiled once and cached in memory, so later launches neither trace nor compile.
+// JitOptions::do_not_specialize turns the pointer and integer specializations off per parameter.
+//
+// Kernel lambdas capture nothing (a capture does not compile): the lambda runs once per
+// specialization, so a captured variable would be read at the first launch and never again. What
+// changes between launches is a parameter. Host variables the lambda reads without capturing
+// them (globals, statics) are likewise read while tracing only.
+//
+// A pointer argument must point to T for a Ptr<T> parameter (void* does not compile; cast it) and
+// be aligned to sizeof(T) (UserError at the launch otherwise).
 //
 // Backends: a launch runs on grid.backend(...) if given, else on tle::default_backend() (GPU when a
 // CUDA driver and device are usable; TLE_BACKEND=cpu|gpu forces one). On the CPU a launch is
@@ -30,6 +39,7 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <vector>
 
 #include "tle/device.hpp"
 #include "tle/tile.hpp"
@@ -62,6 +72,17 @@ namespace tle {
 ///                                        reject it (UserError): their CUDA source says it
 ///                                        (__launch_bounds__, __maxnreg__, -maxrregcount).
 ///   .backend(Backend::CPU|GPU)           run on this backend instead of default_backend().
+/// Options of tle::jit.
+struct JitOptions {
+  /// Parameters (0-based indices in the lambda's order) left out of the specialization, as
+  /// Triton's `do_not_specialize`: an integer Tile<T> scalar is no longer specialized on being 1
+  /// or a multiple of 16, a Ptr<T> on 16-byte alignment. One compiled kernel then serves every
+  /// value (e.g. batch sizes 1..40 compile once instead of three times), at the price of what the
+  /// specialization allowed (a constant 1, vector accesses the alignment proves). Only integer
+  /// scalars and pointers have such specializations: another index is a UserError at jit's line.
+  std::vector<int> do_not_specialize;
+};
+
 /// A plain value (the target sm of Kernel::ptx, the `optimized` flag of Kernel::ir) that converts
 /// implicitly from T and records where the call was written, so that a UserError about the call's
 /// arguments or options names the caller's file:line.
@@ -299,10 +320,10 @@ template <class F> class Kernel {
                 "compile-time value (part of the specialization), Tile<T> for a runtime scalar");
 
  public:
-  Kernel(const char* name, F fn, const SrcLoc& loc) : fn_(std::move(fn)) {
+  Kernel(const char* name, F fn, const SrcLoc& loc, const JitOptions& opts = {}) : fn_(std::move(fn)) {
     std::vector<detail::ParamSpec> specs;
     add_specs(specs, std::make_index_sequence<N>());
-    state_ = detail::kernel_create(name, specs, &trace_thunk, loc);
+    state_ = detail::kernel_create(name, specs, &trace_thunk, loc, opts.do_not_specialize);
   }
   Kernel(const Kernel&) = delete;
   Kernel& operator=(const Kernel&) = delete;
@@ -368,8 +389,13 @@ template <class F> class Kernel {
 };
 
 /// Makes a kernel from a captureless lambda (or function pointer) whose parameters are Ptr<T>,
-/// Tile<T> scalars and Constexpr<T>. Nothing is traced until the first launch.
-template <class F> Kernel<std::decay_t<F>> jit(const char* name, F&& fn, loc_t l = loc_t::current()) {
+/// Tile<T> scalars and Constexpr<T>. Nothing is traced until the first launch. `opts` (JitOptions)
+/// turns specializations off per parameter: `jit("k", fn, {.do_not_specialize = {3}})`; an index
+/// that is not an integer scalar or pointer parameter is a UserError at this line.
+template <class F> Kernel<std::decay_t<F>> jit(const char* name, F&& fn, JitOptions opts = {}, loc_t l = loc_t::current()) {
+  return Kernel<std::decay_t<F>>(name, std::forward<F>(fn), l, opts);
+}
+template <class F> Kernel<std::decay_t<F>> jit(const char* name, F&& fn, loc_t l) {
   return Kernel<std::decay_t<F>>(name, std::forward<F>(fn), l);
 }
 

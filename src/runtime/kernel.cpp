@@ -2,8 +2,10 @@
 // the in-memory cache of compiled specializations, and launch on the CPU or the GPU.
 //
 // Specialization (Triton's rules): constexpr values, 16-byte alignment of each pointer, and which
-// integer scalars equal 1 or multiples of 16 select a specialization; each is traced and compiled once. The in-memory
+// integer scalars equal 1 or multiples of 16 select a specialization (JitOptions::do_not_specialize
+// drops a pointer or integer parameter from it); each is traced and compiled once. The in-memory
 // key adds the backend and, on the GPU, num_warps, num_stages, maxnreg and the CUDA context (a module belongs to one).
+// A UserError thrown while tracing or compiling at an op's line gets a note naming the launch.
 //
 // GPU path of a miss: trace -> generic pass pipeline -> disk cache lookup keyed on the printed IR,
 // the target (sm_90a, ...), num_warps, num_stages, maxnreg, the tle, LLVM and driver versions -> on a disk miss
@@ -320,9 +322,15 @@ class KernelState {
           else if (!a.untyped_pointer && a.pointee != p.dtype)
             throw bad(fmt::format("got a pointer to {}; pass a {}* (or cast the pointer explicitly)",
                                   dtype_name(a.pointee), dtype_name(p.dtype)));
+          // Every element access assumes natural alignment (vector loads on the CPU, ld/st on the
+          // GPU): a misaligned address would read the wrong bytes or fault.
+          else if (const int size = byte_size(p.dtype); reinterpret_cast<uintptr_t>(a.p) % size != 0)
+            throw bad(fmt::format("the {} {} is not aligned to the {}-byte size of {}; pass the address of an "
+                                  "element (a byte offset that is a multiple of {})",
+                                  a.type_name, a.p, size, dtype_name(p.dtype), size));
           uint64_t s = reinterpret_cast<uintptr_t>(a.p);
           pk.slots.push_back(s);
-          pk.key.push_back(s % 16 == 0 ? 1 : 0);
+          pk.key.push_back(p.specialize && s % 16 == 0 ? 1 : 0);
           break;
         }
         case ParamSpec::Scalar: {
@@ -359,7 +367,7 @@ class KernelState {
           pk.slots.push_back(s);
           // Triton's integer specializations: equal to 1 (a constant in the kernel), or a multiple
           // of 16 (the GPU passes may then vectorize accesses whose offsets it scales).
-          pk.key.push_back(one ? 1 : (is_int(d) && d != DType::i1 && int64_t(s) % 16 == 0 && s != 0) ? 2 : 0);
+          pk.key.push_back(!p.specialize ? 0 : one ? 1 : (is_int(d) && d != DType::i1 && int64_t(s) % 16 == 0 && s != 0) ? 2 : 0);
           break;
         }
         case ParamSpec::ConstexprInt:
@@ -431,8 +439,37 @@ class KernelState {
 
   /// The compiled specialization for `key` (pk.key extended with the backend facts), compiling
   /// it on a miss. `gpu_ctx` is the current CUcontext for a GPU launch, null for the CPU.
+  /// Runs f (a trace, the passes, a compile) and adds to a UserError it throws at another line (an
+  /// op in the lambda) a note naming the launch at `loc` and its constexpr arguments: the values
+  /// that made the op invalid (BLOCK = 0, say) come from that launch.
+  template <class F> auto noting_launch(const Packed& pk, const SrcLoc& loc, F&& f) const {
+    try {
+      return f();
+    } catch (const UserError& e) {
+      if (!loc.known() || (e.line() == loc.line && e.file() == loc.file)) throw;
+      std::vector<std::string> cs;
+      for (size_t i = 0; i < params.size(); ++i) {
+        const TraceParam& t = pk.constexprs[i];
+        switch (params[i].kind) {
+          case ParamSpec::ConstexprInt: cs.push_back(fmt::format("argument {} = {}", i + 1, t.i)); break;
+          case ParamSpec::ConstexprBool: cs.push_back(fmt::format("argument {} = {}", i + 1, t.i != 0)); break;
+          case ParamSpec::ConstexprFloat: cs.push_back(fmt::format("argument {} = {}", i + 1, t.f)); break;
+          default: break;
+        }
+      }
+      const std::string note =
+          fmt::format("\n{}:{}: note: kernel {} was traced for this launch{}{}", loc.file, loc.line, signature(),
+                      cs.empty() ? "" : ", constexpr ", fmt::join(cs, ", "));
+      std::string file = e.file();
+      SrcLoc at;
+      at.file = file.c_str();
+      at.line = e.line();
+      throw UserError(at, e.message() + note);
+    }
+  }
+
   std::shared_ptr<Compiled> get(const void* fn, const Packed& pk, const std::vector<uint64_t>& key, bool on_gpu,
-                                const gpu::Options& opt) {
+                                const gpu::Options& opt, const SrcLoc& loc) {
     {
       std::shared_lock lk(mu);
       auto it = cache.find(key);
@@ -444,11 +481,13 @@ class KernelState {
       auto it = cache.find(key);
       if (it != cache.end()) return it->second;
     }
-    auto f = trace(fn, pk);
-    passes::run_pipeline(*f);
     auto compiled = std::make_shared<Compiled>();
-    if (on_gpu) compile_gpu(*f, opt, *compiled);
-    else compiled->cpu = cpu::compile(*f);
+    noting_launch(pk, loc, [&] {
+      auto f = trace(fn, pk);
+      passes::run_pipeline(*f);
+      if (on_gpu) compile_gpu(*f, opt, *compiled);
+      else compiled->cpu = cpu::compile(*f);
+    });
     std::unique_lock lk(mu);
     cache.emplace(key, compiled);
     return compiled;
@@ -554,13 +593,27 @@ class KernelState {
 };
 
 KernelState* kernel_create(const char* name, const std::vector<ParamSpec>& params, TraceThunk thunk,
-                           const SrcLoc& loc) {
-  auto* k = new KernelState();
+                           const SrcLoc& loc, const std::vector<int>& do_not_specialize) {
+  auto k = std::make_unique<KernelState>();
   k->name = name ? name : "kernel";
   k->params = params;
+  for (int i : do_not_specialize) {
+    if (i < 0 || i >= static_cast<int>(params.size()))
+      throw UserError(loc, fmt::format("do_not_specialize: {} is not a parameter index of kernel {} (0 to {})", i,
+                                       k->signature(), params.size() - 1));
+    ParamSpec& p = k->params[i];
+    const bool integer = p.kind == ParamSpec::Scalar && is_int(p.dtype) && p.dtype != DType::i1;
+    if (!integer && p.kind != ParamSpec::Pointer)
+      throw UserError(loc, fmt::format("do_not_specialize: parameter {} of kernel {} is a {}, which has no "
+                                       "specialization to turn off (only integer Tile<T> scalars and Ptr<T> "
+                                       "pointers do{})",
+                                       i, k->signature(), param_str(p),
+                                       is_constexpr(p) ? "; a Constexpr is the specialization itself" : ""));
+    p.specialize = false;
+  }
   k->thunk = thunk;
   k->loc = loc;
-  return k;
+  return k.release();
 }
 
 void kernel_destroy(KernelState* k) noexcept { delete k; }
@@ -584,7 +637,7 @@ void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const Laun
   } else {
     key.push_back(0);
   }
-  auto compiled = k->get(fn, pk, key, on_gpu, gpu_options(opts));
+  auto compiled = k->get(fn, pk, key, on_gpu, gpu_options(opts), loc);
   std::vector<void*> ptrs(pk.slots.size());
   for (size_t i = 0; i < ptrs.size(); ++i) ptrs[i] = &pk.slots[i];
   if (!on_gpu) {
@@ -627,18 +680,22 @@ std::string kernel_ptx(KernelState* k, const void* fn, int sm, const LaunchOptio
                                      "max.NaN, cvt.rn.bf16); ask for 80, 86, 89 or 90",
                                      sm));
   check_options(opts, loc);
-  auto f = k->trace(fn, pk);
-  passes::run_pipeline(*f);
-  return gpu::compile(*f, target_for(sm), gpu_options(opts), false).ptx;
+  return k->noting_launch(pk, loc, [&] {
+    auto f = k->trace(fn, pk);
+    passes::run_pipeline(*f);
+    return gpu::compile(*f, target_for(sm), gpu_options(opts), false).ptx;
+  });
 }
 
 std::string kernel_ir(KernelState* k, const void* fn, const HostArg* args, size_t nargs, bool optimized,
                       const SrcLoc& loc) {
   k->check_not_tracing("traced (Kernel::ir)", loc);
   Packed pk = k->pack(args, nargs, loc);
-  auto f = k->trace(fn, pk);
-  if (optimized) passes::run_pipeline(*f);
-  return ir::print(*f);
+  return k->noting_launch(pk, loc, [&] {
+    auto f = k->trace(fn, pk);
+    if (optimized) passes::run_pipeline(*f);
+    return ir::print(*f);
+  });
 }
 
 size_t kernel_num_compiled(const KernelState* k) noexcept {

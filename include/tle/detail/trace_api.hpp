@@ -113,6 +113,7 @@ void if_else(V cond, const std::function<void()>& then_fn, const std::function<v
 struct ParamSpec {
   enum Kind : uint8_t { Pointer, Scalar, ConstexprInt, ConstexprFloat, ConstexprBool } kind;
   DType dtype;  // Pointer: pointee; Scalar: its dtype
+  bool specialize = true;  // false: JitOptions::do_not_specialize names it (set by kernel_create)
 };
 /// One host argument as the caller passed it.
 struct HostArg {
@@ -155,8 +156,10 @@ struct LaunchOptions {
 };
 
 class KernelState;  // per tle::jit object: name, parameter specs, specialization cache
+/// `do_not_specialize`: parameter indices (JitOptions); each must be an integer scalar or a pointer
+/// parameter, else UserError at loc.
 KernelState* kernel_create(const char* name, const std::vector<ParamSpec>& params, TraceThunk thunk,
-                           const SrcLoc& loc);
+                           const SrcLoc& loc, const std::vector<int>& do_not_specialize = {});
 void kernel_destroy(KernelState* k) noexcept;
 void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const LaunchOptions& opts,
                    const HostArg* args, size_t nargs, const SrcLoc& loc);
