@@ -24,6 +24,7 @@
 #include "runtime/disk_cache.hpp"
 #include "tle/device.hpp"
 #include "tle/error.hpp"
+#include "tle/tle.hpp"
 
 using namespace tle;
 namespace fs = std::filesystem;
@@ -259,6 +260,30 @@ TEST_CASE("runtime: GPU objects without a driver throw RuntimeError; size mistak
     CHECK(e.line() == unsigned(line));
     CHECK(contains(e.message(), "too large"));
   }
+}
+
+TEST_CASE("runtime: ManagedBuffer is the portable buffer: host memory without a driver, managed with one",
+          "[runtime]") {
+  ManagedBuffer<float> x(1000, 1.5f), y(1000);
+  CHECK(x.managed() == (cuda::driver() != nullptr));
+  CHECK(reinterpret_cast<uintptr_t>(x.data()) % 256 == 0);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i);
+  // The same host code launches on the default backend, whatever the machine has.
+  auto scale = jit("managed_scale", [](Ptr<float> x, Ptr<float> y, Tile<int32_t> n) {
+    Tile<int32_t> o = program_id(0) * 256 + arange(0, 256);
+    store(y + o, load(x + o, o < n) * 2.0f, o < n);
+  });
+  scale(Grid(cdiv(1000, 256)), x, y, 1000);
+  tle::synchronize();
+  for (size_t i = 0; i < y.size(); ++i) REQUIRE(y[i] == 2.0f * float(i));
+  // Moves carry the memory and its kind; reset frees it.
+  ManagedBuffer<float> z = std::move(y);
+  CHECK(y.empty());
+  CHECK(z.size() == 1000);
+  CHECK(z.managed() == x.managed());
+  CHECK(z[999] == 1998.0f);
+  z.reset();
+  CHECK(z.empty());
 }
 
 // ================================================================ failure dumps
