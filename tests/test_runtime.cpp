@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -25,6 +26,7 @@
 #include "tle/device.hpp"
 #include "tle/error.hpp"
 #include "tle/tle.hpp"
+#include "../examples/kernels.hpp"
 
 using namespace tle;
 namespace fs = std::filesystem;
@@ -284,6 +286,56 @@ TEST_CASE("runtime: ManagedBuffer is the portable buffer: host memory without a 
   CHECK(z[999] == 1998.0f);
   z.reset();
   CHECK(z.empty());
+}
+
+// Run in a fresh process by the test below, with TLE_CACHE_DIR set and TLE_TEST_EXPECT=cold|warm.
+TEST_CASE("runtime child: CPU kernels go through the disk cache", "[.runtime_child]") {
+  const std::string expect = std::getenv("TLE_TEST_EXPECT");
+  const DiskCache::Stats before = DiskCache::global().stats();
+  REQUIRE(DiskCache::global().enabled());
+  std::vector<float> a(64 * 64, 1.0f), b(64 * 64, 0.5f), c(64 * 64, 0.0f);
+  // Two kernel objects with the same code: the second is a hit even in the cold process, and
+  // loads the same object a second time into the JIT.
+  for (int i = 0; i < 2; ++i) {
+    auto mm = ex::make_matmul<float, float>();
+    std::fill(c.begin(), c.end(), 0.0f);
+    mm(Grid(2, 2).backend(Backend::CPU), a.data(), b.data(), c.data(), 64, 64, 64, 32, 32, 16);
+    REQUIRE(c[0] == 32.0f);
+    REQUIRE(c[64 * 64 - 1] == 32.0f);
+  }
+  const DiskCache::Stats after = DiskCache::global().stats();
+  if (expect == "cold") {
+    CHECK(after.misses - before.misses == 1);
+    CHECK(after.writes - before.writes == 1);
+    CHECK(after.hits - before.hits == 1);
+  } else {
+    REQUIRE(expect == "warm");
+    CHECK(after.hits - before.hits == 2);
+    CHECK(after.misses - before.misses == 0);
+    CHECK(after.writes - before.writes == 0);
+  }
+}
+
+TEST_CASE("runtime: CPU object code is cached on disk and reused by a new process", "[runtime]") {
+  TempDir dir;
+  auto entries = [&] {
+    size_t n = 0;
+    for (auto& e : fs::directory_iterator(dir.path())) n += e.path().extension() == ".tlec";
+    return n;
+  };
+  const char* name = "runtime child: CPU kernels go through the disk cache";
+  CHECK(run_child(name, {{"TLE_CACHE_DIR", dir.path().c_str()}, {"TLE_CACHE", nullptr}, {"TLE_TEST_EXPECT", "cold"}}) == 0);
+  CHECK(entries() == 1);
+  CHECK(run_child(name, {{"TLE_CACHE_DIR", dir.path().c_str()}, {"TLE_CACHE", nullptr}, {"TLE_TEST_EXPECT", "warm"}}) == 0);
+  CHECK(entries() == 1);
+  // A corrupt entry is a miss (the cache's own checks), compiled and stored again.
+  for (auto& e : fs::directory_iterator(dir.path())) {
+    std::string bytes = read_file(e.path().string());
+    bytes[bytes.size() / 2] ^= 0x5a;
+    write_file(e.path().string(), bytes);
+  }
+  CHECK(run_child(name, {{"TLE_CACHE_DIR", dir.path().c_str()}, {"TLE_CACHE", nullptr}, {"TLE_TEST_EXPECT", "cold"}}) == 0);
+  CHECK(entries() == 1);
 }
 
 // ================================================================ failure dumps

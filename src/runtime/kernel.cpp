@@ -7,6 +7,9 @@
 // key adds the backend and, on the GPU, num_warps, num_stages, maxnreg and the CUDA context (a module belongs to one).
 // A UserError thrown while tracing or compiling at an op's line gets a note naming the launch.
 //
+// CPU path of a miss: trace -> generic pass pipeline -> disk cache lookup keyed on the printed IR,
+// the host target and the tle and LLVM versions -> on a disk miss cpu::compile_object, stored ->
+// cpu::load into the JIT.
 // GPU path of a miss: trace -> generic pass pipeline -> disk cache lookup keyed on the printed IR,
 // the target (sm_90a, ...), num_warps, num_stages, maxnreg, the tle, LLVM and driver versions -> on a disk miss
 // gpu::compile (GPU passes, NVPTX) and store the PTX -> cuModuleLoadDataEx (GpuKernel::from_ptx,
@@ -257,6 +260,47 @@ std::optional<gpu::Artifact> parse_artifact(const std::string& s) {
   return a;
 }
 
+/// Disk-cache artifact of a CPU kernel: "TLECPU1\n<symbol>\n<scratch_bytes>\n" then the object.
+std::string serialize_object(const cpu::Object& o) {
+  return fmt::format("TLECPU1\n{}\n{}\n", o.symbol, o.scratch_bytes) + o.bytes;
+}
+std::optional<cpu::Object> parse_object(const std::string& s) {
+  size_t pos = 0;
+  std::string magic, symbol, scratch;
+  if (!next_line(s, pos, magic) || magic != "TLECPU1" || !next_line(s, pos, symbol) || symbol.empty() ||
+      !next_line(s, pos, scratch))
+    return std::nullopt;
+  cpu::Object o;
+  try {
+    o.scratch_bytes = std::stoull(scratch);
+  } catch (...) {
+    return std::nullopt;
+  }
+  o.symbol = symbol;
+  o.bytes = s.substr(pos);
+  return o;
+}
+
+/// The CPU kernel of an optimized function, through the disk cache (as PTX is): the key is the
+/// printed IR, the host target (triple, CPU, features) and the tle and LLVM versions.
+std::shared_ptr<cpu::CompiledKernel> compile_cpu(const ir::Function& f) {
+  const std::string key = fmt::format("tle-cpu-object\ntle {} {}\nllvm {}\nhost {}\n{}", TLE_VERSION, kBuildId,
+                                      LLVM_VERSION_STRING, cpu::host_target(), ir::print(f));
+  DiskCache& disk = DiskCache::global();
+  if (auto bytes = disk.get(key))
+    if (auto o = parse_object(*bytes)) {
+      try {
+        return cpu::load(*o, f.name);
+      } catch (const RuntimeError&) {
+        // An entry that does not link (it passed the checksum, so written by an odd build):
+        // compile afresh and replace it.
+      }
+    }
+  cpu::Object o = cpu::compile_object(f);
+  disk.put(key, serialize_object(o));
+  return cpu::load(o, f.name);
+}
+
 }  // namespace
 
 /// One compiled specialization: a CPU kernel or a loaded GPU kernel with its launch facts.
@@ -486,7 +530,7 @@ class KernelState {
       auto f = trace(fn, pk);
       passes::run_pipeline(*f);
       if (on_gpu) compile_gpu(*f, opt, *compiled);
-      else compiled->cpu = cpu::compile(*f);
+      else compiled->cpu = compile_cpu(*f);
     });
     std::unique_lock lk(mu);
     cache.emplace(key, compiled);

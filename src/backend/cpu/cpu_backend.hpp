@@ -1,5 +1,6 @@
-// src/backend/cpu/cpu_backend.hpp - the CPU backend: tile IR -> host LLVM IR -> O3 -> ORC JIT, and
-// a launcher that runs the grid of programs on a process-wide thread pool.
+// src/backend/cpu/cpu_backend.hpp - the CPU backend: tile IR -> host LLVM IR -> O3 -> object code
+// -> ORC JIT, and a launcher that runs the grid of programs on a process-wide thread pool. The
+// runtime caches the object code on disk (src/runtime/kernel.cpp) as it caches PTX.
 //
 // Lowering model: every tile value is an array in the kernel's stack frame (one element per tile
 // element, row-major), every op a loop over its elements, which LLVM's vectorizers see as plain
@@ -33,16 +34,33 @@ using EntryFn = void (*)(void* const* args, const int64_t* grid /*[3]*/, int64_t
 /// A JIT-compiled kernel. Copies share the code; it is freed from the JIT with the last copy.
 struct CompiledKernel {
   EntryFn entry = nullptr;
-  std::string name;                 // the unique JIT symbol of `entry`
+  std::string name;                 // the JIT symbol of `entry` (in the kernel's own JITDylib)
   std::string kernel;               // the tile kernel's name (messages)
   uint64_t scratch_bytes = 0;       // per-thread arena each program needs
-  std::shared_ptr<void> resources;  // keeps the JIT code alive (an ORC resource tracker)
+  std::shared_ptr<void> resources;  // keeps the JIT code alive (its JITDylib)
 };
 
-/// Lowers `f`, optimizes it (O3, host CPU) and JITs it into the process-wide LLJIT. Thread-safe.
-/// Throws tle::RuntimeError naming the failing step ("tle::cpu::lower", "llvm::verifyModule",
-/// "LLJIT::addIRModule", ...) with LLVM's message; InternalError on malformed IR.
+/// A kernel compiled to relocatable object code for this host (what the disk cache stores).
+struct Object {
+  std::string symbol;          // the entry point's name in the object
+  uint64_t scratch_bytes = 0;  // CompiledKernel::scratch_bytes
+  std::string bytes;           // the object file (ELF on Linux)
+};
+
+/// Lowers `f`, optimizes it (O3 without loop unrolling, for the host CPU and its features) and
+/// emits object code. Thread-safe, and compiles run in parallel. Throws tle::RuntimeError naming
+/// the failing step ("tle::cpu::lower", "llvm::verifyModule", ...) with LLVM's message;
+/// InternalError on malformed IR.
+Object compile_object(const ir::Function& f);
+/// Links `o` (from compile_object, in this process or an earlier one of the same build on the same
+/// host_target()) into the process-wide LLJIT, in a JITDylib of its own, so the same object may be
+/// loaded several times. Thread-safe. RuntimeError ("LLJIT::addObjectFile", ...) on failure.
+std::shared_ptr<CompiledKernel> load(const Object& o, const std::string& kernel_name);
+/// load(compile_object(f), f.name).
 std::shared_ptr<CompiledKernel> compile(const ir::Function& f);
+/// The host the objects are compiled for: target triple, CPU and CPU features (a disk-cache key
+/// must hold it: an object for another CPU may use instructions this one lacks).
+const std::string& host_target();
 
 /// Host LLVM IR text of `f` after lowering, optimized (O3, as compile() does) or not.
 std::string llvm_ir_text(const ir::Function& f, bool optimized);

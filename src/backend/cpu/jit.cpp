@@ -1,5 +1,6 @@
-// src/backend/cpu/jit.cpp - compile(): lower, verify, optimize (new pass manager, O3, host CPU),
-// JIT with the process-wide ORC LLJIT; launch() over the thread pool.
+// src/backend/cpu/jit.cpp - compile_object(): lower, verify, optimize (new pass manager, O3 without
+// loop unrolling, host CPU), emit object code; load(): link it into the process-wide ORC LLJIT;
+// launch() over the thread pool.
 #include <fmt/format.h>
 #include <llvm/Analysis/CGSCCPassManager.h>
 #include <llvm/Analysis/LoopAnalysisManager.h>
@@ -7,8 +8,10 @@
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
@@ -45,7 +48,7 @@ void check(llvm::Error e, const char* step) {
 struct Jit {
   std::unique_ptr<llvm::orc::LLJIT> lljit;
   std::unique_ptr<llvm::orc::JITTargetMachineBuilder> jtmb;
-  std::mutex mu;  // serializes addIRModule + lookup (the default compiler is not thread-safe)
+  std::mutex mu;  // serializes loading objects, lookups and removals
   std::atomic<uint64_t> counter{0};
 };
 
@@ -137,11 +140,14 @@ std::unique_ptr<llvm::TargetMachine> host_tm() {
   return check(host_jtmb().createTargetMachine(), "JITTargetMachineBuilder::createTargetMachine");
 }
 
-/// Removes a kernel's code from the JIT when the last CompiledKernel copy goes away.
+/// Removes a kernel's code from the JIT (its JITDylib) when the last CompiledKernel copy goes away.
 struct KernelResources {
-  llvm::orc::ResourceTrackerSP tracker;
+  llvm::orc::JITDylib* jd = nullptr;
   ~KernelResources() {
-    if (tracker) llvm::consumeError(tracker->remove());
+    if (!jd) return;
+    Jit& j = jit();
+    std::lock_guard<std::mutex> lk(j.mu);
+    llvm::consumeError(j.lljit->getExecutionSession().removeJITDylib(*jd));
   }
 };
 
@@ -161,26 +167,53 @@ RuntimeError program_fault_error(const CompiledKernel& k, const int64_t grid[3],
 
 }  // namespace
 
-std::shared_ptr<CompiledKernel> compile(const ir::Function& f) {
-  Jit& j = jit();
-  const std::string symbol = fmt::format("tle_{}_{}", sanitize(f.name), j.counter.fetch_add(1));
-  auto ctx = std::make_unique<llvm::LLVMContext>();
+Object compile_object(const ir::Function& f) {
+  Object o;
+  o.symbol = "tle_" + sanitize(f.name);
+  llvm::LLVMContext ctx;
   auto tm = host_tm();
-  auto k = std::make_shared<CompiledKernel>();
-  auto m = build_module(f, *ctx, *tm, symbol, k->scratch_bytes);
+  auto m = build_module(f, ctx, *tm, o.symbol, o.scratch_bytes);
   optimize(*m, tm.get());
+  llvm::SmallVector<char, 0> buf;
+  llvm::raw_svector_ostream os(buf);
+  llvm::legacy::PassManager pm;
+  if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile))
+    throw RuntimeError("TargetMachine::addPassesToEmitFile", "the host target cannot emit object files");
+  pm.run(*m);
+  o.bytes.assign(buf.begin(), buf.end());
+  return o;
+}
+
+std::shared_ptr<CompiledKernel> load(const Object& o, const std::string& kernel_name) {
+  Jit& j = jit();
+  auto k = std::make_shared<CompiledKernel>();
+  k->name = o.symbol;
+  k->kernel = kernel_name;
+  k->scratch_bytes = o.scratch_bytes;
   auto res = std::make_shared<KernelResources>();
-  k->name = symbol;
-  k->kernel = f.name;
-  {
-    std::lock_guard<std::mutex> lk(j.mu);
-    res->tracker = j.lljit->getMainJITDylib().createResourceTracker();
-    check(j.lljit->addIRModule(res->tracker, llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx))), "LLJIT::addIRModule");
-    auto addr = check(j.lljit->lookup(symbol), "LLJIT::lookup");
-    k->entry = addr.toPtr<EntryFn>();
-  }
+  std::lock_guard<std::mutex> lk(j.mu);
+  // A JITDylib per kernel: the same object (a disk-cache hit for a second kernel object with
+  // the same code) may be loaded more than once, and removing a kernel removes just its code.
+  auto jd_or = j.lljit->createJITDylib(fmt::format("{}.{}", o.symbol, j.counter.fetch_add(1)));
+  if (!jd_or) throw RuntimeError("LLJIT::createJITDylib", to_string(jd_or.takeError()));
+  llvm::orc::JITDylib& jd = *jd_or;
+  res->jd = &jd;
+  jd.addToLinkOrder(j.lljit->getMainJITDylib());  // runtime helpers and the process's symbols
+  check(j.lljit->addObjectFile(jd, llvm::MemoryBuffer::getMemBufferCopy(o.bytes, o.symbol)), "LLJIT::addObjectFile");
+  k->entry = check(j.lljit->lookup(jd, o.symbol), "LLJIT::lookup").toPtr<EntryFn>();
   k->resources = std::move(res);
   return k;
+}
+
+std::shared_ptr<CompiledKernel> compile(const ir::Function& f) { return load(compile_object(f), f.name); }
+
+const std::string& host_target() {
+  static const std::string t = [] {
+    auto tm = host_tm();
+    return fmt::format("{} {} {}", tm->getTargetTriple().str(), tm->getTargetCPU().str(),
+                       tm->getTargetFeatureString().str());
+  }();
+  return t;
 }
 
 std::string llvm_ir_text(const ir::Function& f, bool optimized) {
