@@ -239,45 +239,58 @@ gpu::Target target_for(int sm) {
   return t;
 }
 
-/// Disk-cache artifact: "TLEGPU1\n<entry>\n<shared_bytes>\n<num_warps>\n" then the PTX.
+/// A disk-cache artifact: a magic line, one line per header field, then the body (PTX, object
+/// code). Fields hold no newline.
+std::string join_artifact(const char* magic, const std::vector<std::string>& fields, const std::string& body) {
+  return fmt::format("{}\n{}\n", magic, fmt::join(fields, "\n")) + body;
+}
+/// The `n` header fields and the body of an artifact with this magic; nullopt when the magic
+/// differs or a line is missing.
+std::optional<std::pair<std::vector<std::string>, std::string>> split_artifact(const std::string& s, const char* magic,
+                                                                               size_t n) {
+  size_t pos = 0;
+  std::string line;
+  if (!next_line(s, pos, line) || line != magic) return std::nullopt;
+  std::vector<std::string> fields(n);
+  for (auto& f : fields)
+    if (!next_line(s, pos, f)) return std::nullopt;
+  return std::make_pair(std::move(fields), s.substr(pos));
+}
+
+/// GPU artifact: "TLEGPU1", entry, shared_bytes, num_warps, then the PTX.
 std::string serialize_artifact(const gpu::Artifact& a) {
-  return fmt::format("TLEGPU1\n{}\n{}\n{}\n", a.entry, a.shared_bytes, a.num_warps) + a.ptx;
+  return join_artifact("TLEGPU1", {a.entry, std::to_string(a.shared_bytes), std::to_string(a.num_warps)}, a.ptx);
 }
 std::optional<gpu::Artifact> parse_artifact(const std::string& s) {
-  size_t pos = 0;
-  auto line = [&](std::string& out) { return next_line(s, pos, out); };
-  std::string magic, entry, smem, warps;
-  if (!line(magic) || magic != "TLEGPU1" || !line(entry) || !line(smem) || !line(warps) || entry.empty()) return std::nullopt;
+  auto parts = split_artifact(s, "TLEGPU1", 3);
+  if (!parts || parts->first[0].empty()) return std::nullopt;
   gpu::Artifact a;
   try {
-    a.shared_bytes = std::stoi(smem);
-    a.num_warps = std::stoi(warps);
+    a.shared_bytes = std::stoi(parts->first[1]);
+    a.num_warps = std::stoi(parts->first[2]);
   } catch (...) {
     return std::nullopt;
   }
-  a.entry = entry;
-  a.ptx = s.substr(pos);
+  a.entry = parts->first[0];
+  a.ptx = std::move(parts->second);
   return a;
 }
 
-/// Disk-cache artifact of a CPU kernel: "TLECPU1\n<symbol>\n<scratch_bytes>\n" then the object.
+/// CPU artifact: "TLECPU1", symbol, scratch_bytes, then the object code.
 std::string serialize_object(const cpu::Object& o) {
-  return fmt::format("TLECPU1\n{}\n{}\n", o.symbol, o.scratch_bytes) + o.bytes;
+  return join_artifact("TLECPU1", {o.symbol, std::to_string(o.scratch_bytes)}, o.bytes);
 }
 std::optional<cpu::Object> parse_object(const std::string& s) {
-  size_t pos = 0;
-  std::string magic, symbol, scratch;
-  if (!next_line(s, pos, magic) || magic != "TLECPU1" || !next_line(s, pos, symbol) || symbol.empty() ||
-      !next_line(s, pos, scratch))
-    return std::nullopt;
+  auto parts = split_artifact(s, "TLECPU1", 2);
+  if (!parts || parts->first[0].empty()) return std::nullopt;
   cpu::Object o;
   try {
-    o.scratch_bytes = std::stoull(scratch);
+    o.scratch_bytes = std::stoull(parts->first[1]);
   } catch (...) {
     return std::nullopt;
   }
-  o.symbol = symbol;
-  o.bytes = s.substr(pos);
+  o.symbol = parts->first[0];
+  o.bytes = std::move(parts->second);
   return o;
 }
 
