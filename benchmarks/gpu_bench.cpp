@@ -8,7 +8,7 @@
 //   gpu_bench --ptx-check [DIR]    compile every kernel and config to sm_90a PTX (no GPU needed),
 //                                  writing DIR/<kernel>.ptx if DIR is given
 //
-// Groups: copy, vector_add, softmax, layernorm, matmul, compile, launch, raw (TLE-Raw: inline-PTX
+// Groups: copy, vector_add, softmax, layernorm, matmul, attention, compile, launch, raw (TLE-Raw: inline-PTX
 // softmax vs the tile softmax, CUDA device functions from tile code). Every case first checks
 // its result against a host reference (or, for launch overhead, against x + y), then times the
 // kernel with CUDA events on a stream: warm-up, >= 100 repetitions (--reps), a 256 MB buffer
@@ -479,7 +479,8 @@ template <class TO> void matmul_cases(bench::Timer& tm, const std::string& out_n
   const std::vector<MmConfig> configs = {{128, 256, 64, 8, 3}, {128, 256, 64, 8, 4}, {256, 128, 64, 8, 3},
                                          {256, 128, 64, 8, 4}, {128, 128, 64, 4, 4}, {128, 128, 64, 4, 5},
                                          {128, 128, 64, 8, 4}, {64, 128, 64, 4, 4},  {128, 64, 64, 4, 4},
-                                         {64, 64, 64, 4, 4},   {64, 256, 64, 4, 3}};
+                                         {64, 64, 64, 4, 4},   {64, 256, 64, 4, 3},  {128, 64, 64, 4, 8},
+                                         {64, 64, 64, 4, 8}};
   auto mm = make_matmul<bf16, TO>();
   std::set<std::string> broken;  // configs that failed to compile or run once: not retried
   for (auto& s : shapes) {
@@ -552,6 +553,86 @@ void group_matmul(bench::Timer& tm) {
 }
 void group_matmul_f32out(bench::Timer& tm) {
   matmul_cases<float>(tm, "C stored as f32 (tle's bf16 store path not used)");
+}
+
+// -------------------------------------------------------------------- attention
+
+// The attention example (ex::make_attention: FlashAttention-2 structure in plain tle), bf16
+// [batch * heads, S, D] inputs, causal and not; checked on 64 sampled rows against a double
+// reference; a small sweep of the key block, warps and stages.
+void group_attention(bench::Timer& tm) {
+  const int shapes[][4] = {{4, 32, 4096, 128}, {4, 32, 16384, 128}};  // batch, heads, S, D
+  auto attn = ex::make_attention<bf16>();
+  for (auto& s : shapes) {
+    const int batch = s[0], heads = s[1], S = s[2], D = s[3], BH = batch * heads;
+    const size_t n = size_t(BH) * S * D;
+    auto q = bench::random_bf16(n, 31), k = bench::random_bf16(n, 32), v = bench::random_bf16(n, 33);
+    DeviceBuffer<bf16> dq(q), dk(k), dv(v), dout(n);
+    const double sm_scale = 1.0 / std::sqrt(double(D));
+    const float qk_scale = float(sm_scale * 1.4426950408889634);
+    for (bool causal : {false, true}) {
+      const std::string shape = std::to_string(batch) + "x" + std::to_string(heads) + "x" + std::to_string(S) + "x" +
+                                std::to_string(D) + (causal ? "/causal" : "");
+      CaseInfo c{"attention/bf16/" + shape, "attention", shape, "bf16", 4.0 * 2 * double(n),
+                 4.0 * BH * double(S) * S * D * (causal ? 0.5 : 1.0)};
+      guarded(c, [&] {
+        std::vector<std::pair<int, int>> rows;
+        for (size_t r = 0; r < 64; ++r) rows.push_back({int((r * 2654435761ull) % BH), int((r * 40503ull + 11) % S)});
+        std::vector<double> want(rows.size() * D);
+        bench::parallel_for(rows.size(), [&](size_t lo, size_t hi) {
+          for (size_t r = lo; r < hi; ++r)
+            ex::attention_row_reference(q.data(), k.data(), v.data(), S, D, rows[r].first, rows[r].second, causal,
+                                        sm_scale, &want[r * D]);
+        });
+        struct Cfg {
+          int BM, BN, warps, stages;
+          std::string str() const {
+            return "BM=" + std::to_string(BM) + " BN=" + std::to_string(BN) + " warps=" + std::to_string(warps) +
+                   " stages=" + std::to_string(stages);
+          }
+        };
+        const std::vector<Cfg> cfgs = {{128, 64, 8, 3}, {128, 128, 8, 3}, {128, 64, 8, 2}, {64, 64, 4, 3}};
+        std::string errors, sweep;
+        const Cfg* best = nullptr;
+        double best_ms = INFINITY;
+        for (const Cfg& cfg : cfgs) {
+          auto run = [&] {
+            attn(Grid(cdiv(S, cfg.BM), BH).with_warps(cfg.warps).with_stages(cfg.stages).on(tm.stream()), dq, dk, dv,
+                 dout, S, qk_scale, cfg.BM, cfg.BN, D, causal);
+          };
+          try {
+            dout.fill_zero();
+            run();
+            tm.stream().synchronize();
+            auto o = dout.to_host();
+            auto chk = bench::compare(
+                want.size(),
+                [&](size_t t) { return double(bench::to_float(o[(size_t(rows[t / D].first) * S + rows[t / D].second) * D + t % D])); },
+                [&](size_t t) { return want[t]; }, 2e-2, 2e-2);
+            if (!chk.ok) {
+              errors += "[" + cfg.str() + "] " + chk.message + "; ";
+              continue;
+            }
+            Timing quick = tm.time(run, 3);
+            sweep += (sweep.empty() ? "" : "; ") + cfg.str() + ": " + std::to_string(quick.median) + " ms";
+            if (quick.median < best_ms) best_ms = quick.median, best = &cfg;
+          } catch (const std::exception& e) {
+            errors += "[" + cfg.str() + "] " + bench::error_text(e, 600) + "; ";
+          }
+        }
+        if (!best) return emit_error(c, "no config compiled and passed the check: " + errors);
+        const Cfg cfg = *best;
+        auto run = [&] {
+          attn(Grid(cdiv(S, cfg.BM), BH).with_warps(cfg.warps).with_stages(cfg.stages).on(tm.stream()), dq, dk, dv,
+               dout, S, qk_scale, cfg.BM, cfg.BN, D, causal);
+        };
+        Json extra;
+        extra.str("sweep", sweep);
+        if (!errors.empty()) extra.str("config_errors", errors.substr(0, 1500));
+        emit_ok(c, tm.time(run), cfg.str() + " (best of a manual sweep)", Json(), extra);
+      });
+    }
+  }
 }
 
 // -------------------------------------------------------------------- compile latency, launch
@@ -795,6 +876,15 @@ int ptx_check(const std::string& dir) {
     one("matmul bf16->bf16 " + c.str(), [&] { return mmb.ptx(90, c.grid(4096, 4096), h, h, h, 4096, 4096, 4096, c.BM, c.BN, c.BK, 1.0f); });
     one("matmul bf16->f32 " + c.str(), [&] { return mmf.ptx(90, c.grid(4096, 4096), h, h, f, 4096, 4096, 4096, c.BM, c.BN, c.BK, 1.0f); });
   }
+  auto attn = ex::make_attention<bf16>();
+  for (bool causal : {false, true})
+    for (int bn : {64, 128}) {
+      one("attention BM=128 BN=" + std::to_string(bn) + " D=128 warps=8" + (causal ? " causal" : ""), [&] {
+        Grid g(32, 128);
+        g.with_warps(8).with_stages(3);
+        return attn.ptx(90, g, h, h, h, h, 4096, 0.1f, 128, bn, 128, causal);
+      });
+    }
   std::printf("ptx-check: %d failure(s)\n", failures);
   return failures ? 1 : 0;
 }
@@ -814,6 +904,9 @@ const std::vector<Group>& groups() {
       {"matmul", group_matmul,
        {"matmul/bf16/8192x8192x8192", "matmul/bf16/4096x7168x2048", "matmul/bf16/16384x2048x7168",
         "matmul/bf16/128x7168x2048", "matmul/bf16/4000x4100x3000"}},
+      {"attention", group_attention,
+       {"attention/bf16/4x32x4096x128", "attention/bf16/4x32x4096x128/causal", "attention/bf16/4x32x16384x128",
+        "attention/bf16/4x32x16384x128/causal"}},
       {"compile", group_compile,
        {"compile_cold/softmax", "compile_disk/softmax", "compile_mem/softmax", "compile_cold/matmul",
         "compile_disk/matmul", "compile_mem/matmul"}},

@@ -30,7 +30,7 @@ import sys
 
 LATENCY_PREFIXES = ("compile_cold/", "compile_disk/", "compile_mem/", "launch_host/", "launch_sync/")
 US_PREFIXES = ("compile_mem/", "launch_host/", "launch_sync/")
-PEER_ORDER = ["cublas", "torch", "triton", "cuMemcpyDtoD", "cuLaunchKernel"]
+PEER_ORDER = ["cublas", "torch", "torch_flash", "triton", "cuMemcpyDtoD", "cuLaunchKernel"]
 
 
 def read_jsonl(path):
@@ -59,7 +59,8 @@ def num(x):
 
 
 def case_work(case):
-    """(bytes, flops, kind) that define a case, from its name (kind: bandwidth, gemm or latency)."""
+    """(bytes, flops, kind) that define a case, from its name (kind: bandwidth, gemm, flops - compute
+    bound but not a GEMM, so it does not set the GEMM ceiling - or latency)."""
     parts = case.split("/")
     kernel = parts[0]
     if case.startswith(LATENCY_PREFIXES) or len(parts) < 3:
@@ -77,6 +78,10 @@ def case_work(case):
     if kernel == "matmul":
         m, n, k = dims
         return esize * (m * k + k * n + m * n), 2 * m * n * k, "gemm"
+    if kernel == "attention":  # batch x heads x S x D, "/causal": half the score matrix
+        b, h, s, d = dims
+        causal = len(parts) > 3 and parts[3] == "causal"
+        return 4 * esize * b * h * s * d, 4 * b * h * s * s * d // (2 if causal else 1), "flops"
     return None, None, "latency"
 
 
@@ -192,7 +197,7 @@ def merge(tle_meta, tle_rows, peer_meta, peer_rows, driver=None, command=None):
         floor = None
         if rec["kind"] == "bandwidth" and copy_bw:
             floor = rec["bytes"] / copy_bw
-        elif rec["kind"] == "gemm" and peak:
+        elif rec["kind"] in ("gemm", "flops") and peak:
             floor = max(rec["flops"] / peak, rec["bytes"] / copy_bw if copy_bw else 0)
         rec["floor_ms"] = floor
         rec["pct_of_floor"] = 100.0 * floor / rec["tle_ms"] if floor and rec["tle_ms"] else None
@@ -233,7 +238,7 @@ def fmt_pct(x):
 def throughput(rec, ms):
     if ms is None or rec["kind"] == "latency":
         return "-"
-    if rec["kind"] == "gemm":
+    if rec["kind"] in ("gemm", "flops"):
         return "%.0f TFLOP/s" % (rec["flops"] / ms / 1e9)
     return "%.0f GB/s" % (rec["bytes"] / ms / 1e6)
 
@@ -362,9 +367,9 @@ def chart(records, info, path):
         return "chart skipped: matplotlib is not available (%s)" % e
     timed = [r for r in records if r["tle_ms"] and r["peers"]]
     bw = [r for r in records if r["kind"] == "bandwidth"]
-    gemm = [r for r in records if r["kind"] == "gemm"]
+    gemm = [r for r in records if r["kind"] in ("gemm", "flops")]
     fig, axes = plt.subplots(3, 1, figsize=(12, 16))
-    colors = {"tle": "#1f77b4", "cublas": "#d62728", "torch": "#ff7f0e", "triton": "#2ca02c",
+    colors = {"tle": "#1f77b4", "cublas": "#d62728", "torch": "#ff7f0e", "torch_flash": "#bcbd22", "triton": "#2ca02c",
               "cuMemcpyDtoD": "#7f7f7f", "cuLaunchKernel": "#9467bd"}
 
     ax = axes[0]
@@ -411,7 +416,8 @@ def chart(records, info, path):
 
     c = info["ceilings"]
     throughput_panel(axes[1], bw, "GB/s", 1e6, c["copy_gbps"], "Bandwidth-bound cases: achieved GB/s vs measured copy bandwidth")
-    throughput_panel(axes[2], gemm, "TFLOP/s", 1e9, c["gemm_tflops"], "GEMM (bf16): achieved TFLOP/s vs best measured GEMM rate")
+    throughput_panel(axes[2], gemm, "TFLOP/s", 1e9, c["gemm_tflops"],
+                     "GEMM and attention (bf16): achieved TFLOP/s vs best measured GEMM rate")
     fig.suptitle("tle GPU benchmarks - %s, %s" % (info["gpu"] or "?", info["date"] or "?"))
     fig.tight_layout(rect=(0, 0, 1, 0.97))
     fig.savefig(path, dpi=110)

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <utility>
+#include <vector>
 
 namespace ex {
 
@@ -131,6 +132,71 @@ template <class T, class TO = tle::dot_acc_t<T>, int GM = 16> auto make_matmul()
     store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), cast<TO>(acc),
           expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
   });
+}
+
+/// Attention forward, FlashAttention-2 structure (Dao 2023, Algorithm 1) as a user writes it in
+/// plain tle: O = softmax(Q K^T * sm_scale) V for q, k, v, o of shape [batch * heads, S, D] (rows of
+/// D contiguous T), causal or not. Program (i, bh) computes BM query rows of head bh: it walks the
+/// keys in blocks of BN (up to its own last row when causal) with the online softmax in base 2
+/// (qk_scale = sm_scale * log2(e)): s = dot(q, trans(k)) * qk_scale, masked; m_new = max(m, rowmax
+/// s); alpha = 2^(m - m_new); p = 2^(s - m_new); l = l * alpha + rowsum p; acc = dot(p, v, acc *
+/// alpha); finally O = acc / l. Launch as Grid(cdiv(S, BM), batch * heads). D a power of two; S any.
+template <class T> auto make_attention() {
+  using namespace tle;
+  return jit("attention", [](Ptr<T> q, Ptr<T> k, Ptr<T> v, Ptr<T> o, Tile<int32_t> S, Tile<float> qk_scale,
+                             Constexpr<int> BM, Constexpr<int> BN, Constexpr<int> D, Constexpr<bool> CAUSAL) {
+    Tile<int32_t> start_m = program_id(0) * BM;
+    Tile<int64_t> head = program_id(1).to<int64_t>() * S * D;  // this (batch, head)'s [S, D] block
+    Tile<int32_t> rm = start_m + arange(0, BM), rd = arange(0, D);
+    Tile<bool> row_ok = rm < S;
+    Tile<T> tq = load(q + head + expand_dims(rm, 1) * D + expand_dims(rd, 0), expand_dims(row_ok, 1));
+    Tile<float> m_i = full<float>({BM}, -INFINITY), l_i = zeros<float>({BM});
+    Tile<float> acc = zeros<float>({BM, D});
+    Tile<int32_t> hi = CAUSAL ? minimum(start_m + BM, S) : S;
+    for (auto n0 : range(0, hi, BN)) {
+      Tile<int32_t> rn = n0 + arange(0, BN);
+      Tile<bool> col_ok = rn < S;
+      Tile<int64_t> kv = head + expand_dims(rn, 1) * D + expand_dims(rd, 0);
+      Tile<T> tk = load(k + kv, expand_dims(col_ok, 1));
+      Tile<float> s = dot(tq, trans(tk)) * qk_scale;
+      Tile<bool> keep = expand_dims(col_ok, 0);
+      if (CAUSAL) keep = keep & (expand_dims(rm, 1) >= expand_dims(rn, 0));
+      s = where(keep, s, -INFINITY);
+      Tile<float> m_new = maximum(m_i, max(s, 1));
+      Tile<float> alpha = exp2(m_i - m_new);
+      Tile<float> p = exp2(s - expand_dims(m_new, 1));
+      l_i = l_i * alpha + sum(p, 1);
+      Tile<T> tv = load(v + kv, expand_dims(col_ok, 1));
+      acc = dot(cast<T>(p), tv, acc * expand_dims(alpha, 1));
+      m_i = m_new;
+    }
+    store(o + head + expand_dims(rm, 1) * D + expand_dims(rd, 0), cast<T>(acc / expand_dims(l_i, 1)),
+          expand_dims(row_ok, 1));
+  });
+}
+
+/// The reference for make_attention: row `i` of head `bh` (q, k, v as there, [*, S, D]), in double,
+/// into out[0 .. D).
+template <class T>
+void attention_row_reference(const T* q, const T* k, const T* v, int S, int D, int bh, int i, bool causal,
+                             double sm_scale, double* out) {
+  const size_t base = size_t(bh) * S * D;
+  const int n = causal ? i + 1 : S;
+  std::vector<double> s(static_cast<size_t>(n));
+  double m = -INFINITY;
+  for (int j = 0; j < n; ++j) {
+    double d = 0;
+    for (int c = 0; c < D; ++c) d += double(float(q[base + size_t(i) * D + c])) * double(float(k[base + size_t(j) * D + c]));
+    s[size_t(j)] = d * sm_scale;
+    m = std::max(m, s[size_t(j)]);
+  }
+  double l = 0;
+  for (int j = 0; j < n; ++j) l += (s[size_t(j)] = std::exp(s[size_t(j)] - m));
+  for (int c = 0; c < D; ++c) {
+    double a = 0;
+    for (int j = 0; j < n; ++j) a += s[size_t(j)] * double(float(v[base + size_t(j) * D + c]));
+    out[c] = a / l;
+  }
 }
 
 }  // namespace ex

@@ -25,7 +25,7 @@ cmake --build "$build" -j "$jobs"
 case "$what" in
   examples)
     status=0
-    for ex in vector_add softmax layernorm matmul; do
+    for ex in vector_add softmax layernorm matmul attention; do
       echo "== $ex"
       "$build/examples/$ex" || status=1
     done

@@ -25,7 +25,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 mode=${1:-}
-EXAMPLES=(vector_add softmax layernorm matmul raw_softmax raw_device_function)
+EXAMPLES=(vector_add softmax layernorm matmul attention raw_softmax raw_device_function)
 BENCHMARKS=(compile_latency gpu_bench)
 LIMIT=$((64 * 1024 * 1024))
 

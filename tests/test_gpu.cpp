@@ -243,13 +243,15 @@ TEST_CASE("gpu: matmul with a K loop matches the CPU (f32, bf16, f16, i8)", "[.g
   run(int8_t{}, 0, 0, 32, 32, 32, 4);
 }
 
-TEST_CASE("gpu: pipelined matmul (cp.async, ldmatrix) matches the CPU: ragged shapes, stages 1..4", "[.gpu]") {
+TEST_CASE("gpu: pipelined matmul (cp.async; ldmatrix or wgmma) matches the CPU: ragged shapes, stages 1..4", "[.gpu]") {
   if (!have_gpu()) return;
-  // Shapes: multiples of 16 take the cp.async pipeline (masks uniform over 8-element vectors),
-  // the others the ldmatrix path without pipelining; K tails that are not a multiple of BK, trip
-  // counts below the stage count (K = 16), 1-wide edges.
-  const int shapes[][3] = {{1, 17, 100}, {17, 1001, 1},  {100, 128, 1001}, {128, 128, 128}, {264, 264, 264},
-                           {272, 144, 208}, {1001, 100, 17}, {128, 256, 16},  {256, 128, 48}};
+  // Shapes: multiples of 8 take the cp.async pipeline (masks uniform over 8-element vectors; N a
+  // multiple of 4 only: 8-byte copies of B), the others the path without pipelining; K tails that
+  // are not a multiple of BK, trip counts below the stage count (K = 16), 1-wide edges. On the H200
+  // (sm_90a) configs with 4 or 8 warps and 64-row blocks run on wgmma (stages >= 3: in flight
+  // across iterations), the others on mma.sync.
+  const int shapes[][3] = {{1, 17, 100},    {17, 1001, 1},   {100, 128, 1001}, {128, 128, 128}, {264, 264, 264},
+                           {272, 144, 208}, {1001, 100, 17}, {128, 256, 16},   {256, 128, 48},  {136, 260, 200}};
   struct Cfg {
     int bm, bn, bk, warps;
   };
@@ -273,8 +275,44 @@ TEST_CASE("gpu: pipelined matmul (cp.async, ldmatrix) matches the CPU: ragged sh
         }
     }
   };
-  run(bf16{}, {{64, 64, 32, 4}, {128, 128, 32, 8}, {128, 64, 64, 4}, {32, 16, 16, 2}}, {1, 2, 3, 4});
-  run(f16{}, {{64, 64, 32, 4}, {128, 256, 32, 8}}, {1, 3});
+  run(bf16{}, {{64, 64, 32, 4}, {128, 128, 32, 8}, {128, 64, 64, 4}, {32, 16, 16, 2}, {128, 256, 64, 8}}, {1, 2, 3, 4});
+  run(f16{}, {{64, 64, 32, 4}, {128, 256, 32, 8}, {64, 128, 128, 8}}, {1, 3});
+}
+
+TEST_CASE("gpu: attention (wgmma with q and p from registers) matches a double reference: ragged S, stages", "[.gpu]") {
+  if (!have_gpu()) return;
+  auto attn = ex::make_attention<bf16>();
+  struct Cfg {
+    int BM, BN, warps, stages;
+  };
+  const int D = 128, BH = 2;
+  for (int S : {1000, 1024, 77})
+    for (bool causal : {false, true})
+      for (Cfg cfg : {Cfg{128, 128, 8, 3}, Cfg{128, 64, 8, 2}, Cfg{128, 64, 8, 4}, Cfg{64, 64, 4, 3}}) {
+        INFO("S " << S << (causal ? " causal" : " full") << " BM " << cfg.BM << " BN " << cfg.BN << " warps "
+                  << cfg.warps << " stages " << cfg.stages);
+        const size_t n = size_t(BH) * S * D;
+        Pair<bf16> q(opstest::random_buf<bf16>(n, 41, -2, 2)), k(opstest::random_buf<bf16>(n, 42, -2, 2)),
+            v(opstest::random_buf<bf16>(n, 43));
+        Pair<bf16> o(n, bf16(-7.0f));
+        const double sm_scale = 1.0 / std::sqrt(double(D));
+        attn(Grid(cdiv(S, cfg.BM), BH).with_warps(cfg.warps).with_stages(cfg.stages).backend(Backend::GPU), q.ptr(true),
+             k.ptr(true), v.ptr(true), o.ptr(true), S, float(sm_scale * 1.4426950408889634), cfg.BM, cfg.BN, D, causal);
+        synchronize();
+        Buf<bf16> got = o.gpu_values();
+        std::vector<double> ref(D);
+        size_t bad = 0;
+        for (int h = 0; h < BH; ++h)
+          for (int i = 0; i < S; i += (i % 7 == 0 ? 1 : 6)) {
+            ex::attention_row_reference(q.host.data(), k.host.data(), v.host.data(), S, D, h, i, causal, sm_scale,
+                                        ref.data());
+            for (int c = 0; c < D; ++c) {
+              const double g = opstest::to_d(got[(size_t(h) * S + i) * D + c]);
+              if (!(std::fabs(g - ref[c]) <= 1e-2 + 1e-2 * std::fabs(ref[c]))) ++bad;
+            }
+          }
+        CHECK(bad == 0);
+      }
 }
 
 TEST_CASE("gpu: reductions of every kind match the CPU; E15 NaN/inf and E16 ties", "[.gpu]") {

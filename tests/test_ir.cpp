@@ -48,7 +48,7 @@ TEST_CASE("printer: a kernel with for, if, reduce, load and store", "[ir]") {
   Value* x = k.arg(ptr_ty(DType::f32));
   Value* y = k.arg(ptr_ty(DType::f32));
   Value* n = k.arg(ty(DType::i32));
-  k.f.arg_info[0].divisible_by_16 = true;
+  k.f.arg_info[0].divisibility = 16;
   Builder& b = k.b;
   Value* pid = b.create(OpKind::ProgramId, {}, {ty(DType::i32)}, {{"axis", int64_t(0)}})->result();
   Value* half = b.constant(ty(DType::f32), 0.5);

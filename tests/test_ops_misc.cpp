@@ -666,7 +666,7 @@ TEST_CASE("ops: plain C++ helper functions taking and returning tiles", "[ops]")
 
 // ============================================================ specialization and caching
 
-TEST_CASE("ops: specialization cache (constexpr, alignment, ints equal to 1)", "[ops]") {
+TEST_CASE("ops: specialization cache (constexpr, alignment, ints equal to 1 or multiples of 2, 4, 8, 16)", "[ops]") {
   auto k = jit("spec", [](Ptr<float> x, Ptr<float> out, Tile<int32_t> n, Tile<int32_t> stride,
                           Constexpr<int> BLOCK) {
     Tile<int32_t> offs = program_id(0) * BLOCK + arange(0, BLOCK);
@@ -686,15 +686,15 @@ TEST_CASE("ops: specialization cache (constexpr, alignment, ints equal to 1)", "
   CHECK(run(x.data(), 1001, 2, 128) == "");
   CHECK(k.num_compiled() == 1);
   CHECK(run(x.data(), 1001, 2, 128) == "");  // same key: no recompilation
-  CHECK(run(x.data(), 17, 3, 128) == "");    // other runtime values, same key
+  CHECK(run(x.data(), 17, 6, 128) == "");    // other runtime values, same key (odd n, stride 2 * odd)
   CHECK(k.num_compiled() == 1);
   CHECK(run(x.data(), 1001, 2, 64) == "");  // another constexpr
   CHECK(k.num_compiled() == 2);
-  CHECK(run(x.data() + 1, 1001, 2, 64) == "");  // misaligned pointer
+  CHECK(run(x.data() + 1, 1001, 2, 64) == "");  // a pointer aligned to 4 bytes, not 16
   CHECK(k.num_compiled() == 3);
-  CHECK(run(x.data() + 1, 17, 3, 64) == "");
+  CHECK(run(x.data() + 1, 17, 6, 64) == "");
   CHECK(k.num_compiled() == 3);
-  CHECK(run(x.data() + 4, 17, 3, 64) == "");  // 16-byte aligned again: back to the first key of BLOCK=64
+  CHECK(run(x.data() + 4, 17, 6, 64) == "");  // 16-byte aligned again: back to the first key of BLOCK=64
   CHECK(k.num_compiled() == 3);
   CHECK(run(x.data(), 1001, 1, 64) == "");  // stride == 1 specializes
   CHECK(k.num_compiled() == 4);
@@ -707,9 +707,16 @@ TEST_CASE("ops: specialization cache (constexpr, alignment, ints equal to 1)", "
   CHECK(run(x.data(), 1001, 1, 64) == "");  // cached
   CHECK(run(x.data(), 1001, 2, 128) == "");
   CHECK(k.num_compiled() == 7);
+  CHECK(run(x.data(), 17, 3, 64) == "");  // an odd stride: another divisibility
+  CHECK(k.num_compiled() == 8);
+  CHECK(run(x.data(), 17, 4, 64) == "");  // a multiple of 4
+  CHECK(k.num_compiled() == 9);
+  CHECK(run(x.data(), 17, 12, 64) == "");  // 4 * odd: the same key
+  CHECK(run(x.data() + 2, 17, 12, 64) == "");  // 8-byte aligned
+  CHECK(k.num_compiled() == 10);
   // ir() traces but does not compile
   std::string ir = k.ir(true, x.data(), x.data(), 1001, 2, 256);
-  CHECK(k.num_compiled() == 7);
+  CHECK(k.num_compiled() == 10);
   CHECK_FALSE(ir.empty());
 }
 
@@ -729,9 +736,10 @@ TEST_CASE("ops: do_not_specialize turns the integer and pointer specializations 
     k(Grid(cdiv(n, 64)), xp, out.data(), n, stride, 64);
     return diffs(out, w);
   };
-  // Batch sizes 1..40 with stride 1: three specializations (n == 1, n % 16 == 0, the rest) ...
+  // Batch sizes 1..40 with stride 1: six specializations (n == 1, odd, and the largest of 2, 4, 8,
+  // 16 that divides n) ...
   for (int n = 1; n <= 40; ++n) CHECK(run(spec, x.data(), n, 1) == "");
-  CHECK(spec.num_compiled() == 3);
+  CHECK(spec.num_compiled() == 6);
   // ... or one, with the same results, for every n, stride and pointer alignment.
   for (int n = 1; n <= 40; ++n) CHECK(run(nospec, x.data(), n, 1) == "");
   CHECK(run(nospec, x.data() + 1, 33, 3) == "");
@@ -792,6 +800,13 @@ TEST_CASE("ops: kernel.ir() shows the traced and the optimized IR", "[ops]") {
   std::string many = k.ir(false, x.data(), out.data(), 1001, 16);
   CHECK(one != many);
   CHECK(many == k.ir(false, x.data(), out.data(), 17, 16));  // same specialization, same text
+  // pointers and integers are specialized on the power of two (<= 16) they are multiples of
+  CHECK_THAT(mis, Catch::Contains("%0: ptr<f32> {div4}"));
+  std::string n4100 = k.ir(false, x.data(), out.data(), 4100, 16);
+  CHECK_THAT(n4100, Catch::Contains("%2: i32 {div4}"));
+  CHECK(n4100 == k.ir(false, x.data(), out.data(), 4108, 16));
+  CHECK(n4100 != k.ir(false, x.data(), out.data(), 4104, 16));  // {div8}
+  CHECK_THAT(k.ir(false, x.data(), out.data(), 4096, 16), Catch::Contains("%2: i32 {div16}"));
   CHECK(k.num_compiled() == 0);
   // and the kernel still runs correctly
   for (int i = 0; i < 16; ++i) x[i] = float(i) / 16;

@@ -446,11 +446,17 @@ TEST_CASE("matmul PTX without pipelining: ldmatrix, no cp.async (1 stage; K not 
   CHECK(count_of(ptx, "cp.async") == 0);
   CHECK(count_of(ptx, "ldmatrix.sync.aligned.m8n8.x4") > 0);
   ptxtest::assemble("matmul, 1 stage", ptx, "sm_89");
-  // K = 1000: the K-tail mask is not uniform over 8 elements; no pipelining, ldmatrix still.
-  ptx = k.ptx(80, 4, fake_ptr<bf16>(), fake_ptr<bf16>(), fake_ptr<float>(), 1000, 1000, 1000, 64, 64, 32);
+  // K = 1001 (odd): the K-tail mask is not uniform over 8 elements; no pipelining, ldmatrix still.
+  ptx = k.ptx(80, 4, fake_ptr<bf16>(), fake_ptr<bf16>(), fake_ptr<float>(), 1001, 1001, 1001, 64, 64, 32);
   CHECK(count_of(ptx, "cp.async") == 0);
   CHECK(count_of(ptx, "ldmatrix.sync.aligned.m8n8.x4") > 0);
   ptxtest::assemble("matmul, ragged", ptx, "sm_80");
+  // M, N, K = 4000, 4100, 3000: multiples of 16, 4 and 8 (the specialization's divisibility): A's
+  // rows and the K tail allow 16-byte copies, B's rows 8-byte ones; both loads are pipelined.
+  ptx = k.ptx(80, 4, fake_ptr<bf16>(), fake_ptr<bf16>(), fake_ptr<float>(), 4000, 4100, 3000, 64, 64, 32);
+  CHECK(count_of(ptx, "cp.async.cg.shared.global") > 0);
+  CHECK(count_of(ptx, "cp.async.ca.shared.global") > 0);
+  ptxtest::assemble("matmul, 4000x4100x3000", ptx, "sm_80");
 }
 
 TEST_CASE("launch options: with_stages outside 1..8 is a UserError on every backend", "[runtime][pipeline]") {

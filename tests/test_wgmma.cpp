@@ -23,6 +23,7 @@
 #include "gpu_kernels.hpp"
 #include "ir/ir.hpp"
 #include "layout/named_layouts.hpp"
+#include "passes/gpu/gpu_passes.hpp"
 #include "passes/gpu/layout_rules.hpp"
 #include "passes/pass.hpp"
 #include "ptxas_util.hpp"
@@ -262,8 +263,8 @@ TEST_CASE("wgmma ptx: operands staged from registers (no pipelining, a loaded ro
   CHECK(count_of(ptx, "wgmma.mma_async.sync.aligned.m64n64k16") > 0);
   CHECK(count_of(ptx, "fence.proxy.async.shared::cta") > 0);
   ptxtest::assemble("wgmma matmul, 1 stage", ptx, "sm_90a");
-  // K = 1000: the K-tail mask is not uniform over 8 elements, so nothing is pipelined.
-  ptx = k.ptx(90, 4, fake_ptr<bf16>(), fake_ptr<bf16>(), fake_ptr<float>(), 1000, 1000, 1000, 64, 64, 32);
+  // K = 1001: the K-tail mask is not uniform over 8 elements, so nothing is pipelined.
+  ptx = k.ptx(90, 4, fake_ptr<bf16>(), fake_ptr<bf16>(), fake_ptr<float>(), 1001, 1001, 1001, 64, 64, 32);
   CHECK(count_of(ptx, "cp.async") == 0);
   CHECK(count_of(ptx, "wgmma.mma_async") > 0);
   ptxtest::assemble("wgmma matmul, ragged", ptx, "sm_90a");
@@ -273,4 +274,78 @@ TEST_CASE("wgmma ptx: operands staged from registers (no pipelining, a loaded ro
   CHECK(count_of(ptx, "cp.async.cg.shared.global") > 0);
   CHECK(count_of(ptx, "wgmma.mma_async") > 0);
   ptxtest::assemble("wgmma matmul with a row sum", ptx, "sm_90a");
+}
+
+TEST_CASE("wgmma register-A layout: the PTX fragment table (Figure 148), replicated over N warpgroups", "[wgmma][layout]") {
+  for (auto [M, K, gm, gn] : std::vector<std::tuple<int64_t, int64_t, int32_t, int32_t>>{
+           {64, 16, 1, 1}, {128, 64, 2, 1}, {64, 128, 1, 2}, {256, 32, 2, 2}}) {
+    INFO(M << "x" << K << " warpgroups " << gm << "x" << gn);
+    auto l = layout::mma_v2_operand(0, {M, K}, {4 * gm, gn}, 16);
+    for (int32_t w = 0; w < 4 * gm * gn; ++w)
+      for (int32_t lane = 0; lane < 32; ++lane)
+        for (int32_t r = 0; r < l.num_regs(); ++r) {
+          auto c = l.apply({r, lane, w, 0});
+          // register r: element a_i (i = r % 8) of k16 block (r / 8) % (K / 16), 64-row block r / (8 K / 16)
+          const int32_t i = r % 8, kb = (r / 8) % int32_t(K / 16), mb = r / (8 * int32_t(K / 16)), g = w / 4;
+          CHECK(c[0] == 64 * (g % gm) + 64 * gm * mb + 16 * (w % 4) + lane / 4 + 8 * ((i >> 1) & 1));
+          CHECK(c[1] == 16 * kb + 2 * (lane % 4) + (i & 1) + 8 * (i >= 4));
+        }
+  }
+}
+
+TEST_CASE("wgmma attention: q converted once before the loop for register-A; k (transposed) and v pipelined",
+          "[wgmma][pipeline][ptx]") {
+  auto k = ex::make_attention<bf16>();
+  for (bool causal : {false, true}) {
+    INFO((causal ? "causal" : "full"));
+    Grid g(32, 128);
+    g.with_warps(8).with_stages(3);
+    std::string ptx =
+        k.ptx(90, g, fake_ptr<bf16>(), fake_ptr<bf16>(), fake_ptr<bf16>(), fake_ptr<bf16>(), 4096, 0.1f, 128, 64, 128, causal);
+    // s = q k^T: m64n64k16 with a from registers; o += p v: m64n128k16, p from registers too
+    CHECK(count_of(ptx, "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16") > 0);
+    CHECK(count_of(ptx, "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16") > 0);
+    CHECK(ptx.find("k16.f32.bf16.bf16 {%f") != std::string::npos);
+    CHECK(count_of(ptx, "}, {%r") >= 2);  // register-A operands
+    CHECK(count_of(ptx, "cp.async.cg.shared.global") > 0);
+    ptxtest::assemble(std::string("attention ") + (causal ? "causal" : "full"), ptx, "sm_90a");
+  }
+}
+
+TEST_CASE("hoist_conversions: a loop-invariant operand's conversion moves before the loop; loads stay pipelined",
+          "[wgmma][pipeline]") {
+  // The core of attention: q loaded before the key loop, s = q k^T and o += s v in it.
+  auto kern = [](Ptr<bf16> q, Ptr<bf16> k, Ptr<bf16> v, Ptr<float> o, Tile<int32_t> S, Constexpr<int> BM,
+                 Constexpr<int> BN, Constexpr<int> D) {
+    Tile<int32_t> rm = arange(0, BM), rd = arange(0, D);
+    Tile<bf16> tq = load(q + expand_dims(rm, 1) * D + expand_dims(rd, 0));
+    Tile<float> acc = zeros<float>({BM, D});
+    for (auto n0 : range(0, S, BN)) {
+      Tile<int32_t> kv = expand_dims(n0 + arange(0, BN), 1) * D + expand_dims(rd, 0);
+      Tile<float> s = dot(tq, trans(load(k + kv)));
+      acc = dot(cast<bf16>(s), load(v + kv), acc);
+    }
+    store(o + expand_dims(rm, 1) * D + expand_dims(rd, 0), acc);
+  };
+  auto f = tracetest::trace("attn_core", kern, {128, 64, 128}, true, true);
+  passes::run_gpu_pipeline(*f, 8, 3, /*wgmma=*/true);
+  auto loops = tracetest::ops_of(*f, ir::OpKind::For);
+  REQUIRE(loops.size() == 1);
+  const ir::Block& body = loops[0]->region().body();
+  // q's conversion to the register-A layout is in the entry block, before the loop
+  bool q_conv_before = false;
+  for (const auto& op : f->entry().ops) {
+    if (op.get() == loops[0]) break;
+    if (op->kind == ir::OpKind::ConvertLayout && op->operands[0]->def && op->operands[0]->def->kind == ir::OpKind::Load)
+      q_conv_before = true;
+  }
+  CHECK(q_conv_before);
+  // in the loop: both loads pipelined for wgmma (k through its transpose), no conversion of q
+  int wgmma_loads = 0;
+  for (const auto& op : body.ops) {
+    if (op->kind == ir::OpKind::Load && op->has_attr("wgmma")) ++wgmma_loads;
+    if (op->kind == ir::OpKind::ConvertLayout) CHECK(op->operands[0]->def->parent == &body);  // s -> p only
+  }
+  CHECK(wgmma_loads == 2);
+  CHECK(passes::hoist_conversions(*f) == 0);  // nothing left to move
 }

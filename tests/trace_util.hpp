@@ -43,11 +43,11 @@ std::unique_ptr<tle::ir::Function> trace(const char* name, F fn, std::vector<int
     info.name = "arg" + std::to_string(f->arg_info.size());
     if (s.kind == detail::ParamSpec::Pointer) {
       t.value = f->entry().add_arg(ir::scalar_type(tle::DType::ptr, s.dtype));
-      info.divisible_by_16 = ptrs_div16;
+      info.divisibility = ptrs_div16 ? 16 : 1;
       f->arg_info.push_back(info);
     } else if (s.kind == detail::ParamSpec::Scalar) {
       t.value = f->entry().add_arg(ir::scalar_type(s.dtype));
-      info.divisible_by_16 = ints_div16;
+      info.divisibility = ints_div16 ? 16 : 1;
       f->arg_info.push_back(info);
     } else {
       t.i = cx.at(next++);

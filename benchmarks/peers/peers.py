@@ -52,7 +52,7 @@ except Exception as e:  # noqa: BLE001 - report any import failure as a per-case
     class tl:  # noqa: N801 - stand-in so the kernel definitions below still evaluate
         constexpr = "constexpr"
 
-GROUPS = ["copy", "vector_add", "softmax", "layernorm", "matmul", "compile", "launch"]
+GROUPS = ["copy", "vector_add", "softmax", "layernorm", "matmul", "attention", "compile", "launch"]
 
 
 # ----------------------------------------------------------------------------------- output
@@ -357,6 +357,7 @@ class TK:
         self.layer_norm = triton.jit(_layer_norm_fwd_fused_src)
         self.matmul = triton.autotune(configs=matmul_autotune_configs(), key=["M", "N", "K"])(
             triton.jit(_matmul_kernel_src))
+        self.attention = triton.jit(_attention_kernel_src)
         from triton.runtime import driver
         props = driver.active.utils.get_device_properties(torch.cuda.current_device())
         self.num_sm = props["multiprocessor_count"]
@@ -563,6 +564,117 @@ def group_matmul(tm):
         torch.cuda.empty_cache()
 
 
+def _attention_kernel_src(Q, K, V, O, S, qk_scale, BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr,
+                          CAUSAL: tl.constexpr):
+    # FlashAttention-2 forward (Dao 2023, Algorithm 1) as a Triton user writes it, the same
+    # algorithm as tle's ex::make_attention: program (i, bh) takes BM query rows of head bh of
+    # contiguous [batch * heads, S, D] tensors; online softmax in base 2.
+    start_m = tl.program_id(0) * BM
+    head = tl.program_id(1).to(tl.int64) * S * D
+    rm = start_m + tl.arange(0, BM)
+    rd = tl.arange(0, D)
+    q = tl.load(Q + head + rm[:, None] * D + rd[None, :], mask=rm[:, None] < S, other=0.0)
+    m_i = tl.full((BM,), float("-inf"), tl.float32)
+    l_i = tl.zeros((BM,), tl.float32)
+    acc = tl.zeros((BM, D), tl.float32)
+    hi = tl.minimum(start_m + BM, S) if CAUSAL else S
+    for n0 in range(0, hi, BN):
+        rn = n0 + tl.arange(0, BN)
+        kv = head + rn[:, None] * D + rd[None, :]
+        k = tl.load(K + kv, mask=rn[:, None] < S, other=0.0)
+        s = tl.dot(q, tl.trans(k)) * qk_scale
+        keep = rn[None, :] < S
+        if CAUSAL:
+            keep = keep & (rm[:, None] >= rn[None, :])
+        s = tl.where(keep, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        alpha = tl.math.exp2(m_i - m_new)
+        p = tl.math.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(V + kv, mask=rn[:, None] < S, other=0.0)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        m_i = m_new
+    tl.store(O + head + rm[:, None] * D + rd[None, :], (acc / l_i[:, None]).to(O.dtype.element_ty), mask=rm[:, None] < S)
+
+
+ATTENTION_CONFIGS = [(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3)]  # BM, BN, warps, stages
+
+
+def group_attention(tm):
+    for batch, heads, S, D in [(4, 32, 4096, 128), (4, 32, 16384, 128)]:
+        shape = (batch, heads, S, D)
+        q = random_nonzero(shape, torch.bfloat16, seed=31)
+        k = random_nonzero(shape, torch.bfloat16, seed=32)
+        v = random_nonzero(shape, torch.bfloat16, seed=33)
+        o = torch.empty_like(q)
+        sm_scale = 1.0 / math.sqrt(D)
+        for causal in (False, True):
+            case = "attention/bf16/%dx%dx%dx%d%s" % (batch, heads, S, D, "/causal" if causal else "")
+            # Reference on 64 query rows of 4 heads, in f32.
+            hsel = [0, 37 % heads, 71 % heads, heads - 1]
+            rows = torch.arange(0, S, max(1, S // 16), device="cuda")[:16]
+
+            def reference():
+                qs, ks, vs = q[0, hsel].float(), k[0, hsel].float(), v[0, hsel].float()
+                s = (qs[:, rows] @ ks.transpose(1, 2)) * sm_scale
+                if causal:
+                    s = s.masked_fill(torch.arange(S, device="cuda")[None, None, :] > rows[None, :, None], float("-inf"))
+                return torch.softmax(s, -1) @ vs
+
+            want = reference()
+
+            def check(out, what):
+                got = out[0, hsel][:, rows].float()
+                if not torch.allclose(got, want, rtol=2e-2, atol=2e-2):
+                    raise AssertionError("%s: max abs error %g" % (what, (got - want).abs().max().item()))
+
+            def sdpa(backend):
+                # "torch": SDPA as a user calls it (torch picks its backend); "torch_flash": its
+                # FlashAttention-2 backend only.
+                import contextlib
+                from torch.nn.attention import SDPBackend, sdpa_kernel
+                ctx = sdpa_kernel([SDPBackend.FLASH_ATTENTION]) if backend == "torch_flash" else contextlib.nullcontext()
+                with ctx:
+                    o.copy_(F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+                    torch.cuda.synchronize()
+                    check(o, "torch sdpa")
+                    g = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # noqa: E731
+                    emit_ok(case, backend, tm.time(g),
+                            config="torch.nn.functional.scaled_dot_product_attention, %s" % (
+                                "flash backend" if backend == "torch_flash" else "default backend choice"))
+
+            def triton_case():
+                best = None
+                def launcher(BM, BN, warps, stages):
+                    grid = (triton.cdiv(S, BM), batch * heads)
+                    return lambda: tk().attention[grid](q, k, v, o, S, sm_scale * 1.4426950408889634, BM=BM, BN=BN,
+                                                        D=D, CAUSAL=causal, num_warps=warps, num_stages=stages)
+
+                for BM, BN, warps, stages in ATTENTION_CONFIGS:
+                    f = launcher(BM, BN, warps, stages)
+                    try:
+                        o.zero_()
+                        f()
+                        torch.cuda.synchronize()
+                        check(o, "triton attention")
+                    except Exception:  # noqa: BLE001 - a config that does not compile or fit is skipped
+                        continue
+                    t = tm.time(f, reps=3)["ms"]
+                    if best is None or t < best[0]:
+                        best = (t, f, (BM, BN, warps, stages))
+                if best is None:
+                    raise RuntimeError("no Triton attention config compiled and passed the check")
+                emit_ok(case, "triton", tm.time(best[1]),
+                        config="FlashAttention-2 forward in Triton (as tle's example), best of BM, BN, warps, "
+                               "stages = %s" % (ATTENTION_CONFIGS,) + ": %s" % (best[2],))
+
+            guarded(case, "torch", lambda: sdpa("torch"))
+            guarded(case, "torch_flash", lambda: sdpa("torch_flash"))
+            guarded(case, "triton", triton_case)
+        del q, k, v, o
+        torch.cuda.empty_cache()
+
+
 def set_triton_cache_dir(path):
     os.environ["TRITON_CACHE_DIR"] = path
     try:
@@ -669,7 +781,8 @@ def group_launch(tm):
 
 
 GROUP_FNS = {"copy": group_copy, "vector_add": group_vector_add, "softmax": group_softmax,
-             "layernorm": group_layernorm, "matmul": group_matmul, "compile": group_compile, "launch": group_launch}
+             "layernorm": group_layernorm, "matmul": group_matmul, "attention": group_attention,
+             "compile": group_compile, "launch": group_launch}
 
 
 def main():

@@ -7,9 +7,9 @@
 // Parameters are Ptr<T> (host passes T*, a tle::DeviceBuffer<T>, a tle::ManagedBuffer<T>, or, with tle/dlpack.hpp, a DLPack
 // DLTensor* / DLManagedTensor* whose dtype, device and alignment are checked), Tile<T> (host passes a scalar;
 // converted exactly or rejected), and Constexpr<T> (host passes a value; part of the
-// specialization). A launch is specialized, as in Triton, on constexpr values, on 16-byte alignment
-// of each pointer, and on which integer arguments equal 1 or are multiples of 16 (and, on the GPU,
-// on num_warps, num_stages and maxnreg; the CPU backend ignores those three); each specialization
+// specialization). A launch is specialized, as in Triton, on constexpr values, on the alignment of
+// each pointer and on which integer arguments equal 1 or are multiples of 2, 4, 8 or 16 (Triton: 16)
+// (and, on the GPU, on num_warps, num_stages and maxnreg; the CPU backend ignores those three); each specialization
 // is traced and compiled once and cached in memory, so later launches neither trace nor compile.
 // JitOptions::do_not_specialize turns the pointer and integer specializations off per parameter.
 //
@@ -76,8 +76,8 @@ namespace tle {
 struct JitOptions {
   /// Parameters (0-based indices in the lambda's order) left out of the specialization, as
   /// Triton's `do_not_specialize`: an integer Tile<T> scalar is no longer specialized on being 1
-  /// or a multiple of 16, a Ptr<T> on 16-byte alignment. One compiled kernel then serves every
-  /// value (e.g. batch sizes 1..40 compile once instead of three times), at the price of what the
+  /// or a multiple of 2, 4, 8 or 16, a Ptr<T> on its alignment. One compiled kernel then serves
+  /// every value (e.g. batch sizes 1..40 compile once instead of six times), at the price of what the
   /// specialization allowed (a constant 1, vector accesses the alignment proves). Only integer
   /// scalars and pointers have such specializations: another index is a UserError at jit's line.
   std::vector<int> do_not_specialize;

@@ -135,11 +135,12 @@ struct Region {
   const Block& body() const { return *block; }
 };
 
-/// Per-argument facts from specialization (Triton's): a pointer aligned to 16 bytes, or an
-/// integer that is a non-zero multiple of 16.
+/// Per-argument facts from specialization: the largest power of two, at most 16, that a pointer's
+/// address (in bytes) or a non-zero integer is a multiple of (Triton specializes on 16 only; the
+/// smaller powers let ragged shapes, e.g. bf16 rows of 4100 elements, keep 8-byte vectors).
 struct ArgInfo {
   std::string name;
-  bool divisible_by_16 = false;
+  int32_t divisibility = 1;  // 1, 2, 4, 8 or 16
 };
 
 /// A kernel: one function, its body region's block args are the runtime arguments.

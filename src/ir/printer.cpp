@@ -73,7 +73,7 @@ class Printer {
     for (size_t i = 0; i < args.size(); ++i) {
       if (i) out_ += ", ";
       out_ += fmt::format("{}: {}", pos_.value_name(args[i].get()), tstr(args[i]->type));
-      if (i < f.arg_info.size() && f.arg_info[i].divisible_by_16) out_ += " {div16}";
+      if (i < f.arg_info.size() && f.arg_info[i].divisibility > 1) out_ += fmt::format(" {{div{}}}", f.arg_info[i].divisibility);
     }
     out_ += ") {\n";
     line_ = 2;

@@ -129,6 +129,8 @@ void run_gpu_pipeline(ir::Function& f, int num_warps, int num_stages, bool wgmma
   dump.stage("gpu_layouts");
   dce(f);
   dump.stage("gpu_dce");
+  hoist_conversions(f);
+  dump.stage("gpu_hoist");
   pipeline_loads(f, num_warps, num_stages, wgmma);
   dump.stage("gpu_pipeline");
   if (options.verify) {

@@ -1,9 +1,10 @@
 // src/runtime/kernel.cpp - kernel objects: argument checking and packing, specialization keys,
 // the in-memory cache of compiled specializations, and launch on the CPU or the GPU.
 //
-// Specialization (Triton's rules): constexpr values, 16-byte alignment of each pointer, and which
-// integer scalars equal 1 or multiples of 16 select a specialization (JitOptions::do_not_specialize
-// drops a pointer or integer parameter from it); each is traced and compiled once. The in-memory
+// Specialization (Triton's rules, with 2, 4 and 8 besides 16): constexpr values, the power of two
+// up to 16 that each pointer and integer scalar is a multiple of, and which integer scalars equal 1
+// select a specialization (JitOptions::do_not_specialize drops a pointer or integer parameter from
+// it); each is traced and compiled once. The in-memory
 // key adds the backend and, on the GPU, num_warps, num_stages, maxnreg and the CUDA context (a module belongs to one).
 // A UserError thrown while tracing or compiling at an op's line gets a note naming the launch.
 //
@@ -169,6 +170,13 @@ std::string param_str(const ParamSpec& p, bool raw = false) {
 }
 
 bool is_constexpr(const ParamSpec& p) { return p.kind >= ParamSpec::ConstexprInt; }
+
+/// The largest power of two, at most 16, that divides v (16 for v = 0).
+uint64_t pow2_divisor(uint64_t v) {
+  uint64_t d = 1;
+  while (d < 16 && v % (2 * d) == 0) d *= 2;
+  return d;
+}
 
 /// An argument after checking: its 8-byte slot as the compiled code reads it, and the facts the
 /// specialization key uses.
@@ -387,7 +395,7 @@ class KernelState {
                                   a.type_name, a.p, size, dtype_name(p.dtype), size));
           uint64_t s = reinterpret_cast<uintptr_t>(a.p);
           pk.slots.push_back(s);
-          pk.key.push_back(p.specialize && s % 16 == 0 ? 1 : 0);
+          pk.key.push_back(p.specialize ? pow2_divisor(s) : 1);
           break;
         }
         case ParamSpec::Scalar: {
@@ -422,9 +430,12 @@ class KernelState {
             s = float_slot(d, v);
           }
           pk.slots.push_back(s);
-          // Triton's integer specializations: equal to 1 (a constant in the kernel), or a multiple
-          // of 16 (the GPU passes may then vectorize accesses whose offsets it scales).
-          pk.key.push_back(!p.specialize ? 0 : one ? 1 : (is_int(d) && d != DType::i1 && int64_t(s) % 16 == 0 && s != 0) ? 2 : 0);
+          // Integer specializations: equal to 1 (a constant in the kernel), or a multiple of 2, 4,
+          // 8 or 16 (Triton: 16 only; the GPU passes may then vectorize accesses whose offsets it
+          // scales). Key: 1 for the value 1, else the power of two (1: odd, zero, not an integer,
+          // or a parameter JitOptions::do_not_specialize names).
+          const bool divisible = is_int(d) && d != DType::i1 && s != 0;
+          pk.key.push_back(!p.specialize ? 1 : one ? 0 : divisible ? pow2_divisor(s) : 1);
           break;
         }
         case ParamSpec::ConstexprInt:
@@ -474,14 +485,13 @@ class KernelState {
       info.name = fmt::format("arg{}", i);
       if (p.kind == ParamSpec::Pointer) {
         v = f->entry().add_arg(ir::scalar_type(DType::ptr, p.dtype));
-        info.divisible_by_16 = pk.key[i] == 1;
       } else {
         v = f->entry().add_arg(ir::scalar_type(p.dtype));
-        info.divisible_by_16 = pk.key[i] == 2;
       }
+      info.divisibility = pk.key[i] == 0 ? 1 : static_cast<int32_t>(pk.key[i]);
       f->arg_info.push_back(info);
       // Integer scalars equal to 1 are specialized: the kernel sees the constant.
-      if (p.kind == ParamSpec::Scalar && is_int(p.dtype) && pk.key[i] == 1)
+      if (p.kind == ParamSpec::Scalar && is_int(p.dtype) && pk.key[i] == 0)
         v = b.constant(ir::scalar_type(p.dtype), int64_t(1), loc);
       tp[i].value = v;
     }

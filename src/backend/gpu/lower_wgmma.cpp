@@ -4,8 +4,10 @@
 //
 // The layout pass (passes/gpu/assign_layouts.cpp, layout_rules.hpp mma_v3_plan) gives such a
 // dot's result and acc the wgmma accumulator layout of {gm, gn} warpgroups; a and b keep any
-// layout, since wgmma reads them from shared memory through 64-bit matrix descriptors. Each
-// operand is either
+// layout, since wgmma reads them from shared memory through 64-bit matrix descriptors - except an
+// a in the plan's register-A layout (gpu_rules::wgmma_a_in_registers: attention's q and p), which
+// wgmma reads from registers: per instruction the 4 b32 registers of the warp's m16 x k16 A
+// fragment (PTX ISA Figure 148). An operand in shared memory is either
 //   - the current stage buffer of a `wgmma` pipelined load (lower_pipeline.cpp: cp.async copies
 //     into SwizzledTile::make_wgmma buffers), possibly seen through a 2-D transpose, or
 //   - its registers, written here into a K-major make_wgmma tile above the pipeline buffers,
@@ -24,6 +26,7 @@
 #include <fmt/format.h>
 #include <llvm/IR/InlineAsm.h>
 
+#include <array>
 #include <map>
 #include <utility>
 
@@ -103,6 +106,7 @@ bool Lowerer::lower_dot_wgmma(const ir::Op& op) {
   const int64_t M = a->type.shape[0], K = a->type.shape[1], N = b->type.shape[1];
   const int32_t gm = plan->warpgroups[0], gn = plan->warpgroups[1], instr_n = plan->instr_n;
   const int64_t wn = N / gn;
+  const bool a_regs = layout_of(a) && *layout_of(a) == plan->a_regs;
 
   // ---- operands in shared memory
   int64_t staged_end = (smem_base_ + 1023) / 1024 * 1024;  // absolute byte offset
@@ -126,7 +130,7 @@ bool Lowerer::lower_dot_wgmma(const ir::Op& op) {
     o.desc_bits = wgmma_desc_bits(o.tile, o.k_major);
     return o;
   };
-  const SmemOperand oa = operand(a, 0), ob = operand(b, 1);
+  const SmemOperand oa = a_regs ? SmemOperand{} : operand(a, 0), ob = operand(b, 1);
   if (staged) {
     fence_proxy_async();
     barrier();
@@ -157,6 +161,7 @@ bool Lowerer::lower_dot_wgmma(const ir::Op& op) {
   Value* col0 = B.CreateMul(wg_n, i32c(wn));
   const int64_t blocks_m = M / (64 * gm), blocks_n = wn / instr_n;
   const RegMap cm = regs_by_coords(*lr);
+  const RegMap a_regs_map = a_regs ? regs_by_coords(*layout_of(a)) : RegMap{};
   struct AccBlock {
     int64_t m, n;           // register-part origin
     std::vector<int> regs;  // d_0 .. d_{instr_n/2 - 1}
@@ -178,12 +183,45 @@ bool Lowerer::lower_dot_wgmma(const ir::Op& op) {
       blocks.push_back(std::move(blk));
     }
 
+  // A in registers: per 64-row block and k16 step, the fragment's 4 b32 registers (a_{2j}, a_{2j+1}
+  // packed low, high), a_i at row 8 * ((i >> 1) & 1), col (i & 1) + 8 * (i >= 4) of the block.
+  std::map<std::pair<int64_t, int64_t>, std::array<Value*, 4>> a_frag;
+  auto a_fragment = [&](int64_t m, int64_t k) -> const std::array<Value*, 4>& {
+    auto [it, fresh] = a_frag.try_emplace({m, k});
+    if (!fresh) return it->second;
+    const RegMap& am = a_regs_map;
+    auto packed = packed32.find(a);
+    for (int j = 0; j < 4; ++j) {
+      int q[2];
+      for (int h = 0; h < 2; ++h) {
+        const int i = 2 * j + h;
+        auto r = am.find({static_cast<int32_t>(m + 8 * ((i >> 1) & 1)), static_cast<int32_t>(k + (i & 1) + 8 * (i >= 4))});
+        if (r == am.end())
+          throw InternalError(fmt::format("kernel '{}': wgmma lowering of dot: no register of a holds a_{} of block "
+                                          "({}, {}):\n{}",
+                                          fn_ir.name, i, m, k, layout_of(a)->str()));
+        q[h] = r->second;
+      }
+      Value* p = nullptr;
+      if (packed != packed32.end())  // registers that arrived packed (ldmatrix) are used as they are
+        if (auto pq = packed->second.find({q[0], q[1]}); pq != packed->second.end()) p = pq->second;
+      if (!p)
+        p = B.CreateOr(B.CreateZExt(B.CreateBitCast(reg(a, q[0]), B.getInt16Ty()), i32),
+                       B.CreateShl(B.CreateZExt(B.CreateBitCast(reg(a, q[1]), B.getInt16Ty()), i32), 16));
+      it->second[static_cast<size_t>(j)] = p;
+    }
+    return it->second;
+  };
+
   // ---- the instructions
   const int nacc = instr_n / 2;
   llvm::Type* f32 = B.getFloatTy();
   std::vector<llvm::Type*> outs(static_cast<size_t>(nacc), f32);
   auto* ret_ty = llvm::StructType::get(ctx, outs);
-  std::vector<llvm::Type*> ins = {i64, i64, i32};
+  std::vector<llvm::Type*> ins;
+  if (a_regs) ins = {i32, i32, i32, i32, i64, i32};
+  else ins = {i64, i64, i32};
+  const int nin = static_cast<int>(ins.size());
   ins.insert(ins.end(), outs.begin(), outs.end());
   auto* mma_ty = llvm::FunctionType::get(ret_ty, ins, false);
   std::string regs_list, cons;
@@ -191,14 +229,18 @@ bool Lowerer::lower_dot_wgmma(const ir::Op& op) {
     regs_list += fmt::format("{}${}", i ? ", " : "", i);
     cons += "=f,";
   }
-  cons += "l,l,r";
+  cons += a_regs ? "r,r,r,r,l,r" : "l,l,r";
   for (int i = 0; i < nacc; ++i) cons += fmt::format(",{}", i);
   const char* ty = a->type.dtype == DType::bf16 ? "bf16" : "f16";
+  const std::string a_arg = a_regs ? fmt::format("{{${}, ${}, ${}, ${}}}", nacc, nacc + 1, nacc + 2, nacc + 3)
+                                   : fmt::format("${}", nacc);
+  const std::string trans = a_regs ? fmt::format("{}", ob.k_major ? 0 : 1)
+                                   : fmt::format("{}, {}", oa.k_major ? 0 : 1, ob.k_major ? 0 : 1);
   auto* mma = llvm::InlineAsm::get(
       mma_ty,
       fmt::format("{{\n.reg .pred p;\nsetp.ne.b32 p, ${2}, 0;\n"
-                  "wgmma.mma_async.sync.aligned.m64n{0}k16.f32.{1}.{1} {{{3}}}, ${4}, ${5}, p, 1, 1, {6}, {7};\n}}",
-                  instr_n, ty, nacc + 2, regs_list, nacc, nacc + 1, oa.k_major ? 0 : 1, ob.k_major ? 0 : 1),
+                  "wgmma.mma_async.sync.aligned.m64n{0}k16.f32.{1}.{1} {{{3}}}, {4}, ${5}, p, 1, 1, {6};\n}}",
+                  instr_n, ty, nacc + nin - 1, regs_list, a_arg, nacc + nin - 2, trans),
       cons, /*hasSideEffects=*/true);
   auto simple = [&](const char* text) {
     auto* fty = llvm::FunctionType::get(B.getVoidTy(), false);
@@ -213,7 +255,13 @@ bool Lowerer::lower_dot_wgmma(const ir::Op& op) {
     for (const AccBlock& blk : blocks) {
       Value* m0 = B.CreateAdd(row0, i32c(blk.m));
       Value* n0 = B.CreateAdd(col0, i32c(blk.n));
-      std::vector<Value*> args = {descriptor(oa, m0, i32c(kk * 16)), descriptor(ob, i32c(kk * 16), n0), i32c(1)};
+      std::vector<Value*> args;
+      if (a_regs) {
+        const auto& fa = a_fragment(blk.m, kk * 16);
+        args = {fa[0], fa[1], fa[2], fa[3], descriptor(ob, i32c(kk * 16), n0), i32c(1)};
+      } else {
+        args = {descriptor(oa, m0, i32c(kk * 16)), descriptor(ob, i32c(kk * 16), n0), i32c(1)};
+      }
       for (int q : blk.regs) args.push_back(acc[static_cast<size_t>(q)]);
       llvm::CallInst* call = B.CreateCall(mma_ty, mma, args);
       call->addFnAttr(llvm::Attribute::Convergent);  // the whole warpgroup issues it together

@@ -7,8 +7,9 @@
 //  2. anchors: a dot that can run on tensor cores (layout_rules.hpp: mma_v3_plan on targets with
 //     wgmma, else mma_v2_plan) offers the wgmma or mma.sync accumulator layout to its result and
 //     acc first (so a loop-carried accumulator, its zero init and the loop results carry it); a
-//     wgmma dot's a and b get no layout from it (the lowering reads them from shared memory,
-//     whatever their layout); then each load / store / atomic on a pointer
+//     wgmma dot's b, and its a when a is a load of the dot's block, get no layout from it (the
+//     lowering reads them from shared memory, whatever their layout); any other a is offered, then
+//     converted to, wgmma's register-A layout; then each load / store / atomic on a pointer
 //     tile gets a coalesced blocked layout from its pointer's contiguity; its result takes it,
 //     its operands are offered it;
 //  3. propagation: a worklist spreads layouts along the per-op relations (layout_rules.hpp), both
@@ -176,6 +177,8 @@ class Assigner {
       offer(op->operands[0], plan.a);
       offer(op->operands[1], plan.b);
     }
+    for (auto& [op, plan] : wgmma_plans_)
+      if (wgmma_a_in_registers(*op)) offer(op->operands[0], plan.a_regs);
     drain();
     defaults(f_.entry());
     fix_block(f_.entry());
@@ -191,7 +194,7 @@ class Assigner {
   std::unordered_map<const Op*, Anchor> anchors_;
   std::vector<std::pair<Op*, MmaV2Plan>> mma_plans_;  // dots that may run on tensor cores, program order
   std::unordered_map<const Op*, size_t> mma_index_;    // dot -> its entry in mma_plans_
-  std::unordered_map<const Op*, LL> wgmma_acc_;        // dots that may run on wgmma -> their accumulator layout
+  std::unordered_map<const Op*, MmaV3Plan> wgmma_plans_;  // dots that may run on wgmma
   std::deque<Value*> queue_;
   struct Cached {
     Value* value;
@@ -240,7 +243,7 @@ class Assigner {
       if (v3) {
         offer(op.result(), v3->acc);
         offer(op.operands[2], v3->acc);
-        wgmma_acc_.emplace(&op, std::move(v3->acc));
+        wgmma_plans_.emplace(&op, std::move(*v3));
       } else if (op.kind == OpKind::Dot)
         if (auto plan = mma_v2_plan(op, nw_)) {
           offer(op.result(), plan->acc);
@@ -567,7 +570,11 @@ class Assigner {
           case OpKind::Scan: conv(0, lay(op.result())); break;
           case OpKind::Dot: {
             conv(2, lay(op.result()));
-            if (wgmma_acc_.count(&op)) break;  // a and b: any layout (read from shared memory)
+            if (auto w = wgmma_plans_.find(&op); w != wgmma_plans_.end()) {
+              // b (and a loaded in this block): any layout, read from shared memory
+              if (lay(op.result()) == w->second.acc && wgmma_a_in_registers(op)) conv(0, w->second.a_regs);
+              break;
+            }
             auto p = mma_index_.find(&op);
             if (p != mma_index_.end() && lay(op.result()) == mma_plans_[p->second].second.acc) {
               const MmaV2Plan& plan = mma_plans_[p->second].second;

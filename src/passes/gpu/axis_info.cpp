@@ -72,12 +72,12 @@ class Analysis {
     for (size_t i = 0; i < entry.args.size(); ++i) {
       const Value* a = entry.args[i].get();
       const ir::Type& t = a->type;
-      const bool d16 = i < f_.arg_info.size() && f_.arg_info[i].divisible_by_16;
+      const int64_t div = i < f_.arg_info.size() ? f_.arg_info[i].divisibility : 1;
       if (t.dtype == DType::ptr) {
         // A typed pointer is at least naturally aligned (the runtime rejects nothing else).
-        info_[a] = splat(t, d16 ? 16 : elem_bytes(t.pointee), std::nullopt);
-      } else if (d16) {  // an integer specialized as a multiple of 16
-        info_[a] = splat(t, 16, std::nullopt);
+        info_[a] = splat(t, std::max<int64_t>(div, elem_bytes(t.pointee)), std::nullopt);
+      } else if (div > 1) {  // an integer specialized as a multiple of div
+        info_[a] = splat(t, div, std::nullopt);
       } else {
         info_[a] = unknown(t);
       }

@@ -23,6 +23,11 @@ namespace tle::passes {
 /// TLE_VERIFY=1).
 void assign_layouts(ir::Function& f, int num_warps, bool wgmma = false);
 
+/// Loop-invariant conversions (hoist_conversions.cpp; run after assign_layouts and dce): every
+/// convert_layout directly in a `for` body whose operand is defined outside the loop moves to right
+/// before the loop, out of every enclosing loop for which that holds. Returns the number of moves.
+int hoist_conversions(ir::Function& f);
+
 /// Software pipelining, the decision (pipeline_loads.cpp; run after assign_layouts and dce): in
 /// every innermost `for`, marks the loads the GPU lowering copies ahead with cp.async into
 /// `num_stages` shared-memory buffers (int attribute `pipelined = 1` on the load, `num_stages` on

@@ -123,7 +123,14 @@ std::optional<MmaV3Plan> mma_v3_plan(const ir::Op& op, int num_warps) {
   p.warpgroups = {gm, gn};
   p.instr_n = static_cast<int32_t>(std::min<int64_t>(N / gn, 256));
   p.acc = layout::wgmma_accumulator(r.shape, p.warpgroups);
+  p.a_regs = layout::mma_v2_operand(0, a.shape, {4 * gm, gn}, 16);
   return p;
+}
+
+bool wgmma_a_in_registers(const ir::Op& dot) {
+  const ir::Value* a = dot.operands.at(0);
+  if (a->def && a->def->kind == ir::OpKind::Permute) a = a->def->operands.at(0);
+  return !(a->def && a->def->kind == ir::OpKind::Load && a->def->parent == dot.parent);
 }
 
 int64_t wgmma_atom(const ir::Op& dot, unsigned idx, int cdim, int num_warps) {

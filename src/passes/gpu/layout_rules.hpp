@@ -64,6 +64,10 @@ struct MmaV3Plan {
   std::vector<int32_t> warpgroups;  ///< {gm, gn}: warpgroups (4 consecutive warps) along M, along N
   int32_t instr_n = 0;              ///< N of one instruction: min(N / gn, 256)
   LL acc;                           ///< layout::wgmma_accumulator(shape, warpgroups)
+  /// a held in registers (wgmma's register-A form, PTX ISA Figure 148: per warp the mma.sync
+  /// m16n8k16 A fragment, warp w of a warpgroup on rows 16w..16w+15): mma_v2_operand(0, a.shape,
+  /// {4 gm, gn}, 16), replicated over the gn warpgroups of a row block.
+  LL a_regs;
 };
 /// The plan for dot `op` with `num_warps` warps, or nullopt when it does not qualify: a and b both
 /// f16 or both bf16, acc and result f32, rank 2, powers of two, num_warps a multiple of 4, M a
@@ -73,6 +77,11 @@ struct MmaV3Plan {
 /// assign_layouts on targets with wgmma (before mma_v2_plan), by pipeline_loads and by the GPU
 /// lowering (which takes the wgmma path when the result and acc carry `acc`).
 std::optional<MmaV3Plan> mma_v3_plan(const ir::Op& op, int num_warps);
+/// Whether wgmma dot `dot` reads a from registers (`a_regs`) rather than shared memory: a is not
+/// a load (or the 2-D transpose of one) in the dot's own block - e.g. a tile loaded before the K
+/// loop (converted once, before it: passes::hoist_conversions) or computed in the loop, like the
+/// probabilities of attention. Loads of the dot's block are pipelined into shared memory instead.
+bool wgmma_a_in_registers(const ir::Op& dot);
 
 /// The atom width (columns of 16-bit elements: 16, 32 or 64, i.e. the 32, 64 or 128-byte swizzle)
 /// of the shared-memory tile that operand `idx` (0: a, 1: b) of wgmma dot `dot` is read from when
