@@ -432,7 +432,7 @@ class KernelState {
           pk.slots.push_back(s);
           // Integer specializations: equal to 1 (a constant in the kernel), or a multiple of 2, 4,
           // 8 or 16 (Triton: 16 only; the GPU passes may then vectorize accesses whose offsets it
-          // scales). Key: 1 for the value 1, else the power of two (1: odd, zero, not an integer,
+          // scales). Key: 0 for the value 1, else the power of two (1: odd, zero, not an integer,
           // or a parameter JitOptions::do_not_specialize names).
           const bool divisible = is_int(d) && d != DType::i1 && s != 0;
           pk.key.push_back(!p.specialize ? 1 : one ? 0 : divisible ? pow2_divisor(s) : 1);
@@ -504,8 +504,6 @@ class KernelState {
     return f;
   }
 
-  /// The compiled specialization for `key` (pk.key extended with the backend facts), compiling
-  /// it on a miss. `gpu_ctx` is the current CUcontext for a GPU launch, null for the CPU.
   /// Runs f (a trace, the passes, a compile) and adds to a UserError it throws at another line (an
   /// op in the lambda) a note naming the launch at `loc` and its constexpr arguments: the values
   /// that made the op invalid (BLOCK = 0, say) come from that launch.
@@ -535,6 +533,8 @@ class KernelState {
     }
   }
 
+  /// The compiled specialization for `key` (pk.key extended with the backend facts), compiling
+  /// it on a miss; `loc` is the launch's (noting_launch).
   std::shared_ptr<Compiled> get(const void* fn, const Packed& pk, const std::vector<uint64_t>& key, bool on_gpu,
                                 const gpu::Options& opt, const SrcLoc& loc) {
     {
@@ -666,8 +666,9 @@ KernelState* kernel_create(const char* name, const std::vector<ParamSpec>& param
   k->params = params;
   for (int i : do_not_specialize) {
     if (i < 0 || i >= static_cast<int>(params.size()))
-      throw UserError(loc, fmt::format("do_not_specialize: {} is not a parameter index of kernel {} (0 to {})", i,
-                                       k->signature(), params.size() - 1));
+      throw UserError(loc, fmt::format("do_not_specialize: {} is not a parameter index of kernel {} ({})", i,
+                                       k->signature(),
+                                       params.empty() ? "it has none" : fmt::format("0 to {}", params.size() - 1)));
     ParamSpec& p = k->params[i];
     const bool integer = p.kind == ParamSpec::Scalar && is_int(p.dtype) && p.dtype != DType::i1;
     if (!integer && p.kind != ParamSpec::Pointer)

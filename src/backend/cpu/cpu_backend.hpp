@@ -3,7 +3,8 @@
 // runtime caches the object code on disk (src/runtime/kernel.cpp) as it caches PTX.
 //
 // Lowering model: every tile value is an array in the kernel's stack frame (one element per tile
-// element, row-major), every op a loop over its elements, which LLVM's vectorizers see as plain
+// element, row-major; beyond 256 KiB per program the largest arrays live in a per-thread scratch
+// arena instead), every op a loop over its elements, which LLVM's vectorizers see as plain
 // loops; values with one element, and splats (constants, broadcast scalars), are SSA registers.
 // Masked lanes of load/store/atomics are never accessed.
 //

@@ -7,7 +7,6 @@
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
-#include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Passes/PassBuilder.h>
@@ -156,12 +155,13 @@ RuntimeError program_fault_error(const CompiledKernel& k, const int64_t grid[3],
                                  const SrcLoc& launched_at) {
   const int64_t x = f.pid % grid[0], y = f.pid / grid[0] % grid[1], z = f.pid / grid[0] / grid[1];
   std::string where = launched_at.known() ? fmt::format(" launched at {}:{}", launched_at.file, launched_at.line) : "";
+  std::string program = f.pid >= 0 ? fmt::format("program ({}, {}, {})", x, y, z) : "a program (before its first)";
   return RuntimeError("tle::cpu::launch",
-                      fmt::format("kernel '{}'{}: program ({}, {}, {}) of the grid {}x{}x{} stopped on {} at address "
-                                  "{}; a load, store or atomic of the program reached memory it may not (a null or "
-                                  "freed pointer, or an offset or mask that lets an access leave its buffer). The "
-                                  "programs still running finished; the others did not run",
-                                  k.kernel, where, x, y, z, grid[0], grid[1], grid[2],
+                      fmt::format("kernel '{}'{}: {} of the grid {}x{}x{} stopped on {} at address {}; a load, store "
+                                  "or atomic of the program reached memory it may not (a null or freed pointer, or "
+                                  "an offset or mask that lets an access leave its buffer). The programs still "
+                                  "running finished; the others did not run",
+                                  k.kernel, where, program, grid[0], grid[1], grid[2],
                                   detail::signal_description(f.signal), f.address));
 }
 
