@@ -288,6 +288,29 @@ TEST_CASE("runtime: ManagedBuffer is the portable buffer: host memory without a 
   CHECK(z.empty());
 }
 
+TEST_CASE("gpu: ManagedBuffer is managed memory where a driver is present; the same code runs on both backends",
+          "[.gpu]") {
+  REQUIRE(cuda::driver() != nullptr);
+  ManagedBuffer<float> x(1000, 1.5f), y(1000);
+  CHECK(x.managed());
+  CUmemorytype type{};
+  cuda::check(cuda::driver()->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                                    static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(x.data()))),
+              "cuPointerGetAttribute");
+  CHECK((type == CU_MEMORYTYPE_DEVICE || type == CU_MEMORYTYPE_UNIFIED));
+  auto twice = jit("managed_twice", [](Ptr<float> x, Ptr<float> y, Tile<int32_t> n) {
+    Tile<int32_t> o = program_id(0) * 256 + arange(0, 256);
+    store(y + o, load(x + o, o < n) * 2.0f, o < n);
+  });
+  for (Backend b : {Backend::GPU, Backend::CPU}) {
+    std::fill(y.begin(), y.end(), 0.0f);
+    twice(Grid(cdiv(1000, 256)).backend(b), x, y, 1000);
+    tle::synchronize();
+    CHECK(y[0] == 3.0f);
+    CHECK(y[999] == 3.0f);
+  }
+}
+
 // Run in a fresh process by the test below, with TLE_CACHE_DIR set and TLE_TEST_EXPECT=cold|warm.
 TEST_CASE("runtime child: CPU kernels go through the disk cache", "[.runtime_child]") {
   const std::string expect = std::getenv("TLE_TEST_EXPECT");
