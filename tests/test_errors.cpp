@@ -579,6 +579,21 @@ TEST_CASE("errors: other invalid requests", "[errors]") {
 
 // ============================================================================ Kernel::ptx, Kernel::ir
 
+TEST_CASE("errors: a constexpr the GPU refuses (not a power of two) names the op and, in a note, the call", "[errors]") {
+  line = 0;
+  auto k = jit("err_block24", [](Ptr<float> x, Constexpr<int> BLOCK) {
+    line = __LINE__; Tile<int32_t> o = arange(0, BLOCK);
+    store(x + o, 1.0f);
+  });
+  const int call_line = __LINE__ + 2;
+  errtest::expect_user_error(
+      [&] { (void)k.ptx(90, 4, buf.data(), 24); },
+      {"power-of-two", "test_errors.cpp:" + std::to_string(call_line) +
+                           ": note: kernel err_block24(Ptr<f32>, Constexpr<integer>) was traced for this launch, "
+                           "constexpr argument 2 = 24"},
+      "test_errors.cpp", line);
+}
+
 TEST_CASE("errors: Kernel::ptx and Kernel::ir name the caller's line", "[errors]") {
   auto k = jit("errors_inspect", [](Ptr<float> x, Tile<int32_t> n, Constexpr<int> BLOCK) {
     Tile<int32_t> o = arange(0, BLOCK);
