@@ -39,6 +39,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <functional>
 #include <set>
 
 #include "../examples/kernels.hpp"
@@ -453,6 +454,36 @@ void group_layernorm(bench::Timer& tm) {
   }
 }
 
+/// A manual sweep (tle has no autotuner yet): runs each config once through `check` (a message
+/// when the result is wrong, "" when right), times the good ones with a few repetitions and
+/// returns the fastest (null if none passed). `sweep` gets each config's quick median, `errors`
+/// each failure; a config that throws is added to `broken` (if given) and not tried again.
+template <class Cfg>
+const Cfg* sweep_configs(bench::Timer& tm, const std::vector<Cfg>& cfgs, const std::function<void(const Cfg&)>& run,
+                         const std::function<std::string()>& check, std::string& sweep, std::string& errors,
+                         std::set<std::string>* broken = nullptr) {
+  const Cfg* best = nullptr;
+  double best_ms = INFINITY;
+  for (const Cfg& cfg : cfgs) {
+    if (broken && broken->count(cfg.str())) continue;
+    try {
+      run(cfg);
+      tm.stream().synchronize();
+      if (std::string bad = check(); !bad.empty()) {
+        errors += "[" + cfg.str() + "] " + bad + "; ";
+        continue;
+      }
+      Timing quick = tm.time([&] { run(cfg); }, 3);
+      sweep += (sweep.empty() ? "" : "; ") + cfg.str() + ": " + std::to_string(quick.median) + " ms";
+      if (quick.median < best_ms) best_ms = quick.median, best = &cfg;
+    } catch (const std::exception& e) {
+      if (broken) broken->insert(cfg.str());
+      errors += "[" + cfg.str() + "] " + bench::error_text(e, 600) + "; ";
+    }
+  }
+  return best;
+}
+
 struct MmConfig {
   int BM, BN, BK, warps, stages = 3;  // stages: Grid::with_stages (cp.async pipelining depth)
   std::string str() const {
@@ -504,33 +535,21 @@ template <class TO> void matmul_cases(bench::Timer& tm, const std::string& out_n
       });
       DeviceBuffer<bf16> da(a), db(b);
       DeviceBuffer<TO> dc(size_t(M) * N);
+      dc.fill_zero();
       std::vector<bf16>().swap(a), std::vector<bf16>().swap(b);
       const double rtol = std::is_same_v<TO, bf16> ? 1.0 / 128 : 1e-4, atol = 2e-3 * std::sqrt(double(K));
       std::string errors, sweep;  // sweep: each config's quick median
-      const MmConfig* best = nullptr;
-      double best_ms = INFINITY;
-      for (const auto& cfg : configs) {
-        if (broken.count(cfg.str())) continue;
-        auto run = [&] { mm(cfg.grid(M, N).on(tm.stream()), da, db, dc, M, N, K, cfg.BM, cfg.BN, cfg.BK, 1.0f); };
-        try {
-          dc.fill_zero();
-          run();
-          tm.stream().synchronize();
-          auto cv = dc.to_host();
-          auto chk = bench::compare(at.size(), [&](size_t t) { return double(bench::to_float(cv[at[t]])); },
-                                    [&](size_t t) { return want[t]; }, rtol, atol);
-          if (!chk.ok) {
-            errors += "[" + cfg.str() + "] " + chk.message + "; ";
-            continue;
-          }
-          Timing quick = tm.time(run, 3);
-          sweep += (sweep.empty() ? "" : "; ") + cfg.str() + ": " + std::to_string(quick.median) + " ms";
-          if (quick.median < best_ms) best_ms = quick.median, best = &cfg;
-        } catch (const std::exception& e) {
-          broken.insert(cfg.str());
-          errors += "[" + cfg.str() + "] " + bench::error_text(e, 600) + "; ";
-        }
-      }
+      const MmConfig* best = sweep_configs<MmConfig>(
+          tm, configs,
+          [&](const MmConfig& cfg) { mm(cfg.grid(M, N).on(tm.stream()), da, db, dc, M, N, K, cfg.BM, cfg.BN, cfg.BK, 1.0f); },
+          [&] {
+            auto cv = dc.to_host();
+            dc.fill_zero();  // the next config checked must write every element itself
+            auto chk = bench::compare(at.size(), [&](size_t t) { return double(bench::to_float(cv[at[t]])); },
+                                      [&](size_t t) { return want[t]; }, rtol, atol);
+            return chk.ok ? std::string() : chk.message;
+          },
+          sweep, errors, &broken);
       if (!best) return emit_error(c, "no config compiled and passed the check: " + errors);
       const MmConfig cfg = *best;
       auto run = [&] { mm(cfg.grid(M, N).on(tm.stream()), da, db, dc, M, N, K, cfg.BM, cfg.BN, cfg.BK, 1.0f); };
@@ -591,41 +610,26 @@ void group_attention(bench::Timer& tm) {
                    " stages=" + std::to_string(stages);
           }
         };
-        const std::vector<Cfg> cfgs = {{128, 64, 8, 3}, {128, 128, 8, 3}, {128, 64, 8, 2}, {64, 64, 4, 3}};
+        // 4 warps: warp-specialized on sm_90a (a producer warpgroup beside the compute warpgroup)
+        const std::vector<Cfg> cfgs = {{128, 64, 8, 3}, {128, 128, 8, 3}, {64, 64, 4, 3}, {64, 64, 4, 4}};
         std::string errors, sweep;
-        const Cfg* best = nullptr;
-        double best_ms = INFINITY;
-        for (const Cfg& cfg : cfgs) {
-          auto run = [&] {
-            attn(Grid(cdiv(S, cfg.BM), BH).with_warps(cfg.warps).with_stages(cfg.stages).on(tm.stream()), dq, dk, dv,
-                 dout, S, qk_scale, cfg.BM, cfg.BN, D, causal);
-          };
-          try {
-            dout.fill_zero();
-            run();
-            tm.stream().synchronize();
-            auto o = dout.to_host();
-            auto chk = bench::compare(
-                want.size(),
-                [&](size_t t) { return double(bench::to_float(o[(size_t(rows[t / D].first) * S + rows[t / D].second) * D + t % D])); },
-                [&](size_t t) { return want[t]; }, 2e-2, 2e-2);
-            if (!chk.ok) {
-              errors += "[" + cfg.str() + "] " + chk.message + "; ";
-              continue;
-            }
-            Timing quick = tm.time(run, 3);
-            sweep += (sweep.empty() ? "" : "; ") + cfg.str() + ": " + std::to_string(quick.median) + " ms";
-            if (quick.median < best_ms) best_ms = quick.median, best = &cfg;
-          } catch (const std::exception& e) {
-            errors += "[" + cfg.str() + "] " + bench::error_text(e, 600) + "; ";
-          }
-        }
-        if (!best) return emit_error(c, "no config compiled and passed the check: " + errors);
-        const Cfg cfg = *best;
-        auto run = [&] {
+        auto launch = [&](const Cfg& cfg) {
           attn(Grid(cdiv(S, cfg.BM), BH).with_warps(cfg.warps).with_stages(cfg.stages).on(tm.stream()), dq, dk, dv,
                dout, S, qk_scale, cfg.BM, cfg.BN, D, causal);
         };
+        dout.fill_zero();
+        const Cfg* best = sweep_configs<Cfg>(tm, cfgs, launch, [&] {
+          auto o = dout.to_host();
+          dout.fill_zero();
+          auto chk = bench::compare(
+              want.size(),
+              [&](size_t t) { return double(bench::to_float(o[(size_t(rows[t / D].first) * S + rows[t / D].second) * D + t % D])); },
+              [&](size_t t) { return want[t]; }, 2e-2, 2e-2);
+          return chk.ok ? std::string() : chk.message;
+        }, sweep, errors);
+        if (!best) return emit_error(c, "no config compiled and passed the check: " + errors);
+        const Cfg cfg = *best;
+        auto run = [&] { launch(cfg); };
         Json extra;
         extra.str("sweep", sweep);
         if (!errors.empty()) extra.str("config_errors", errors.substr(0, 1500));

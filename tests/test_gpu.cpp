@@ -315,6 +315,30 @@ TEST_CASE("gpu: attention (wgmma with q and p from registers) matches a double r
       }
 }
 
+TEST_CASE("gpu: Kernel::stats reports registers, spills and warps; a spilling config is not silent", "[.gpu]") {
+  if (!have_gpu()) return;
+  auto mm = gk::matmul<bf16>();
+  DeviceBuffer<bf16> a(size_t(256) * 256), b(size_t(256) * 256);
+  DeviceBuffer<float> c(size_t(256) * 256);
+  // 128x256 over 8 warps, 4 stages: warp-specialized (4 producer warps more), no spills.
+  KernelStats ws = mm.stats(Grid(2, 1).with_warps(8).with_stages(4), a, b, c, 256, 256, 256, 128, 256, 64);
+  CHECK(ws.backend == Backend::GPU);
+  CHECK(ws.num_warps == 12);
+  CHECK(ws.registers > 0);
+  CHECK(ws.local_bytes == 0);
+  CHECK(ws.shared_bytes > 4 * 48 * 1024);
+  CHECK(ws.jit_log.find("registers") != std::string::npos);
+  // The same tile on one warpgroup: 256 accumulator registers per thread cannot fit.
+  KernelStats spill = mm.stats(Grid(2, 1).with_warps(4).with_stages(2), a, b, c, 256, 256, 256, 128, 256, 64);
+  CHECK(spill.num_warps == 8);
+  CHECK(spill.local_bytes > 0);
+  // attention with BM = 128 on 4 warps (the cliff the Hopper issue names) reports its spills too
+  auto attn = ex::make_attention<bf16>();
+  DeviceBuffer<bf16> q(size_t(1024) * 128), o(size_t(1024) * 128);
+  KernelStats at = attn.stats(Grid(8, 1).with_warps(4), q, q, q, o, 1024, 0.1f, 128, 128, 128, false);
+  CHECK(at.local_bytes > 0);
+}
+
 TEST_CASE("gpu: reductions of every kind match the CPU; E15 NaN/inf and E16 ties", "[.gpu]") {
   if (!have_gpu()) return;
   auto run = [](auto tag, int R, int C, int axis, bool special, double rtol) {

@@ -752,6 +752,27 @@ TEST_CASE("ops: do_not_specialize turns the integer and pointer specializations 
   CHECK(spec.ir(true, x.data(), x.data(), 1, 1, 64) != spec.ir(true, x.data(), x.data(), 5, 3, 64));
 }
 
+TEST_CASE("ops: Kernel::stats compiles the specialization once without launching; CPU facts", "[ops]") {
+  auto k = jit("stats_kernel", [](Ptr<float> out, Tile<int32_t> n, Constexpr<int> BLOCK) {
+    Tile<int32_t> offs = arange(0, BLOCK);
+    store(out + offs, offs.to<float>(), offs < n);
+  });
+  Buf<float> out(64, -1.0f);
+  KernelStats s = k.stats(Grid(1).backend(Backend::CPU), out.data(), 64, 64);
+  CHECK(s.backend == Backend::CPU);
+  CHECK(s.registers == 0);
+  CHECK(s.local_bytes == 0);
+  CHECK(k.num_compiled() == 1);
+  CHECK(out[0] == -1.0f);  // nothing ran
+  k(Grid(1).backend(Backend::CPU), out.data(), 64, 64);  // the same specialization: no compile
+  CHECK(k.num_compiled() == 1);
+  CHECK(out[63] == 63.0f);
+  // bad arguments throw as a launch would, at the Grid's line
+  const int line = __LINE__ + 1;
+  CHECK_THROWS_MATCHES(k.stats(Grid(1).backend(Backend::CPU).with_warps(3), out.data(), 64, 64), UserError,
+                       Catch::Predicate<UserError>([&](const UserError& e) { return int(e.line()) == line; }));
+}
+
 TEST_CASE("ops: different constexpr types and values give correct results", "[ops]") {
   auto k = jit("spec_types", [](Ptr<float> out, Constexpr<float> SCALE, Constexpr<bool> NEG, Constexpr<int64_t> OFF) {
     Tile<float> v = arange(0, N17).to<float>() * SCALE + float(OFF);

@@ -305,6 +305,20 @@ inline LaunchOptions launch_options(const Grid& grid) {
 }
 }  // namespace detail
 
+/// What the compiler made of one specialization (Kernel::stats). On the CPU backend only
+/// `backend` is set.
+struct KernelStats {
+  Backend backend = Backend::CPU;
+  int num_warps = 0;     ///< warps per program at launch (GPU; with a warp-specialized K loop, 4 more than asked)
+  int registers = 0;     ///< registers per thread (GPU; cuFuncGetAttribute NUM_REGS)
+  /// Local memory per thread in bytes (GPU; LOCAL_SIZE_BYTES): registers spilled by ptxas (and
+  /// local arrays). Above 0 the kernel spills: fewer elements per thread (smaller tiles, more
+  /// warps) or a lower .with_stages usually fix it; tle prints a warning when it compiles one.
+  int local_bytes = 0;
+  int shared_bytes = 0;  ///< dynamic shared memory per program in bytes (GPU)
+  std::string jit_log;   ///< the driver JIT's info log (ptxas: registers, spill stores and loads)
+};
+
 /// A kernel made from a lambda by tle::jit. Callable as kernel(grid, args...). Thread-safe: several
 /// threads may launch it at once. Not copyable (its specialization cache is owned here).
 template <class F> class Kernel {
@@ -373,6 +387,21 @@ template <class F> class Kernel {
   }
   /// How many specializations have been compiled (each once).
   size_t num_compiled() const { return detail::kernel_num_compiled(state_); }
+  /// Compiles (once, cached as a launch would) the specialization that a launch on `launch` with
+  /// these arguments selects, without launching it, and returns what the compiler made of it:
+  /// registers, spilled (local) bytes, shared memory, warps (KernelStats). Throws as a launch
+  /// would for bad arguments or options (UserError at the Grid's line) or a failed compile.
+  template <class... A> KernelStats stats(const Grid& launch, const A&... args) const {
+    (void)detail::kernel_call<Args, std::tuple<A...>>::ok;  // compile-time argument checks
+    std::array<detail::HostArg, sizeof...(A)> h{detail::host_arg(args)...};
+    detail::KernelStatsData d =
+        detail::kernel_stats(state_, &fn_, detail::launch_options(launch), h.data(), h.size(), launch.loc);
+    KernelStats s;
+    s.backend = static_cast<Backend>(d.backend);
+    s.num_warps = d.num_warps, s.registers = d.registers, s.local_bytes = d.local_bytes;
+    s.shared_bytes = d.shared_bytes, s.jit_log = std::move(d.jit_log);
+    return s;
+  }
 
  private:
   template <size_t... I> static void add_specs(std::vector<detail::ParamSpec>& s, std::index_sequence<I...>) {

@@ -234,6 +234,11 @@ gpu::Options gpu_options(const LaunchOptions& o) {
   g.num_warps = o.num_warps;
   g.num_stages = o.num_stages;
   g.maxnreg = o.maxnreg;
+  static const bool ws = [] {
+    const char* e = std::getenv("TLE_WARP_SPECIALIZE");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  g.warp_specialize = ws;
   return g;
 }
 
@@ -330,6 +335,7 @@ struct Compiled {
   std::optional<cuda::GpuKernel> gpu;
   int num_warps = 4;
   size_t shared_bytes = 0;
+  int registers = 0, local_bytes = 0;  // GPU: per thread
 };
 
 class KernelState;
@@ -577,9 +583,9 @@ class KernelState {
     // kBuildId (a hash of libtle's sources) makes PTX cached by a different build of tle a miss.
     std::string key =
         fmt::format("tle-gpu-ptx\ntle {} {}\nllvm {}\ndriver {}\ntarget {} ptx{}\nnum_warps {}\nnum_stages {}\n"
-                    "maxnreg {}\n{}",
+                    "maxnreg {}\nwarp_specialize {}\n{}",
                     TLE_VERSION, kBuildId, LLVM_VERSION_STRING, d.version, target.cpu(), target.ptx_version,
-                    opt.num_warps, opt.num_stages, opt.maxnreg, ir_text);
+                    opt.num_warps, opt.num_stages, opt.maxnreg, opt.warp_specialize ? 1 : 0, ir_text);
     DiskCache& disk = DiskCache::global();
     std::optional<gpu::Artifact> art;
     if (auto bytes = disk.get(key)) art = parse_artifact(*bytes);
@@ -596,6 +602,20 @@ class KernelState {
     else out.gpu.emplace(cuda::GpuKernel::from_ptx(art->ptx, art->entry, extra));
     out.num_warps = art->num_warps > 0 ? art->num_warps : opt.num_warps;
     out.shared_bytes = static_cast<size_t>(std::max(0, art->shared_bytes));
+    out.registers = out.gpu->attribute(CU_FUNC_ATTRIBUTE_NUM_REGS);
+    out.local_bytes = out.gpu->attribute(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
+    // A kernel that spills is slow in a way nothing else shows (issue: a config 22x slower than
+    // its best): say so once, when it is compiled.
+    static const bool quiet = [] {
+      const char* q = std::getenv("TLE_QUIET");
+      return q && std::strcmp(q, "1") == 0;
+    }();
+    if (out.local_bytes > 0 && !quiet)
+      std::fprintf(stderr,
+                   "tle: warning: kernel %s (num_warps %d, num_stages %d) spills: %d bytes of local memory per thread "
+                   "beside %d registers; smaller tiles, more warps or fewer stages usually avoid it (TLE_QUIET=1 "
+                   "silences this)\n",
+                   signature().c_str(), opt.num_warps, opt.num_stages, out.local_bytes, out.registers);
   }
 
   /// UserError at `loc` unless every DLPack tensor argument is on a device this backend reads:
@@ -686,16 +706,13 @@ KernelState* kernel_create(const char* name, const std::vector<ParamSpec>& param
 
 void kernel_destroy(KernelState* k) noexcept { delete k; }
 
-void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const LaunchOptions& opts,
-                   const HostArg* args, size_t nargs, const SrcLoc& loc) {
-  check_options(opts, loc);
-  PreparedLaunch p = prepare_launch(k, grid, opts, args, nargs, loc);
-  if (p.empty) return;  // rule E08: nothing to run, outputs untouched
-  const bool on_gpu = p.on_gpu;
-  const int64_t g[3] = {grid.x, grid.y, grid.z};
-  Packed pk{std::move(p.slots), std::move(p.constexprs), std::move(p.key)};
+namespace {
+/// The compiled specialization of a prepared launch (its packed arguments in `pk`).
+std::shared_ptr<Compiled> specialization(KernelState* k, const void* fn, const LaunchOptions& opts,
+                                         PreparedLaunch&& p, Packed& pk, const SrcLoc& loc) {
+  pk = Packed{std::move(p.slots), std::move(p.constexprs), std::move(p.key)};
   std::vector<uint64_t> key = pk.key;
-  if (on_gpu) {
+  if (p.on_gpu) {
     CUcontext ctx = cuda::ensure_context();
     key.push_back(1);
     key.push_back(static_cast<uint64_t>(opts.num_warps));
@@ -705,7 +722,19 @@ void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const Laun
   } else {
     key.push_back(0);
   }
-  auto compiled = k->get(fn, pk, key, on_gpu, gpu_options(opts), loc);
+  return k->get(fn, pk, key, p.on_gpu, gpu_options(opts), loc);
+}
+}  // namespace
+
+void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const LaunchOptions& opts,
+                   const HostArg* args, size_t nargs, const SrcLoc& loc) {
+  check_options(opts, loc);
+  PreparedLaunch p = prepare_launch(k, grid, opts, args, nargs, loc);
+  if (p.empty) return;  // rule E08: nothing to run, outputs untouched
+  const bool on_gpu = p.on_gpu;
+  const int64_t g[3] = {grid.x, grid.y, grid.z};
+  Packed pk;
+  auto compiled = specialization(k, fn, opts, std::move(p), pk, loc);
   std::vector<void*> ptrs(pk.slots.size());
   for (size_t i = 0; i < ptrs.size(); ++i) ptrs[i] = &pk.slots[i];
   if (!on_gpu) {
@@ -764,6 +793,25 @@ std::string kernel_ir(KernelState* k, const void* fn, const HostArg* args, size_
     if (optimized) passes::run_pipeline(*f);
     return ir::print(*f);
   });
+}
+
+KernelStatsData kernel_stats(KernelState* k, const void* fn, const LaunchOptions& opts, const HostArg* args,
+                             size_t nargs, const SrcLoc& loc) {
+  check_options(opts, loc);
+  PreparedLaunch p = prepare_launch(k, Grid3{1, 1, 1}, opts, args, nargs, loc);
+  const bool on_gpu = p.on_gpu;
+  Packed pk;
+  auto c = specialization(k, fn, opts, std::move(p), pk, loc);
+  KernelStatsData s;
+  s.backend = static_cast<int>(on_gpu ? Backend::GPU : Backend::CPU);
+  if (on_gpu) {
+    s.num_warps = c->num_warps;
+    s.registers = c->registers;
+    s.local_bytes = c->local_bytes;
+    s.shared_bytes = static_cast<int>(c->shared_bytes);
+    s.jit_log = c->gpu->module()->info_log();
+  }
+  return s;
 }
 
 size_t kernel_num_compiled(const KernelState* k) noexcept {

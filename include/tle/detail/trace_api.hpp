@@ -173,5 +173,18 @@ std::string kernel_ir(KernelState* k, const void* fn, const HostArg* args, size_
                       const SrcLoc& loc);
 /// Number of specializations compiled so far for this kernel (tests use it to check caching).
 size_t kernel_num_compiled(const KernelState* k) noexcept;
+/// What the compiler made of a specialization (tle::KernelStats, filled by kernel_stats).
+struct KernelStatsData {
+  int backend = 0;        // a tle::Backend value
+  int num_warps = 0;      // warps per program at launch
+  int registers = 0;      // registers per thread
+  int local_bytes = 0;    // local memory per thread (spills, stack)
+  int shared_bytes = 0;   // dynamic shared memory per program
+  std::string jit_log;    // the driver JIT's info log
+};
+/// Checks the arguments and compiles the specialization a launch with them would use (through
+/// the caches), without launching; its facts. Used by Kernel::stats.
+KernelStatsData kernel_stats(KernelState* k, const void* fn, const LaunchOptions& opts, const HostArg* args,
+                             size_t nargs, const SrcLoc& loc);
 
 }  // namespace tle::detail

@@ -24,7 +24,7 @@ Artifact compile(ir::Function& f, const Target& target, const Options& options, 
   llvm::LLVMContext ctx;
   llvm::Module m(name, ctx);
   configure_module(m, target);
-  detail::Lowerer lowerer(f, m, options.num_warps, options.maxnreg, wgmma);
+  detail::Lowerer lowerer(f, m, options.num_warps, options.maxnreg, wgmma, wgmma && options.warp_specialize);
   lowerer.run(name);
   // Shared memory per block that an sm can give a kernel (opt-in maximum, CUDA Programming
   // Guide, "Compute capabilities": 227 KB on sm_90, 163 KB on sm_80, 99 KB on sm_86/89).
@@ -46,7 +46,7 @@ Artifact compile(ir::Function& f, const Target& target, const Options& options, 
   }
   Artifact a;
   a.entry = name;
-  a.num_warps = options.num_warps;
+  a.num_warps = lowerer.launch_warps();
   a.shared_bytes = static_cast<int>(lowerer.shared_bytes());
   if (keep_llvm_ir) {
     llvm::raw_string_ostream os(a.llvm_ir);

@@ -23,12 +23,16 @@ struct Options {
   /// `.reqntid` implies. 24 to 255; ptxas spills to local memory what does not fit. Fewer
   /// registers let more programs share an SM.
   int maxnreg = 0;
+  /// On sm_90a, warp-specialize a K loop whose only dot runs on wgmma and reads only pipelined
+  /// loads (lower_pipeline.cpp): num_warps more warps copy the operands while the num_warps
+  /// warps of the program compute. TLE_WARP_SPECIALIZE=0 turns it off (for comparisons).
+  bool warp_specialize = true;
 };
 
 struct Artifact {
   std::string ptx;          // PTX text for the target
   std::string entry;        // the kernel's symbol in the PTX
-  int num_warps = 4;
+  int num_warps = 4;        // warps to launch per CTA (2 * Options::num_warps when warp-specialized)
   int shared_bytes = 0;     // dynamic shared memory the kernel needs per CTA
   std::string llvm_ir;      // LLVM IR before optimization (for dumps), filled when asked
 };

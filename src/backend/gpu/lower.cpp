@@ -15,8 +15,8 @@ namespace tle::gpu::detail {
 using layout::LinearLayout;
 using llvm::Value;
 
-Lowerer::Lowerer(const ir::Function& f, llvm::Module& m, int nw, int mr, bool wg)
-    : ScalarEmitter(m), fn_ir(f), num_warps(nw), maxnreg(mr), wgmma(wg) {}
+Lowerer::Lowerer(const ir::Function& f, llvm::Module& m, int nw, int mr, bool wg, bool ws)
+    : ScalarEmitter(m), fn_ir(f), num_warps(nw), maxnreg(mr), wgmma(wg), warp_specialize(ws) {}
 
 void Lowerer::fail(const ir::Op& op, const std::string& msg) const {
   std::string where;
@@ -168,7 +168,11 @@ Value* Lowerer::smem_ptr(Value* off) {
 Value* Lowerer::smem_abs_ptr(Value* off) { return B.CreateInBoundsGEP(B.getInt8Ty(), smem, {off}); }
 
 void Lowerer::barrier() {
-  B.CreateCall(llvm::Intrinsic::getDeclaration(&mod, llvm::Intrinsic::nvvm_barrier0));
+  if (consumers_only_)  // the producer warps of a warp-specialized loop have exited
+    B.CreateCall(llvm::Intrinsic::getDeclaration(&mod, llvm::Intrinsic::nvvm_barrier_sync_cnt),
+                 {i32c(1), i32c(32 * num_warps)});
+  else
+    B.CreateCall(llvm::Intrinsic::getDeclaration(&mod, llvm::Intrinsic::nvvm_barrier0));
 }
 
 void Lowerer::smem_store(DType d, int64_t base, Value* idx, Value* v) {
@@ -350,15 +354,18 @@ llvm::Function* Lowerer::run(const std::string& name) {
   kernel = llvm::Function::Create(llvm::FunctionType::get(B.getVoidTy(), params, false),
                                   llvm::Function::ExternalLinkage, name, mod);
   kernel->setCallingConv(llvm::CallingConv::PTX_Kernel);
-  const int nthreads = 32 * num_warps;
   auto* md = mod.getOrInsertNamedMetadata("nvvm.annotations");
   auto annotate = [&](const char* key, int v) {
     md->addOperand(llvm::MDNode::get(ctx, {llvm::ValueAsMetadata::get(kernel), llvm::MDString::get(ctx, key),
                                            llvm::ValueAsMetadata::get(B.getInt32(static_cast<uint32_t>(v)))}));
   };
+  ws_loop_ = warp_specialize && maxnreg == 0 ? find_ws_loop() : nullptr;
   annotate("kernel", 1);
-  annotate("reqntidx", nthreads);
+  annotate("reqntidx", 32 * launch_warps());
   if (maxnreg > 0) annotate("maxnreg", maxnreg);  // NVPTX prints `.maxnreg N`
+  // setmaxnreg (the warp-specialized loop) needs a register cap at entry: the registers divided
+  // evenly among the CTA's threads (PTX ISA 9.7.17.1).
+  else if (ws_loop_) annotate("maxnreg", std::min(255, 65536 / (32 * launch_warps()) / 8 * 8));
   smem = new llvm::GlobalVariable(mod, llvm::ArrayType::get(B.getInt8Ty(), 0), false, llvm::GlobalValue::ExternalLinkage,
                                   nullptr, "tle_smem", nullptr, llvm::GlobalVariable::NotThreadLocal, 3);
   smem->setAlignment(llvm::Align(1024));  // wgmma's 128-byte swizzle repeats every 1024 bytes

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "backend/common/scalar_emitter.hpp"
@@ -95,8 +96,10 @@ struct LdmatrixReads {
 class Lowerer : public backend::ScalarEmitter {
  public:
   /// `maxnreg` > 0 caps the registers per thread (`.maxnreg`, gpu::Options::maxnreg); `wgmma`: the
-  /// target is sm_90a (dots on wgmma).
-  Lowerer(const ir::Function& f, llvm::Module& m, int num_warps, int maxnreg = 0, bool wgmma = false);
+  /// target is sm_90a (dots on wgmma); `warp_specialize`: a K loop that qualifies
+  /// (find_ws_loop) gets producer warps (gpu::Options::warp_specialize).
+  Lowerer(const ir::Function& f, llvm::Module& m, int num_warps, int maxnreg = 0, bool wgmma = false,
+          bool warp_specialize = false);
   /// Emits the kernel `name`; returns it.
   llvm::Function* run(const std::string& name);
   /// Dynamic shared memory the kernel needs (bytes).
@@ -112,9 +115,12 @@ class Lowerer : public backend::ScalarEmitter {
 
   // ---- infrastructure (lower.cpp)
   const ir::Function& fn_ir;
-  const int num_warps;
+  const int num_warps;  // the warps the layouts distribute tiles over (the "consumers")
   const int maxnreg;
   const bool wgmma;
+  const bool warp_specialize;
+  /// Warps per CTA at launch: num_warps, or 2 * num_warps with a warp-specialized loop.
+  int launch_warps() const { return ws_loop_ ? num_warps + 4 : num_warps; }
   llvm::Function* kernel = nullptr;
   llvm::Value* lane = nullptr;  // i32 thread index in the warp
   llvm::Value* warp = nullptr;  // i32 warp index in the CTA
@@ -271,7 +277,46 @@ class Lowerer : public backend::ScalarEmitter {
   /// wait_group 1; lower_for_pipelined waits for it after the loop).
   const ir::Op* async_wgmma_ = nullptr;
 
+  // ---- mbarriers (PTX ISA 9.7.13.15), at 32-bit shared-memory addresses
+  void mbarrier_init(llvm::Value* addr, int count);
+  /// Spins on mbarrier.try_wait.parity until the phase of parity `parity` (i32 0/1) completed.
+  void mbarrier_wait(llvm::Value* addr, llvm::Value* parity);
+  void mbarrier_arrive(llvm::Value* addr);
+  /// cp.async.mbarrier.arrive.noinc: arrives when this thread's earlier cp.async copies land.
+  void cp_async_arrive(llvm::Value* addr);
+  /// The 32-bit shared-memory address of byte `off` of the dynamic shared memory.
+  llvm::Value* smem_addr32(llvm::Value* off);
+
   // ---- software pipelining (lower_pipeline.cpp)
+  /// The `for` the kernel warp-specializes, or null: with `warp_specialize` and 4 or 8 warps, the
+  /// first pipelined loop directly in the kernel's body that lower_for_pipelined can plan, whose
+  /// pipelined loads are all `wgmma` loads (read by wgmma dots), whose copy addresses come from
+  /// register-wise ops (outer_cone), preceded by nothing that writes memory (the producer
+  /// warpgroup runs that code too); with 8 warps only a loop with an in_flight_dot (its
+  /// accumulator fits the registers left after the producers').
+  const ir::Op* find_ws_loop() const;
+  /// The warp-specialized form of lower_for_pipelined for ws_loop_ (lower_pipeline.cpp): `issue`
+  /// copies an iteration into a buffer, `bind_reads` points the loads at a buffer, `next_slot`
+  /// advances a buffer index; `mbar_at` is where plan_loop put the mbarriers, `bytes` the end of
+  /// the loop's shared memory.
+  void lower_warp_specialized(const ir::Op& op, const Trips& t, int S, int64_t mbar_at, int64_t bytes,
+                              const std::unordered_set<const ir::Value*>& need,
+                              const std::function<void(llvm::Value*, llvm::Value*)>& issue,
+                              const std::function<void(llvm::Value*)>& bind_reads,
+                              const std::function<llvm::Value*(llvm::Value*)>& next_slot);
+  /// The ops of the kernel's body before `loop` that compute the values in `need` (the operands
+  /// of the loop's pipelined copies), transitively, in program order: the producer warps compute
+  /// them again for each compute warp they copy for. Nullopt if one cannot be (it uses shared
+  /// memory or barriers, writes memory, or holds a region).
+  std::optional<std::vector<const ir::Op*>> outer_cone(const ir::Op& loop,
+                                                       std::unordered_set<const ir::Value*> need) const;
+  /// A convergent inline-asm statement with a memory clobber and i32 operands $0.. (e.g.
+  /// shared-memory addresses).
+  void asm_stmt(const std::string& text, const std::vector<llvm::Value*>& args = {});
+  const ir::Op* ws_loop_ = nullptr;
+  /// After the warp-specialized loop only the num_warps compute warps run: barrier() syncs them
+  /// with a named barrier (bar.sync 1, 32 * num_warps).
+  bool consumers_only_ = false;
   /// A `for` with `num_stages` and pipelined loads (passes/gpu/pipeline_loads.cpp): prologue of
   /// cp.async copies, waits, barriers, ldmatrix reads of the current stage. False (nothing
   /// emitted) when the loop's pipelined loads cannot be lowered so; lower_for then lowers it plainly.

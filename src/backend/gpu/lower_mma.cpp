@@ -34,18 +34,6 @@ using llvm::Value;
 
 namespace {
 
-using RegMap = std::map<std::pair<int32_t, int32_t>, int>;
-
-/// Register index by reg-part coordinates (row, col) of a 2-D register layout.
-RegMap regs_by_coords(const LinearLayout& l) {
-  RegMap m;
-  for (int r = 0; r < l.num_regs(); ++r) {
-    auto rc = Lowerer::reg_coords(l, r);
-    m.emplace(std::make_pair(rc.at(0), rc.at(1)), r);  // first holder (mma layouts have no copies)
-  }
-  return m;
-}
-
 int find_reg(const RegMap& m, const LinearLayout& l, const char* what, int64_t row, int64_t col) {
   auto it = m.find({static_cast<int32_t>(row), static_cast<int32_t>(col)});
   if (it == m.end())
@@ -56,6 +44,15 @@ int find_reg(const RegMap& m, const LinearLayout& l, const char* what, int64_t r
 }
 
 }  // namespace
+
+RegMap regs_by_coords(const LinearLayout& l) {
+  RegMap m;
+  for (int r = 0; r < l.num_regs(); ++r) {
+    auto rc = Lowerer::reg_coords(l, r);
+    m.emplace(std::make_pair(rc.at(0), rc.at(1)), r);  // the first holder
+  }
+  return m;
+}
 
 std::vector<MmaStep> mma_v2_steps(const LinearLayout& a, const LinearLayout& b, const LinearLayout& acc,
                                   const std::vector<int32_t>& warps) {

@@ -73,8 +73,11 @@ struct PipeLoad {
 };
 
 /// The pipelined loads of `loop` with their buffers, or empty when one of them cannot be lowered
-/// as planned (then the whole loop is lowered without pipelining). `bytes`: buffer bytes in all.
-std::vector<PipeLoad> plan_loop(const ir::Op& loop, int num_warps, int64_t& bytes) {
+/// as planned (then the whole loop is lowered without pipelining). `bytes`: buffer bytes in all;
+/// with `barriers` (a warp-specialized loop) also 2 mbarriers per stage after the buffers, at
+/// `*mbar_at` (full[s] at + 16 s, empty[s] at + 16 s + 8).
+std::vector<PipeLoad> plan_loop(const ir::Op& loop, int num_warps, int64_t& bytes, bool barriers = false,
+                                int64_t* mbar_at = nullptr) {
   bytes = 0;
   std::vector<PipeLoad> out;
   if (!loop.has_attr("num_stages")) return out;
@@ -122,7 +125,55 @@ std::vector<PipeLoad> plan_loop(const ir::Op& loop, int num_warps, int64_t& byte
     bytes += S * p.stage_bytes;
     out.push_back(p);
   }
+  if (barriers && !out.empty()) {
+    bytes = (bytes + 7) / 8 * 8;
+    if (mbar_at) *mbar_at = bytes;
+    bytes += 16 * S;
+  }
   return out;
+}
+
+/// The ops of `loop`'s body that compute its pipelined loads' operands (pointer, mask, other),
+/// transitively, in program order; `need` gets every value they read (the loads' operands, the
+/// induction variable, values defined before the loop). InternalError when one cannot be
+/// recomputed for a later iteration (the pipelining pass checked that it can).
+std::vector<const ir::Op*> copy_slice(const ir::Op& loop, const std::vector<PipeLoad>& loads,
+                                      std::unordered_set<const ir::Value*>& need) {
+  const ir::Block& rb = loop.region(0).body();
+  for (const PipeLoad& p : loads)
+    for (const ir::Value* x : p.load->operands) need.insert(x);
+  std::vector<const ir::Op*> slice;
+  for (auto it = rb.ops.rbegin(); it != rb.ops.rend(); ++it) {
+    const ir::Op& o = **it;
+    bool needed = false;
+    for (const auto& res : o.results) needed = needed || need.count(res.get());
+    if (!needed) continue;
+    if (!o.regions.empty() || !o.is_pure() || o.kind == ir::OpKind::Load || o.kind == ir::OpKind::ConvertLayout)
+      throw InternalError(fmt::format("gpu backend: a pipelined load's operand comes from '{}'", ir::op_mnemonic(o.kind)));
+    slice.push_back(&o);
+    for (const ir::Value* x : o.operands) need.insert(x);
+  }
+  std::reverse(slice.begin(), slice.end());
+  for (const ir::Value* v : need)
+    if (v->owner == &rb && v->index > 0)
+      throw InternalError("gpu backend: a pipelined load depends on a loop-carried value");
+  return slice;
+}
+
+/// Ops the producer warps of a warp-specialized loop may compute again for each compute warp:
+/// register-wise, no shared memory or barrier (a convert_layout, reduction... would wait for the
+/// compute warps), no memory writes; loads are allowed.
+bool producer_recomputable(const ir::Op& o) {
+  if (!o.regions.empty()) return false;
+  switch (o.kind) {
+    case ir::OpKind::Constant: case ir::OpKind::Arange: case ir::OpKind::ProgramId: case ir::OpKind::NumPrograms:
+    case ir::OpKind::Broadcast: case ir::OpKind::ExpandDims: case ir::OpKind::Reshape: case ir::OpKind::Permute:
+    case ir::OpKind::Binary: case ir::OpKind::Compare: case ir::OpKind::Unary: case ir::OpKind::Fma:
+    case ir::OpKind::Select: case ir::OpKind::Cast: case ir::OpKind::Bitcast: case ir::OpKind::AddPtr:
+    case ir::OpKind::Hint: case ir::OpKind::Load:
+      return true;
+    default: return false;
+  }
 }
 
 }  // namespace
@@ -132,14 +183,47 @@ int64_t Lowerer::pipeline_smem_bytes() const {
   ir::walk(fn_ir.entry(), [&](const ir::Op& op) {
     if (op.kind != ir::OpKind::For) return;
     int64_t b = 0;
-    if (!plan_loop(op, num_warps, b).empty()) most = std::max(most, b);  // b is partial when the plan fails
+    if (!plan_loop(op, num_warps, b, &op == ws_loop_).empty()) most = std::max(most, b);  // b is partial when the plan fails
   });
   return most;
 }
 
+const ir::Op* Lowerer::find_ws_loop() const {
+  if (!wgmma || (num_warps != 4 && num_warps != 8)) return nullptr;
+  const ir::Block& entry = fn_ir.entry();
+  for (const auto& opp : entry.ops) {
+    const ir::Op& op = *opp;
+    if (op.kind == ir::OpKind::For && op.has_attr("num_stages")) {
+      int64_t bytes = 0;
+      std::vector<PipeLoad> loads = plan_loop(op, num_warps, bytes, true);
+      const bool all_wgmma =
+          !loads.empty() && std::all_of(loads.begin(), loads.end(), [](const PipeLoad& p) { return p.wgmma; });
+      // With 8 compute warps the producers' registers come out of the compute warps' (168 each at
+      // entry, 208 after setmaxnreg): enough for a GEMM's accumulator (its dot in flight), not for
+      // attention's two dots and softmax, which spill there; with 4, each thread keeps up to 255.
+      if (all_wgmma && (num_warps == 4 || in_flight_dot(op))) {
+        std::unordered_set<const ir::Value*> need;
+        copy_slice(op, loads, need);
+        return outer_cone(op, need) ? &op : nullptr;
+      }
+    }
+    // The producer warps run everything before the loop: it must not write memory.
+    bool writes = false;
+    auto check = [&](const ir::Op& o) {
+      writes = writes || (!o.is_pure() && o.kind != ir::OpKind::Load && o.kind != ir::OpKind::For &&
+                          o.kind != ir::OpKind::If && o.kind != ir::OpKind::Yield);
+    };
+    check(op);
+    for (const auto& r : op.regions) ir::walk(r->body(), check);
+    if (writes) return nullptr;
+  }
+  return nullptr;
+}
+
 bool Lowerer::lower_for_pipelined(const ir::Op& op) {
-  int64_t bytes = 0;
-  std::vector<PipeLoad> loads = plan_loop(op, num_warps, bytes);
+  int64_t bytes = 0, mbar_at = 0;
+  const bool ws = &op == ws_loop_;
+  std::vector<PipeLoad> loads = plan_loop(op, num_warps, bytes, ws, &mbar_at);
   if (loads.empty()) return false;
   if (bytes > smem_reserved_)
     throw InternalError(fmt::format("gpu backend: kernel '{}': a pipelined loop needs {} bytes of buffers, {} reserved",
@@ -151,28 +235,7 @@ bool Lowerer::lower_for_pipelined(const ir::Op& op) {
 
   // The body ops the copies need (pointer, mask, other and what they are computed from), in order.
   std::unordered_set<const ir::Value*> need;
-  std::unordered_set<const ir::Op*> is_pipelined;
-  for (const PipeLoad& p : loads) {
-    is_pipelined.insert(p.load);
-    for (const ir::Value* x : p.load->operands) need.insert(x);
-  }
-  std::vector<const ir::Op*> slice;
-  for (auto it = rb.ops.rbegin(); it != rb.ops.rend(); ++it) {
-    const ir::Op& o = **it;
-    bool needed = false;
-    for (const auto& res : o.results) needed = needed || need.count(res.get());
-    if (!needed) continue;
-    if (!o.regions.empty() || !o.is_pure() || o.kind == ir::OpKind::Load || o.kind == ir::OpKind::ConvertLayout)
-      throw InternalError(fmt::format("gpu backend: kernel '{}': a pipelined load's operand comes from '{}'",
-                                      fn_ir.name, ir::op_mnemonic(o.kind)));
-    slice.push_back(&o);
-    for (const ir::Value* x : o.operands) need.insert(x);
-  }
-  std::reverse(slice.begin(), slice.end());
-  for (const ir::Value* v : need)
-    if (v->owner == &rb && v->index > 0)
-      throw InternalError(fmt::format("gpu backend: kernel '{}': a pipelined load depends on a loop-carried value",
-                                      fn_ir.name));
+  std::vector<const ir::Op*> slice = copy_slice(op, loads, need);
 
   const DType d = op.operands[0]->type.dtype;
   auto [trips, lo, step] = trip_count(reg(op.operands[0], 0), reg(op.operands[1], 0), reg(op.operands[2], 0), d);
@@ -183,7 +246,7 @@ bool Lowerer::lower_for_pipelined(const ir::Op& op) {
   llvm::Function* commit = intr(llvm::Intrinsic::nvvm_cp_async_commit_group);
   llvm::Function* wait = intr(llvm::Intrinsic::nvvm_cp_async_wait_group);
 
-  // Copies of iteration kk (i64) into buffer `slot` (i32).
+  // Copies of iteration kk (i64) into buffer `slot` (i32), committed as one group unless `ws`.
   auto issue = [&](Value* kk, Value* slot) {
     Value* live = B.CreateICmpULT(kk, trips);
     regs[rb.arg(0)] = {B.CreateTrunc(B.CreateAdd(lo, B.CreateMul(kk, step)), ity, "iv.ahead")};
@@ -218,8 +281,21 @@ bool Lowerer::lower_for_pipelined(const ir::Op& op) {
         copy(g, smem_abs_ptr(B.CreateAdd(buf, B.CreateShl(swizzled_offset(p.tile, cc[s], cc[c]), 1))));
       }
     }
-    B.CreateCall(commit, {});
+    if (!ws) B.CreateCall(commit, {});
   };
+  auto bind_reads = [&](Value* slot) {  // the loads read buffer `slot` in this iteration
+    for (const PipeLoad& p : loads)
+      pipe_reads[p.load] = PipeRead{p.tile, B.CreateAdd(i32c(p.base), B.CreateMul(slot, i32c(p.stage_bytes))),
+                                    p.own ? p.vec : 0, p.wgmma};
+  };
+  auto next_slot = [&](Value* v) {
+    Value* n = B.CreateAdd(v, i32c(1));
+    return B.CreateSelect(B.CreateICmpEQ(n, i32c(S)), i32c(0), n);
+  };
+  if (ws) {
+    lower_warp_specialized(op, Trips{trips, lo, step}, S, mbar_at, bytes, need, issue, bind_reads, next_slot);
+    return true;
+  }
 
   // Other shared-memory users before the loop are done (each ends with a barrier; one more keeps
   // that independent of them); inside the loop they work above the buffers.
@@ -228,13 +304,9 @@ bool Lowerer::lower_for_pipelined(const ir::Op& op) {
   const bool wgmma_reads = std::any_of(loads.begin(), loads.end(), [](const PipeLoad& p) { return p.wgmma; });
   smem_base_ = wgmma_reads ? (bytes + 1023) / 1024 * 1024 : bytes;  // wgmma operands staged above stay aligned
   if (bytes > smem_bytes_) smem_bytes_ = bytes, smem_op = &op;
-  // prologue: iterations 0 .. S-2 into buffers 0 .. S-2
+  // prologue: iterations 0 .. P-1 into buffers 0 .. P-1
   for (int st = 0; st < P; ++st) issue(B.getInt64(static_cast<uint64_t>(st)), i32c(st));
 
-  auto next_slot = [&](Value* v) {
-    Value* n = B.CreateAdd(v, i32c(1));
-    return B.CreateSelect(B.CreateICmpEQ(n, i32c(S)), i32c(0), n);
-  };
   LoopHooks hooks;
   hooks.extra_init = {i32c(0), i32c(P)};  // buffers read (k % S) and written ((k + P) % S)
   const bool shared_reads = std::any_of(loads.begin(), loads.end(), [](const PipeLoad& p) { return !p.own; });
@@ -243,9 +315,7 @@ bool Lowerer::lower_for_pipelined(const ir::Op& op) {
     if (wgmma_reads) fence_proxy_async();  // the copies (generic proxy) are read by wgmma (async proxy)
     if (shared_reads) barrier();  // ldmatrix and wgmma read other threads' copies
     issue(B.CreateAdd(k, llvm::ConstantInt::get(i64, static_cast<uint64_t>(P))), slots[1]);
-    for (const PipeLoad& p : loads)
-      pipe_reads[p.load] = PipeRead{p.tile, B.CreateAdd(i32c(p.base), B.CreateMul(slots[0], i32c(p.stage_bytes))),
-                                    p.own ? p.vec : 0, p.wgmma};
+    bind_reads(slots[0]);
   };
   hooks.end = [&](const std::vector<Value*>& slots) {
     pipe_reads.clear();
@@ -265,6 +335,164 @@ bool Lowerer::lower_for_pipelined(const ir::Op& op) {
   barrier();
   smem_base_ = outer_base;
   return true;
+}
+
+std::optional<std::vector<const ir::Op*>> Lowerer::outer_cone(const ir::Op& loop,
+                                                               std::unordered_set<const ir::Value*> need) const {
+  const ir::Block& entry = fn_ir.entry();
+  std::vector<const ir::Op*> cone;
+  bool before = false;
+  for (auto it = entry.ops.rbegin(); it != entry.ops.rend(); ++it) {
+    const ir::Op& o = **it;
+    if (&o == &loop) {
+      before = true;
+      continue;
+    }
+    if (!before) continue;
+    bool needed = false;
+    for (const auto& r : o.results) needed = needed || need.count(r.get());
+    if (!needed) continue;
+    if (!producer_recomputable(o)) return std::nullopt;
+    cone.push_back(&o);
+    for (const ir::Value* x : o.operands) need.insert(x);
+  }
+  std::reverse(cone.begin(), cone.end());
+  return cone;
+}
+
+void Lowerer::lower_warp_specialized(const ir::Op& op, const Trips& t, int S, int64_t mbar_at, int64_t bytes,
+                                     const std::unordered_set<const ir::Value*>& need,
+                                     const std::function<void(Value*, Value*)>& issue,
+                                     const std::function<void(Value*)>& bind_reads,
+                                     const std::function<Value*(Value*)>& next_slot) {
+  // With a dot in flight across iterations, iteration k's end releases k - 1's buffer; with only
+  // dots that wait for themselves (attention's two), k's own.
+  const ir::Op* dot = in_flight_dot(op);
+  llvm::Type* i64 = B.getInt64Ty();
+  const int threads = 32 * num_warps;  // compute threads; the producers are one warpgroup (128)
+  auto full = [&](Value* slot) { return smem_addr32(B.CreateAdd(i32c(mbar_at), B.CreateMul(slot, i32c(16)))); };
+  auto empty = [&](Value* slot) { return B.CreateAdd(full(slot), i32c(8)); };
+  // parity of the phase of a buffer's barrier that use number `n` (i64) completes
+  auto parity = [&](Value* n) { return B.CreateTrunc(B.CreateAnd(n, llvm::ConstantInt::get(i64, 1)), B.getInt32Ty()); };
+  auto if_then = [&](Value* cond, const std::function<void()>& body) {
+    llvm::BasicBlock* then = llvm::BasicBlock::Create(ctx, "ws.then", kernel);
+    llvm::BasicBlock* join = llvm::BasicBlock::Create(ctx, "ws.join", kernel);
+    B.CreateCondBr(cond, then, join);
+    B.SetInsertPoint(then);
+    body();
+    B.CreateBr(join);
+    B.SetInsertPoint(join);
+  };
+
+  // Everyone: earlier shared-memory users are done; thread 0 initializes the barriers.
+  barrier();
+  if_then(B.CreateICmpEQ(tid, i32c(0)), [&] {
+    for (int s = 0; s < S; ++s) {
+      mbarrier_init(full(i32c(s)), 128);       // one cp.async.mbarrier.arrive per producer thread
+      mbarrier_init(empty(i32c(s)), threads);  // one arrive per compute thread
+    }
+    asm_stmt("fence.mbarrier_init.release.cluster;");
+  });
+  barrier();
+  const int64_t outer_base = smem_base_;
+  smem_base_ = (bytes + 1023) / 1024 * 1024;
+  if (bytes > smem_bytes_) smem_bytes_ = bytes, smem_op = &op;
+  // Register budgets (setmaxnreg, warpgroup-wide; PTX ISA 9.7.17.1): the producers need few, the
+  // accumulators of the compute warps many (CUTLASS's warp-specialized kernels: 40 and 232).
+  // Only when the even split caps the compute warps (more than 256 threads in all).
+  const int even = 65536 / (32 * launch_warps()) / 8 * 8;
+  const bool realloc = even < 248;
+  const int producer_regs = 88, consumer_regs = std::min(248, (65536 - 128 * producer_regs) / threads / 8 * 8);
+  auto setmaxnreg = [&](bool inc, int n) {
+    asm_stmt(fmt::format("setmaxnreg.{}.sync.aligned.u32 {};", inc ? "inc" : "dec", n));
+  };
+
+  llvm::BasicBlock* producer = llvm::BasicBlock::Create(ctx, "ws.producer", kernel);
+  llvm::BasicBlock* consumer = llvm::BasicBlock::Create(ctx, "ws.consumer", kernel);
+  B.CreateCondBr(B.CreateICmpUGE(warp, i32c(num_warps)), producer, consumer);
+
+  // ---- the producer warpgroup (warps num_warps .. num_warps + 3): producer warp p makes the copies
+  // of compute warps p, p + 4, ... (the copies' addresses, and the values before the loop they
+  // come from, are computed again for each of these warps: `warp` stands for it meanwhile).
+  // Iteration j waits until the compute warps released the buffer's previous use (iteration
+  // j - S), copies, and arrives on full[slot] when its copies have landed; then the warps exit.
+  B.SetInsertPoint(producer);
+  if (realloc) setmaxnreg(false, producer_regs);
+  Value* const real_warp = warp;
+  const std::vector<const ir::Op*> cone = outer_cone(op, need).value();
+  std::unordered_map<const ir::Value*, std::vector<Value*>> saved;
+  for (const ir::Op* o : cone)
+    for (const auto& r : o->results)
+      if (auto it = regs.find(r.get()); it != regs.end()) saved[r.get()] = it->second;
+  const int virtual_warps = num_warps / 4;
+  std::vector<std::unordered_map<const ir::Value*, std::vector<Value*>>> per_warp(static_cast<size_t>(virtual_warps));
+  std::vector<Value*> vwarp(static_cast<size_t>(virtual_warps));
+  for (int v = 0; v < virtual_warps; ++v) {
+    warp = vwarp[static_cast<size_t>(v)] = B.CreateAdd(B.CreateSub(real_warp, i32c(num_warps)), i32c(4 * v));
+    for (const ir::Op* o : cone) {
+      lower_op(*o);
+      for (const auto& r : o->results) per_warp[static_cast<size_t>(v)][r.get()] = get(r.get());
+    }
+  }
+  counted_loop(t.trips, {i32c(0)}, [&](Value* j, const std::vector<Value*>& cur) {
+    Value* slot = cur[0];
+    Value* use = B.CreateUDiv(j, llvm::ConstantInt::get(i64, static_cast<uint64_t>(S)));
+    if_then(B.CreateICmpUGE(j, llvm::ConstantInt::get(i64, static_cast<uint64_t>(S))),
+            [&] { mbarrier_wait(empty(slot), parity(B.CreateSub(use, llvm::ConstantInt::get(i64, 1)))); });
+    for (int v = 0; v < virtual_warps; ++v) {
+      warp = vwarp[static_cast<size_t>(v)];
+      for (auto& [val, rs] : per_warp[static_cast<size_t>(v)]) regs[val] = rs;
+      issue(j, slot);
+    }
+    cp_async_arrive(full(slot));
+    return std::vector<Value*>{next_slot(slot)};
+  });
+  B.CreateRetVoid();
+  warp = real_warp;
+  for (const ir::Op* o : cone)
+    for (const auto& r : o->results) {
+      auto it = saved.find(r.get());
+      if (it != saved.end()) regs[r.get()] = it->second;
+      else regs.erase(r.get());
+    }
+
+  // ---- compute warps (0 .. num_warps - 1): iteration k waits for full[k % S], reads it through
+  // the proxy fence, runs the body (a dot in flight ends with wait_group 1, so the dot of k - 1 is
+  // done) and releases k - 1's buffer (k's, without a dot in flight). From here on only these
+  // warps run.
+  B.SetInsertPoint(consumer);
+  if (realloc) setmaxnreg(true, consumer_regs);
+  consumers_only_ = true;
+  LoopHooks hooks;
+  hooks.extra_init = {i32c(0), i32c(-1)};  // buffer read in this iteration, buffer read in the last (-1: none)
+  hooks.begin = [&](Value* k, const std::vector<Value*>& slots) {
+    mbarrier_wait(full(slots[0]), parity(B.CreateUDiv(k, llvm::ConstantInt::get(i64, static_cast<uint64_t>(S)))));
+    fence_proxy_async();  // the copies (generic proxy) are read by wgmma (async proxy)
+    bind_reads(slots[0]);
+  };
+  hooks.end = [&](const std::vector<Value*>& slots) {
+    pipe_reads.clear();
+    if (dot) if_then(B.CreateICmpSGE(slots[1], i32c(0)), [&] { mbarrier_arrive(empty(slots[1])); });
+    else mbarrier_arrive(empty(slots[0]));
+    return std::vector<Value*>{next_slot(slots[0]), slots[0]};
+  };
+  async_wgmma_ = dot;
+  lower_for_body(op, t, hooks);
+  async_wgmma_ = nullptr;
+  if (dot) {  // the last iteration's wgmma is still in flight
+    const ir::Value* acc = dot->operands.at(2);
+    const ir::Value* res = op.result(acc->index - 1);
+    regs[res] = wgmma_wait(0, get(res));
+  }
+  // Before the buffers and barriers are reused: every compute warp is done with them.
+  barrier();
+  if_then(B.CreateICmpEQ(tid, i32c(0)), [&] {
+    for (int s = 0; s < S; ++s)
+      for (Value* a : {full(i32c(s)), empty(i32c(s))})
+        asm_stmt("mbarrier.inval.shared::cta.b64 [$0];", {a});
+  });
+  barrier();
+  smem_base_ = outer_base;
 }
 
 Value* Lowerer::own_slot(Value* stage, int q, int vbytes) {

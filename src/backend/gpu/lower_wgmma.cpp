@@ -31,6 +31,7 @@
 #include <utility>
 
 #include "backend/gpu/lower.hpp"
+#include "backend/gpu/mma_fragments.hpp"
 #include "passes/gpu/layout_rules.hpp"
 
 namespace tle::gpu::detail {
@@ -64,10 +65,52 @@ const Lowerer::PipeRead* Lowerer::wgmma_source(const ir::Value* x, bool* transpo
   return &it->second;
 }
 
-void Lowerer::fence_proxy_async() {
-  auto* fty = llvm::FunctionType::get(B.getVoidTy(), false);
-  B.CreateCall(fty, llvm::InlineAsm::get(fty, "fence.proxy.async.shared::cta;", "~{memory}", true));
+Value* Lowerer::smem_addr32(Value* off) {
+  return B.CreateAdd(B.CreatePtrToInt(smem, B.getInt32Ty()), off);
 }
+
+namespace {
+llvm::CallInst* asm_call(llvm::IRBuilder<>& B, const std::string& text, const std::string& cons,
+                         std::vector<Value*> args, llvm::Type* ret = nullptr) {
+  std::vector<llvm::Type*> tys;
+  for (Value* a : args) tys.push_back(a->getType());
+  auto* fty = llvm::FunctionType::get(ret ? ret : B.getVoidTy(), tys, false);
+  llvm::CallInst* c = B.CreateCall(fty, llvm::InlineAsm::get(fty, text, cons, /*hasSideEffects=*/true), args);
+  c->addFnAttr(llvm::Attribute::Convergent);
+  return c;
+}
+}  // namespace
+
+void Lowerer::asm_stmt(const std::string& text, const std::vector<Value*>& args) {
+  std::string cons;
+  for (size_t i = 0; i < args.size(); ++i) cons += "r,";
+  asm_call(B, text, cons + "~{memory}", args);
+}
+
+void Lowerer::mbarrier_init(Value* addr, int count) {
+  asm_stmt(fmt::format("mbarrier.init.shared::cta.b64 [$0], {};", count), {addr});
+}
+
+void Lowerer::mbarrier_wait(Value* addr, Value* parity) {
+  // try_wait suspends the thread for a while before it returns false; loop until the phase is done.
+  llvm::BasicBlock* loop = llvm::BasicBlock::Create(ctx, "mbar.wait", kernel);
+  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "mbar.done", kernel);
+  B.CreateBr(loop);
+  B.SetInsertPoint(loop);
+  Value* ok = asm_call(B,
+                       "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2;\nselp.u32 $0, 1, 0, p;\n}",
+                       "=r,r,r,~{memory}", {addr, parity}, B.getInt32Ty());
+  B.CreateCondBr(B.CreateICmpNE(ok, i32c(0)), done, loop);
+  B.SetInsertPoint(done);
+}
+
+void Lowerer::mbarrier_arrive(Value* addr) {
+  asm_stmt("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [$0];\n}", {addr});
+}
+
+void Lowerer::cp_async_arrive(Value* addr) { asm_stmt("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [$0];", {addr}); }
+
+void Lowerer::fence_proxy_async() { asm_stmt("fence.proxy.async.shared::cta;"); }
 
 namespace {
 
@@ -79,17 +122,6 @@ struct SmemOperand {
   bool k_major = true;
   uint64_t desc_bits = 0;
 };
-
-using RegMap = std::map<std::pair<int32_t, int32_t>, int>;
-
-RegMap regs_by_coords(const LinearLayout& l) {
-  RegMap m;
-  for (int r = 0; r < l.num_regs(); ++r) {
-    auto rc = Lowerer::reg_coords(l, r);
-    m.emplace(std::make_pair(rc.at(0), rc.at(1)), r);
-  }
-  return m;
-}
 
 }  // namespace
 
@@ -242,15 +274,10 @@ bool Lowerer::lower_dot_wgmma(const ir::Op& op) {
                   "wgmma.mma_async.sync.aligned.m64n{0}k16.f32.{1}.{1} {{{3}}}, {4}, ${5}, p, 1, 1, {6};\n}}",
                   instr_n, ty, nacc + nin - 1, regs_list, a_arg, nacc + nin - 2, trans),
       cons, /*hasSideEffects=*/true);
-  auto simple = [&](const char* text) {
-    auto* fty = llvm::FunctionType::get(B.getVoidTy(), false);
-    llvm::CallInst* call = B.CreateCall(fty, llvm::InlineAsm::get(fty, text, "~{memory}", true));
-    call->addFnAttr(llvm::Attribute::Convergent);
-  };
 
   std::vector<Value*> acc(static_cast<size_t>(lr->num_regs()));
   for (int q = 0; q < lr->num_regs(); ++q) acc[static_cast<size_t>(q)] = reg(c, q);
-  simple("wgmma.fence.sync.aligned;");
+  asm_stmt("wgmma.fence.sync.aligned;");
   for (int64_t kk = 0; kk < K / 16; ++kk)
     for (const AccBlock& blk : blocks) {
       Value* m0 = B.CreateAdd(row0, i32c(blk.m));
@@ -268,7 +295,7 @@ bool Lowerer::lower_dot_wgmma(const ir::Op& op) {
       for (int i = 0; i < nacc; ++i)
         acc[static_cast<size_t>(blk.regs[static_cast<size_t>(i)])] = B.CreateExtractValue(call, {static_cast<unsigned>(i)});
     }
-  simple("wgmma.commit_group.sync.aligned;");
+  asm_stmt("wgmma.commit_group.sync.aligned;");
   // In a pipelined loop the dot may stay in flight until the next iteration's (in_flight_dot).
   regs[r] = wgmma_wait(&op == async_wgmma_ ? 1 : 0, acc);
   if (staged) barrier();  // every warpgroup has read the staged tiles before shared memory is reused

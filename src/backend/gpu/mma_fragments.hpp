@@ -4,6 +4,8 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "layout/linear_layout.hpp"
@@ -19,6 +21,12 @@ struct MmaStep {
   std::array<int, 4> b{};
   std::array<int, 4> c{};
 };
+
+/// Register index by reg-part coordinates (row, col) of a 2-D register layout (the first holder
+/// where registers repeat an element): with lane 0 / warp 0 coordinates, the register that holds
+/// a fragment element, since a linear layout's register part does not depend on lane or warp.
+using RegMap = std::map<std::pair<int32_t, int32_t>, int>;
+RegMap regs_by_coords(const layout::LinearLayout& l);
 
 /// The mma.sync steps of a dot a [M,K] x b [K,N] + acc [M,N] whose layouts are
 /// mma_v2_operand(0, ...), mma_v2_operand(1, ...) and mma_v2_accumulator(...) of warp grid `warps`

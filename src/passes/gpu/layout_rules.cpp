@@ -75,7 +75,13 @@ LL shape_op_operand_layout(const ir::Op& op, const LL& r) {
   }
 }
 
-std::optional<MmaV2Plan> mma_v2_plan(const ir::Op& op, int num_warps) {
+namespace {
+struct DotShape {
+  int64_t M, N, K;
+};
+/// M, N, K of a rank-2 dot of f16 or bf16 tiles (both the same) with f32 acc and result, all
+/// powers of two: the dots either tensor-core plan takes; nullopt for any other.
+std::optional<DotShape> f16_dot_shape(const ir::Op& op) {
   if (op.kind != ir::OpKind::Dot || op.operands.size() != 3) return std::nullopt;
   const ir::Type& a = op.operands[0]->type;
   const ir::Type& b = op.operands[1]->type;
@@ -84,9 +90,20 @@ std::optional<MmaV2Plan> mma_v2_plan(const ir::Op& op, int num_warps) {
   if (a.dtype != b.dtype || (a.dtype != DType::f16 && a.dtype != DType::bf16)) return std::nullopt;
   if (c.dtype != DType::f32 || r.dtype != DType::f32) return std::nullopt;
   if (a.rank() != 2 || b.rank() != 2 || r.rank() != 2) return std::nullopt;
-  const int64_t M = a.shape[0], K = a.shape[1], N = b.shape[1];
-  if (M % 16 || N % 8 || K % 16 || !layout::is_pow2(M) || !layout::is_pow2(N) || !layout::is_pow2(K))
-    return std::nullopt;
+  DotShape s{a.shape[0], b.shape[1], a.shape[1]};
+  if (!layout::is_pow2(s.M) || !layout::is_pow2(s.N) || !layout::is_pow2(s.K)) return std::nullopt;
+  return s;
+}
+}  // namespace
+
+std::optional<MmaV2Plan> mma_v2_plan(const ir::Op& op, int num_warps) {
+  auto shape = f16_dot_shape(op);
+  if (!shape) return std::nullopt;
+  const int64_t M = shape->M, K = shape->K, N = shape->N;
+  if (M % 16 || N % 8 || K % 16) return std::nullopt;
+  const ir::Type& a = op.operands[0]->type;
+  const ir::Type& b = op.operands[1]->type;
+  const ir::Type& r = op.result()->type;
   if (num_warps < 1 || !layout::is_pow2(num_warps)) return std::nullopt;
   const int64_t tm = M / 16, tn = N / 8;  // 16x8 accumulator tiles along M and N
   int32_t wm = 1, wn = 1;
@@ -105,16 +122,12 @@ std::optional<MmaV2Plan> mma_v2_plan(const ir::Op& op, int num_warps) {
 }
 
 std::optional<MmaV3Plan> mma_v3_plan(const ir::Op& op, int num_warps) {
-  if (op.kind != ir::OpKind::Dot || op.operands.size() != 3) return std::nullopt;
+  auto shape = f16_dot_shape(op);
+  if (!shape) return std::nullopt;
+  const int64_t M = shape->M, K = shape->K, N = shape->N;
+  if (M % 64 || K % 16) return std::nullopt;
   const ir::Type& a = op.operands[0]->type;
-  const ir::Type& b = op.operands[1]->type;
-  const ir::Type& c = op.operands[2]->type;
   const ir::Type& r = op.result()->type;
-  if (a.dtype != b.dtype || (a.dtype != DType::f16 && a.dtype != DType::bf16)) return std::nullopt;
-  if (c.dtype != DType::f32 || r.dtype != DType::f32) return std::nullopt;
-  if (a.rank() != 2 || b.rank() != 2 || r.rank() != 2) return std::nullopt;
-  const int64_t M = a.shape[0], K = a.shape[1], N = b.shape[1];
-  if (!layout::is_pow2(M) || !layout::is_pow2(N) || !layout::is_pow2(K) || M % 64 || K % 16) return std::nullopt;
   if (num_warps < 4 || num_warps % 4 || !layout::is_pow2(num_warps)) return std::nullopt;
   const int32_t groups = num_warps / 4;
   const int32_t gm = static_cast<int32_t>(std::min<int64_t>(groups, M / 64)), gn = groups / gm;
