@@ -410,6 +410,76 @@ TEST_CASE("E15 NaN and infinities in max/min/argmax/argmin - f32", "[edge]") { e
 TEST_CASE("E15 NaN and infinities in max/min/argmax/argmin - f16", "[edge]") { extremes_cases<f16>(); }
 TEST_CASE("E15 NaN and infinities in max/min/argmax/argmin - bf16", "[edge]") { extremes_cases<bf16>(); }
 
+// ===================================================================================== E02 zeros
+
+namespace {
+template <class T> bool negative_zero(T v) {
+  if constexpr (std::is_floating_point_v<T>) return v == 0 && std::signbit(v);
+  else return (v.bits & 0x7FFF) == 0 && (v.bits & 0x8000) != 0;
+}
+template <class T> bool positive_zero(T v) {
+  if constexpr (std::is_floating_point_v<T>) return v == 0 && !std::signbit(v);
+  else return v.bits == 0;
+}
+
+/// Rule E02 for zeros: maximum/minimum, max/min reductions, f32 atomic max/min and constant
+/// folding order -0 < +0; argmax/argmin compare with <, so equal zeros keep the first index.
+template <class T> void signed_zero_cases() {
+  auto k = jit("e02_signed_zeros", [](Ptr<T> a, Ptr<T> b, Ptr<T> out, Ptr<int32_t> idx) {
+    Tile<int32_t> o = arange(0, 4), o2 = arange(0, 2);
+    Tile<T> x = load(a + o), y = load(b + o);
+    store(out + o, maximum(x, y));
+    store(out + 4 + o, minimum(x, y));
+    Tile<T> ra = load(a + o2), rb = load(b + o2);  // [-0, +0] and [+0, -0]
+    store(out + 8, max(ra, 0));
+    store(out + 9, max(rb, 0));
+    store(out + 10, min(ra, 0));
+    store(out + 11, min(rb, 0));
+    store(out + 12, maximum(Tile<T>(-0.0), Tile<T>(0.0)));  // folded at trace time
+    store(out + 13, minimum(Tile<T>(0.0), Tile<T>(-0.0)));
+    store(idx + 0, argmax(ra, 0));
+    store(idx + 1, argmin(rb, 0));
+  });
+  Vec<T> a = {make<T>(-0.0), make<T>(0.0), make<T>(-0.0), make<T>(0.0)};
+  Vec<T> b = {make<T>(0.0), make<T>(-0.0), make<T>(-0.0), make<T>(0.0)};
+  Vec<T> out(14, make<T>(7.0));
+  Vec<int32_t> idx(2, -1);
+  k(Grid(1), a.data(), b.data(), out.data(), idx.data());
+  INFO(type_label<T>());
+  CHECK(positive_zero(out[0]));  // maximum(-0, +0)
+  CHECK(positive_zero(out[1]));  // maximum(+0, -0)
+  CHECK(negative_zero(out[2]));
+  CHECK(positive_zero(out[3]));
+  CHECK(negative_zero(out[4]));  // minimum(-0, +0)
+  CHECK(negative_zero(out[5]));  // minimum(+0, -0)
+  CHECK(negative_zero(out[6]));
+  CHECK(positive_zero(out[7]));
+  CHECK(positive_zero(out[8]));  // max([-0, +0])
+  CHECK(positive_zero(out[9]));  // max([+0, -0])
+  CHECK(negative_zero(out[10]));
+  CHECK(negative_zero(out[11]));
+  CHECK(positive_zero(out[12]));
+  CHECK(negative_zero(out[13]));
+  CHECK(idx[0] == 0);
+  CHECK(idx[1] == 0);
+  if constexpr (std::is_same_v<T, float>) {
+    auto ka = jit("e02_atomic_zeros", [](Ptr<float> cell) {
+      atomic_max(cell, 0.0f);
+      atomic_min(cell + 1, -0.0f);
+    });
+    Vec<float> cell = {-0.0f, 0.0f};
+    ka(Grid(1), cell.data());
+    CHECK(positive_zero(cell[0]));
+    CHECK(negative_zero(cell[1]));
+  }
+}
+}  // namespace
+
+TEST_CASE("E02 signed zeros in max/min - f32", "[edge]") { signed_zero_cases<float>(); }
+TEST_CASE("E02 signed zeros in max/min - f64", "[edge]") { signed_zero_cases<double>(); }
+TEST_CASE("E02 signed zeros in max/min - f16", "[edge]") { signed_zero_cases<f16>(); }
+TEST_CASE("E02 signed zeros in max/min - bf16", "[edge]") { signed_zero_cases<bf16>(); }
+
 TEST_CASE("E15 top-k by repeated argmax equals a sort-based top-k", "[edge]") {
   auto topk = jit("e15_topk", [](Ptr<float> x, Ptr<float> vals, Ptr<int32_t> idxs, Constexpr<int> W, Constexpr<int> K) {
     Tile<int32_t> lanes = arange(0, W);
@@ -673,10 +743,13 @@ template <class T> void division_cases() {
 
   // Constant-folded: the operands are C++ values inside the kernel.
   Vec<T> q3(n), r3(n);
-  auto kc = jit("e19_const", [&as, &bs](Ptr<T> q, Ptr<T> r) {
-    for (size_t i = 0; i < as.size(); ++i) {
-      store(q + int(i), Tile<T>(as[i]) / Tile<T>(bs[i]));
-      store(r + int(i), Tile<T>(as[i]) % Tile<T>(bs[i]));
+  // Kernel lambdas capture nothing: the trace reads the operands from static copies.
+  static Vec<T> cas, cbs;
+  cas = as, cbs = bs;
+  auto kc = jit("e19_const", [](Ptr<T> q, Ptr<T> r) {
+    for (size_t i = 0; i < cas.size(); ++i) {
+      store(q + int(i), Tile<T>(cas[i]) / Tile<T>(cbs[i]));
+      store(r + int(i), Tile<T>(cas[i]) % Tile<T>(cbs[i]));
     }
   });
   kc(Grid(1), q3.data(), r3.data());

@@ -720,6 +720,38 @@ TEST_CASE("ops: specialization cache (constexpr, alignment, ints equal to 1 or m
   CHECK_FALSE(ir.empty());
 }
 
+TEST_CASE("ops: do_not_specialize turns the integer and pointer specializations off per parameter", "[ops]") {
+  auto body = [](Ptr<float> x, Ptr<float> out, Tile<int32_t> n, Tile<int32_t> stride, Constexpr<int> BLOCK) {
+    Tile<int32_t> offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    Tile<bool> m = offs < n;
+    store(out + offs, load(x + offs * stride, m) * 3.0f, m);
+  };
+  auto spec = jit("spec_all", body);
+  auto nospec = jit("spec_none", body, {.do_not_specialize = {0, 1, 2, 3}});
+  Buf<float> x = random_buf<float>(3 * 64 + 8, 11);
+  auto run = [&](auto& k, float* xp, int n, int stride) {
+    Buf<float> out(n + 1, -1.f);
+    std::vector<float> w(n + 1, -1.f);
+    for (int i = 0; i < n; ++i) w[i] = xp[size_t(i) * stride] * 3.0f;
+    k(Grid(cdiv(n, 64)), xp, out.data(), n, stride, 64);
+    return diffs(out, w);
+  };
+  // Batch sizes 1..40 with stride 1: six specializations (n == 1, odd, and the largest of 2, 4, 8,
+  // 16 that divides n) ...
+  for (int n = 1; n <= 40; ++n) CHECK(run(spec, x.data(), n, 1) == "");
+  CHECK(spec.num_compiled() == 6);
+  // ... or one, with the same results, for every n, stride and pointer alignment.
+  for (int n = 1; n <= 40; ++n) CHECK(run(nospec, x.data(), n, 1) == "");
+  CHECK(run(nospec, x.data() + 1, 33, 3) == "");
+  CHECK(run(nospec, x.data() + 4, 16, 2) == "");
+  CHECK(nospec.num_compiled() == 1);
+  // The kernel reads n and stride at run time: no constant 1, no divisibility facts.
+  std::string ir1 = nospec.ir(true, x.data(), x.data(), 1, 1, 64);
+  std::string ir5 = nospec.ir(true, x.data() + 1, x.data(), 5, 16, 64);
+  CHECK(ir1 == ir5);
+  CHECK(spec.ir(true, x.data(), x.data(), 1, 1, 64) != spec.ir(true, x.data(), x.data(), 5, 3, 64));
+}
+
 TEST_CASE("ops: Kernel::stats compiles the specialization once without launching; CPU facts", "[ops]") {
   auto k = jit("stats_kernel", [](Ptr<float> out, Tile<int32_t> n, Constexpr<int> BLOCK) {
     Tile<int32_t> offs = arange(0, BLOCK);

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -24,6 +25,8 @@
 #include "runtime/disk_cache.hpp"
 #include "tle/device.hpp"
 #include "tle/error.hpp"
+#include "tle/tle.hpp"
+#include "../examples/kernels.hpp"
 
 using namespace tle;
 namespace fs = std::filesystem;
@@ -259,6 +262,103 @@ TEST_CASE("runtime: GPU objects without a driver throw RuntimeError; size mistak
     CHECK(e.line() == unsigned(line));
     CHECK(contains(e.message(), "too large"));
   }
+}
+
+TEST_CASE("runtime: ManagedBuffer is the portable buffer: host memory without a driver, managed with one",
+          "[runtime]") {
+  ManagedBuffer<float> x(1000, 1.5f), y(1000);
+  CHECK(x.managed() == (cuda::driver() != nullptr));
+  CHECK(reinterpret_cast<uintptr_t>(x.data()) % 256 == 0);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i);
+  // The same host code launches on the default backend, whatever the machine has.
+  auto scale = jit("managed_scale", [](Ptr<float> x, Ptr<float> y, Tile<int32_t> n) {
+    Tile<int32_t> o = program_id(0) * 256 + arange(0, 256);
+    store(y + o, load(x + o, o < n) * 2.0f, o < n);
+  });
+  scale(Grid(cdiv(1000, 256)), x, y, 1000);
+  tle::synchronize();
+  for (size_t i = 0; i < y.size(); ++i) REQUIRE(y[i] == 2.0f * float(i));
+  // Moves carry the memory and its kind; reset frees it.
+  ManagedBuffer<float> z = std::move(y);
+  CHECK(y.empty());
+  CHECK(z.size() == 1000);
+  CHECK(z.managed() == x.managed());
+  CHECK(z[999] == 1998.0f);
+  z.reset();
+  CHECK(z.empty());
+}
+
+TEST_CASE("gpu: ManagedBuffer is managed memory where a driver is present; the same code runs on both backends",
+          "[.gpu]") {
+  REQUIRE(cuda::driver() != nullptr);
+  ManagedBuffer<float> x(1000, 1.5f), y(1000);
+  CHECK(x.managed());
+  CUmemorytype type{};
+  cuda::check(cuda::driver()->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                                    static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(x.data()))),
+              "cuPointerGetAttribute");
+  CHECK((type == CU_MEMORYTYPE_DEVICE || type == CU_MEMORYTYPE_UNIFIED));
+  auto twice = jit("managed_twice", [](Ptr<float> x, Ptr<float> y, Tile<int32_t> n) {
+    Tile<int32_t> o = program_id(0) * 256 + arange(0, 256);
+    store(y + o, load(x + o, o < n) * 2.0f, o < n);
+  });
+  for (Backend b : {Backend::GPU, Backend::CPU}) {
+    std::fill(y.begin(), y.end(), 0.0f);
+    twice(Grid(cdiv(1000, 256)).backend(b), x, y, 1000);
+    tle::synchronize();
+    CHECK(y[0] == 3.0f);
+    CHECK(y[999] == 3.0f);
+  }
+}
+
+// Run in a fresh process by the test below, with TLE_CACHE_DIR set and TLE_TEST_EXPECT=cold|warm.
+TEST_CASE("runtime child: CPU kernels go through the disk cache", "[.runtime_child]") {
+  const std::string expect = std::getenv("TLE_TEST_EXPECT");
+  const DiskCache::Stats before = DiskCache::global().stats();
+  REQUIRE(DiskCache::global().enabled());
+  std::vector<float> a(64 * 64, 1.0f), b(64 * 64, 0.5f), c(64 * 64, 0.0f);
+  // Two kernel objects with the same code: the second is a hit even in the cold process, and
+  // loads the same object a second time into the JIT.
+  for (int i = 0; i < 2; ++i) {
+    auto mm = ex::make_matmul<float, float>();
+    std::fill(c.begin(), c.end(), 0.0f);
+    mm(Grid(2, 2).backend(Backend::CPU), a.data(), b.data(), c.data(), 64, 64, 64, 32, 32, 16);
+    REQUIRE(c[0] == 32.0f);
+    REQUIRE(c[64 * 64 - 1] == 32.0f);
+  }
+  const DiskCache::Stats after = DiskCache::global().stats();
+  if (expect == "cold") {
+    CHECK(after.misses - before.misses == 1);
+    CHECK(after.writes - before.writes == 1);
+    CHECK(after.hits - before.hits == 1);
+  } else {
+    REQUIRE(expect == "warm");
+    CHECK(after.hits - before.hits == 2);
+    CHECK(after.misses - before.misses == 0);
+    CHECK(after.writes - before.writes == 0);
+  }
+}
+
+TEST_CASE("runtime: CPU object code is cached on disk and reused by a new process", "[runtime]") {
+  TempDir dir;
+  auto entries = [&] {
+    size_t n = 0;
+    for (auto& e : fs::directory_iterator(dir.path())) n += e.path().extension() == ".tlec";
+    return n;
+  };
+  const char* name = "runtime child: CPU kernels go through the disk cache";
+  CHECK(run_child(name, {{"TLE_CACHE_DIR", dir.path().c_str()}, {"TLE_CACHE", nullptr}, {"TLE_TEST_EXPECT", "cold"}}) == 0);
+  CHECK(entries() == 1);
+  CHECK(run_child(name, {{"TLE_CACHE_DIR", dir.path().c_str()}, {"TLE_CACHE", nullptr}, {"TLE_TEST_EXPECT", "warm"}}) == 0);
+  CHECK(entries() == 1);
+  // A corrupt entry is a miss (the cache's own checks), compiled and stored again.
+  for (auto& e : fs::directory_iterator(dir.path())) {
+    std::string bytes = read_file(e.path().string());
+    bytes[bytes.size() / 2] ^= 0x5a;
+    write_file(e.path().string(), bytes);
+  }
+  CHECK(run_child(name, {{"TLE_CACHE_DIR", dir.path().c_str()}, {"TLE_CACHE", nullptr}, {"TLE_TEST_EXPECT", "cold"}}) == 0);
+  CHECK(entries() == 1);
 }
 
 // ================================================================ failure dumps

@@ -10,14 +10,16 @@
 //
 // libtle loads the CUDA driver (libcuda.so.1) at run time with dlopen and never links it, so a
 // program using tle runs on machines without a driver or a GPU; there, default_backend() is CPU
-// and the GPU classes below throw RuntimeError when used. Environment:
+// and DeviceBuffer and Stream throw RuntimeError when used (ManagedBuffer falls back to host
+// memory). Environment:
 //   TLE_BACKEND=cpu|gpu  force a backend (gpu without a usable driver and device: RuntimeError)
 //   TLE_LIBCUDA=<path>   load this file instead of libcuda.so.1
 //   TLE_LAUNCH_BLOCKING=1  every GPU launch waits for its kernel (as CUDA_LAUNCH_BLOCKING=1 does):
 //                        a fault is a RuntimeError at that launch, naming the kernel and its line
 //
-// ManagedBuffer<T> (managed memory, one address for host and GPU) lets the same host code run a
-// kernel on either backend: fill it on the host, launch, synchronize, read it on the host.
+// ManagedBuffer<T> (managed memory, one address for host and GPU; host memory on a machine without
+// a driver) lets the same host code run a kernel on either backend and on any machine: fill it on
+// the host, launch, synchronize, read it on the host.
 //
 // Contexts: tle uses the CUDA context current on the calling thread if there is one (an engine's
 // own), otherwise device 0's primary context, the one the CUDA runtime also uses. So device
@@ -130,6 +132,13 @@ void memset_zero(uint64_t dst, size_t bytes);
 void* managed_alloc(size_t bytes);
 /// cuMemFree of a managed_alloc address (null: nothing).
 void managed_free(void* ptr) noexcept;
+/// Whether a usable CUDA driver with a device is present (probed once), i.e. whether
+/// managed_alloc can succeed.
+bool has_gpu_driver() noexcept;
+/// ManagedBuffer's memory: managed memory when has_gpu_driver(), else host memory aligned to 256
+/// bytes (as cuMemAlloc's); `*on_host` says which. Freed by buffer_free with that flag.
+void* buffer_alloc(size_t bytes, bool* on_host);
+void buffer_free(void* ptr, bool on_host) noexcept;
 /// UserError at loc: "DeviceBuffer::<op>: <given> elements given, but the buffer holds <size>".
 [[noreturn]] void buffer_size_error(const std::source_location& loc, const char* op, size_t given, size_t size);
 /// UserError at loc with this message.
@@ -226,18 +235,20 @@ template <class T> class DeviceBuffer {
   size_t size_ = 0;
 };
 
-/// An RAII allocation of `size()` elements of T in CUDA managed (unified) memory
-/// (cuMemAllocManaged with CU_MEM_ATTACH_GLOBAL; CUDA Driver API, "Unified Addressing"), freed by the
-/// destructor. Move-only. The one address is valid on the host and on the GPU: the host reads and
-/// writes elements directly (operator[], begin/end), and data() (or the buffer itself) is a pointer
-/// argument for launches on either backend; the driver migrates pages on demand. Elements are set
-/// to T() unless an initial value is given.
+/// An RAII allocation of `size()` elements of T that kernels on either backend and the host all
+/// use: the portable buffer. With a usable CUDA driver and device it is CUDA managed (unified)
+/// memory (cuMemAllocManaged with CU_MEM_ATTACH_GLOBAL; CUDA Driver API, "Unified Addressing"),
+/// valid on the host and on the GPU, the driver migrating pages on demand; on a machine without
+/// one it is plain host memory (256-byte aligned), which is all the CPU backend needs, so the same
+/// host code runs on both kinds of machine. Freed by the destructor. Move-only. The host reads and
+/// writes elements directly (operator[], begin/end), and data() (or the buffer itself) is a
+/// pointer argument for launches. Elements are set to T() unless an initial value is given.
 ///
 /// The host must not touch the memory while a GPU kernel that may use it runs (undefined on
 /// devices without concurrent managed access, a data race on the others): wait with
-/// tle::synchronize() or Stream::synchronize() first, or set TLE_LAUNCH_BLOCKING=1 so that every
-/// GPU launch waits for its kernel. Needs a usable CUDA driver: otherwise the constructor throws
-/// RuntimeError (as do driver failures).
+/// tle::synchronize() or Stream::synchronize() first (a no-op without a driver), or set
+/// TLE_LAUNCH_BLOCKING=1 so that every GPU launch waits for its kernel. Driver failures throw
+/// RuntimeError.
 template <class T> class ManagedBuffer {
   static_assert(std::is_trivially_copyable_v<T>, "ManagedBuffer<T> needs a trivially copyable T");
 
@@ -249,14 +260,16 @@ template <class T> class ManagedBuffer {
   /// Allocates n elements, each set to `init` (n = 0 allocates nothing).
   explicit ManagedBuffer(size_t n, T init = T(), loc_t loc = loc_t::current()) : size_(n) {
     if (n > SIZE_MAX / sizeof(T)) detail::buffer_error(loc, "ManagedBuffer: element count too large");
-    if (n) ptr_ = static_cast<T*>(detail::managed_alloc(n * sizeof(T)));
+    if (n) ptr_ = static_cast<T*>(detail::buffer_alloc(n * sizeof(T), &on_host_));
     for (size_t i = 0; i < n; ++i) ptr_[i] = init;
   }
-  ManagedBuffer(ManagedBuffer&& o) noexcept : ptr_(o.ptr_), size_(o.size_) { o.ptr_ = nullptr, o.size_ = 0; }
+  ManagedBuffer(ManagedBuffer&& o) noexcept : ptr_(o.ptr_), size_(o.size_), on_host_(o.on_host_) {
+    o.ptr_ = nullptr, o.size_ = 0;
+  }
   ManagedBuffer& operator=(ManagedBuffer&& o) noexcept {
     if (this != &o) {
       reset();
-      ptr_ = o.ptr_, size_ = o.size_;
+      ptr_ = o.ptr_, size_ = o.size_, on_host_ = o.on_host_;
       o.ptr_ = nullptr, o.size_ = 0;
     }
     return *this;
@@ -267,9 +280,12 @@ template <class T> class ManagedBuffer {
 
   /// Frees the allocation; the buffer becomes empty.
   void reset() noexcept {
-    if (ptr_) detail::managed_free(ptr_);
+    if (ptr_) detail::buffer_free(ptr_, on_host_);
     ptr_ = nullptr, size_ = 0;
   }
+  /// True for CUDA managed memory (GPU launches take it), false for the host memory of a machine
+  /// without a driver (CPU launches only). Meaningless for an empty buffer.
+  bool managed() const noexcept { return !on_host_; }
 
   size_t size() const noexcept { return size_; }
   size_t bytes() const noexcept { return size_ * sizeof(T); }
@@ -283,6 +299,7 @@ template <class T> class ManagedBuffer {
  private:
   T* ptr_ = nullptr;
   size_t size_ = 0;
+  bool on_host_ = false;
 };
 
 }  // namespace tle

@@ -7,10 +7,19 @@
 // Parameters are Ptr<T> (host passes T*, a tle::DeviceBuffer<T>, a tle::ManagedBuffer<T>, or, with tle/dlpack.hpp, a DLPack
 // DLTensor* / DLManagedTensor* whose dtype, device and alignment are checked), Tile<T> (host passes a scalar;
 // converted exactly or rejected), and Constexpr<T> (host passes a value; part of the
-// specialization). A launch is specialized, as in Triton, on constexpr values, on 16-byte alignment
-// of each pointer, and on which integer arguments equal 1 or are multiples of 16 (and, on the GPU, on num_warps, num_stages and maxnreg); each
-// specialization is traced and compiled once and cached in memory, so later launches neither trace
-// nor compile.
+// specialization). A launch is specialized, as in Triton, on constexpr values, on the alignment of
+// each pointer and on which integer arguments equal 1 or are multiples of 2, 4, 8 or 16 (Triton: 16)
+// (and, on the GPU, on num_warps, num_stages and maxnreg; the CPU backend ignores those three); each specialization
+// is traced and compiled once and cached in memory, so later launches neither trace nor compile.
+// JitOptions::do_not_specialize turns the pointer and integer specializations off per parameter.
+//
+// Kernel lambdas capture nothing (a capture does not compile): the lambda runs once per
+// specialization, so a captured variable would be read at the first launch and never again. What
+// changes between launches is a parameter. Host variables the lambda reads without capturing
+// them (globals, statics) are likewise read while tracing only.
+//
+// A pointer argument must point to T for a Ptr<T> parameter (void* does not compile; cast it) and
+// be aligned to sizeof(T) (UserError at the launch otherwise).
 //
 // Backends: a launch runs on grid.backend(...) if given, else on tle::default_backend() (GPU when a
 // CUDA driver and device are usable; TLE_BACKEND=cpu|gpu forces one). On the CPU a launch is
@@ -30,6 +39,7 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <vector>
 
 #include "tle/device.hpp"
 #include "tle/tile.hpp"
@@ -62,6 +72,17 @@ namespace tle {
 ///                                        reject it (UserError): their CUDA source says it
 ///                                        (__launch_bounds__, __maxnreg__, -maxrregcount).
 ///   .backend(Backend::CPU|GPU)           run on this backend instead of default_backend().
+/// Options of tle::jit.
+struct JitOptions {
+  /// Parameters (0-based indices in the lambda's order) left out of the specialization, as
+  /// Triton's `do_not_specialize`: an integer Tile<T> scalar is no longer specialized on being 1
+  /// or a multiple of 2, 4, 8 or 16, a Ptr<T> on its alignment. One compiled kernel then serves
+  /// every value (e.g. batch sizes 1..40 compile once instead of six times), at the price of what the
+  /// specialization allowed (a constant 1, vector accesses the alignment proves). Only integer
+  /// scalars and pointers have such specializations: another index is a UserError at jit's line.
+  std::vector<int> do_not_specialize;
+};
+
 /// A plain value (the target sm of Kernel::ptx, the `optimized` flag of Kernel::ir) that converts
 /// implicitly from T and records where the call was written, so that a UserError about the call's
 /// arguments or options names the caller's file:line.
@@ -99,7 +120,19 @@ struct Grid {
 };
 
 namespace detail {
-template <class P> struct param_spec;
+template <class> inline constexpr bool dependent_false = false;
+
+/// A kernel parameter type tle does not take: the static_asserts say what to declare instead.
+template <class P> struct param_spec {
+  static_assert(!std::is_pointer_v<P>, "tle::jit: a kernel parameter is declared as a raw pointer T*; declare it as "
+                                       "tle::Ptr<T> instead (float* -> Ptr<float>); the host still passes a T*");
+  static_assert(std::is_pointer_v<P> || !std::is_arithmetic_v<P>,
+                "tle::jit: a kernel parameter is declared as a plain C++ number; declare tle::Tile<T> for a runtime "
+                "scalar argument or tle::Constexpr<T> for a compile-time one (part of the specialization)");
+  static_assert(std::is_pointer_v<P> || std::is_arithmetic_v<P> || dependent_false<P>,
+                "tle::jit: kernel parameters are tle::Ptr<T>, tle::Tile<T> (a scalar) or tle::Constexpr<T>");
+  static ParamSpec get() { return {}; }
+};
 template <class T> struct param_spec<Tile<ptr_t<T>>> {
   static ParamSpec get() { return {ParamSpec::Pointer, dtype_of<T>::value}; }
 };
@@ -126,7 +159,9 @@ template <class P> struct param_spec<const P&> : param_spec<P> {};
 template <class P> struct param_spec<P&> : param_spec<P> {};
 template <class P> struct param_spec<const P> : param_spec<P> {};
 
-template <class P> struct make_param;
+template <class P> struct make_param {
+  static P get(const TraceParam&);  // never defined: param_spec<P> already rejected P
+};
 template <class T> struct make_param<Tile<T>> {
   static Tile<T> get(const TraceParam& p) { return Tile<T>(p.value); }
 };
@@ -215,6 +250,49 @@ template <class T> HostArg host_arg(const ManagedBuffer<T>& b) {
   h.type_name = "tle::ManagedBuffer";
   return h;
 }
+
+/// Host element types a pointer argument may point to: tle's element types, plus long long,
+/// unsigned long long and char, which host_arg maps to i64, u64 and i8/u8.
+template <class E> inline constexpr bool typed_pointee =
+    (Element<E> && !is_ptr<E>::value) || std::is_same_v<E, long long> || std::is_same_v<E, unsigned long long> ||
+    std::is_same_v<E, char>;
+/// A host argument that is an address whose element type is unknown: void*, a pointer to a
+/// struct, or a DeviceBuffer/ManagedBuffer of one. nullptr and DLPack tensors are not.
+template <class A> struct untyped_address : std::false_type {};
+template <class E> struct untyped_address<E*>
+    : std::bool_constant<!typed_pointee<std::remove_cv_t<E>> && !dlpack_like<std::remove_cv_t<E>> &&
+                         !host_arg_ext<E*>::enabled && !host_arg_ext<std::remove_cv_t<E>*>::enabled> {};
+template <class T> struct untyped_address<DeviceBuffer<T>> : std::bool_constant<!typed_pointee<T>> {};
+template <class T> struct untyped_address<ManagedBuffer<T>> : std::bool_constant<!typed_pointee<T>> {};
+
+/// Is kernel parameter P a pointer? Tile kernels declare Ptr<T>, raw kernels T*.
+template <class P> struct pointer_param : std::bool_constant<std::is_pointer_v<P>> {};
+template <class T> struct pointer_param<Tile<ptr_t<T>>> : std::true_type {};
+
+/// One argument against its parameter, at compile time.
+template <class P, class A> constexpr bool check_argument() {
+  static_assert(!(pointer_param<P>::value && untyped_address<std::decay_t<A>>::value),
+                "tle: a void* (or a pointer to a type that is not a tle element type) is passed for a pointer "
+                "parameter; its element type could not be checked against the parameter's, so cast it to the "
+                "element type first (static_cast<float*>(p) for a Ptr<float> parameter)");
+  return true;
+}
+/// Compile-time checks of a launch: one argument per parameter (the diagnostic's instantiation of
+/// kernel_call<std::tuple<PARAMETERS...>, std::tuple<ARGUMENTS...>> shows both lists), and no
+/// untyped address for a pointer parameter.
+template <class Params, class Args> struct kernel_call;
+template <class... P, class... A> struct kernel_call<std::tuple<P...>, std::tuple<A...>> {
+  static_assert(sizeof...(P) == sizeof...(A),
+                "tle: wrong number of kernel arguments: a kernel takes one argument per parameter of its lambda, in "
+                "order, a value for every Constexpr<T> included; the expected parameters are the first "
+                "std::tuple<...> of kernel_call<std::tuple<PARAMETERS...>, std::tuple<ARGUMENTS...>> in this "
+                "diagnostic, the arguments passed the second");
+  static constexpr bool check() {
+    if constexpr (sizeof...(P) == sizeof...(A)) return (check_argument<P, A>() && ...);
+    else return false;
+  }
+  static constexpr bool ok = check();
+};
 /// The launch options a Grid carries (stream, num_warps, num_stages, maxnreg, backend).
 inline LaunchOptions launch_options(const Grid& grid) {
   LaunchOptions o;
@@ -246,12 +324,20 @@ struct KernelStats {
 template <class F> class Kernel {
   using Args = typename detail::signature<F>::args;
   static constexpr size_t N = std::tuple_size_v<Args>;
+  // The specialization rule (docs/semantics.md, "Specialization"): a kernel is traced once per
+  // specialization, so whatever a lambda captured would be read once, at its first launch, and
+  // later changes ignored. Values that vary between launches are parameters.
+  static_assert(std::is_empty_v<F> || std::is_pointer_v<F>,
+                "tle::jit: the kernel lambda captures variables (or the function object has data members); a "
+                "kernel is traced once per specialization, so a captured value would be frozen at its first launch. "
+                "Write a captureless lambda ([](...) { ... }) and pass what varies as parameters: Constexpr<T> for a "
+                "compile-time value (part of the specialization), Tile<T> for a runtime scalar");
 
  public:
-  Kernel(const char* name, F fn, const SrcLoc& loc) : fn_(std::move(fn)) {
+  Kernel(const char* name, F fn, const SrcLoc& loc, const JitOptions& opts = {}) : fn_(std::move(fn)) {
     std::vector<detail::ParamSpec> specs;
     add_specs(specs, std::make_index_sequence<N>());
-    state_ = detail::kernel_create(name, specs, &trace_thunk, loc);
+    state_ = detail::kernel_create(name, specs, &trace_thunk, loc, opts.do_not_specialize);
   }
   Kernel(const Kernel&) = delete;
   Kernel& operator=(const Kernel&) = delete;
@@ -265,6 +351,7 @@ template <class F> class Kernel {
   /// maxnreg, or a host
   /// pointer passed to a GPU launch; RuntimeError if compiling, loading or launching fails.
   template <class... A> void operator()(const Grid& grid, const A&... args) const {
+    (void)detail::kernel_call<Args, std::tuple<A...>>::ok;  // compile-time argument checks
     std::array<detail::HostArg, sizeof...(A)> h{detail::host_arg(args)...};
     detail::kernel_launch(state_, &fn_, detail::Grid3{grid.x, grid.y, grid.z}, detail::launch_options(grid), h.data(),
                           h.size(), grid.loc);
@@ -276,6 +363,7 @@ template <class F> class Kernel {
   /// tests and inspection; throws as a launch would for bad arguments (UserError at the caller's
   /// line, e.g. for a target before sm_80 or num_warps not a power of two from 1 to 32).
   template <class... A> std::string ptx(Located<int> target_sm, int num_warps, const A&... args) const {
+    (void)detail::kernel_call<Args, std::tuple<A...>>::ok;  // compile-time argument checks
     std::array<detail::HostArg, sizeof...(A)> h{detail::host_arg(args)...};
     detail::LaunchOptions o;
     o.num_warps = num_warps;
@@ -284,6 +372,7 @@ template <class F> class Kernel {
   /// As above with the launch options of `launch` (its num_warps, num_stages and maxnreg; grid
   /// size, stream and backend are ignored). Throws UserError (at the Grid's line) for bad options.
   template <class... A> std::string ptx(Located<int> target_sm, const Grid& launch, const A&... args) const {
+    (void)detail::kernel_call<Args, std::tuple<A...>>::ok;  // compile-time argument checks
     std::array<detail::HostArg, sizeof...(A)> h{detail::host_arg(args)...};
     return detail::kernel_ptx(state_, &fn_, target_sm.value, detail::launch_options(launch), h.data(), h.size(),
                               launch.loc);
@@ -292,6 +381,7 @@ template <class F> class Kernel {
   /// (optimized = true) or right after tracing. For tests and inspection; nothing is compiled.
   /// Bad arguments throw UserError at the caller's line.
   template <class... A> std::string ir(Located<bool> optimized, const A&... args) const {
+    (void)detail::kernel_call<Args, std::tuple<A...>>::ok;  // compile-time argument checks
     std::array<detail::HostArg, sizeof...(A)> h{detail::host_arg(args)...};
     return detail::kernel_ir(state_, &fn_, h.data(), h.size(), optimized.value, optimized.loc);
   }
@@ -302,6 +392,7 @@ template <class F> class Kernel {
   /// registers, spilled (local) bytes, shared memory, warps (KernelStats). Throws as a launch
   /// would for bad arguments or options (UserError at the Grid's line) or a failed compile.
   template <class... A> KernelStats stats(const Grid& launch, const A&... args) const {
+    (void)detail::kernel_call<Args, std::tuple<A...>>::ok;  // compile-time argument checks
     std::array<detail::HostArg, sizeof...(A)> h{detail::host_arg(args)...};
     detail::KernelStatsData d =
         detail::kernel_stats(state_, &fn_, detail::launch_options(launch), h.data(), h.size(), launch.loc);
@@ -326,9 +417,14 @@ template <class F> class Kernel {
   detail::KernelState* state_;
 };
 
-/// Makes a kernel from a lambda (or function pointer) whose parameters are Ptr<T>, Tile<T> scalars
-/// and Constexpr<T>. Nothing is traced until the first launch.
-template <class F> Kernel<std::decay_t<F>> jit(const char* name, F&& fn, loc_t l = loc_t::current()) {
+/// Makes a kernel from a captureless lambda (or function pointer) whose parameters are Ptr<T>,
+/// Tile<T> scalars and Constexpr<T>. Nothing is traced until the first launch. `opts` (JitOptions)
+/// turns specializations off per parameter: `jit("k", fn, {.do_not_specialize = {3}})`; an index
+/// that is not an integer scalar or pointer parameter is a UserError at this line.
+template <class F> Kernel<std::decay_t<F>> jit(const char* name, F&& fn, JitOptions opts = {}, loc_t l = loc_t::current()) {
+  return Kernel<std::decay_t<F>>(name, std::forward<F>(fn), l, opts);
+}
+template <class F> Kernel<std::decay_t<F>> jit(const char* name, F&& fn, loc_t l) {
   return Kernel<std::decay_t<F>>(name, std::forward<F>(fn), l);
 }
 

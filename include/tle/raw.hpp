@@ -216,6 +216,7 @@ template <class... P> class RawKernel<void(P...)> {
  private:
   template <class... A>
   void launch(const Grid& grid, unsigned bx, unsigned by, unsigned bz, size_t smem, const A&... args) const {
+    (void)detail::kernel_call<std::tuple<P...>, std::tuple<A...>>::ok;  // compile-time argument checks
     std::array<detail::HostArg, sizeof...(A)> h{detail::host_arg(args)...};
     detail::raw_kernel_launch(state_, detail::Grid3{grid.x, grid.y, grid.z}, bx, by, bz, smem,
                               detail::launch_options(grid), h.data(), h.size(), grid.loc);

@@ -151,16 +151,19 @@ template <class T> class Tile : private detail::HandleBase {
     detail::attach(this);
   }
   ~Tile() { detail::detach(this); }
+  /// Assigning registers a handle made outside any trace (a static or global Tile) with the
+  /// current trace, so that it too is marked stale when the trace ends.
   Tile& operator=(const Tile& o) noexcept {
     v = o.v;
+    detail::attach(this);
     return *this;
   }
   // Assigning a C++ scalar or a tile of a promotable type goes through the converting
   // constructors above, whose defaulted source_location is the user's assignment.
 
-  /// The traced shape ([] for a scalar).
-  Shape shape() const { return detail::shape_of_value(v); }
-  int rank() const { return static_cast<int>(shape().size()); }
+  /// The traced shape ([] for a scalar). UserError if the Tile outlived its kernel's trace.
+  Shape shape(loc_t l = loc_t::current()) const { return detail::shape_of_value(v, l); }
+  int rank(loc_t l = loc_t::current()) const { return static_cast<int>(shape(l).size()); }
   detail::V value() const { return v; }
 
   /// Value conversion to a tile of U (float->int saturates, NaN->0; see docs/semantics.md).
@@ -427,8 +430,11 @@ template <class T> Tile<T> permute(const Tile<T>& x, const std::vector<int>& ord
   detail::require_value(x.value(), l);
   return Tile<T>(detail::permute(x.value(), order, l));
 }
-/// Transpose of a 2-D tile.
-template <class T> Tile<T> trans(const Tile<T>& x, loc_t l = loc_t::current()) { return permute(x, {1, 0}, l); }
+/// Transpose of a 2-D tile (permute {1, 0}); another rank is a UserError naming trans.
+template <class T> Tile<T> trans(const Tile<T>& x, loc_t l = loc_t::current()) {
+  detail::require_value(x.value(), l);
+  return Tile<T>(detail::trans(x.value(), l));
+}
 
 // ============================================================== memory
 

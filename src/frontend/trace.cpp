@@ -15,6 +15,22 @@
 #include "ir/inline_asm.hpp"
 #include "support/half.hpp"
 
+namespace tle::detail {
+
+ir::Value* stale_value() noexcept {
+  static ir::Value stale;
+  return &stale;
+}
+
+std::string stale_message(const std::string& what) {
+  return what + " was made while tracing a kernel whose trace has ended (another kernel's, or an earlier "
+                "specialization of this one): a Tile lives only inside the trace that made it, so it cannot be "
+                "kept in a static or global variable and used later; compute it again inside this kernel, or pass "
+                "the data through memory (a Ptr parameter)";
+}
+
+}  // namespace tle::detail
+
 namespace tle::frontend {
 
 namespace {
@@ -25,10 +41,13 @@ thread_local TraceContext* g_current = nullptr;
 TraceContext::TraceContext(ir::Function& f) : fn(f), builder(&f.entry()), prev_(g_current) { g_current = this; }
 
 TraceContext::~TraceContext() {
+  // Handles still registered outlive the trace (a Tile in a static or global variable): their
+  // values are freed with the function, so they now hold the stale marker instead.
   for (auto* h = head; h;) {
     auto* next = h->next;
     h->prev = h->next = nullptr;
     h->attached = false;
+    if (h->v) h->v = detail::stale_value();
     h = next;
   }
   g_current = prev_;
@@ -42,6 +61,25 @@ void TraceContext::check_pending() {
     pending.reset();
     throw e;
   }
+}
+
+bool TraceContext::visible(ir::Value* v) const {
+  if (v == detail::stale_value()) return false;
+  ir::Block* b = v->defining_block();
+  if (b == &fn.entry()) return true;
+  for (auto& f : frames)
+    if (f.block == b) return true;
+  return false;
+}
+
+ir::Value* TraceContext::use(ir::Value* v, const SrcLoc& loc, const std::string& what) const {
+  const std::string pre = what.empty() ? "this tile" : what;
+  if (!v) throw UserError(loc, pre + " has no value yet (a default-constructed Tile); assign it before use");
+  if (v == detail::stale_value()) throw UserError(loc, detail::stale_message(pre));
+  if (!visible(v))
+    throw UserError(loc, pre + " was defined inside a device loop, if_ branch or combine function that has already "
+                               "ended; declare the Tile before that region and assign to it inside");
+  return v;
 }
 
 }  // namespace tle::frontend
@@ -67,22 +105,8 @@ TraceContext& ctx(const SrcLoc& loc) {
 
 std::string shape_str(const ShapeVec& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
 
-/// Is v defined in a block that is open (the entry block or an open region's block)?
-bool visible(TraceContext& c, V v) {
-  ir::Block* b = v->defining_block();
-  if (b == &c.fn.entry()) return true;
-  for (auto& f : c.frames)
-    if (f.block == b) return true;
-  return false;
-}
-
-V use(TraceContext& c, V v, const SrcLoc& loc) {
-  if (!v) throw UserError(loc, "this tile has no value yet (a default-constructed Tile); assign it before use");
-  if (!visible(c, v))
-    throw UserError(loc, "this tile was defined inside a device loop, if_ branch or combine function that has "
-                         "already ended; declare the Tile before that region and assign to it inside");
-  return v;
-}
+bool visible(TraceContext& c, V v) { return c.visible(v); }
+V use(TraceContext& c, V v, const SrcLoc& loc) { return c.use(v, loc); }
 
 void check_shape(const ShapeVec& s, const SrcLoc& loc) {
   int64_t n = 1;
@@ -219,6 +243,10 @@ V combine_region(TraceContext& c, ir::Op* op, DType dt, const std::function<V(V,
       throw UserError(loc, "a combine function must not assign to tiles declared outside it; return the combined "
                            "value instead");
     }
+  if (r == stale_value()) {
+    pop_frame(c);
+    throw UserError(loc, stale_message("the tile the combine function returns"));
+  }
   if (!r || r->type != scalar(dt)) {
     pop_frame(c);
     throw UserError(loc, fmt::format("the combine function must return a scalar {} tile, got {}", dtype_name(dt),
@@ -236,7 +264,7 @@ V combine_region(TraceContext& c, ir::Op* op, DType dt, const std::function<V(V,
 
 void attach(HandleBase* h) noexcept {
   auto* c = TraceContext::current();
-  if (!c) return;
+  if (!c || h->attached) return;
   h->attached = true;
   h->prev = nullptr;
   h->next = c->head;
@@ -259,12 +287,14 @@ void detach(HandleBase* h) noexcept {
 
 bool tracing() noexcept { return TraceContext::current() != nullptr; }
 
-DType dtype_of_value(V v) { return v ? v->type.dtype : DType::f32; }
-DType pointee_of_value(V v) { return v ? v->type.pointee : DType::f32; }
-ShapeVec shape_of_value(V v) { return v ? v->type.shape : ShapeVec{}; }
+ShapeVec shape_of_value(V v, const SrcLoc& loc) {
+  if (v == stale_value()) throw UserError(loc, stale_message("this tile"));
+  return v ? v->type.shape : ShapeVec{};
+}
 
 void require_value(V v, const SrcLoc& loc) {
   if (!v) throw UserError(loc, "this tile has no value yet (a default-constructed Tile); assign it before use");
+  if (v == stale_value()) throw UserError(loc, stale_message("this tile"));
 }
 
 // ====================================================================== creation
@@ -513,6 +543,16 @@ V permute(V x, const std::vector<int>& order, const SrcLoc& loc) {
   std::vector<int64_t> ord(r);
   for (int i = 0; i < r; ++i) s[i] = x->type.shape[order[i]], ord[i] = order[i];
   return make(c, ir::OpKind::Permute, {x}, {x->type.with_shape(s)}, {{"order", ord}}, loc)->result();
+}
+
+V trans(V x, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, x, loc);
+  if (x->type.rank() != 2)
+    throw UserError(loc, fmt::format("trans: transposes a 2-D tile, got a {} tile of rank {}; use permute(x, order) "
+                                     "to reorder the dimensions of other ranks",
+                                     x->type.str(), x->type.rank()));
+  return permute(x, {1, 0}, loc);
 }
 
 // ====================================================================== memory
@@ -792,6 +832,10 @@ void for_end(const SrcLoc& loc) {
     V carried = body.arg(arg++);
     V now = f.tracked[i] ? f.tracked[i]->v : carried;
     if (!now) now = carried;
+    if (now == stale_value()) {
+      pop_frame(c);
+      throw UserError(loc, stale_message("a Tile assigned inside this device loop"));
+    }
     if (now->type != carried->type) {
       Type before = carried->type;
       pop_frame(c);
@@ -875,6 +919,8 @@ void if_else(V cond, const std::function<void()>& then_fn, const std::function<v
   for (size_t i = 0; i < tracked.size(); ++i) {
     V t = after[0][i], e = after[1][i];
     if (t == before[i] && e == before[i]) continue;
+    if (t == stale_value() || e == stale_value())
+      throw UserError(loc, stale_message("a Tile assigned in a branch of this if_"));
     if (!t || !e)
       throw UserError(loc, "a Tile with no value before this if_ is assigned in only one branch; assign it in both "
                            "branches or give it a value before the if_");

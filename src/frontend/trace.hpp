@@ -8,6 +8,14 @@
 #include "ir/ir.hpp"
 #include "tle/detail/trace_api.hpp"
 
+namespace tle::detail {
+/// The value a Tile holds once the trace that made it has ended (a static object, never freed):
+/// every use of it is a UserError (stale_message), never a read of the freed function.
+ir::Value* stale_value() noexcept;
+/// "<what> was made while tracing another kernel ...": the message for a use of stale_value().
+std::string stale_message(const std::string& what);
+}  // namespace tle::detail
+
 namespace tle::frontend {
 
 /// An open region while tracing.
@@ -21,7 +29,9 @@ struct Frame {
 };
 
 /// One kernel trace on this thread. Constructing it makes it current; destroying it detaches
-/// every handle still registered and restores the previous context.
+/// every handle still registered, makes each one that holds a value hold detail::stale_value()
+/// (the trace's values die with it, so a Tile kept past its trace must never reach them), and
+/// restores the previous context.
 class TraceContext {
  public:
   explicit TraceContext(ir::Function& fn);
@@ -41,6 +51,15 @@ class TraceContext {
 
   /// Throws the pending error, if any.
   void check_pending();
+
+  /// Is v defined in a block that is open (the entry block or an open region's block)? False for
+  /// detail::stale_value().
+  bool visible(ir::Value* v) const;
+  /// The checks every use of an operand makes: UserError at loc when v is null (a Tile never
+  /// assigned), belongs to a trace that has ended (a Tile kept from another kernel's trace, or
+  /// from an earlier trace of this one), or was defined in a region that has ended. `what`
+  /// prefixes the message (e.g. "cuda_function 'f': argument 2"); empty for plain operands.
+  ir::Value* use(ir::Value* v, const SrcLoc& loc, const std::string& what = {}) const;
 
  private:
   TraceContext* prev_;

@@ -10,16 +10,6 @@
 
 namespace tle::detail {
 
-namespace {
-bool visible(frontend::TraceContext& c, V v) {
-  ir::Block* b = v->defining_block();
-  if (b == &c.fn.entry()) return true;
-  for (auto& f : c.frames)
-    if (f.block == b) return true;
-  return false;
-}
-}  // namespace
-
 std::vector<V> cuda_call(const std::string& source, const std::vector<std::string>& options, const std::string& file,
                          const std::string& name, int ret_dtype, const std::vector<CudaCallArg>& args,
                          const SrcLoc& loc) {
@@ -50,12 +40,7 @@ std::vector<V> cuda_call(const std::string& source, const std::vector<std::strin
     results.push_back(ir::scalar_type(d));
   }
   for (size_t i = 0; i < args.size(); ++i) {
-    V v = args[i].v;
-    if (!v) throw UserError(loc, fmt::format("cuda_function '{}': argument {} is a tile with no value yet", name, i + 1));
-    if (!visible(*c, v))
-      throw UserError(loc, fmt::format("cuda_function '{}': argument {} was defined inside a device loop, if_ branch "
-                                       "or combine function that has already ended",
-                                       name, i + 1));
+    V v = c->use(args[i].v, loc, fmt::format("cuda_function '{}': argument {}", name, i + 1));
     int64_t kind = args[i].kind;
     // A 0-d tile goes by value; tle::inout of a scalar is not a tile.
     if (kind == ir::kCudaTile && v->type.is_scalar()) kind = ir::kCudaValue;

@@ -1,4 +1,5 @@
-// src/runtime/disk_cache.hpp - the on-disk cache of compiled artifacts (PTX, cubin bytes).
+// src/runtime/disk_cache.hpp - the on-disk cache of compiled artifacts (PTX, cubin bytes, CPU
+// object code).
 //
 // The caller supplies the key as text that determines the artifact completely: printed IR,
 // target, options and versions. The key is hashed with SHA-256 (LLVM's implementation, already

@@ -1,10 +1,16 @@
 // src/runtime/kernel.cpp - kernel objects: argument checking and packing, specialization keys,
 // the in-memory cache of compiled specializations, and launch on the CPU or the GPU.
 //
-// Specialization (Triton's rules): constexpr values, 16-byte alignment of each pointer, and which
-// integer scalars equal 1 or multiples of 16 select a specialization; each is traced and compiled once. The in-memory
+// Specialization (Triton's rules, with 2, 4 and 8 besides 16): constexpr values, the power of two
+// up to 16 that each pointer and integer scalar is a multiple of, and which integer scalars equal 1
+// select a specialization (JitOptions::do_not_specialize drops a pointer or integer parameter from
+// it); each is traced and compiled once. The in-memory
 // key adds the backend and, on the GPU, num_warps, num_stages, maxnreg and the CUDA context (a module belongs to one).
+// A UserError thrown while tracing or compiling at an op's line gets a note naming the launch.
 //
+// CPU path of a miss: trace -> generic pass pipeline -> disk cache lookup keyed on the printed IR,
+// the host target and the tle and LLVM versions -> on a disk miss cpu::compile_object, stored ->
+// cpu::load into the JIT.
 // GPU path of a miss: trace -> generic pass pipeline -> disk cache lookup keyed on the printed IR,
 // the target (sm_90a, ...), num_warps, num_stages, maxnreg, the tle, LLVM and driver versions -> on a disk miss
 // gpu::compile (GPU passes, NVPTX) and store the PTX -> cuModuleLoadDataEx (GpuKernel::from_ptx,
@@ -246,25 +252,79 @@ gpu::Target target_for(int sm) {
   return t;
 }
 
-/// Disk-cache artifact: "TLEGPU1\n<entry>\n<shared_bytes>\n<num_warps>\n" then the PTX.
+/// A disk-cache artifact: a magic line, one line per header field, then the body (PTX, object
+/// code). Fields hold no newline.
+std::string join_artifact(const char* magic, const std::vector<std::string>& fields, const std::string& body) {
+  return fmt::format("{}\n{}\n", magic, fmt::join(fields, "\n")) + body;
+}
+/// The `n` header fields and the body of an artifact with this magic; nullopt when the magic
+/// differs or a line is missing.
+std::optional<std::pair<std::vector<std::string>, std::string>> split_artifact(const std::string& s, const char* magic,
+                                                                               size_t n) {
+  size_t pos = 0;
+  std::string line;
+  if (!next_line(s, pos, line) || line != magic) return std::nullopt;
+  std::vector<std::string> fields(n);
+  for (auto& f : fields)
+    if (!next_line(s, pos, f)) return std::nullopt;
+  return std::make_pair(std::move(fields), s.substr(pos));
+}
+
+/// GPU artifact: "TLEGPU1", entry, shared_bytes, num_warps, then the PTX.
 std::string serialize_artifact(const gpu::Artifact& a) {
-  return fmt::format("TLEGPU1\n{}\n{}\n{}\n", a.entry, a.shared_bytes, a.num_warps) + a.ptx;
+  return join_artifact("TLEGPU1", {a.entry, std::to_string(a.shared_bytes), std::to_string(a.num_warps)}, a.ptx);
 }
 std::optional<gpu::Artifact> parse_artifact(const std::string& s) {
-  size_t pos = 0;
-  auto line = [&](std::string& out) { return next_line(s, pos, out); };
-  std::string magic, entry, smem, warps;
-  if (!line(magic) || magic != "TLEGPU1" || !line(entry) || !line(smem) || !line(warps) || entry.empty()) return std::nullopt;
+  auto parts = split_artifact(s, "TLEGPU1", 3);
+  if (!parts || parts->first[0].empty()) return std::nullopt;
   gpu::Artifact a;
   try {
-    a.shared_bytes = std::stoi(smem);
-    a.num_warps = std::stoi(warps);
+    a.shared_bytes = std::stoi(parts->first[1]);
+    a.num_warps = std::stoi(parts->first[2]);
   } catch (...) {
     return std::nullopt;
   }
-  a.entry = entry;
-  a.ptx = s.substr(pos);
+  a.entry = parts->first[0];
+  a.ptx = std::move(parts->second);
   return a;
+}
+
+/// CPU artifact: "TLECPU1", symbol, scratch_bytes, then the object code.
+std::string serialize_object(const cpu::Object& o) {
+  return join_artifact("TLECPU1", {o.symbol, std::to_string(o.scratch_bytes)}, o.bytes);
+}
+std::optional<cpu::Object> parse_object(const std::string& s) {
+  auto parts = split_artifact(s, "TLECPU1", 2);
+  if (!parts || parts->first[0].empty()) return std::nullopt;
+  cpu::Object o;
+  try {
+    o.scratch_bytes = std::stoull(parts->first[1]);
+  } catch (...) {
+    return std::nullopt;
+  }
+  o.symbol = parts->first[0];
+  o.bytes = std::move(parts->second);
+  return o;
+}
+
+/// The CPU kernel of an optimized function, through the disk cache (as PTX is): the key is the
+/// printed IR, the host target (triple, CPU, features) and the tle and LLVM versions.
+std::shared_ptr<cpu::CompiledKernel> compile_cpu(const ir::Function& f) {
+  const std::string key = fmt::format("tle-cpu-object\ntle {} {}\nllvm {}\nhost {}\n{}", TLE_VERSION, kBuildId,
+                                      LLVM_VERSION_STRING, cpu::host_target(), ir::print(f));
+  DiskCache& disk = DiskCache::global();
+  if (auto bytes = disk.get(key))
+    if (auto o = parse_object(*bytes)) {
+      try {
+        return cpu::load(*o, f.name);
+      } catch (const RuntimeError&) {
+        // An entry that does not link (it passed the checksum, so written by an odd build):
+        // compile afresh and replace it.
+      }
+    }
+  cpu::Object o = cpu::compile_object(f);
+  disk.put(key, serialize_object(o));
+  return cpu::load(o, f.name);
 }
 
 }  // namespace
@@ -278,6 +338,9 @@ struct Compiled {
   int registers = 0, local_bytes = 0;  // GPU: per thread
 };
 
+class KernelState;
+thread_local const KernelState* g_tracing = nullptr;  // the kernel this thread is tracing, if any
+
 class KernelState {
  public:
   std::string name;
@@ -289,6 +352,20 @@ class KernelState {
   std::shared_mutex mu;
   std::unordered_map<std::vector<uint64_t>, std::shared_ptr<Compiled>, KeyHash> cache;
   std::mutex compile_mu;
+
+  /// UserError at loc when this thread is tracing a kernel: a kernel's lambda runs on the host,
+  /// once per specialization, to record tile operations; a launch inside it would run (or, for
+  /// the kernel being traced, wait for its own compile lock) at trace time, never on the device.
+  void check_not_tracing(const char* what, const SrcLoc& loc) const {
+    const frontend::TraceContext* c = frontend::TraceContext::current();
+    if (!c) return;
+    const bool self = g_tracing == this;
+    throw UserError(loc, fmt::format("kernel {} is {} inside the lambda of kernel '{}' while it is traced{}; a "
+                                     "kernel's lambda only records tile operations and cannot launch kernels: "
+                                     "launch {} from host code, before or after launching '{}'",
+                                     signature(), what, c->fn.name, self ? " (a kernel launching itself)" : "",
+                                     name, c->fn.name));
+  }
 
   std::string signature() const {
     std::vector<std::string> ps;
@@ -316,9 +393,15 @@ class KernelState {
           else if (!a.untyped_pointer && a.pointee != p.dtype)
             throw bad(fmt::format("got a pointer to {}; pass a {}* (or cast the pointer explicitly)",
                                   dtype_name(a.pointee), dtype_name(p.dtype)));
+          // Every element access assumes natural alignment (vector loads on the CPU, ld/st on the
+          // GPU): a misaligned address would read the wrong bytes or fault.
+          else if (const int size = byte_size(p.dtype); reinterpret_cast<uintptr_t>(a.p) % size != 0)
+            throw bad(fmt::format("the {} {} is not aligned to the {}-byte size of {}; pass the address of an "
+                                  "element (a byte offset that is a multiple of {})",
+                                  a.type_name, a.p, size, dtype_name(p.dtype), size));
           uint64_t s = reinterpret_cast<uintptr_t>(a.p);
           pk.slots.push_back(s);
-          pk.key.push_back(pow2_divisor(s));
+          pk.key.push_back(p.specialize ? pow2_divisor(s) : 1);
           break;
         }
         case ParamSpec::Scalar: {
@@ -355,9 +438,10 @@ class KernelState {
           pk.slots.push_back(s);
           // Integer specializations: equal to 1 (a constant in the kernel), or a multiple of 2, 4,
           // 8 or 16 (Triton: 16 only; the GPU passes may then vectorize accesses whose offsets it
-          // scales). Key: 1 for the value 1, else the power of two (1: odd, zero or not an integer).
+          // scales). Key: 0 for the value 1, else the power of two (1: odd, zero, not an integer,
+          // or a parameter JitOptions::do_not_specialize names).
           const bool divisible = is_int(d) && d != DType::i1 && s != 0;
-          pk.key.push_back(one ? 0 : divisible ? pow2_divisor(s) : 1);
+          pk.key.push_back(!p.specialize ? 1 : one ? 0 : divisible ? pow2_divisor(s) : 1);
           break;
         }
         case ParamSpec::ConstexprInt:
@@ -417,14 +501,48 @@ class KernelState {
         v = b.constant(ir::scalar_type(p.dtype), int64_t(1), loc);
       tp[i].value = v;
     }
+    struct Tracing {  // which kernel this thread traces (check_not_tracing)
+      const KernelState* prev = g_tracing;
+      explicit Tracing(const KernelState* k) { g_tracing = k; }
+      ~Tracing() { g_tracing = prev; }
+    } tracing(this);
     frontend::trace_into(*f, thunk, fn, tp.data());
     return f;
   }
 
+  /// Runs f (a trace, the passes, a compile) and adds to a UserError it throws at another line (an
+  /// op in the lambda) a note naming the launch at `loc` and its constexpr arguments: the values
+  /// that made the op invalid (BLOCK = 0, say) come from that launch.
+  template <class F> auto noting_launch(const Packed& pk, const SrcLoc& loc, F&& f) const {
+    try {
+      return f();
+    } catch (const UserError& e) {
+      if (!loc.known() || (e.line() == loc.line && e.file() == loc.file)) throw;
+      std::vector<std::string> cs;
+      for (size_t i = 0; i < params.size(); ++i) {
+        const TraceParam& t = pk.constexprs[i];
+        switch (params[i].kind) {
+          case ParamSpec::ConstexprInt: cs.push_back(fmt::format("argument {} = {}", i + 1, t.i)); break;
+          case ParamSpec::ConstexprBool: cs.push_back(fmt::format("argument {} = {}", i + 1, t.i != 0)); break;
+          case ParamSpec::ConstexprFloat: cs.push_back(fmt::format("argument {} = {}", i + 1, t.f)); break;
+          default: break;
+        }
+      }
+      const std::string note =
+          fmt::format("\n{}:{}: note: kernel {} was traced for this launch{}{}", loc.file, loc.line, signature(),
+                      cs.empty() ? "" : ", constexpr ", fmt::join(cs, ", "));
+      std::string file = e.file();
+      SrcLoc at;
+      at.file = file.c_str();
+      at.line = e.line();
+      throw UserError(at, e.message() + note);
+    }
+  }
+
   /// The compiled specialization for `key` (pk.key extended with the backend facts), compiling
-  /// it on a miss. `gpu_ctx` is the current CUcontext for a GPU launch, null for the CPU.
+  /// it on a miss; `loc` is the launch's (noting_launch).
   std::shared_ptr<Compiled> get(const void* fn, const Packed& pk, const std::vector<uint64_t>& key, bool on_gpu,
-                                const gpu::Options& opt) {
+                                const gpu::Options& opt, const SrcLoc& loc) {
     {
       std::shared_lock lk(mu);
       auto it = cache.find(key);
@@ -436,11 +554,13 @@ class KernelState {
       auto it = cache.find(key);
       if (it != cache.end()) return it->second;
     }
-    auto f = trace(fn, pk);
-    passes::run_pipeline(*f);
     auto compiled = std::make_shared<Compiled>();
-    if (on_gpu) compile_gpu(*f, opt, *compiled);
-    else compiled->cpu = cpu::compile(*f);
+    noting_launch(pk, loc, [&] {
+      auto f = trace(fn, pk);
+      passes::run_pipeline(*f);
+      if (on_gpu) compile_gpu(*f, opt, *compiled);
+      else compiled->cpu = compile_cpu(*f);
+    });
     std::unique_lock lk(mu);
     cache.emplace(key, compiled);
     return compiled;
@@ -560,13 +680,28 @@ class KernelState {
 };
 
 KernelState* kernel_create(const char* name, const std::vector<ParamSpec>& params, TraceThunk thunk,
-                           const SrcLoc& loc) {
-  auto* k = new KernelState();
+                           const SrcLoc& loc, const std::vector<int>& do_not_specialize) {
+  auto k = std::make_unique<KernelState>();
   k->name = name ? name : "kernel";
   k->params = params;
+  for (int i : do_not_specialize) {
+    if (i < 0 || i >= static_cast<int>(params.size()))
+      throw UserError(loc, fmt::format("do_not_specialize: {} is not a parameter index of kernel {} ({})", i,
+                                       k->signature(),
+                                       params.empty() ? "it has none" : fmt::format("0 to {}", params.size() - 1)));
+    ParamSpec& p = k->params[i];
+    const bool integer = p.kind == ParamSpec::Scalar && is_int(p.dtype) && p.dtype != DType::i1;
+    if (!integer && p.kind != ParamSpec::Pointer)
+      throw UserError(loc, fmt::format("do_not_specialize: parameter {} of kernel {} is a {}, which has no "
+                                       "specialization to turn off (only integer Tile<T> scalars and Ptr<T> "
+                                       "pointers do{})",
+                                       i, k->signature(), param_str(p),
+                                       is_constexpr(p) ? "; a Constexpr is the specialization itself" : ""));
+    p.specialize = false;
+  }
   k->thunk = thunk;
   k->loc = loc;
-  return k;
+  return k.release();
 }
 
 void kernel_destroy(KernelState* k) noexcept { delete k; }
@@ -574,7 +709,7 @@ void kernel_destroy(KernelState* k) noexcept { delete k; }
 namespace {
 /// The compiled specialization of a prepared launch (its packed arguments in `pk`).
 std::shared_ptr<Compiled> specialization(KernelState* k, const void* fn, const LaunchOptions& opts,
-                                         PreparedLaunch&& p, Packed& pk) {
+                                         PreparedLaunch&& p, Packed& pk, const SrcLoc& loc) {
   pk = Packed{std::move(p.slots), std::move(p.constexprs), std::move(p.key)};
   std::vector<uint64_t> key = pk.key;
   if (p.on_gpu) {
@@ -587,7 +722,7 @@ std::shared_ptr<Compiled> specialization(KernelState* k, const void* fn, const L
   } else {
     key.push_back(0);
   }
-  return k->get(fn, pk, key, p.on_gpu, gpu_options(opts));
+  return k->get(fn, pk, key, p.on_gpu, gpu_options(opts), loc);
 }
 }  // namespace
 
@@ -599,11 +734,11 @@ void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const Laun
   const bool on_gpu = p.on_gpu;
   const int64_t g[3] = {grid.x, grid.y, grid.z};
   Packed pk;
-  auto compiled = specialization(k, fn, opts, std::move(p), pk);
+  auto compiled = specialization(k, fn, opts, std::move(p), pk, loc);
   std::vector<void*> ptrs(pk.slots.size());
   for (size_t i = 0; i < ptrs.size(); ++i) ptrs[i] = &pk.slots[i];
   if (!on_gpu) {
-    cpu::launch(*compiled->cpu, ptrs.data(), g);
+    cpu::launch(*compiled->cpu, ptrs.data(), g, loc);
     return;
   }
   // cuLaunchKernel copies the parameter values before it returns, so the slots may die after it.
@@ -635,23 +770,29 @@ void sync_if_launch_blocking(void* stream, const std::function<std::string()>& w
 
 std::string kernel_ptx(KernelState* k, const void* fn, int sm, const LaunchOptions& opts, const HostArg* args,
                        size_t nargs, const SrcLoc& loc) {
+  k->check_not_tracing("compiled to PTX (Kernel::ptx)", loc);
   Packed pk = k->pack(args, nargs, loc);
   if (sm < 80)
     throw UserError(loc, fmt::format("target sm_{}: the GPU backend needs sm_80 or newer (mma.sync bf16, cp.async, "
                                      "max.NaN, cvt.rn.bf16); ask for 80, 86, 89 or 90",
                                      sm));
   check_options(opts, loc);
-  auto f = k->trace(fn, pk);
-  passes::run_pipeline(*f);
-  return gpu::compile(*f, target_for(sm), gpu_options(opts), false).ptx;
+  return k->noting_launch(pk, loc, [&] {
+    auto f = k->trace(fn, pk);
+    passes::run_pipeline(*f);
+    return gpu::compile(*f, target_for(sm), gpu_options(opts), false).ptx;
+  });
 }
 
 std::string kernel_ir(KernelState* k, const void* fn, const HostArg* args, size_t nargs, bool optimized,
                       const SrcLoc& loc) {
+  k->check_not_tracing("traced (Kernel::ir)", loc);
   Packed pk = k->pack(args, nargs, loc);
-  auto f = k->trace(fn, pk);
-  if (optimized) passes::run_pipeline(*f);
-  return ir::print(*f);
+  return k->noting_launch(pk, loc, [&] {
+    auto f = k->trace(fn, pk);
+    if (optimized) passes::run_pipeline(*f);
+    return ir::print(*f);
+  });
 }
 
 KernelStatsData kernel_stats(KernelState* k, const void* fn, const LaunchOptions& opts, const HostArg* args,
@@ -660,7 +801,7 @@ KernelStatsData kernel_stats(KernelState* k, const void* fn, const LaunchOptions
   PreparedLaunch p = prepare_launch(k, Grid3{1, 1, 1}, opts, args, nargs, loc);
   const bool on_gpu = p.on_gpu;
   Packed pk;
-  auto c = specialization(k, fn, opts, std::move(p), pk);
+  auto c = specialization(k, fn, opts, std::move(p), pk, loc);
   KernelStatsData s;
   s.backend = static_cast<int>(on_gpu ? Backend::GPU : Backend::CPU);
   if (on_gpu) {
@@ -683,6 +824,7 @@ size_t kernel_num_compiled(const KernelState* k) noexcept {
 
 PreparedLaunch prepare_launch(KernelState* k, const Grid3& grid, const LaunchOptions& opts, const HostArg* args,
                               size_t nargs, const SrcLoc& loc) {
+  k->check_not_tracing("launched", loc);
   Packed pk = k->pack(args, nargs, loc);
   PreparedLaunch out;
   const Backend backend = opts.backend < 0 ? default_backend() : static_cast<Backend>(opts.backend);

@@ -28,6 +28,9 @@ struct HandleBase {
   HandleBase* next = nullptr;
   bool attached = false;
 };
+/// Registers h with the current trace (nothing outside a trace, or if h is registered already).
+/// When the trace ends, a handle still registered is detached and its value replaced by a stale
+/// marker, so that using it later is a UserError, not a read of freed memory.
 void attach(HandleBase* h) noexcept;
 void detach(HandleBase* h) noexcept;
 
@@ -35,10 +38,10 @@ void detach(HandleBase* h) noexcept;
 bool tracing() noexcept;
 
 // ---- queries
-DType dtype_of_value(V v);
-DType pointee_of_value(V v);
-ShapeVec shape_of_value(V v);
-/// Throws UserError at loc if v is null (a default-constructed Tile never assigned).
+/// The traced shape of v ([] for null); UserError at loc if v's trace has ended.
+ShapeVec shape_of_value(V v, const SrcLoc& loc);
+/// Throws UserError at loc if v is null (a default-constructed Tile never assigned) or belongs to
+/// a trace that has ended (a Tile kept past its kernel's trace).
 void require_value(V v, const SrcLoc& loc);
 
 // ---- creation
@@ -70,6 +73,7 @@ V broadcast_to(V x, const ShapeVec& shape, const SrcLoc& loc);
 V expand_dims(V x, int axis, const SrcLoc& loc);
 V reshape(V x, const ShapeVec& shape, const SrcLoc& loc);
 V permute(V x, const std::vector<int>& order, const SrcLoc& loc);
+V trans(V x, const SrcLoc& loc);  // permute {1, 0} of a 2-D tile
 
 // ---- memory
 struct MemHints {
@@ -109,6 +113,7 @@ void if_else(V cond, const std::function<void()>& then_fn, const std::function<v
 struct ParamSpec {
   enum Kind : uint8_t { Pointer, Scalar, ConstexprInt, ConstexprFloat, ConstexprBool } kind;
   DType dtype;  // Pointer: pointee; Scalar: its dtype
+  bool specialize = true;  // false: JitOptions::do_not_specialize names it (set by kernel_create)
 };
 /// One host argument as the caller passed it.
 struct HostArg {
@@ -151,8 +156,10 @@ struct LaunchOptions {
 };
 
 class KernelState;  // per tle::jit object: name, parameter specs, specialization cache
+/// `do_not_specialize`: parameter indices (JitOptions); each must be an integer scalar or a pointer
+/// parameter, else UserError at loc.
 KernelState* kernel_create(const char* name, const std::vector<ParamSpec>& params, TraceThunk thunk,
-                           const SrcLoc& loc);
+                           const SrcLoc& loc, const std::vector<int>& do_not_specialize = {});
 void kernel_destroy(KernelState* k) noexcept;
 void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const LaunchOptions& opts,
                    const HostArg* args, size_t nargs, const SrcLoc& loc);

@@ -49,8 +49,8 @@ class ScalarEmitter {
   llvm::Value* fma(DType d, const std::vector<llvm::Value*>& abc);
   llvm::Value* convert(llvm::Value* v, DType from, DType to);
   llvm::Value* bitcast(llvm::Value* v, DType from, DType to);
-  /// NaN-propagating max/min of two floats of the same type (rule E02). This default orders
-  /// -0 < +0; a target may return either zero for max(-0, +0) (docs/semantics.md leaves it open).
+  /// NaN-propagating max/min of two floats of the same type, ordering -0 < +0 (rule E02, IEEE
+  /// 754-2019 maximum/minimum); a target overrides it only with an operation of these semantics.
   virtual llvm::Value* float_max_min(bool is_max, llvm::Value* a, llvm::Value* b);
 
   /// One atomic read-modify-write on global memory at `ptr` (an element of pointee dtype pd);

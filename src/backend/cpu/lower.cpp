@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 
 namespace tle::cpu::detail {
@@ -328,13 +329,14 @@ llvm::Function* Lowerer::run(const std::string& symbol) {
   auto* i64 = B.getInt64Ty();
   auto* ptr = B.getPtrTy();
 
-  // Body: (kernel args..., x, y, z, gx, gy, gz).
+  // Body: (kernel args..., x, y, z, gx, gy, gz, scratch).
   std::vector<llvm::Type*> params;
   for (auto& a : entry.args) {
     if (!a->type.is_scalar()) throw RuntimeError("tle::cpu::lower", fmt::format("kernel '{}': argument {} is not a scalar", fn_ir.name, a->index));
     params.push_back(elem_ty(a->type.dtype));
   }
   for (int i = 0; i < 6; ++i) params.push_back(i32);
+  params.push_back(ptr);
   body = llvm::Function::Create(llvm::FunctionType::get(B.getVoidTy(), params, false), llvm::Function::InternalLinkage,
                                 symbol + ".body", mod);
   body->addFnAttr(llvm::Attribute::NoUnwind);
@@ -350,11 +352,16 @@ llvm::Function* Lowerer::run(const std::string& symbol) {
   lower_block(entry);
   B.CreateRetVoid();
   llvm::IRBuilder<>(alloca_bb).CreateBr(start);
+  move_large_arrays_to_scratch(body->getArg(static_cast<unsigned>(na + 6)));
 
-  // Entry: (void* const* args, const int64_t* grid, int64_t begin, int64_t end).
-  auto* efn = llvm::Function::Create(llvm::FunctionType::get(B.getVoidTy(), {ptr, ptr, i64, i64}, false),
+  // Entry: (void* const* args, const int64_t* grid, int64_t begin, int64_t end, void* scratch,
+  // volatile int64_t* current_pid).
+  auto* efn = llvm::Function::Create(llvm::FunctionType::get(B.getVoidTy(), {ptr, ptr, i64, i64, ptr, ptr}, false),
                                      llvm::Function::ExternalLinkage, symbol, mod);
   efn->addFnAttr(llvm::Attribute::NoUnwind);
+  // Frames stay within kStackArrayBudget plus scalars, but probing every page of a large one makes
+  // a stack overflow fault on the guard page (reported by the launcher) instead of writing past it.
+  for (llvm::Function* fn : {body, efn}) fn->addFnAttr("probe-stack", "inline-asm");
   auto* ebb = llvm::BasicBlock::Create(ctx, "entry", efn);
   B.SetInsertPoint(ebb);
   std::vector<Value*> call_args;
@@ -379,12 +386,15 @@ llvm::Function* Lowerer::run(const std::string& symbol) {
   p->addIncoming(begin, ebb);
   B.CreateCondBr(B.CreateICmpSLT(p, end), lbody, done);
   B.SetInsertPoint(lbody);
+  // The launcher names this program if it faults (a volatile store: it must happen before the body).
+  B.CreateStore(p, efn->getArg(5), /*isVolatile=*/true);
   Value* x = B.CreateURem(p, g[0]);
   Value* t = B.CreateUDiv(p, g[0]);
   Value* y = B.CreateURem(t, g[1]);
   Value* z = B.CreateUDiv(t, g[1]);
   std::vector<Value*> ca = call_args;
   for (Value* v : {x, y, z, g[0], g[1], g[2]}) ca.push_back(B.CreateTrunc(v, i32));
+  ca.push_back(efn->getArg(4));
   B.CreateCall(body, ca);
   p->addIncoming(B.CreateAdd(p, B.getInt64(1)), lbody);
   B.CreateBr(head);
@@ -393,9 +403,41 @@ llvm::Function* Lowerer::run(const std::string& symbol) {
   return efn;
 }
 
-llvm::Function* lower_function(const ir::Function& f, llvm::Module& m, const std::string& symbol) {
+void Lowerer::move_large_arrays_to_scratch(Value* scratch) {
+  std::vector<llvm::AllocaInst*> arrays;
+  const llvm::DataLayout& dl = mod.getDataLayout();
+  auto size_of = [&](llvm::AllocaInst* a) { return a->getAllocationSize(dl)->getFixedValue(); };
+  uint64_t total = 0;
+  for (llvm::Instruction& inst : *alloca_bb)
+    if (auto* a = llvm::dyn_cast<llvm::AllocaInst>(&inst)) {
+      arrays.push_back(a);
+      total += size_of(a);
+    }
+  // The largest arrays go first: fewest moved, and the small ones (which SROA turns into
+  // registers) stay in the frame.
+  std::stable_sort(arrays.begin(), arrays.end(),
+                   [&](llvm::AllocaInst* a, llvm::AllocaInst* b) { return size_of(a) > size_of(b); });
+  llvm::IRBuilder<> ab(alloca_bb->getTerminator());  // the allocas' block dominates every use
+  for (llvm::AllocaInst* a : arrays) {
+    if (total <= kStackArrayBudget) break;
+    const uint64_t size = size_of(a);
+    Value* at = ab.CreateConstInBoundsGEP1_64(B.getInt8Ty(), scratch, scratch_bytes, a->getName() + ".scratch");
+    a->replaceAllUsesWith(at);
+    a->eraseFromParent();
+    scratch_bytes += (size + kScratchAlign - 1) / kScratchAlign * kScratchAlign;
+    total -= size;
+  }
+  if (scratch_bytes > 0) {
+    auto* arg = llvm::cast<llvm::Argument>(scratch);
+    arg->addAttr(llvm::Attribute::NoAlias);
+    arg->addAttr(llvm::Attribute::getWithAlignment(ctx, llvm::Align(kScratchAlign)));
+  }
+}
+
+Lowered lower_function(const ir::Function& f, llvm::Module& m, const std::string& symbol) {
   Lowerer l(f, m);
-  return l.run(symbol);
+  llvm::Function* entry = l.run(symbol);
+  return Lowered{entry, l.scratch_bytes};
 }
 
 }  // namespace tle::cpu::detail

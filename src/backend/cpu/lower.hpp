@@ -1,7 +1,8 @@
 // src/backend/cpu/lower.hpp - internals of the tile IR -> LLVM IR lowering (CPU backend).
 //
 // One entry point, lower_function. The Lowerer keeps, for every IR value, a Tile: either a pointer
-// to a [numel x T] array in the kernel body's frame (allocas live in the entry block), or a
+// to a [numel x T] array in the kernel body's frame (allocas live in the entry block; the largest
+// move to a per-thread scratch arena when they exceed kStackArrayBudget), or a
 // `splat` SSA value when every element is the same (constants, broadcast scalars) or the value has
 // a single element. Ops are loops over elements; op families are lowered in separate files:
 //   lower.cpp             function/entry, storage helpers, shape ops, for/if
@@ -22,10 +23,21 @@
 
 namespace tle::cpu::detail {
 
+/// Tile arrays of a program live in its stack frame up to this many bytes in all; beyond it the
+/// largest ones move to the launcher's per-thread scratch arena (EntryFn's `scratch`), so that a
+/// tile of any size the language allows (2^20 elements) runs on threads with small stacks.
+inline constexpr uint64_t kStackArrayBudget = 256 * 1024;
+/// Alignment of each array in the scratch arena (and of the arena itself).
+inline constexpr uint64_t kScratchAlign = 64;
+
+struct Lowered {
+  llvm::Function* entry;
+  uint64_t scratch_bytes;  // the arena a program needs (0: none)
+};
 /// Lowers `f` into `m`: an internal body function plus the external entry `symbol` with the
 /// EntryFn signature of cpu_backend.hpp. Throws RuntimeError("tle::cpu::lower", ...) on IR it
 /// cannot lower.
-llvm::Function* lower_function(const ir::Function& f, llvm::Module& m, const std::string& symbol);
+Lowered lower_function(const ir::Function& f, llvm::Module& m, const std::string& symbol);
 
 /// Names of the C helpers the generated code may call (defined in runtime_helpers.cpp and
 /// registered in the JIT as absolute symbols).
@@ -51,11 +63,15 @@ class Lowerer : public backend::ScalarEmitter {
   std::unordered_map<const ir::Value*, Tile> tiles;
   llvm::Value* pid[3] = {};
   llvm::Value* nprog[3] = {};
+  uint64_t scratch_bytes = 0;  // set by move_large_arrays_to_scratch
 
   [[noreturn]] void fail(const ir::Op& op, const std::string& msg) const override;
   llvm::Value* i64c(int64_t v) { return B.getInt64(static_cast<uint64_t>(v)); }
   /// An array of n elements in the frame (entry block).
   llvm::Value* alloc(llvm::Type* elem, int64_t n, const llvm::Twine& name = "");
+  /// After lowering: while the frame's arrays exceed kStackArrayBudget, moves the largest into
+  /// the scratch arena (`scratch`, the body's last argument), setting scratch_bytes.
+  void move_large_arrays_to_scratch(llvm::Value* scratch);
   const Tile& tile(const ir::Value* v) const;
   llvm::Value* elem(const Tile& t, llvm::Type* ty, llvm::Value* idx);
   llvm::Value* elem(const ir::Value* v, llvm::Value* idx);

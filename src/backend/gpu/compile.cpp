@@ -37,11 +37,12 @@ Artifact compile(ir::Function& f, const Target& target, const Options& options, 
                                     "Grid::with_stages, now {}, or the loop's range(..., {{.num_stages = S}}) also help)",
                                     pipelined, options.num_stages)
                       : "";
+    const std::string user = op ? fmt::format("this {}", ir::op_mnemonic(op->kind)) : "a layout conversion";
     throw UserError(op ? op->loc : f.loc,
-                    fmt::format("this kernel needs {} bytes of shared memory per program{} ({} stages its tiles there), "
-                                "more than the {} bytes an {} block can use; use smaller tiles",
-                                lowerer.shared_bytes(), stages, op ? ir::op_mnemonic(op->kind) : "a conversion",
-                                smem_limit, target.cpu()));
+                    fmt::format("this kernel needs {} bytes of shared memory per program{}, more than the {} bytes "
+                                "an {} block can use (the largest user is {}, which stages its tiles in shared "
+                                "memory); use smaller tiles",
+                                lowerer.shared_bytes(), stages, smem_limit, target.cpu(), user));
   }
   Artifact a;
   a.entry = name;

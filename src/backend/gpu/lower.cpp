@@ -40,8 +40,9 @@ Value* Lowerer::call_libm(const char* f32name, const char* f64name, std::vector<
 }
 
 // PTX ISA 9.7.3.11 (max) / 9.7.3.10 (min): .NaN propagates NaN (sm_80+); LLVM's NVPTX back end
-// selects max.NaN.f32 for llvm.maximum.f32. Which zero max(-0, +0) returns is not specified by
-// tle (docs/semantics.md E02), so the one instruction replaces the compare-and-select sequence.
+// selects max.NaN.f32 for llvm.maximum.f32, whose LangRef semantics are tle's rule (docs/semantics.md
+// E02: NaN propagates, -0 < +0), so the one instruction replaces the compare-and-select sequence.
+// `E02 signed zeros in max/min` checks it on the device ([ops], TLE_TEST_BACKEND=gpu).
 Value* Lowerer::float_max_min(bool is_max, Value* a, Value* b) {
   if (!a->getType()->isFloatTy()) return ScalarEmitter::float_max_min(is_max, a, b);
   return B.CreateBinaryIntrinsic(is_max ? llvm::Intrinsic::maximum : llvm::Intrinsic::minimum, a, b);

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <new>
 
 #include "runtime/cuda/driver.hpp"
 #include "tle/device.hpp"
@@ -144,6 +145,22 @@ void* managed_alloc(size_t bytes) {
 }
 
 void managed_free(void* ptr) noexcept { device_free(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(ptr))); }
+
+bool has_gpu_driver() noexcept { return cuda::driver() != nullptr; }
+
+constexpr std::align_val_t kHostBufferAlign{256};  // cuMemAlloc's alignment
+
+void* buffer_alloc(size_t bytes, bool* on_host) {
+  *on_host = !has_gpu_driver();
+  if (!*on_host) return managed_alloc(bytes);
+  return ::operator new(bytes, kHostBufferAlign);
+}
+
+void buffer_free(void* ptr, bool on_host) noexcept {
+  if (!ptr) return;
+  if (on_host) ::operator delete(ptr, kHostBufferAlign);
+  else managed_free(ptr);
+}
 
 void copy_htod(uint64_t dst, const void* src, size_t bytes) {
   const cuda::Driver& d = require_driver("cuMemcpyHtoD");

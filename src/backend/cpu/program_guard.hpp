@@ -1,0 +1,36 @@
+// src/backend/cpu/program_guard.hpp - running a CPU kernel's programs so that a fault inside them
+// (a load from a bad address, say) is reported, not fatal, and giving each thread the scratch
+// arena its programs' large tiles live in.
+//
+// Faults: SIGSEGV, SIGBUS, SIGFPE and SIGILL get one process-wide handler (installed on first use,
+// SA_ONSTACK, each thread that runs programs gets an alternate signal stack so that a stack
+// overflow is caught too). While a thread runs programs under run_programs(), a fault on it
+// jumps back out of the JIT code (siglongjmp, as LLVM's CrashRecoveryContext does) and is returned
+// with the signal, the faulting address and the program that was running; on any other thread,
+// or outside run_programs(), the handler hands the signal to the disposition installed before tle's
+// (a handler, or the default action), so the host program's own crash handling still works. A
+// handler the host installs after tle's replaces it, and then faults in kernels are the host's.
+#pragma once
+#include <cstdint>
+#include <optional>
+
+namespace tle::cpu::detail {
+
+/// A program stopped by a signal.
+struct ProgramFault {
+  int signal = 0;
+  const void* address = nullptr;  // siginfo's si_addr: the faulting memory address (or instruction)
+  int64_t pid = -1;               // linear program id that was running
+};
+
+/// Calls run(ctx, scratch, current_pid), where `scratch` is this thread's arena of at least
+/// `scratch_bytes` bytes (64-byte aligned; null when 0) and `current_pid` is the slot the programs
+/// write their linear id to before each runs. Returns the fault if a program faulted, after which
+/// the remaining programs of this call did not run. Not reentrant on one thread.
+std::optional<ProgramFault> run_programs(void (*run)(void* ctx, void* scratch, volatile int64_t* current_pid),
+                                         void* ctx, uint64_t scratch_bytes);
+
+/// "SIGSEGV (invalid memory access)", "SIGBUS (...)", ...
+const char* signal_description(int signal);
+
+}  // namespace tle::cpu::detail
