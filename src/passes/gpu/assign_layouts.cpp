@@ -6,7 +6,9 @@
 //  1. axis info (axis_info.hpp) for every integer / pointer value;
 //  2. anchors: a dot that can run on tensor cores (layout_rules.hpp: mma_v3_plan on targets with
 //     wgmma, else mma_v2_plan) offers the wgmma or mma.sync accumulator layout to its result and
-//     acc first (so a loop-carried accumulator, its zero init and the loop results carry it); a
+//     acc first, and it spreads before the memory anchors are placed (so a loop-carried
+//     accumulator, its zero init, the loop results and the elementwise epilogue on them carry it,
+//     and the conversion lands at the store, after a narrowing cast); a
 //     wgmma dot's b, and its a when a is a load of the dot's block, get no layout from it (the
 //     lowering reads them from shared memory, whatever their layout); any other a is offered, then
 //     converted to, wgmma's register-A layout; then each load / store / atomic on a pointer
@@ -171,6 +173,7 @@ class Assigner {
     info_ = axis::analyze(f_);
     collect_uses(f_.entry());
     seed_dots(f_.entry());
+    drain();  // accumulator layouts reach loop results and elementwise users before the anchors
     seed_anchors(f_.entry());
     drain();
     for (auto& [op, plan] : mma_plans_) {
