@@ -32,6 +32,16 @@ std::optional<ir::Attr> fold_cast(DType from, DType to, const ir::Attr& x);
 /// Bit reinterpretation (bitcast op); equal bit widths, no i1, no NaN (payloads are not tracked).
 std::optional<ir::Attr> fold_bitcast(DType from, DType to, const ir::Attr& x);
 
+/// The memory format of a constant of dtype d, as the low byte_size(d) bytes of the result
+/// (little endian): an integer's bits wrapped to d's width, i1 as the byte 0 or 1, a float's
+/// IEEE bits (f16/bf16: their 16 bits), a ptr's address (an int64 value). A NaN gives a quiet
+/// NaN of its sign (f32/f64 keep what payload the double carries; f16/bf16 the canonical one):
+/// NaN payloads are not specified (docs/semantics.md). nullopt for a value of the wrong kind.
+std::optional<uint64_t> constant_bits(DType d, const ir::Attr& v);
+/// The canonical constant of dtype d stored as `bits` (the low byte_size(d) bytes); i1: any
+/// non-zero byte is true (what a load of a bool reads); ptr: the address as int64.
+ir::Attr constant_from_bits(DType d, uint64_t bits);
+
 /// "Is this value a known constant?": the canonical splat value of `v` when it is the result of a
 /// constant op, else nullopt.
 std::optional<ir::Attr> constant_value(const ir::Value* v);
