@@ -238,6 +238,22 @@ std::optional<Attr> int_binary(BinaryOp op, DType d, int64_t a, int64_t b) {
 
 template <class T> Attr round_result(DType d, T r) { return Attr(round_to(d, static_cast<double>(r))); }
 
+/// x*y + z for f16/bf16 operands, rounded to odd in f64: the product is exact in f64 (at most 22
+/// significant bits), TwoSum gives the exact error e of s = p + z, and an inexact s moves to its
+/// neighbour toward e when its last bit is even. A value rounded to odd with 53 bits rounds
+/// correctly to any format of at most 51 bits, so rounding the result to f16/bf16 rounds a*b+c
+/// once. (An f64 fma would round first: bf16's exponent range lets an addend fall below the
+/// product's last f64 bit and leave an exact bf16 midpoint behind.) ScalarEmitter::fma emits the
+/// same steps.
+double fma_round_to_odd(double x, double y, double z) {
+  const double p = x * y, s = p + z;
+  if (!std::isfinite(s)) return s;
+  const double bb = s - p, e = (p - (s - bb)) + (z - bb);
+  const uint64_t b = std::bit_cast<uint64_t>(s);
+  if (e == 0 || (b & 1)) return s;
+  return std::bit_cast<double>(std::signbit(s) == std::signbit(e) ? b + 1 : b - 1);  // s != 0 when inexact
+}
+
 }  // namespace
 
 std::optional<Attr> normalize_constant(DType d, const Attr& v) {
@@ -323,8 +339,8 @@ std::optional<Attr> fold_fma(DType d, const Attr& a, const Attr& b, const Attr& 
   if (!x || !y || !z) return std::nullopt;
   if (d == DType::f32)
     return Attr(static_cast<double>(Math<float>::fma(static_cast<float>(*x), static_cast<float>(*y), static_cast<float>(*z))));
-  // f64; f16/bf16: fma in f64 (the products are exact), then rounded once to the dtype.
-  return Attr(round_to(d, Math<double>::fma(*x, *y, *z)));
+  if (d == DType::f64) return Attr(Math<double>::fma(*x, *y, *z));
+  return Attr(round_to(d, fma_round_to_odd(*x, *y, *z)));  // f16/bf16: one rounding of the exact value
 }
 
 std::optional<Attr> fold_cast(DType from, DType to, const Attr& a) {

@@ -25,7 +25,7 @@ std::optional<ir::Attr> fold_binary(ir::BinaryOp op, DType d, const ir::Attr& a,
 std::optional<ir::Attr> fold_unary(ir::UnaryOp op, DType d, const ir::Attr& x);
 /// `a pred b` for operands of dtype d; the result is an i1 constant (int64 0 or 1).
 std::optional<ir::Attr> fold_compare(ir::CmpPred pred, DType d, const ir::Attr& a, const ir::Attr& b);
-/// a*b+c rounded once (f16/bf16: fma in f64, whose products are exact, then rounded to the dtype).
+/// a*b+c rounded once (f16/bf16: the exact value rounded to odd in f64, then once to the dtype).
 std::optional<ir::Attr> fold_fma(DType d, const ir::Attr& a, const ir::Attr& b, const ir::Attr& c);
 /// Value conversion `x` from dtype `from` to dtype `to` (cast op).
 std::optional<ir::Attr> fold_cast(DType from, DType to, const ir::Attr& x);
