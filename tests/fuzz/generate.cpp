@@ -68,6 +68,8 @@ class Gen {
   Gen(uint64_t seed, const GenOptions& o) : rng_(seed * 0x9E3779B97F4A7C15ull + 0x1234567), opt_(o) { P.seed = seed; }
 
   Program run() {
+    // Now and then larger tiles, so that vectorized loops run their main bodies (8-bit types too).
+    if (coin(0.15)) opt_.max_numel = std::max<int64_t>(opt_.max_numel, 256);
     P.grid[0] = uni(1, 3);
     P.grid[1] = coin(0.3) ? 2 : 1;
     P.grid[2] = coin(0.2) ? 2 : 1;
@@ -129,9 +131,10 @@ class Gen {
 
   Shape random_shape(int rank) {
     static const std::vector<int64_t> dims = {1, 2, 3, 4, 4, 5, 6, 7, 8, 8, 16};
+    static const std::vector<int64_t> big = {1, 3, 8, 16, 32, 64, 128};
     for (;;) {
       Shape s;
-      for (int i = 0; i < rank; ++i) s.push_back(pick(dims));
+      for (int i = 0; i < rank; ++i) s.push_back(opt_.max_numel >= 256 && coin(0.5) ? pick(big) : pick(dims));
       if (numel(s) <= opt_.max_numel) return s;
     }
   }
@@ -1086,7 +1089,7 @@ class Gen {
       else if (r < 72) gen_scan();
       else if (r < 75) gen_dot();
       else if (r < 77) gen_histogram();
-      else if (r < 82) load(dtype_from_pool(), some_shape_nonscalar());
+      else if (r < 82) load(dtype_from_pool(), coin(0.15) ? Shape{} : some_shape_nonscalar());
       else if (r < 85) store(any_var([](int) { return true; }, random_dtype()));
       else if (r < 88) atomic();
       else if (r < 94 && depth_ < opt_.max_depth) gen_for();
