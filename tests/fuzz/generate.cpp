@@ -105,6 +105,7 @@ class Gen {
     int offs, lin;
   };
   std::vector<Offsets> region_cache_;     // region_offsets() already made, per shape
+  std::vector<int> ivs_;                  // induction variables of the enclosing loops
 
   // ---- random helpers
   int64_t uni(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng_); }
@@ -489,7 +490,13 @@ class Gen {
     const int64_t size = buffer_size(buf);
     int lin = -1, offs;
     int recipe = static_cast<int>(uni(0, 9));
-    if (recipe < 5) {
+    int iv = ivs_.empty() ? -1 : ivs_.back();
+    if (iv >= 0 && recipe < 3 && rng_of(iv) && fit(DType::i32, rng_of(iv)->lo, rng_of(iv)->hi)) {
+      // the K-loop pattern: x + lin + i * stride (masked when the loop's range may leave the buffer)
+      lin = permutation_offsets(sh);
+      int i32v = cast(iv, DType::i32);
+      offs = binary(BinaryOp::Add, lin, binary(BinaryOp::Mul, i32v, iconst(DType::i32, uni(1, 4) * (coin(0.2) ? -1 : 1))));
+    } else if (recipe < 5) {
       lin = permutation_offsets(sh);
       offs = lin;
       if (coin(0.4)) offs = binary(BinaryOp::Add, offs, iconst(DType::i32, uni(-3, size)));
@@ -799,6 +806,15 @@ class Gen {
     }
   }
 
+  /// The form of a combine function (program.hpp): mostly one op; where(p > q, p, q) needs an
+  /// ordered dtype (not bool).
+  int combine_form(DType d) {
+    int f = static_cast<int>(uni(0, 5));
+    if (f >= 4) return 0;
+    if ((f == 1 || f == 2) && d == DType::i1) return 3;
+    return f;
+  }
+
   std::vector<int> combine_ops(DType d) {
     using B = BinaryOp;
     if (d == DType::i1) return {int(B::And), int(B::Or), int(B::Xor)};
@@ -827,8 +843,9 @@ class Gen {
     if (d == DType::i1 || kind >= 5) {
       s.kind = Kind::ReduceCombine;
       s.op = pick(combine_ops(d));
-      MaybeRange rr;
-      if (s.op == int(BinaryOp::Max) || s.op == int(BinaryOp::Min)) rr = rng_of(x);
+      s.a = combine_form(d);
+      MaybeRange rr = s.a == 0 && (s.op == int(BinaryOp::Max) || s.op == int(BinaryOp::Min)) ? rng_of(x) : std::nullopt;
+      if (s.a == 1 || s.a == 2) rr = rng_of(x);  // where(p > q, p, q) picks one of the elements
       emit(s, d, to, rr);
       return;
     }
@@ -859,7 +876,8 @@ class Gen {
     if (d == DType::i1 || coin(0.4)) {
       s.kind = Kind::ScanCombine;
       s.op = pick(combine_ops(d));
-      if (s.op == int(BinaryOp::Max) || s.op == int(BinaryOp::Min)) rr = rng_of(x);
+      s.a = combine_form(d);
+      if ((s.a == 0 && (s.op == int(BinaryOp::Max) || s.op == int(BinaryOp::Min))) || s.a == 1 || s.a == 2) rr = rng_of(x);
     } else {
       s.kind = Kind::Cumsum;
       const int64_t n = shp(x)[static_cast<size_t>(ax)];
@@ -1029,6 +1047,7 @@ class Gen {
     Stmt& loop = blocks_.back()->back();
     open_block(&loop.body);
     loop.result = fresh(index, {}, ivr);
+    ivs_.push_back(loop.result);
     if (walker >= 0) {
       Stmt l;
       l.kind = Kind::Load;
@@ -1048,6 +1067,7 @@ class Gen {
       a.args = {next};
       emit_void(a);
     }
+    ivs_.pop_back();
     close_block();
   }
 

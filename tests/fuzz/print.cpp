@@ -125,9 +125,17 @@ class Printer {
   void line(int ind, const std::string& s) { out += std::string(static_cast<size_t>(ind) * 2, ' ') + s + "\n"; }
   void def(int ind, const Stmt& s, const std::string& expr) { line(ind, fmt::format("{} {} = {};", type(s.result), var(s.result), expr)); }
 
-  std::string combine_lambda(DType d, int op) const {
+  std::string combine_lambda(DType d, const Stmt& s) const {
     std::string t = fmt::format("tle::Tile<{}>", cpp_type(d));
-    return fmt::format("[]({} p, {} q) {{ return {}; }}", t, t, binary_expr(static_cast<ir::BinaryOp>(op), "p", "q"));
+    auto op = static_cast<ir::BinaryOp>(s.op);
+    std::string body;
+    switch (s.a) {
+      case 1: body = "tle::where(p > q, p, q)"; break;
+      case 2: body = "tle::where(p < q, p, q)"; break;
+      case 3: body = binary_expr(op, "(" + binary_expr(op, "p", "q") + ")", "p"); break;
+      default: body = binary_expr(op, "p", "q");
+    }
+    return fmt::format("[]({} p, {} q) {{ return {}; }}", t, t, body);
   }
 
   void stmt(const Stmt& s, int ind) {
@@ -177,13 +185,13 @@ class Printer {
                                 s.flag ? "true" : "false"));
         return;
       case Kind::ReduceCombine:
-        def(ind, s, fmt::format("tle::reduce({}, {}, {}, {})", A(0), s.axis, combine_lambda(p_.vars[a[0]].dtype, s.op),
+        def(ind, s, fmt::format("tle::reduce({}, {}, {}, {})", A(0), s.axis, combine_lambda(p_.vars[a[0]].dtype, s),
                                 s.flag ? "true" : "false"));
         return;
       case Kind::Cumsum: def(ind, s, fmt::format("tle::cumsum({}, {}, {})", A(0), s.axis, s.flag ? "true" : "false")); return;
       case Kind::ScanCombine:
         def(ind, s, fmt::format("tle::associative_scan({}, {}, {}, {})", A(0), s.axis,
-                                combine_lambda(p_.vars[a[0]].dtype, s.op), s.flag ? "true" : "false"));
+                                combine_lambda(p_.vars[a[0]].dtype, s), s.flag ? "true" : "false"));
         return;
       case Kind::Dot: {
         static const char* prec[] = {"tle::Precision::IEEE", "tle::Precision::TF32", "tle::Precision::TF32x3"};

@@ -51,9 +51,12 @@ enum class Kind : uint8_t {
   Reshape,        // result = reshape(args[0], shape)
   Permute,        // result = permute(args[0], order)
   Reduce,         // result = sum/max/min/argmax/argmin(args[0], axis, flag = keepdims)   (op: ReduceKind)
-  ReduceCombine,  // result = reduce(args[0], axis, [](a, b) { return a op b; }, flag)   (op: BinaryOp)
+  ReduceCombine,  // result = reduce(args[0], axis, combine, flag)   (combine: op and a, see below)
   Cumsum,         // result = cumsum(args[0], axis, flag = reverse)
-  ScanCombine,    // result = associative_scan(args[0], axis, [](a, b) { ... }, flag)     (op: BinaryOp)
+  ScanCombine,    // result = associative_scan(args[0], axis, combine, flag)
+                  // combine functions [](p, q) { return ...; }, by a: 0 `p op q` (op a BinaryOp;
+                  // maximum / minimum for Max / Min), 1 `where(p > q, p, q)`, 2 `where(p < q, p, q)`,
+                  // 3 `(p op q) op p`
   Dot,            // result = dot(args[0], args[1] [, args[2] acc], precision = op)       (args[2] -1: none)
   Histogram,      // result = histogram(args[0], a = bins [, args[1] mask])               (args[1] -1: none)
   AddPtr,         // result = args[0] (a pointer parameter) + args[1]

@@ -110,12 +110,21 @@ class Tracer {
         define(s.result, detail::reduce(val(a[0]), s.axis, static_cast<ir::ReduceKind>(s.op), s.flag, loc));
         return;
       case Kind::ReduceCombine: case Kind::ScanCombine: {
-        // The lambda `[](Tile<T> p, Tile<T> q) { return p op q; }` (maximum / minimum for Max / Min).
+        // The lambda [](Tile<T> p, Tile<T> q) { ... } (program.hpp lists the forms, by s.a).
         DType d = dt(a[0]);
         auto op = static_cast<ir::BinaryOp>(s.op);
         std::function<V(V, V)> fn = [&](V x, V y) {
           Handle hx(x), hy(y);
-          return detail::binary(op, hx.v, hy.v, d, loc);
+          switch (s.a) {
+            case 1: case 2:
+              return detail::select(detail::compare(s.a == 1 ? ir::CmpPred::Gt : ir::CmpPred::Lt, hx.v, hy.v, d, loc),
+                                    hx.v, hy.v, d, loc);
+            case 3: {
+              Handle t(detail::binary(op, hx.v, hy.v, d, loc));
+              return detail::binary(op, t.v, hx.v, d, loc);
+            }
+            default: return detail::binary(op, hx.v, hy.v, d, loc);
+          }
         };
         if (s.kind == Kind::ReduceCombine) define(s.result, detail::reduce_combine(val(a[0]), s.axis, s.flag, fn, loc));
         else define(s.result, detail::scan_combine(val(a[0]), s.axis, s.flag, fn, loc));

@@ -51,10 +51,16 @@ Program add_dead_branch(const Program& p, uint64_t seed) {
   // cannot know its value (an argument equal to 0 is not specialized: kernel.cpp).
   int zero = new_var(q, DType::i32, {});
   q.params.push_back(Param{zero, -1, Literal::integer(0)});
-  // Where: a random top-level position; what: every variable visible there (top-level non-pointer
-  // variables defined before it) is assigned garbage of its type, and each pointer variable that
-  // addresses an output is stored to.
-  size_t pos = q.body.empty() ? 0 : static_cast<size_t>(g() % (q.body.size() + 1));
+  // Where: a random top-level position, or (half the time, when there is one) a random position in
+  // the body of a top-level loop, whose carried values the branch then takes part in. What: the
+  // top-level variables defined before that point are assigned garbage of their type (some of
+  // them), and garbage is stored through each pointer tile defined there.
+  std::vector<size_t> loops;
+  for (size_t i = 0; i < q.body.size(); ++i)
+    if (q.body[i].kind == Kind::For) loops.push_back(i);
+  const bool in_loop = !loops.empty() && g() % 2;
+  size_t pos = in_loop ? loops[g() % loops.size()]
+                       : q.body.empty() ? 0 : static_cast<size_t>(g() % (q.body.size() + 1));
   std::vector<Stmt> then;
   auto stmt_const = [&](DType d, const Shape& s, double f, int64_t i) {
     Stmt c;
@@ -97,7 +103,9 @@ Program add_dead_branch(const Program& p, uint64_t seed) {
   br.kind = Kind::If;
   br.args = {cond.result};
   br.body = std::move(then);
-  q.body.insert(q.body.begin() + static_cast<std::ptrdiff_t>(pos), {zc, cond, br});
+  std::vector<Stmt>& block = in_loop ? q.body[pos].body : q.body;
+  size_t at = in_loop ? static_cast<size_t>(g() % (block.size() + 1)) : pos;
+  block.insert(block.begin() + static_cast<std::ptrdiff_t>(at), {zc, cond, br});
   return q;
 }
 
