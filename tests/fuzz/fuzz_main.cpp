@@ -65,6 +65,10 @@ int main(int argc, char** argv) {
       std::cout << fuzz::to_cpp(p, "fuzz program: seed " + std::to_string(s)) << "\n";
       continue;
     }
+    if (k > 0 && k % 100 == 0) {
+      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::cerr << "tle_fuzz: " << k << " programs checked, " << failures << " failing, " << secs << " s\n";
+    }
     fuzz::Outcome o = fuzz::check(p, chk);
     if (o.ok) continue;
     ++failures;

@@ -358,6 +358,15 @@ class Gen {
     s.shape = sh;
     return emit(s, dt(x), sh, rng_of(x));
   }
+  /// multiple_of(x, m) (m > 0) or max_contiguous(x, c): the caller knows the promise holds.
+  int hint(int x, int64_t m, int64_t c) {
+    Stmt s;
+    s.kind = Kind::Hint;
+    s.args = {x};
+    s.a = m;
+    s.b = c;
+    return emit(s, dt(x), shp(x), rng_of(x));
+  }
   int arange(int64_t a, int64_t b) {
     Stmt s;
     s.kind = Kind::Arange;
@@ -471,6 +480,7 @@ class Gen {
     } else {
       lin = reshape(arange(0, n), sh);
       if (r == 3) lin = binary(BinaryOp::Sub, iconst(DType::i32, n - 1), lin);
+      else if (sh.size() == 1 && coin(0.3)) lin = hint(lin, 0, n);  // true: one run of n
     }
     return lin;
   }
@@ -570,6 +580,7 @@ class Gen {
     int64_t n = numel(sh);
     int lin = permutation_offsets(sh);
     int base = binary(BinaryOp::Mul, pid_, iconst(DType::i32, n));
+    if (coin(0.3)) base = hint(base, n, 0);  // true: pid * n
     int offs = binary(BinaryOp::Add, base, lin);
     region_cache_.push_back({sh, offs, lin});
     return {offs, lin};

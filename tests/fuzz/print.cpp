@@ -203,6 +203,10 @@ class Printer {
         if (a[1] >= 0) def(ind, s, fmt::format("tle::histogram({}, {}, {})", A(0), s.a, A(1)));
         else def(ind, s, fmt::format("tle::histogram({}, {})", A(0), s.a));
         return;
+      case Kind::Hint:
+        if (s.a) def(ind, s, fmt::format("tle::multiple_of({}, {})", A(0), s.a));
+        else def(ind, s, fmt::format("tle::max_contiguous({}, {})", A(0), s.b));
+        return;
       case Kind::AddPtr: def(ind, s, fmt::format("{} + {}", A(0), A(1))); return;
       case Kind::Load: {
         std::string e = "tle::load(" + A(0);

@@ -59,6 +59,7 @@ enum class Kind : uint8_t {
                   // 3 `(p op q) op p`
   Dot,            // result = dot(args[0], args[1] [, args[2] acc], precision = op)       (args[2] -1: none)
   Histogram,      // result = histogram(args[0], a = bins [, args[1] mask])               (args[1] -1: none)
+  Hint,           // result = multiple_of(args[0], a) if a, else max_contiguous(args[0], b) (true promises only)
   AddPtr,         // result = args[0] (a pointer parameter) + args[1]
   Load,           // result = load(args[0] [, args[1] mask [, other]])  other: args[2], or lit if flag
   Store,          // store(args[0], args[1] [, args[2] mask])

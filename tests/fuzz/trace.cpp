@@ -138,6 +138,7 @@ class Tracer {
       case Kind::Histogram:
         define(s.result, detail::histogram(val(a[0]), s.a, a[1] >= 0 ? val(a[1]) : nullptr, loc));
         return;
+      case Kind::Hint: define(s.result, detail::hint(val(a[0]), s.a, s.a ? 0 : s.b, loc)); return;
       case Kind::AddPtr: define(s.result, detail::addptr(val(a[0]), val(a[1]), loc)); return;
       case Kind::Load: {
         V mask = a[1] >= 0 ? val(a[1]) : nullptr;
