@@ -11,6 +11,7 @@
 #include <limits>
 #include <vector>
 
+#include "env_util.hpp"
 #include "frontend/trace.hpp"
 #include "interp/interp.hpp"
 #include "ir/builder.hpp"
@@ -46,20 +47,6 @@ template <class T> bool same_bits(const Buf<T>& a, const Buf<T>& b) {
   }
   return true;
 }
-
-struct EnvVar {
-  std::string name;
-  std::optional<std::string> old;
-  EnvVar(const char* n, const char* v) : name(n) {
-    if (const char* o = std::getenv(n)) old = o;
-    if (v) ::setenv(n, v, 1);
-    else ::unsetenv(n);
-  }
-  ~EnvVar() {
-    if (old) ::setenv(name.c_str(), old->c_str(), 1);
-    else ::unsetenv(name.c_str());
-  }
-};
 
 }  // namespace
 
@@ -208,7 +195,7 @@ TEST_CASE("interp: TLE_BACKEND=interp runs kernels on the interpreter", "[interp
   auto x = opstest::random_buf<float>(16, 7, -5, 5);
   Buf<float> a(16, -1), c(16, -1);
   {
-    EnvVar e("TLE_BACKEND", "interp");
+    envtest::EnvVar e("TLE_BACKEND", "interp");
     REQUIRE(default_backend() == Backend::Interp);
     k(Grid(1), a.data(), x.data(), 13);
   }

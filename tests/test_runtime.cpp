@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "env_util.hpp"
 #include "runtime/cuda/driver.hpp"
 #include "runtime/cuda/module.hpp"
 #include "runtime/disk_cache.hpp"
@@ -34,23 +35,7 @@ using tle::detail::DiskCache;
 
 namespace {
 
-/// Sets (or, with nullptr, unsets) an environment variable for one scope.
-class EnvVar {
- public:
-  EnvVar(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  ~EnvVar() {
-    if (old_) ::setenv(name_.c_str(), old_->c_str(), 1);
-    else ::unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
+using envtest::EnvVar;
 
 /// A fresh directory under /tmp, removed with its contents at the end of the scope.
 class TempDir {

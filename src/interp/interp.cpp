@@ -332,15 +332,8 @@ class Interpreter {
         for (size_t j = 0; j < ys.size(); ++j) env_[op.result(static_cast<unsigned>(j))] = std::move(ys[j]);
         return;
       }
-      case K::InlineAsm:
-        throw UserError(op.loc, fmt::format("inline_asm runs on the GPU backend only; kernel '{}' runs on the "
-                                            "interpreter (TLE_BACKEND=interp), which cannot run PTX",
-                                            f_.name));
-      case K::CudaCall:
-        throw UserError(op.loc, fmt::format("cuda_function '{}' (a cuda_call op) runs on the GPU backend only; kernel "
-                                            "'{}' runs on the interpreter (TLE_BACKEND=interp), which cannot run "
-                                            "CUDA device code",
-                                            op.str_attr("name"), f_.name));
+      case K::InlineAsm: case K::CudaCall:
+        ir::refuse_gpu_only_op(op, f_.name, "runs on the interpreter (TLE_BACKEND=interp)");
       case K::Yield: fail(op, "yield outside of a region");
     }
     fail(op, "unknown op kind");

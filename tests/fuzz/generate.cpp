@@ -342,22 +342,17 @@ class Gen {
     if (dmax(to) > dmax(DType::i64) && r && r->hi > dmax(DType::i64)) r = std::nullopt;  // keep ranges in int64
     return emit(s, to, shp(x), r);
   }
-  int reshape(int x, const Shape& sh) {
+  /// reshape / broadcast_to of x to sh (x itself when it has that shape); the same values.
+  int reshaped(Kind k, int x, const Shape& sh) {
     if (shp(x) == sh) return x;
     Stmt s;
-    s.kind = Kind::Reshape;
+    s.kind = k;
     s.args = {x};
     s.shape = sh;
     return emit(s, dt(x), sh, rng_of(x));
   }
-  int broadcast_to(int x, const Shape& sh) {
-    if (shp(x) == sh) return x;
-    Stmt s;
-    s.kind = Kind::BroadcastTo;
-    s.args = {x};
-    s.shape = sh;
-    return emit(s, dt(x), sh, rng_of(x));
-  }
+  int reshape(int x, const Shape& sh) { return reshaped(Kind::Reshape, x, sh); }
+  int broadcast_to(int x, const Shape& sh) { return reshaped(Kind::BroadcastTo, x, sh); }
   /// multiple_of(x, m) (m > 0) or max_contiguous(x, c): the caller knows the promise holds.
   int hint(int x, int64_t m, int64_t c) {
     Stmt s;
