@@ -342,6 +342,22 @@ class Gen {
     if (dmax(to) > dmax(DType::i64) && r && r->hi > dmax(DType::i64)) r = std::nullopt;  // keep ranges in int64
     return emit(s, to, shp(x), r);
   }
+  /// base + offs: a pointer tile (base a pointer parameter or tile; the shapes broadcast).
+  int addptr(int base, int offs) {
+    Stmt s;
+    s.kind = Kind::AddPtr;
+    s.args = {base, offs};
+    return emit(s, DType::ptr, broadcast_shape(shp(base), shp(offs)), std::nullopt, var(base).pointee);
+  }
+  /// load(p [, mask [, other]]): other a variable (>= 0), or `lit` when given.
+  int load_at(int p, int mask = -1, int other = -1, std::optional<Literal> lit = std::nullopt, MaybeRange r = std::nullopt) {
+    Stmt l;
+    l.kind = Kind::Load;
+    l.args = {p, mask, other};
+    if (lit) l.flag = true, l.lit = *lit;
+    return emit(l, var(p).pointee, shp(p), r);
+  }
+
   /// reshape / broadcast_to of x to sh (x itself when it has that shape); the same values.
   int reshaped(Kind k, int x, const Shape& sh) {
     if (shp(x) == sh) return x;
@@ -510,17 +526,9 @@ class Gen {
       DType id = pick(std::vector<DType>{DType::i32, DType::i64, DType::u16, DType::i16, DType::u32});
       int ib = buffer_for(id, std::max<int64_t>(64, numel(sh)), Buffer::Index, 0,
                           std::min<int64_t>(size - 1, static_cast<int64_t>(dmax(id))));
-      int il = permutation_offsets(sh);
-      lin = il;
-      Stmt s;
-      s.kind = Kind::AddPtr;
-      s.args = {ib, il};
-      int p = emit(s, DType::ptr, sh, std::nullopt, id);
-      Stmt l;
-      l.kind = Kind::Load;
-      l.args = {p, -1, -1};
+      lin = permutation_offsets(sh);
       const Buffer& B = buffer_of(ib);
-      offs = emit(l, id, sh, Range{B.lo, B.hi});
+      offs = load_at(addptr(ib, lin), -1, -1, std::nullopt, Range{B.lo, B.hi});
     } else {
       // data-dependent offsets: any integer values (masked below unless provably in range)
       offs = any_var([&](int v) { return tle::is_int(dt(v)) && dt(v) != DType::i1 && shp(v) == sh; }, DType::i32);
@@ -543,28 +551,13 @@ class Gen {
       mask = dmax(od) < size ? ge : binary(BinaryOp::And, ge, compare(CmpPred::Lt, offs, iconst(od, size)));
     }
     if (coin(0.35)) {
-      int m = extra_mask(sh, lin);
+      int m = extra_mask(sh, lin);  // broadcasts to sh
       mask = mask < 0 ? m : binary(BinaryOp::And, mask, m);
-      if (shp(mask) != sh && !broadcasts_to(shp(mask), sh)) mask = -1;  // (never: masks broadcast to sh)
     }
-    Stmt ap;
-    ap.kind = Kind::AddPtr;
-    ap.args = {buf, offs};
-    int p = emit(ap, DType::ptr, sh, std::nullopt, d);
-    Stmt l;
-    l.kind = Kind::Load;
-    l.args = {p, mask, -1};
-    MaybeRange lr;
-    if (mask >= 0) {
-      int o = static_cast<int>(uni(0, 3));
-      if (o == 1) {
-        l.flag = true;
-        l.lit = literal(d);
-      } else if (o == 2) {
-        l.args[2] = operand_compat(d, sh);
-      }
-    }
-    return emit(l, d, sh, lr);
+    const int p = addptr(buf, offs);
+    const int o = mask >= 0 ? static_cast<int>(uni(0, 3)) : 0;
+    if (o == 1) return load_at(p, mask, -1, literal(d));
+    return load_at(p, mask, o == 2 ? operand_compat(d, sh) : -1);
   }
 
   /// Offsets of this program's own region of a buffer of numel(sh) elements per program
@@ -603,10 +596,7 @@ class Gen {
     if (start > 0) offs = binary(BinaryOp::Add, offs, iconst(DType::i32, start));
     if (coin(0.2)) offs = cast(offs, pick(std::vector<DType>{DType::i64, DType::u32, DType::u64}));
     int mask = coin(0.25) ? extra_mask(sh, lin) : -1;
-    Stmt ap;
-    ap.kind = Kind::AddPtr;
-    ap.args = {buf, offs};
-    int p = emit(ap, DType::ptr, shp(offs), std::nullopt, dt(v));
+    int p = addptr(buf, offs);
     Stmt s;
     s.kind = Kind::Store;
     s.args = {p, v, mask};
@@ -633,10 +623,7 @@ class Gen {
     int buf = buffer_param(b);
     auto [offs, lin] = region_offsets(sh);
     if (coin(0.3)) offs = cast(offs, pick(std::vector<DType>{DType::i64, DType::u32, DType::u64}));
-    Stmt ap;
-    ap.kind = Kind::AddPtr;
-    ap.args = {buf, offs};
-    int p = emit(ap, DType::ptr, sh, std::nullopt, d);
+    int p = addptr(buf, offs);
     int reps = coin(0.3) ? 2 : 1;  // the same addresses again: sequential read-modify-writes
     for (int i = 0; i < reps; ++i) {
       Stmt s;
@@ -1042,11 +1029,7 @@ class Gen {
       Shape sh = some_shape_nonscalar();
       DType d = dtype_from_pool();
       if (d == DType::i1) d = DType::i32;
-      int buf = buffer_for(d, numel(sh) + 24, Buffer::Special);
-      Stmt ap;
-      ap.kind = Kind::AddPtr;
-      ap.args = {buf, permutation_offsets(sh)};
-      walker = emit(ap, DType::ptr, sh, std::nullopt, d);
+      walker = addptr(buffer_for(d, numel(sh) + 24, Buffer::Special), permutation_offsets(sh));
       step = iconst(pick(std::vector<DType>{DType::i32, DType::i64, DType::u8}), uni(0, 2));
     }
     blocks_.back()->push_back(s);
@@ -1054,23 +1037,14 @@ class Gen {
     open_block(&loop.body);
     loop.result = fresh(index, {}, ivr);
     ivs_.push_back(loop.result);
-    if (walker >= 0) {
-      Stmt l;
-      l.kind = Kind::Load;
-      l.args = {walker, -1, -1};
-      emit(l, var(walker).pointee, shp(walker));
-    }
+    if (walker >= 0) load_at(walker);
     block(static_cast<int>(uni(1, 5)));
     assign_all(carried);
     if (walker >= 0) {
-      Stmt ap;
-      ap.kind = Kind::AddPtr;
-      ap.args = {walker, step};
-      int next = emit(ap, DType::ptr, shp(walker), std::nullopt, var(walker).pointee);
       Stmt a;
       a.kind = Kind::Assign;
       a.result = walker;
-      a.args = {next};
+      a.args = {addptr(walker, step)};
       emit_void(a);
     }
     ivs_.pop_back();
