@@ -189,8 +189,8 @@ void run_interp(const Program& p, const ir::Function& f, Memory& m) {
   tle::interp::run(f, args.data(), p.grid, o);
 }
 
-void run_cpu(const Program& p, const ir::Function& f, Memory& m) {
-  auto k = tle::cpu::compile(f);
+void run_cpu(const Program& p, const ir::Function& f, Memory& m, int opt_level) {
+  auto k = tle::cpu::compile(f, opt_level);
   auto args = m.args(p);
   tle::cpu::launch(*k, args.data(), p.grid);
 }
@@ -234,9 +234,10 @@ Outcome check(const Program& p, const CheckOptions& opt) {
   Memory ref(p);
   if (auto e = guard("interp", [&] { run_interp(p, *f0, ref); })) return *e;
 
-  auto against_ref = [&](const std::string& stage, const Program& q, const ir::Function& f, bool interp) -> std::optional<Outcome> {
+  auto against_ref = [&](const std::string& stage, const Program& q, const ir::Function& f, bool interp,
+                         int opt_level = 3) -> std::optional<Outcome> {
     Memory m(q);
-    if (auto e = guard(stage, [&] { interp ? run_interp(q, f, m) : run_cpu(q, f, m); })) return e;
+    if (auto e = guard(stage, [&] { interp ? run_interp(q, f, m) : run_cpu(q, f, m, opt_level); })) return e;
     std::string d = compare(p, ref, m);
     if (!d.empty()) return failed(stage, d);
     return std::nullopt;
@@ -244,10 +245,10 @@ Outcome check(const Program& p, const CheckOptions& opt) {
   if (auto e = guard("passes", [&] { f1 = optimized(p); })) return *e;
   if (auto e = against_ref("passes", p, *f1, true)) return *e;
   if (auto e = against_ref("cpu", p, *f1, false)) return *e;
-  static const char* const kExtras[] = {"cpu-unoptimized", "swap", "dead-branch", "opaque"};
+  static const char* const kExtras[] = {"cpu-O0", "swap", "dead-branch", "opaque"};
   auto wanted = [&](int i) { return !opt.one_extra || static_cast<uint64_t>(i) == p.seed % 4; };
   if (opt.unoptimized_cpu && wanted(0))
-    if (auto e = against_ref("cpu-unoptimized", p, *f0, false)) return *e;
+    if (auto e = against_ref("cpu-O0", p, *f0, false, 0)) return *e;
   if (opt.variants) {
     for (int i = 1; i < 4; ++i) {
       if (!wanted(i)) continue;

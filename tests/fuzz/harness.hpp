@@ -50,29 +50,29 @@ std::string compare(const Program& p, const Memory& a, const Memory& b);
 /// Runs f (p traced, optimized or not) on the interpreter, with every access checked to be inside
 /// one of m's buffers (a RuntimeError otherwise: a generator bug).
 void run_interp(const Program& p, const tle::ir::Function& f, Memory& m);
-/// Compiles f with the CPU backend (LLVM O3) and runs it on m.
-void run_cpu(const Program& p, const tle::ir::Function& f, Memory& m);
+/// Compiles f with the CPU backend (LLVM's O3 pipeline, or none for opt_level 0) and runs it on m.
+void run_cpu(const Program& p, const tle::ir::Function& f, Memory& m, int opt_level = 3);
 
 /// The result of check(): ok, or the stage that failed and what happened.
 struct Outcome {
   bool ok = true;
-  std::string stage;   ///< "trace", "interp", "passes", "cpu", "cpu-unoptimized", "swap", "dead-branch", "opaque"
+  std::string stage;   ///< "trace", "interp", "passes", "cpu", "cpu-O0", "swap", "dead-branch", "opaque"
   std::string detail;  ///< the exception or the output difference
   std::string variant_of;  ///< for a variant stage: which program failed (to_cpp of it reproduces)
   bool same_failure(const Outcome& o) const { return !ok && !o.ok && stage == o.stage; }
 };
 
 struct CheckOptions {
-  bool unoptimized_cpu = true;  ///< also the CPU backend on the traced IR (no tle passes)
+  bool unoptimized_cpu = true;  ///< also the CPU backend at O0: the traced IR, no tle or LLVM IR passes
   bool variants = true;         ///< the three metamorphic variants
-  /// Of the four checks above (cpu-unoptimized, swap, dead-branch, opaque) only the one the
+  /// Of the four checks above (cpu-O0, swap, dead-branch, opaque) only the one the
   /// program's seed picks (seed % 4): one extra compile per program instead of four (CI budget).
   bool one_extra = false;
 };
 
 /// The differential check of one program: the interpreter on the traced IR is the reference;
-/// the interpreter after the pass pipeline ("passes"), the CPU backend after it ("cpu") and
-/// without it ("cpu-unoptimized") must equal it; so must the CPU backend on each variant
+/// the interpreter after the pass pipeline ("passes"), the CPU backend after it at O3 ("cpu") and
+/// the CPU backend at O0 on the traced IR ("cpu-O0") must equal it; so must the CPU backend on each variant
 /// (swap_commutative, add_dead_branch, opaque_constants). The first difference is the outcome.
 Outcome check(const Program& p, const CheckOptions& o = {});
 /// The program a failing outcome's stage ran (p itself, or the variant).
