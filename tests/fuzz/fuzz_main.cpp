@@ -1,14 +1,17 @@
 // tests/fuzz/fuzz_main.cpp - tle_fuzz: the differential fuzzer from the command line.
 //
-//   tle_fuzz [--seed S] [--count N] [--statements K] [--reduce] [--print] [--no-variants]
+//   tle_fuzz [--seed S] [--count N] [--statements K] [--max-numel E] [--reduce] [--print] [--no-variants]
 //   tle_fuzz --printer-check [--seed S] [--count N]
+//   tle_fuzz --gpu-compile [--seed S] [--count N]
 //
 // Checks programs S .. S+N-1 (fuzz::check: the interpreter against the CPU backend, with and
 // without tle's passes, and the metamorphic variants) and prints one line per failure. --reduce
 // shrinks each failing program and prints it as a regression test case for
 // tests/fuzz/regressions.cpp; --print prints every program's C++ (no check). --printer-check
 // prints a C++ file of printer checks (to_cpp(..., printer_check = true)), which CMake compiles
-// into tle_fuzz_printed. Exit status: 0 when every program passed, 1 otherwise.
+// into tle_fuzz_printed. --gpu-compile generates programs with power-of-two tiles and compiles
+// each for sm_90a (1, 4 and 8 warps) and assembles it with ptxas (fuzz::check_gpu_compile; no GPU
+// needed). Exit status: 0 when every program passed, 1 otherwise.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,12 +19,14 @@
 #include <iostream>
 #include <string>
 
+#include <unistd.h>
+
 #include "fuzz/harness.hpp"
 
 int main(int argc, char** argv) {
   uint64_t seed = 1;
   int64_t count = 1;
-  bool do_reduce = false, print = false, printer_check = false;
+  bool do_reduce = false, print = false, printer_check = false, gpu_compile = false;
   fuzz::GenOptions gen;
   fuzz::CheckOptions chk;
   for (int i = 1; i < argc; ++i) {
@@ -36,13 +41,15 @@ int main(int argc, char** argv) {
     if (a == "--seed") seed = std::strtoull(next(), nullptr, 10);
     else if (a == "--count") count = std::strtoll(next(), nullptr, 10);
     else if (a == "--statements") gen.statements = std::atoi(next());
+    else if (a == "--max-numel") gen.max_numel = std::atoll(next());
     else if (a == "--reduce") do_reduce = true;
     else if (a == "--print") print = true;
     else if (a == "--printer-check") printer_check = true;
+    else if (a == "--gpu-compile") gpu_compile = true, gen.pow2 = true;
     else if (a == "--no-variants") chk.variants = false;
     else {
-      std::fprintf(stderr, "usage: tle_fuzz [--seed S] [--count N] [--statements K] [--reduce] [--print] "
-                           "[--no-variants] [--printer-check]\n");
+      std::fprintf(stderr, "usage: tle_fuzz [--seed S] [--count N] [--statements K] [--max-numel E] [--reduce] [--print] "
+                           "[--no-variants] [--printer-check] [--gpu-compile]\n");
       return 2;
     }
   }
@@ -69,11 +76,18 @@ int main(int argc, char** argv) {
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::cerr << "tle_fuzz: " << k << " programs checked, " << failures << " failing, " << secs << " s\n";
     }
-    fuzz::Outcome o = fuzz::check(p, chk);
+    fuzz::Outcome o;
+    if (gpu_compile) {
+      static const std::string ptxas = ::access("/usr/local/cuda/bin/ptxas", X_OK) == 0 ? "/usr/local/cuda/bin/ptxas" : "ptxas";
+      for (int w : {1, 4, 8})
+        if (o.ok) o = fuzz::check_gpu_compile(p, w, ptxas);
+    } else {
+      o = fuzz::check(p, chk);
+    }
     if (o.ok) continue;
     ++failures;
     std::cout << "seed " << s << ": " << o.stage << ": " << o.detail << std::endl;
-    if (!do_reduce) continue;
+    if (!do_reduce || gpu_compile) continue;
     fuzz::Program q = fuzz::failing_program(p, o);
     fuzz::CheckOptions plain = chk;
     plain.variants = false;

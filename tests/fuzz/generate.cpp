@@ -135,7 +135,12 @@ class Gen {
     static const std::vector<int64_t> big = {1, 3, 8, 16, 32, 64, 128};
     for (;;) {
       Shape s;
-      for (int i = 0; i < rank; ++i) s.push_back(opt_.max_numel >= 256 && coin(0.5) ? pick(big) : pick(dims));
+      for (int i = 0; i < rank; ++i) {
+        int64_t d;
+        do d = opt_.max_numel >= 256 && coin(0.5) ? pick(big) : pick(dims);
+        while (opt_.pow2 && (d & (d - 1)) != 0);
+        s.push_back(d);
+      }
       if (numel(s) <= opt_.max_numel) return s;
     }
   }
@@ -760,8 +765,8 @@ class Gen {
     if (k == 0) {  // broadcast_to
       Shape to = xs;
       for (auto& d : to)
-        if (d == 1) d = pick(std::vector<int64_t>{1, 2, 3, 4});
-      if (r < 3 && coin(0.4)) to.insert(to.begin(), pick(std::vector<int64_t>{2, 3}));
+        if (d == 1) d = pick(opt_.pow2 ? std::vector<int64_t>{1, 2, 4} : std::vector<int64_t>{1, 2, 3, 4});
+      if (r < 3 && coin(0.4)) to.insert(to.begin(), pick(opt_.pow2 ? std::vector<int64_t>{2, 4} : std::vector<int64_t>{2, 3}));
       if (numel(to) <= opt_.max_numel) broadcast_to(x, to);
     } else if (k == 1) {  // expand_dims
       if (r >= 3) return;
@@ -881,7 +886,8 @@ class Gen {
 
   void gen_dot() {
     DType d = pick(std::vector<DType>{DType::f16, DType::bf16, DType::f32, DType::i8});
-    static const std::vector<int64_t> dims = {1, 2, 3, 4, 5, 8, 16};
+    std::vector<int64_t> dims = opt_.pow2 ? std::vector<int64_t>{1, 2, 4, 8, 16} : std::vector<int64_t>{1, 2, 3, 4, 5, 8, 16};
+    if (opt_.max_numel >= 1024) dims.insert(dims.end(), {16, 32, 64, 64});  // tensor-core sizes
     int64_t M, N, K;
     do {
       M = pick(dims), N = pick(dims), K = pick(dims);
@@ -900,9 +906,62 @@ class Gen {
     if (shp(x).size() != 1) x = reshape(x, {numel(shp(x))});
     Stmt s;
     s.kind = Kind::Histogram;
-    s.a = uni(1, 24);
+    s.a = opt_.pow2 ? int64_t(1) << uni(0, 4) : uni(1, 24);
     s.args = {x, coin(0.4) ? operand_compat(DType::i1, shp(x)) : -1};
     emit(s, DType::i32, {s.a}, Range{0, numel(shp(x))});
+  }
+
+  /// The K loop of a matrix product, as GEMM kernels write it (large-tile mode only):
+  ///   acc = full(f32 [M, N], c);  for (k : range(0, T)) { a = load(A + ra * BK + k * BK + ca, ...);
+  ///   b = load(B + (rb + k * BK) * N + cb, ...); acc = dot(a, b, acc); }
+  /// with ragged masks on K now and then. The GPU backend pipelines such loads (cp.async, ldmatrix,
+  /// mma.sync / wgmma); A and B hold T * M * BK and T * BK * N elements, so all offsets are in bounds.
+  void gen_matmul_loop() {
+    const DType d = pick(std::vector<DType>{DType::f16, DType::f16, DType::bf16, DType::f32});
+    const int64_t M = pick(std::vector<int64_t>{16, 32, 64, 64}), N = pick(std::vector<int64_t>{8, 16, 32, 64});
+    const int64_t BK = pick(std::vector<int64_t>{16, 32}), T = uni(1, 4);
+    if (M * N > opt_.max_numel || M * BK > opt_.max_numel || BK * N > opt_.max_numel) return;
+    const int A = buffer_for(d, T * M * BK, Buffer::Special), Bb = buffer_for(d, T * BK * N, Buffer::Special);
+    // row-major [M, T*BK] and [T*BK, N]
+    auto grid2 = [&](int64_t R, int64_t C, int64_t stride) {
+      int r = reshape(arange(0, R), {R, 1});
+      if (stride != 1) r = binary(BinaryOp::Mul, r, iconst(DType::i32, stride));
+      return broadcast_to(binary(BinaryOp::Add, r, reshape(arange(0, C), {1, C})), {R, C});
+    };
+    const int oa = grid2(M, BK, T * BK), ob = grid2(BK, N, N);
+    const int kcol = broadcast_to(reshape(arange(0, BK), {1, BK}), {M, BK});
+    int acc = constant(DType::f32, {M, N}, coin(0.7) ? Literal::real(0.0) : literal(DType::f32));
+    Stmt s;
+    s.kind = Kind::For;
+    s.args = {-1, -1, -1};
+    s.lo = 0, s.hi = T, s.step = 1;
+    blocks_.back()->push_back(s);
+    Stmt& loop = blocks_.back()->back();
+    open_block(&loop.body);
+    loop.result = fresh(DType::i32, {}, Range{0, T - 1});
+    ivs_.push_back(loop.result);
+    const int kb = binary(BinaryOp::Mul, loop.result, iconst(DType::i32, BK));
+    int ma = -1, mb = -1;
+    if (coin(0.3)) {  // a ragged K: columns k*BK + c < kmax (kmax = T*BK - n_param: a parameter)
+      int kmax = binary(BinaryOp::Sub, iconst(DType::i32, T * BK), n_param_);
+      ma = compare(CmpPred::Lt, binary(BinaryOp::Add, kcol, kb), kmax);
+      mb = compare(CmpPred::Lt, binary(BinaryOp::Add, reshape(arange(0, BK), {BK, 1}), kb), kmax);
+    }
+    const int a = load_at(addptr(A, binary(BinaryOp::Add, oa, kb)), ma);
+    const int b = load_at(addptr(Bb, binary(BinaryOp::Add, ob, binary(BinaryOp::Mul, kb, iconst(DType::i32, N)))), mb);
+    Stmt dot;
+    dot.kind = Kind::Dot;
+    dot.args = {a, b, acc};
+    dot.op = d == DType::f32 ? pick(std::vector<int>{0, 1}) : 0;
+    const int next = emit(dot, DType::f32, {M, N});
+    Stmt as;
+    as.kind = Kind::Assign;
+    as.result = acc;
+    as.args = {next};
+    emit_void(as);
+    ivs_.pop_back();
+    close_block();
+    if (coin(0.5)) cast(acc, d == DType::f32 ? DType::f32 : d);  // the epilogue's narrowing (a leaf: stored)
   }
 
   /// A scalar bool variable (a branch condition).
@@ -1092,6 +1151,7 @@ class Gen {
       else if (r < 82) load(dtype_from_pool(), coin(0.15) ? Shape{} : some_shape_nonscalar());
       else if (r < 85) store(any_var([](int) { return true; }, random_dtype()));
       else if (r < 88) atomic();
+      else if (r < 90 && opt_.max_numel >= 1024 && depth_ < opt_.max_depth) gen_matmul_loop();
       else if (r < 94 && depth_ < opt_.max_depth) gen_for();
       else if (depth_ < opt_.max_depth) gen_if();
     }

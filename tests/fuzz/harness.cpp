@@ -8,7 +8,13 @@
 #include <new>
 #include <random>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include "backend/cpu/cpu_backend.hpp"
+#include "backend/gpu/gpu_backend.hpp"
 #include "interp/interp.hpp"
 #include "passes/fold.hpp"
 #include "passes/pass.hpp"
@@ -266,6 +272,31 @@ Outcome check(const Program& p, const CheckOptions& opt) {
       }
     }
   }
+  return {};
+}
+
+Outcome check_gpu_compile(const Program& p, int num_warps, const std::string& ptxas) {
+  std::string ptx;
+  if (auto e = guard("gpu-compile", [&] {
+        auto f = optimized(p);
+        tle::gpu::Target t;  // sm_90a
+        tle::gpu::Options o;
+        o.num_warps = num_warps;
+        ptx = tle::gpu::compile(*f, t, o).ptx;
+      }))
+    return *e;
+  if (ptxas.empty()) return {};
+  namespace fs = std::filesystem;
+  std::string dir = (fs::temp_directory_path() / "tle-fuzz-ptx-XXXXXX").string();
+  if (!::mkdtemp(dir.data())) return failed("ptxas", "mkdtemp failed");
+  std::ofstream(fs::path(dir) / "k.ptx") << ptx;
+  const std::string cmd = ptxas + " -arch=sm_90a " + dir + "/k.ptx -o " + dir + "/k.cubin > " + dir + "/log 2>&1";
+  const int status = std::system(cmd.c_str());
+  std::ifstream in(fs::path(dir) / "log");
+  std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  if (status != 0) return failed("ptxas", fmt::format("num_warps {}: {}", num_warps, log.substr(0, 2000)));
   return {};
 }
 

@@ -75,6 +75,12 @@ struct CheckOptions {
 /// the CPU backend at O0 on the traced IR ("cpu-O0") must equal it; so must the CPU backend on each variant
 /// (swap_commutative, add_dead_branch, opaque_constants). The first difference is the outcome.
 Outcome check(const Program& p, const CheckOptions& o = {});
+/// Compile-only check of the GPU backend (no GPU needed): trace, pass pipeline, gpu::compile for
+/// sm_90a with `num_warps` warps, then `ptxas -arch=sm_90a` (the executable `ptxas`; empty: no
+/// assembly). Stages "gpu-compile" (an exception) and "ptxas" (PTX that does not assemble). p must
+/// come from generate() with GenOptions::pow2 (the GPU backend refuses other tile shapes).
+Outcome check_gpu_compile(const Program& p, int num_warps, const std::string& ptxas);
+
 /// The program a failing outcome's stage ran (p itself, or the variant).
 Program failing_program(const Program& p, const Outcome& o);
 

@@ -127,6 +127,7 @@ struct GenOptions {
   int statements = 10;     ///< statements of the top-level block (blocks nest up to max_depth)
   int max_depth = 2;       ///< nested loops / ifs
   int64_t max_numel = 96;  ///< elements per tile
+  bool pow2 = false;       ///< every tile dimension a power of two (the GPU backend's rule)
 };
 
 /// A well-typed random program from `seed` alone, free of undefined behaviour by construction:

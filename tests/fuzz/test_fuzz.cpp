@@ -7,6 +7,7 @@
 // prints the seed, the failing stage and the program as a ready regression test; `tle_fuzz
 // --seed S --reduce` shrinks it (docs/testing.md).
 #include <catch2/catch.hpp>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -100,6 +101,30 @@ TEST_CASE("fuzz: the reducer keeps the failure and drops the rest", "[fuzz]") {
   CHECK(fuzz::count_statements(r.body) < fuzz::count_statements(p.body));
   CHECK(fuzz::count_statements(r.body) <= 12);
   CHECK(r.programs() == 1);
+}
+
+TEST_CASE("fuzz: generated programs compile for the GPU and assemble (no GPU needed)", "[fuzz][ptx]") {
+  // A small budget of the compile-only GPU check (tle_fuzz --gpu-compile runs more): power-of-two
+  // programs, large tiles included (tensor-core dots in K loops), for sm_90a with 4 warps.
+  const std::string ptxas = ::access("/usr/local/cuda/bin/ptxas", X_OK) == 0 ? "/usr/local/cuda/bin/ptxas" : "";
+  if (ptxas.empty()) WARN("ptxas not found at /usr/local/cuda/bin/ptxas: compiled to PTX only");
+  fuzz::GenOptions g;
+  g.pow2 = true;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    g.max_numel = seed % 2 ? 4096 : 96;
+    fuzz::Outcome o = fuzz::check_gpu_compile(fuzz::generate(seed, g), 4, ptxas);
+    INFO("seed " << seed << " (tle_fuzz --gpu-compile --seed " << seed << "): " << o.stage << ": " << o.detail);
+    CHECK(o.ok);
+  }
+  // The check reports what the GPU backend refuses: a program with a 3-wide tile.
+  fuzz::Program odd;
+  for (uint64_t seed = 1;; ++seed) {
+    odd = fuzz::generate(seed);
+    if (!fuzz::check_gpu_compile(odd, 4, "").ok) break;
+  }
+  fuzz::Outcome o = fuzz::check_gpu_compile(odd, 4, "");
+  CHECK(o.stage == "gpu-compile");
+  CHECK_THAT(o.detail, Catch::Contains("power-of-two"));
 }
 
 TEST_CASE("fuzz: interpreter vs CPU backend on generated programs (CI budget)", "[fuzz]") {
