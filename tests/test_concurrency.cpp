@@ -59,8 +59,8 @@ TEST_CASE("concurrency: 16 threads x 1000 launches of shared and own kernels, CP
     std::mt19937 g(static_cast<unsigned>(t) * 7919u + 1);
     // A kernel of this thread's own, created in the thread: its first launch compiles while the
     // other threads compile theirs (the JIT, the tracer's thread-local context).
-    auto own = jit("conc_own", [t](Ptr<int64_t> out, Tile<int64_t> v) {
-      store(out + arange(0, 4), v * (t + 1) + arange(0, 4).to<int64_t>());
+    auto own = jit("conc_own", [](Ptr<int64_t> out, Tile<int64_t> v, Constexpr<int> scale) {
+      store(out + arange(0, 4), v * scale + arange(0, 4).to<int64_t>());
     });
     start.arrive_and_wait();  // every thread reaches its first launch at once
     try {
@@ -106,7 +106,7 @@ TEST_CASE("concurrency: 16 threads x 1000 launches of shared and own kernels, CP
           default: {
             const int64_t v = static_cast<int64_t>(g() % 1000000);
             Buf<int64_t> out(4, 0);
-            own(Grid(1).backend(be), out.data(), v);
+            own(Grid(1).backend(be), out.data(), v, t + 1);
             for (int i = 0; i < 4; ++i)
               if (out[i] != v * (t + 1) + i) return fail(t, "own kernel element " + std::to_string(i));
           }
