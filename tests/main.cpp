@@ -10,10 +10,15 @@
 
 int main(int argc, char** argv) {
   const char* mode = std::getenv("TLE_TEST_BACKEND");
-  if (mode && *mode && std::strcmp(mode, "cpu") != 0 && std::strcmp(mode, "CPU") != 0 && !opstest::gpu_mode()) {
-    std::fprintf(stderr, "tle_tests: TLE_TEST_BACKEND=%s: expected cpu or gpu\n", mode);
+  const bool interp = mode && (std::strcmp(mode, "interp") == 0 || std::strcmp(mode, "INTERP") == 0);
+  if (mode && *mode && std::strcmp(mode, "cpu") != 0 && std::strcmp(mode, "CPU") != 0 && !opstest::gpu_mode() &&
+      !interp) {
+    std::fprintf(stderr, "tle_tests: TLE_TEST_BACKEND=%s: expected cpu, gpu or interp\n", mode);
     return 2;
   }
+  // interp: launches without .backend(...) run on the reference interpreter (host memory, as on
+  // the CPU), so the numerical tests check it against their references.
+  if (interp) ::setenv("TLE_BACKEND", "interp", 1);
   if (opstest::gpu_mode()) {
     ::setenv("TLE_BACKEND", "gpu", 1);
     ::setenv("TLE_LAUNCH_BLOCKING", "1", 1);  // results are read on the host right after each launch

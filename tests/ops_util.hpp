@@ -19,7 +19,8 @@
 //     the count at the end);
 //   - whole test cases that check CPU-only behaviour: SKIP_ON_GPU("reason") (a WARN naming it).
 // The mirrored run is `TLE_TEST_BACKEND=gpu tle_tests "[ops],[edge],[cpu]"`
-// (scripts/device-run.sh remote).
+// (scripts/device-run.sh remote). TLE_TEST_BACKEND=interp runs the same launches on the reference
+// interpreter (src/interp; main.cpp sets TLE_BACKEND=interp; host memory as on the CPU).
 #pragma once
 #include <catch2/catch.hpp>
 #include <tle/tle.hpp>

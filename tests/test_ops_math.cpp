@@ -235,6 +235,24 @@ TEST_CASE("ops: fma rounds once", "[ops]") {
   k(Grid(1), x.data(), out.data());
   CHECK(out[0] == std::ldexp(1.0f, -24));
   CHECK(out[1] == 0.0f);  // separate multiply and add (no contraction into an fma)
+
+  // bf16 (and f16) at run time: one rounding of the exact a*b+c, also when c is far below the
+  // product (1.25 * 1.203125 is a bf16 midpoint; the smallest bf16 decides the direction).
+  auto kb = jit("fma_bf16", [](Ptr<bf16> x, Ptr<bf16> out) {
+    Tile<int32_t> i = arange(0, 4);
+    store(out + i, fma(load(x + i), load(x + 4 + i), load(x + 8 + i)));
+  });
+  const double tiny = std::ldexp(1.0, -133);
+  Buf<bf16> xb(12), ob(4);
+  const double va[4] = {1.25, 1.25, 1.5, 1.5}, vb[4] = {1.203125, 1.203125, 1.0078125, 1.0078125},
+               vc[4] = {tiny, -tiny, -tiny, tiny}, want[4] = {1.5078125, 1.5, 1.5078125, 1.515625};
+  for (int i = 0; i < 4; ++i) xb[i] = bf16(va[i]), xb[4 + i] = bf16(vb[i]), xb[8 + i] = bf16(vc[i]);
+  REQUIRE(float(xb[8]) == float(tiny));
+  kb(Grid(1), xb.data(), ob.data());
+  for (int i = 0; i < 4; ++i) {
+    INFO("case " << i);
+    CHECK(float(ob[i]) == float(want[i]));
+  }
 }
 
 TEST_CASE("ops: minimum / maximum / clamp on integers", "[ops]") {

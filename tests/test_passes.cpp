@@ -232,6 +232,17 @@ TEST_CASE("fold: float rounding (E26)", "[passes]") {
   double h = 1.0 + std::ldexp(1, -10);
   CHECK(std::get<double>(*fold_fma(DType::f16, Attr(h), Attr(h), Attr(std::ldexp(1, -11)))) == 1.0 + 3 * std::ldexp(1, -10));
   CHECK(fb(BinaryOp::Add, DType::f16, fb(BinaryOp::Mul, DType::f16, h, h), std::ldexp(1, -11)) == 1.0 + std::ldexp(1, -9));
+  // bf16: once, also when the addend is too small for f64 to keep next to the product. 1.25 *
+  // 1.203125 is the midpoint 1.50390625 between 1.5 (even) and 1.5078125; + 2^-133 (the smallest
+  // bf16) puts it above, so it rounds up (an f64 fma would drop 2^-133, tie, and round to even).
+  auto fb16 = [](double x, double y, double z) {
+    return std::get<double>(*fold_fma(DType::bf16, Attr(x), Attr(y), Attr(z)));
+  };
+  CHECK(fb16(1.25, 1.203125, std::ldexp(1, -133)) == 1.5078125);
+  CHECK(fb16(1.25, 1.203125, -std::ldexp(1, -133)) == 1.5);
+  CHECK(fb16(1.5, 1.0078125, -std::ldexp(1, -133)) == 1.5078125);  // 1.51171875 - tiny: down, not to even
+  CHECK(fb16(1.5, 1.0078125, std::ldexp(1, -133)) == 1.515625);
+  CHECK(fb16(1.5, 1.0078125, 0.0) == 1.515625);  // an exact tie still rounds to even
   // Transcendentals use the f32 libm function for f32.
   auto ex = std::get<double>(*fold_unary(UnaryOp::Exp, DType::f32, Attr(1.0)));
   CHECK(ex == static_cast<double>(::expf(1.0f)));

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "env_util.hpp"
 #include "runtime/cuda/driver.hpp"
 #include "runtime/cuda/module.hpp"
 #include "runtime/disk_cache.hpp"
@@ -34,23 +35,7 @@ using tle::detail::DiskCache;
 
 namespace {
 
-/// Sets (or, with nullptr, unsets) an environment variable for one scope.
-class EnvVar {
- public:
-  EnvVar(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  ~EnvVar() {
-    if (old_) ::setenv(name_.c_str(), old_->c_str(), 1);
-    else ::unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
+using envtest::EnvVar;
 
 /// A fresh directory under /tmp, removed with its contents at the end of the scope.
 class TempDir {
@@ -152,6 +137,7 @@ TEST_CASE("runtime: the process-wide driver and default_backend agree", "[runtim
   CHECK(!gpu_info(1 << 20).has_value());
   CHECK(std::string(backend_name(Backend::CPU)) == "cpu");
   CHECK(std::string(backend_name(Backend::GPU)) == "gpu");
+  CHECK(std::string(backend_name(Backend::Interp)) == "interp");
 }
 
 TEST_CASE("runtime: TLE_BACKEND selects the backend", "[runtime]") {
@@ -163,6 +149,8 @@ TEST_CASE("runtime: TLE_BACKEND selects the backend", "[runtime]") {
   CHECK(select_backend("CPU", false, "x") == Backend::CPU);
   CHECK(select_backend("gpu", true, "") == Backend::GPU);
   CHECK(select_backend("Gpu", true, "") == Backend::GPU);
+  CHECK(select_backend("interp", true, "") == Backend::Interp);
+  CHECK(select_backend("INTERP", false, "x") == Backend::Interp);
   try {
     select_backend("gpu", false, "cannot open libcuda.so.1: no such file");
     FAIL("TLE_BACKEND=gpu without a GPU must throw");
@@ -173,7 +161,7 @@ TEST_CASE("runtime: TLE_BACKEND selects the backend", "[runtime]") {
     CHECK(contains(e.what(), "cannot open libcuda.so.1: no such file"));
   }
   CHECK_THROWS_AS(select_backend("tpu", true, ""), UserError);
-  CHECK_THROWS_WITH(select_backend("tpu", true, ""), Catch::Contains("'tpu'") && Catch::Contains("cpu or gpu"));
+  CHECK_THROWS_WITH(select_backend("tpu", true, ""), Catch::Contains("'tpu'") && Catch::Contains("cpu, gpu or interp"));
 
   // Through the environment, in this process (the driver is probed once; the variable every call).
   {

@@ -12,7 +12,8 @@
 // program using tle runs on machines without a driver or a GPU; there, default_backend() is CPU
 // and DeviceBuffer and Stream throw RuntimeError when used (ManagedBuffer falls back to host
 // memory). Environment:
-//   TLE_BACKEND=cpu|gpu  force a backend (gpu without a usable driver and device: RuntimeError)
+//   TLE_BACKEND=cpu|gpu|interp  force a backend (gpu without a usable driver and device: RuntimeError;
+//                        interp: the reference interpreter, for debugging)
 //   TLE_LIBCUDA=<path>   load this file instead of libcuda.so.1
 //   TLE_LAUNCH_BLOCKING=1  every GPU launch waits for its kernel (as CUDA_LAUNCH_BLOCKING=1 does):
 //                        a fault is a RuntimeError at that launch, naming the kernel and its line
@@ -44,13 +45,18 @@ namespace tle {
 enum class Backend {
   CPU,  ///< LLVM ORC JIT on the host, programs spread over a thread pool
   GPU,  ///< PTX through the CUDA Driver API
+  /// The reference interpreter of the tile IR (src/interp/interp.hpp), on the host: evaluates the
+  /// traced kernel element by element with docs/semantics.md's rules, running the programs one
+  /// after another (synchronous, host memory, like the CPU). Slow; for debugging a kernel or tle
+  /// (as Triton's interpreter mode): it shares no code with the optimizer or either code generator.
+  Interp,
 };
 
-/// "cpu" or "gpu".
+/// "cpu", "gpu" or "interp".
 const char* backend_name(Backend b);
 
 /// The backend kernels use by default: GPU when the CUDA driver loads and reports a device,
-/// else CPU. TLE_BACKEND=cpu or TLE_BACKEND=gpu (any case) overrides the choice; TLE_BACKEND=gpu
+/// else CPU. TLE_BACKEND=cpu, gpu or interp (any case) overrides the choice; TLE_BACKEND=gpu
 /// with no usable driver or device throws RuntimeError saying why, and any other non-empty value
 /// throws UserError. The environment is read at every call; the driver is probed once.
 Backend default_backend();

@@ -22,7 +22,8 @@
 // be aligned to sizeof(T) (UserError at the launch otherwise).
 //
 // Backends: a launch runs on grid.backend(...) if given, else on tle::default_backend() (GPU when a
-// CUDA driver and device are usable; TLE_BACKEND=cpu|gpu forces one). On the CPU a launch is
+// CUDA driver and device are usable; TLE_BACKEND=cpu|gpu|interp forces one). On the CPU (and on the
+// interpreter, Backend::Interp, which runs the traced kernel with src/interp/) a launch is
 // synchronous. On the GPU it is ASYNCHRONOUS: it is queued on the Grid's stream (.on(stream), else
 // the legacy default stream) and returns; results are visible after tle::synchronize(),
 // Stream::synchronize() or a DeviceBuffer copy ordered after it, and a fault while the kernel runs
@@ -71,7 +72,7 @@ namespace tle {
 ///                                        outside 0 / 24..255), used on the GPU. Raw kernels
 ///                                        reject it (UserError): their CUDA source says it
 ///                                        (__launch_bounds__, __maxnreg__, -maxrregcount).
-///   .backend(Backend::CPU|GPU)           run on this backend instead of default_backend().
+///   .backend(Backend::CPU|GPU|Interp)    run on this backend instead of default_backend().
 /// Options of tle::jit.
 struct JitOptions {
   /// Parameters (0-based indices in the lambda's order) left out of the specialization, as
@@ -305,8 +306,8 @@ inline LaunchOptions launch_options(const Grid& grid) {
 }
 }  // namespace detail
 
-/// What the compiler made of one specialization (Kernel::stats). On the CPU backend only
-/// `backend` is set.
+/// What the compiler made of one specialization (Kernel::stats). On the CPU backend and the
+/// interpreter only `backend` is set.
 struct KernelStats {
   Backend backend = Backend::CPU;
   int num_warps = 0;     ///< warps per program at launch (GPU; with a warp-specialized K loop, 4 more than asked)

@@ -137,6 +137,20 @@ Op* Block::terminator() const {
 
 Region::Region() : block(std::make_unique<Block>()) { block->parent = this; }
 
+void refuse_gpu_only_op(const Op& op, const std::string& kernel, const std::string& backend) {
+  if (op.kind == OpKind::InlineAsm)
+    throw UserError(op.loc, fmt::format("inline_asm runs on the GPU backend only; kernel '{}' {}, which cannot run "
+                                        "PTX (launch it with Grid(...).backend(Backend::GPU), or use tle operations "
+                                        "instead of the asm)",
+                                        kernel, backend));
+  if (op.kind == OpKind::CudaCall)
+    throw UserError(op.loc, fmt::format("cuda_function '{}' (a cuda_call op) runs on the GPU backend only; kernel '{}' "
+                                        "{}, which cannot run CUDA device code (launch it with "
+                                        "Grid(...).backend(Backend::GPU))",
+                                        op.str_attr("name"), kernel, backend));
+  throw InternalError(fmt::format("refuse_gpu_only_op: '{}' is not a GPU-only op", op_mnemonic(op.kind)));
+}
+
 void replace_all_uses(Block& root, Value* from, Value* to) {
   walk(root, [&](Op& op) {
     for (auto& v : op.operands)

@@ -171,6 +171,12 @@ template <class F> void walk(const Block& b, F&& f) {
   }
 }
 
+/// The UserError a host backend throws at a GPU-only op (inline_asm, cuda_call: PTX and CUDA
+/// device code cannot run on the host; docs/semantics.md, docs/raw.md), at the op's position.
+/// `backend` says where the kernel was going to run ("was compiled for the CPU backend", "runs on
+/// the interpreter (TLE_BACKEND=interp)"). Throws InternalError for any other op.
+[[noreturn]] void refuse_gpu_only_op(const Op& op, const std::string& kernel, const std::string& backend);
+
 /// Deterministic text of a function (values numbered in program order).
 std::string print(const Function& f);
 /// Checks structural invariants; throws InternalError naming the op on failure.

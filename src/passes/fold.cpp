@@ -190,38 +190,6 @@ int64_t float_to_int(double x, DType to) {
   return wrap(to, static_cast<uint64_t>(t));
 }
 
-std::optional<uint64_t> bits_of(DType d, const Attr& a) {
-  if (is_int(d)) {
-    auto v = as_int(d, a);
-    if (!v) return std::nullopt;
-    return static_cast<uint64_t>(*v) & low_mask(bit_width(d));
-  }
-  auto x = as_float(d, a);
-  if (!x || std::isnan(*x)) return std::nullopt;  // NaN payloads are not modelled
-  switch (d) {
-    case DType::f64: return std::bit_cast<uint64_t>(*x);
-    case DType::f32: return std::bit_cast<uint32_t>(static_cast<float>(*x));
-    case DType::f16: return f64_to_f16_bits(*x);
-    case DType::bf16: return f64_to_bf16_bits(*x);
-    default: return std::nullopt;
-  }
-}
-
-std::optional<Attr> from_bits(DType d, uint64_t b) {
-  double x;
-  switch (d) {
-    case DType::f64: x = std::bit_cast<double>(b); break;
-    case DType::f32: x = std::bit_cast<float>(static_cast<uint32_t>(b)); break;
-    case DType::f16: x = f16_bits_to_f64(static_cast<uint16_t>(b)); break;
-    case DType::bf16: x = bf16_bits_to_f64(static_cast<uint16_t>(b)); break;
-    default:
-      if (!is_int(d)) return std::nullopt;
-      return Attr(wrap(d, b));
-  }
-  if (std::isnan(x)) return std::nullopt;
-  return Attr(x);
-}
-
 std::optional<Attr> int_binary(BinaryOp op, DType d, int64_t a, int64_t b) {
   const bool sgn = is_signed_int(d);
   const int w = bit_width(d);
@@ -269,6 +237,22 @@ std::optional<Attr> int_binary(BinaryOp op, DType d, int64_t a, int64_t b) {
 }
 
 template <class T> Attr round_result(DType d, T r) { return Attr(round_to(d, static_cast<double>(r))); }
+
+/// x*y + z for f16/bf16 operands, rounded to odd in f64: the product is exact in f64 (at most 22
+/// significant bits), TwoSum gives the exact error e of s = p + z, and an inexact s moves to its
+/// neighbour toward e when its last bit is even. A value rounded to odd with 53 bits rounds
+/// correctly to any format of at most 51 bits, so rounding the result to f16/bf16 rounds a*b+c
+/// once. (An f64 fma would round first: bf16's exponent range lets an addend fall below the
+/// product's last f64 bit and leave an exact bf16 midpoint behind.) ScalarEmitter::fma emits the
+/// same steps.
+double fma_round_to_odd(double x, double y, double z) {
+  const double p = x * y, s = p + z;
+  if (!std::isfinite(s)) return s;
+  const double bb = s - p, e = (p - (s - bb)) + (z - bb);
+  const uint64_t b = std::bit_cast<uint64_t>(s);
+  if (e == 0 || (b & 1)) return s;
+  return std::bit_cast<double>(std::signbit(s) == std::signbit(e) ? b + 1 : b - 1);  // s != 0 when inexact
+}
 
 }  // namespace
 
@@ -355,8 +339,8 @@ std::optional<Attr> fold_fma(DType d, const Attr& a, const Attr& b, const Attr& 
   if (!x || !y || !z) return std::nullopt;
   if (d == DType::f32)
     return Attr(static_cast<double>(Math<float>::fma(static_cast<float>(*x), static_cast<float>(*y), static_cast<float>(*z))));
-  // f64; f16/bf16: fma in f64 (the products are exact), then rounded once to the dtype.
-  return Attr(round_to(d, Math<double>::fma(*x, *y, *z)));
+  if (d == DType::f64) return Attr(Math<double>::fma(*x, *y, *z));
+  return Attr(round_to(d, fma_round_to_odd(*x, *y, *z)));  // f16/bf16: one rounding of the exact value
 }
 
 std::optional<Attr> fold_cast(DType from, DType to, const Attr& a) {
@@ -375,12 +359,53 @@ std::optional<Attr> fold_cast(DType from, DType to, const Attr& a) {
   return Attr(round_to(to, *x));  // exact widening, or one rounding from the source value
 }
 
+std::optional<uint64_t> constant_bits(DType d, const Attr& a) {
+  if (d == DType::ptr) {
+    auto* p = std::get_if<int64_t>(&a);
+    if (!p) return std::nullopt;
+    return static_cast<uint64_t>(*p);
+  }
+  if (is_int(d)) {
+    auto v = as_int(d, a);
+    if (!v) return std::nullopt;
+    return static_cast<uint64_t>(*v) & low_mask(bit_width(d));
+  }
+  auto x = as_float(d, a);
+  if (!x) return std::nullopt;
+  switch (d) {
+    case DType::f64: return std::bit_cast<uint64_t>(*x);
+    case DType::f32: return std::bit_cast<uint32_t>(static_cast<float>(*x));
+    case DType::f16: return f64_to_f16_bits(*x);
+    case DType::bf16: return f64_to_bf16_bits(*x);
+    default: return std::nullopt;
+  }
+}
+
+Attr constant_from_bits(DType d, uint64_t b) {
+  switch (d) {
+    case DType::f64: return Attr(std::bit_cast<double>(b));
+    case DType::f32: return Attr(static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(b))));
+    case DType::f16: return Attr(f16_bits_to_f64(static_cast<uint16_t>(b)));
+    case DType::bf16: return Attr(bf16_bits_to_f64(static_cast<uint16_t>(b)));
+    case DType::i1: return Attr(int64_t((b & 0xFF) != 0));
+    case DType::ptr: return Attr(static_cast<int64_t>(b));
+    default: return Attr(wrap(d, b));
+  }
+}
+
 std::optional<Attr> fold_bitcast(DType from, DType to, const Attr& a) {
   if (from == DType::i1 || to == DType::i1 || from == DType::ptr || to == DType::ptr) return std::nullopt;
   if (bit_width(from) != bit_width(to)) return std::nullopt;
-  auto b = bits_of(from, a);
+  // NaN payloads are not modelled: a NaN operand or result is left to the run time.
+  if (is_float(from)) {
+    auto x = as_float(from, a);
+    if (!x || std::isnan(*x)) return std::nullopt;
+  }
+  auto b = constant_bits(from, a);
   if (!b) return std::nullopt;
-  return from_bits(to, *b);
+  Attr r = constant_from_bits(to, *b);
+  if (auto* x = std::get_if<double>(&r); x && std::isnan(*x)) return std::nullopt;
+  return r;
 }
 
 std::optional<Attr> constant_value(const ir::Value* v) {

@@ -25,12 +25,22 @@ std::optional<ir::Attr> fold_binary(ir::BinaryOp op, DType d, const ir::Attr& a,
 std::optional<ir::Attr> fold_unary(ir::UnaryOp op, DType d, const ir::Attr& x);
 /// `a pred b` for operands of dtype d; the result is an i1 constant (int64 0 or 1).
 std::optional<ir::Attr> fold_compare(ir::CmpPred pred, DType d, const ir::Attr& a, const ir::Attr& b);
-/// a*b+c rounded once (f16/bf16: fma in f64, whose products are exact, then rounded to the dtype).
+/// a*b+c rounded once (f16/bf16: the exact value rounded to odd in f64, then once to the dtype).
 std::optional<ir::Attr> fold_fma(DType d, const ir::Attr& a, const ir::Attr& b, const ir::Attr& c);
 /// Value conversion `x` from dtype `from` to dtype `to` (cast op).
 std::optional<ir::Attr> fold_cast(DType from, DType to, const ir::Attr& x);
 /// Bit reinterpretation (bitcast op); equal bit widths, no i1, no NaN (payloads are not tracked).
 std::optional<ir::Attr> fold_bitcast(DType from, DType to, const ir::Attr& x);
+
+/// The memory format of a constant of dtype d, as the low byte_size(d) bytes of the result
+/// (little endian): an integer's bits wrapped to d's width, i1 as the byte 0 or 1, a float's
+/// IEEE bits (f16/bf16: their 16 bits), a ptr's address (an int64 value). A NaN gives a quiet
+/// NaN of its sign (f32/f64 keep what payload the double carries; f16/bf16 the canonical one):
+/// NaN payloads are not specified (docs/semantics.md). nullopt for a value of the wrong kind.
+std::optional<uint64_t> constant_bits(DType d, const ir::Attr& v);
+/// The canonical constant of dtype d stored as `bits` (the low byte_size(d) bytes); i1: any
+/// non-zero byte is true (what a load of a bool reads); ptr: the address as int64.
+ir::Attr constant_from_bits(DType d, uint64_t bits);
 
 /// "Is this value a known constant?": the canonical splat value of `v` when it is the result of a
 /// constant op, else nullopt.

@@ -36,6 +36,7 @@
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/gpu/gpu_backend.hpp"
 #include "frontend/trace.hpp"
+#include "interp/interp.hpp"
 #include "ir/builder.hpp"
 #include "ir/ir.hpp"
 #include "passes/pass.hpp"
@@ -329,9 +330,11 @@ std::shared_ptr<cpu::CompiledKernel> compile_cpu(const ir::Function& f) {
 
 }  // namespace
 
-/// One compiled specialization: a CPU kernel or a loaded GPU kernel with its launch facts.
+/// One compiled specialization: a CPU kernel, a loaded GPU kernel with its launch facts, or (for
+/// the interpreter) the traced function.
 struct Compiled {
   std::shared_ptr<cpu::CompiledKernel> cpu;
+  std::unique_ptr<ir::Function> traced;  // Backend::Interp: the traced IR, before any pass
   std::optional<cuda::GpuKernel> gpu;
   int num_warps = 4;
   size_t shared_bytes = 0;
@@ -540,8 +543,10 @@ class KernelState {
   }
 
   /// The compiled specialization for `key` (pk.key extended with the backend facts), compiling
-  /// it on a miss; `loc` is the launch's (noting_launch).
-  std::shared_ptr<Compiled> get(const void* fn, const Packed& pk, const std::vector<uint64_t>& key, bool on_gpu,
+  /// it on a miss; `loc` is the launch's (noting_launch). The interpreter gets the traced
+  /// function, unoptimized: it is the reference for the pass pipeline as much as for the code
+  /// generators.
+  std::shared_ptr<Compiled> get(const void* fn, const Packed& pk, const std::vector<uint64_t>& key, Backend backend,
                                 const gpu::Options& opt, const SrcLoc& loc) {
     {
       std::shared_lock lk(mu);
@@ -557,8 +562,13 @@ class KernelState {
     auto compiled = std::make_shared<Compiled>();
     noting_launch(pk, loc, [&] {
       auto f = trace(fn, pk);
+      if (backend == Backend::Interp) {
+        ir::verify(*f);
+        compiled->traced = std::move(f);
+        return;
+      }
       passes::run_pipeline(*f);
-      if (on_gpu) compile_gpu(*f, opt, *compiled);
+      if (backend == Backend::GPU) compile_gpu(*f, opt, *compiled);
       else compiled->cpu = compile_cpu(*f);
     });
     std::unique_lock lk(mu);
@@ -619,9 +629,11 @@ class KernelState {
   }
 
   /// UserError at `loc` unless every DLPack tensor argument is on a device this backend reads:
-  /// kDLCPU or kDLCUDAHost on the CPU; kDLCUDA (on the context's device), kDLCUDAManaged or
-  /// kDLCUDAHost on the GPU.
-  void check_dlpack_devices(const HostArg* args, size_t n, bool on_gpu, const SrcLoc& loc) const {
+  /// kDLCPU or kDLCUDAHost on the CPU (and the interpreter); kDLCUDA (on the context's device),
+  /// kDLCUDAManaged or kDLCUDAHost on the GPU.
+  void check_dlpack_devices(const HostArg* args, size_t n, Backend backend, const SrcLoc& loc) const {
+    const bool on_gpu = backend == Backend::GPU;
+    const char* host_backend_name = backend == Backend::Interp ? "interp" : "CPU";
     for (size_t i = 0; i < n; ++i) {
       const HostArg& a = args[i];
       if (params[i].kind != ParamSpec::Pointer || !a.dl.present) continue;
@@ -630,8 +642,8 @@ class KernelState {
       if (!on_gpu) {
         if (type == kDLCPU || type == kDLCUDAHost) continue;
         throw UserError(loc, fmt::format("argument {} of kernel {}: the {} is on {}, but this launch runs on the "
-                                         "CPU, which reads kDLCPU or kDLCUDAHost tensors; pass a host tensor{}",
-                                         i + 1, signature(), a.type_name, where,
+                                         "{} backend, which reads kDLCPU or kDLCUDAHost tensors; pass a host tensor{}",
+                                         i + 1, signature(), a.type_name, where, host_backend_name,
                                          type == kDLCUDA || type == kDLCUDAManaged
                                              ? ", or run on the GPU (Grid(...).backend(tle::Backend::GPU))"
                                              : ""));
@@ -720,9 +732,9 @@ std::shared_ptr<Compiled> specialization(KernelState* k, const void* fn, const L
     key.push_back(static_cast<uint64_t>(opts.maxnreg));
     key.push_back(reinterpret_cast<uintptr_t>(ctx));
   } else {
-    key.push_back(0);
+    key.push_back(p.backend == Backend::Interp ? 2 : 0);
   }
-  return k->get(fn, pk, key, p.on_gpu, gpu_options(opts), loc);
+  return k->get(fn, pk, key, p.backend, gpu_options(opts), loc);
 }
 }  // namespace
 
@@ -732,11 +744,16 @@ void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const Laun
   PreparedLaunch p = prepare_launch(k, grid, opts, args, nargs, loc);
   if (p.empty) return;  // rule E08: nothing to run, outputs untouched
   const bool on_gpu = p.on_gpu;
+  const Backend backend = p.backend;
   const int64_t g[3] = {grid.x, grid.y, grid.z};
   Packed pk;
   auto compiled = specialization(k, fn, opts, std::move(p), pk, loc);
   std::vector<void*> ptrs(pk.slots.size());
   for (size_t i = 0; i < ptrs.size(); ++i) ptrs[i] = &pk.slots[i];
+  if (backend == Backend::Interp) {
+    interp::run(*compiled->traced, ptrs.data(), g);
+    return;
+  }
   if (!on_gpu) {
     cpu::launch(*compiled->cpu, ptrs.data(), g, loc);
     return;
@@ -800,10 +817,11 @@ KernelStatsData kernel_stats(KernelState* k, const void* fn, const LaunchOptions
   check_options(opts, loc);
   PreparedLaunch p = prepare_launch(k, Grid3{1, 1, 1}, opts, args, nargs, loc);
   const bool on_gpu = p.on_gpu;
+  const Backend backend = p.backend;
   Packed pk;
   auto c = specialization(k, fn, opts, std::move(p), pk, loc);
   KernelStatsData s;
-  s.backend = static_cast<int>(on_gpu ? Backend::GPU : Backend::CPU);
+  s.backend = static_cast<int>(backend);
   if (on_gpu) {
     s.num_warps = c->num_warps;
     s.registers = c->registers;
@@ -828,15 +846,16 @@ PreparedLaunch prepare_launch(KernelState* k, const Grid3& grid, const LaunchOpt
   Packed pk = k->pack(args, nargs, loc);
   PreparedLaunch out;
   const Backend backend = opts.backend < 0 ? default_backend() : static_cast<Backend>(opts.backend);
+  out.backend = backend;
   out.on_gpu = backend == Backend::GPU;
-  k->check_dlpack_devices(args, nargs, out.on_gpu, loc);
+  k->check_dlpack_devices(args, nargs, backend, loc);
   if (out.on_gpu) k->check_device_pointers(args, nargs, loc);
   else
     for (size_t i = 0; i < nargs; ++i)
       if (args[i].device_buffer)
         throw UserError(loc, fmt::format("argument {} is a tle::DeviceBuffer (GPU memory), but this launch runs on "
-                                         "the CPU backend; pass host memory, or launch on the GPU",
-                                         i + 1));
+                                         "the {} backend; pass host memory, or launch on the GPU",
+                                         i + 1, backend == Backend::Interp ? "interp" : "CPU"));
   const int64_t g[3] = {grid.x, grid.y, grid.z};
   const int64_t limit[3] = {(int64_t(1) << 31) - 1, 65535, 65535};
   const char* axis[3] = {"x", "y", "z"};

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tle/detail/trace_api.hpp"
+#include "tle/device.hpp"
 
 namespace tle::detail {
 
@@ -16,7 +17,8 @@ struct PreparedLaunch {
   std::vector<uint64_t> slots;  ///< one 8-byte slot per runtime argument (constexprs skipped)
   std::vector<uint64_t> key;    ///< specialization facts (tile kernels)
   std::vector<TraceParam> constexprs;  ///< constexpr values per parameter (tile kernels)
-  bool on_gpu = false;          ///< the backend the launch runs on
+  Backend backend = Backend::CPU;  ///< the backend the launch runs on
+  bool on_gpu = false;          ///< backend == Backend::GPU
   bool empty = false;           ///< a grid axis is 0: nothing to run (rule E08)
 };
 

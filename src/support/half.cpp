@@ -58,6 +58,17 @@ uint16_t f64_to_bf16_bits(double v) { return round_to_small_float(v, 8, 7); }
 double f16_bits_to_f64(uint16_t b) { return small_float_to_double(b, 5, 10); }
 double bf16_bits_to_f64(uint16_t b) { return small_float_to_double(b, 8, 7); }
 
+float round_to_tf32(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  if ((bits & 0x7F800000u) == 0x7F800000u) return x;  // inf, NaN
+  uint32_t lsb = (bits >> 13) & 1;
+  bits = (bits + 0xFFFu + lsb) & ~0x1FFFu;
+  float r;
+  std::memcpy(&r, &bits, 4);
+  return r;
+}
+
 f16::f16(double v) : bits(f64_to_f16_bits(v)) {}
 f16::operator float() const { return static_cast<float>(f16_bits_to_f64(bits)); }
 bf16::bf16(double v) : bits(f64_to_bf16_bits(v)) {}

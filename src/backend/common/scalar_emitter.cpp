@@ -325,15 +325,30 @@ Value* ScalarEmitter::unary(ir::UnaryOp uop, DType d0, Value* a, const ir::Op& o
 }
 
 Value* ScalarEmitter::fma(DType rd, const std::vector<Value*>& v) {
-  // f16/bf16: fma in f64 (products exact) then one rounding through round-to-odd.
   llvm::Type* ct = rd == DType::f32 ? B.getFloatTy() : B.getDoubleTy();
   std::vector<Value*> xs;
   for (Value* e : v) {
     Value* x = to_compute(e, rd);
     xs.push_back(x->getType() == ct ? x : B.CreateFPExt(x, ct));
   }
-  llvm::Function* fma = llvm::Intrinsic::getDeclaration(&mod, llvm::Intrinsic::fma, {ct});
-  return from_compute(B.CreateCall(fma, xs), rd);
+  if (rd == DType::f32 || rd == DType::f64) {
+    llvm::Function* fma = llvm::Intrinsic::getDeclaration(&mod, llvm::Intrinsic::fma, {ct});
+    return B.CreateCall(fma, xs);
+  }
+  // f16/bf16: the exact a*b+c rounded to odd in f64, then rounded once to the dtype (the rule and
+  // why: fold.cpp, fma_round_to_odd). The product is exact; TwoSum gives the sum's error e.
+  Value* p = B.CreateFMul(xs[0], xs[1]);
+  Value* s = B.CreateFAdd(p, xs[2]);
+  Value* bb = B.CreateFSub(s, p);
+  Value* e = B.CreateFAdd(B.CreateFSub(p, B.CreateFSub(s, bb)), B.CreateFSub(xs[2], bb));
+  Value* sb = B.CreateBitCast(s, B.getInt64Ty());
+  Value* eb = B.CreateBitCast(e, B.getInt64Ty());
+  Value* inexact = B.CreateFCmpONE(e, llvm::ConstantFP::get(ct, 0.0));  // false for NaN (s not finite)
+  Value* even = B.CreateICmpEQ(B.CreateAnd(sb, B.getInt64(1)), B.getInt64(0));
+  Value* same_sign = B.CreateICmpSGE(B.CreateXor(sb, eb), B.getInt64(0));
+  Value* toward = B.CreateSelect(same_sign, B.CreateAdd(sb, B.getInt64(1)), B.CreateSub(sb, B.getInt64(1)));
+  Value* odd = B.CreateBitCast(B.CreateSelect(B.CreateAnd(inexact, even), toward, sb), ct);
+  return from_compute(odd, rd);
 }
 
 Value* ScalarEmitter::atomic_rmw(ir::AtomicOp aop, DType pd, Value* ptr, Value* val, const ir::Op& op) {

@@ -48,17 +48,18 @@ struct Object {
   std::string bytes;           // the object file (ELF on Linux)
 };
 
-/// Lowers `f`, optimizes it (O3 without loop unrolling, for the host CPU and its features) and
-/// emits object code. Thread-safe, and compiles run in parallel. Throws tle::RuntimeError naming
-/// the failing step ("tle::cpu::lower", "llvm::verifyModule", ...) with LLVM's message;
+/// Lowers `f`, optimizes it (O3 without loop unrolling, for the host CPU and its features;
+/// opt_level 0 skips LLVM's IR passes, to test the lowering as written: tests/fuzz) and emits
+/// object code. Thread-safe, and compiles run in parallel. Throws tle::RuntimeError naming the
+/// failing step ("tle::cpu::lower", "llvm::verifyModule", ...) with LLVM's message;
 /// InternalError on malformed IR.
-Object compile_object(const ir::Function& f);
+Object compile_object(const ir::Function& f, int opt_level = 3);
 /// Links `o` (from compile_object, in this process or an earlier one of the same build on the same
 /// host_target()) into the process-wide LLJIT, in a JITDylib of its own, so the same object may be
 /// loaded several times. Thread-safe. RuntimeError ("LLJIT::addObjectFile", ...) on failure.
 std::shared_ptr<CompiledKernel> load(const Object& o, const std::string& kernel_name);
-/// load(compile_object(f), f.name).
-std::shared_ptr<CompiledKernel> compile(const ir::Function& f);
+/// load(compile_object(f, opt_level), f.name).
+std::shared_ptr<CompiledKernel> compile(const ir::Function& f, int opt_level = 3);
 /// The host the objects are compiled for: target triple, CPU and CPU features (a disk-cache key
 /// must hold it: an object for another CPU may use instructions this one lacks).
 const std::string& host_target();

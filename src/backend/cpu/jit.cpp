@@ -167,13 +167,13 @@ RuntimeError program_fault_error(const CompiledKernel& k, const int64_t grid[3],
 
 }  // namespace
 
-Object compile_object(const ir::Function& f) {
+Object compile_object(const ir::Function& f, int opt_level) {
   Object o;
   o.symbol = "tle_" + sanitize(f.name);
   llvm::LLVMContext ctx;
   auto tm = host_tm();
   auto m = build_module(f, ctx, *tm, o.symbol, o.scratch_bytes);
-  optimize(*m, tm.get());
+  if (opt_level > 0) optimize(*m, tm.get());
   llvm::SmallVector<char, 0> buf;
   llvm::raw_svector_ostream os(buf);
   llvm::legacy::PassManager pm;
@@ -205,7 +205,9 @@ std::shared_ptr<CompiledKernel> load(const Object& o, const std::string& kernel_
   return k;
 }
 
-std::shared_ptr<CompiledKernel> compile(const ir::Function& f) { return load(compile_object(f), f.name); }
+std::shared_ptr<CompiledKernel> compile(const ir::Function& f, int opt_level) {
+  return load(compile_object(f, opt_level), f.name);
+}
 
 const std::string& host_target() {
   static const std::string t = [] {

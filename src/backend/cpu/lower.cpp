@@ -128,18 +128,8 @@ void Lowerer::lower_op(const ir::Op& op) {
     case K::Histogram: lower_histogram(op); return;
     case K::For: lower_for(op); return;
     case K::If: lower_if(op); return;
-    case K::InlineAsm:
-      // PTX cannot run on the host (docs/semantics.md, "inline_asm").
-      throw UserError(op.loc, fmt::format("inline_asm runs on the GPU backend only; kernel '{}' was compiled for the "
-                                          "CPU backend, which cannot run PTX (launch it with "
-                                          "Grid(...).backend(Backend::GPU), or use tle operations instead of the asm)",
-                                          fn_ir.name));
-    case K::CudaCall:
-      // CUDA device code cannot run on the host (docs/raw.md).
-      throw UserError(op.loc, fmt::format("cuda_function '{}' (a cuda_call op) runs on the GPU backend only; kernel "
-                                          "'{}' was compiled for the CPU backend, which cannot run CUDA device code "
-                                          "(launch it with Grid(...).backend(Backend::GPU))",
-                                          op.str_attr("name"), fn_ir.name));
+    case K::InlineAsm: case K::CudaCall:
+      ir::refuse_gpu_only_op(op, fn_ir.name, "was compiled for the CPU backend");
     case K::Yield: fail(op, "yield outside of a region");
   }
   fail(op, "unknown op kind");

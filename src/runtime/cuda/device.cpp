@@ -12,7 +12,7 @@ namespace tle {
 using cuda::check;
 using cuda::require_driver;
 
-const char* backend_name(Backend b) { return b == Backend::GPU ? "gpu" : "cpu"; }
+const char* backend_name(Backend b) { return b == Backend::GPU ? "gpu" : b == Backend::Interp ? "interp" : "cpu"; }
 
 Backend default_backend() {
   return cuda::select_backend(std::getenv("TLE_BACKEND"), cuda::driver() != nullptr, cuda::driver_error());

@@ -175,11 +175,12 @@ Backend select_backend(const char* env, bool have_gpu, const std::string& why_no
   for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (v.empty()) return have_gpu ? Backend::GPU : Backend::CPU;
   if (v == "cpu") return Backend::CPU;
+  if (v == "interp") return Backend::Interp;
   if (v == "gpu") {
     if (have_gpu) return Backend::GPU;
     throw RuntimeError("TLE_BACKEND", fmt::format("TLE_BACKEND=gpu, but no GPU can be used: {}", why_no_gpu));
   }
-  throw UserError(SrcLoc{}, fmt::format("TLE_BACKEND='{}' is not a backend; use cpu or gpu", env));
+  throw UserError(SrcLoc{}, fmt::format("TLE_BACKEND='{}' is not a backend; use cpu, gpu or interp", env));
 }
 
 }  // namespace tle::cuda

@@ -78,8 +78,8 @@ CUcontext retained_primary_context();
 /// The device of the current context (calls ensure_context()).
 CUdevice current_device();
 
-/// The backend for a TLE_BACKEND value `env` (null or empty: GPU if have_gpu, else CPU; "cpu" or
-/// "gpu" in any case: that one). Throws RuntimeError("TLE_BACKEND", ...) quoting `why_no_gpu` for
+/// The backend for a TLE_BACKEND value `env` (null or empty: GPU if have_gpu, else CPU; "cpu",
+/// "gpu" or "interp" in any case: that one). Throws RuntimeError("TLE_BACKEND", ...) quoting `why_no_gpu` for
 /// "gpu" without a GPU, and UserError for any other value. default_backend() is
 /// select_backend(getenv("TLE_BACKEND"), driver() != nullptr, driver_error()).
 Backend select_backend(const char* env, bool have_gpu, const std::string& why_no_gpu);

@@ -86,9 +86,10 @@ void raw_kernel_launch(RawKernelState* k, const Grid3& grid, unsigned bx, unsign
   PreparedLaunch pl = prepare_launch(k->args, grid, opts, args, nargs, loc);
   if (!pl.on_gpu)
     throw UserError(loc, fmt::format("raw kernel '{}' is CUDA C++ and runs on the GPU backend only, but this launch "
-                                     "runs on the CPU backend (no usable GPU, TLE_BACKEND=cpu or .backend(CPU)); "
+                                     "runs on the {} backend (no usable GPU, TLE_BACKEND={} or .backend({})); "
                                      "launch it on the GPU",
-                                     k->name));
+                                     k->name, pl.backend == Backend::Interp ? "interp" : "CPU",
+                                     backend_name(pl.backend), pl.backend == Backend::Interp ? "Interp" : "CPU"));
   if (bx == 0) {
     if (opts.num_warps < 1 || opts.num_warps > 32)
       throw UserError(loc, fmt::format("with_warps({}): a raw kernel block holds 1 to 32 warps", opts.num_warps));

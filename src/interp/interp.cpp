@@ -1,0 +1,577 @@
+// src/interp/interp.cpp - the reference interpreter (interp.hpp): a tree walk over the IR, one
+// vector of element bit patterns per value, each op a loop over elements. Data movement (loads,
+// stores, selects, shape ops, bitcasts, carried values) copies bits, so NaN payloads survive it
+// as on the backends; arithmetic decodes its operands into fold.hpp's canonical constants, calls
+// the fold function, and encodes the result.
+#include "interp/interp.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <unordered_map>
+
+#include "ir/builder.hpp"
+#include "passes/fold.hpp"
+#include "support/half.hpp"
+
+namespace tle::interp {
+namespace {
+
+using ir::Attr;
+using ir::Op;
+using ir::OpKind;
+
+/// A value: its type and its elements, row-major, each as its memory bit pattern (the low
+/// byte_size bits; i1 as 0 or 1; a pointer as its address).
+struct TileValue {
+  ir::Type type;
+  std::vector<uint64_t> elems;
+};
+
+/// Element bits <-> fold.hpp's canonical constants.
+Attr decode(DType d, uint64_t bits) { return passes::constant_from_bits(d, bits); }
+
+/// The dtype f16/bf16 arithmetic is carried out in (docs/ir.md): f32; others their own.
+DType compute_dtype(DType d) { return d == DType::f16 || d == DType::bf16 ? DType::f32 : d; }
+
+int64_t int_of(const Attr& a) { return std::get<int64_t>(a); }
+double float_of(const Attr& a) { return std::get<double>(a); }
+/// A canonical integer's value (sign- or zero-extended) from its bits.
+int64_t int_of(DType d, uint64_t bits) { return int_of(decode(d, bits)); }
+
+/// Row-major strides of a shape.
+std::vector<int64_t> strides(const ir::Shape& s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (int d = static_cast<int>(s.size()) - 2; d >= 0; --d) st[d] = st[d + 1] * s[d + 1];
+  return st;
+}
+
+class Interpreter {
+ public:
+  Interpreter(const ir::Function& f, const Options& o) : f_(f), opts_(o) {}
+
+  void run(void* const* args, const int64_t grid[3]) {
+    for (int i = 0; i < 3; ++i)
+      if (grid[i] < 0 || grid[i] > INT32_MAX)
+        throw RuntimeError("tle::interp", fmt::format("kernel '{}': grid axis {} is {}, outside [0, 2^31)", f_.name, i,
+                                                      grid[i]));
+    if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return;
+    const ir::Block& entry = f_.entry();
+    std::vector<TileValue> argv;
+    for (auto& a : entry.args) {
+      if (!a->type.is_scalar())
+        throw RuntimeError("tle::interp", fmt::format("kernel '{}': argument {} is not a scalar", f_.name, a->index));
+      uint64_t raw = 0;
+      std::memcpy(&raw, args[a->index], static_cast<size_t>(byte_size(a->type.dtype)));
+      argv.push_back({a->type, {a->type.dtype == DType::i1 ? uint64_t((raw & 0xFF) != 0) : raw}});
+    }
+    for (int i = 0; i < 3; ++i) nprog_[i] = grid[i];
+    const int64_t total = grid[0] * grid[1] * grid[2];
+    for (int64_t p = 0; p < total; ++p) {
+      pid_[0] = p % grid[0];
+      pid_[1] = (p / grid[0]) % grid[1];
+      pid_[2] = p / grid[0] / grid[1];
+      env_.clear();
+      for (size_t i = 0; i < argv.size(); ++i) env_[entry.arg(static_cast<unsigned>(i))] = argv[i];
+      eval_block(entry);
+    }
+  }
+
+ private:
+  const ir::Function& f_;
+  const Options& opts_;
+  std::unordered_map<const ir::Value*, TileValue> env_;
+  int64_t pid_[3] = {}, nprog_[3] = {};
+
+  [[noreturn]] void fail(const Op& op, const std::string& msg) const {
+    std::string where;
+    if (op.loc.known()) where = fmt::format(" (traced at {}:{})", op.loc.file, op.loc.line);
+    throw RuntimeError("tle::interp",
+                       fmt::format("kernel '{}': op '{}': {}{}", f_.name, ir::op_mnemonic(op.kind), msg, where));
+  }
+
+  const TileValue& get(const ir::Value* v) const {
+    auto it = env_.find(v);
+    if (it == env_.end())
+      throw InternalError(fmt::format("interp: kernel '{}' uses a value of type {} before its definition", f_.name,
+                                      v->type.str()));
+    return it->second;
+  }
+  /// Element i of v: its bits, or its canonical constant (val).
+  uint64_t elem(const ir::Value* v, int64_t i) const { return get(v).elems[static_cast<size_t>(i)]; }
+  Attr val(const ir::Value* v, int64_t i) const { return decode(v->type.dtype, elem(v, i)); }
+  bool truth(const ir::Value* v, int64_t i) const { return elem(v, i) != 0; }
+
+  /// A fold result, or a failure naming the op when the rule is not defined for the dtype.
+  Attr need(const std::optional<Attr>& r, const Op& op, DType d) const {
+    if (!r) fail(op, fmt::format("not defined on {}", dtype_name(d)));
+    return *r;
+  }
+  /// The bits of a canonical constant of dtype d.
+  uint64_t enc(const Op& op, DType d, const Attr& a) const {
+    auto b = passes::constant_bits(d, a);
+    if (!b) fail(op, fmt::format("a value of the wrong kind for {}", dtype_name(d)));
+    return *b;
+  }
+
+  /// Defines result `i` of op elementwise: f(k) gives element k.
+  template <class F> void produce(const Op& op, unsigned i, F&& f) {
+    const ir::Value* r = op.result(i);
+    TileValue t{r->type, {}};
+    const int64_t n = r->type.numel();
+    t.elems.reserve(static_cast<size_t>(n));
+    for (int64_t k = 0; k < n; ++k) t.elems.push_back(f(k));
+    env_[r] = std::move(t);
+  }
+
+  // ---- memory
+
+  uintptr_t checked(const Op& op, int64_t lane, uint64_t p, DType d, bool write) const {
+    uintptr_t addr = static_cast<uintptr_t>(p);
+    size_t bytes = static_cast<size_t>(byte_size(d));
+    if (opts_.check_access && !opts_.check_access(addr, bytes, write))
+      fail(op, fmt::format("lane {} {} {} bytes at address {:#x}, outside the memory the caller allowed", lane,
+                           write ? "writes" : "reads", bytes, addr));
+    return addr;
+  }
+  /// The element at address p (a bool is any non-zero byte: 1).
+  uint64_t read(const Op& op, int64_t lane, uint64_t p, DType d) const {
+    uintptr_t addr = checked(op, lane, p, d, false);
+    uint64_t raw = 0;
+    std::memcpy(&raw, reinterpret_cast<const void*>(addr), static_cast<size_t>(byte_size(d)));
+    return d == DType::i1 ? uint64_t((raw & 0xFF) != 0) : raw;
+  }
+  void write(const Op& op, int64_t lane, uint64_t p, DType d, uint64_t v) const {
+    uintptr_t addr = checked(op, lane, p, d, true);
+    std::memcpy(reinterpret_cast<void*>(addr), &v, static_cast<size_t>(byte_size(d)));
+  }
+
+  // ---- blocks and ops
+
+  /// Evaluates the ops of b; returns the operands of its yield (none for the function body).
+  std::vector<TileValue> eval_block(const ir::Block& b) {
+    for (auto& op : b.ops) {
+      if (op->kind == OpKind::Yield) {
+        std::vector<TileValue> out;
+        for (auto* v : op->operands) out.push_back(get(v));
+        return out;
+      }
+      eval(*op);
+    }
+    return {};
+  }
+
+  /// Binds the arguments of region r's block and evaluates it; the yielded values.
+  std::vector<TileValue> eval_region(const ir::Region& r, std::vector<TileValue> args, const Op& op) {
+    const ir::Block& b = r.body();
+    if (b.args.size() != args.size()) fail(op, "region argument count mismatch");
+    for (size_t i = 0; i < args.size(); ++i) env_[b.arg(static_cast<unsigned>(i))] = std::move(args[i]);
+    if (!b.terminator()) fail(op, "region without a yield");
+    return eval_block(b);
+  }
+
+  void eval(const Op& op) {
+    using K = OpKind;
+    const auto& in = op.operands;
+    switch (op.kind) {
+      case K::Constant: {
+        const DType d = op.result()->type.dtype;
+        Attr v = op.attrs.at("value");
+        if (is_float(d) && std::holds_alternative<int64_t>(v)) v = Attr(static_cast<double>(int_of(v)));
+        std::optional<Attr> c;
+        if (d == DType::ptr) c = v;
+        else if (is_int(d) && std::holds_alternative<double>(v)) c = passes::fold_cast(DType::f64, d, v);
+        else c = passes::normalize_constant(d, v);
+        const uint64_t bits = enc(op, d, need(c, op, d));
+        produce(op, 0, [&](int64_t) { return bits; });
+        return;
+      }
+      case K::Arange: {
+        int64_t start = op.int_attr("start");
+        produce(op, 0, [&](int64_t k) { return static_cast<uint64_t>(start + k) & 0xFFFFFFFFu; });
+        return;
+      }
+      case K::ProgramId: case K::NumPrograms: {
+        int64_t axis = op.int_attr("axis");
+        if (axis < 0 || axis > 2) fail(op, fmt::format("axis {} is not 0, 1 or 2", axis));
+        uint64_t v = static_cast<uint64_t>(op.kind == K::ProgramId ? pid_[axis] : nprog_[axis]);
+        produce(op, 0, [&](int64_t) { return v; });
+        return;
+      }
+      case K::Broadcast: case K::Permute: {
+        const ir::Shape& xs = in[0]->type.shape;
+        const ir::Shape& rs = op.result()->type.shape;
+        const int rank = static_cast<int>(rs.size());
+        if (static_cast<int>(xs.size()) != rank) fail(op, "operand and result ranks differ");
+        std::vector<int64_t> xst = strides(xs), src(rank);
+        for (int d = 0; d < rank; ++d) {
+          if (op.kind == K::Broadcast) {
+            if (xs[d] != rs[d] && xs[d] != 1) fail(op, "dimension is neither 1 nor equal to the result's");
+            src[d] = xs[d] == 1 ? 0 : xst[d];
+          } else {
+            const auto& order = op.ints_attr("order");
+            if (static_cast<int>(order.size()) != rank || order[d] < 0 || order[d] >= rank || xs[order[d]] != rs[d])
+              fail(op, "bad order");
+            src[d] = xst[order[d]];
+          }
+        }
+        std::vector<int64_t> rst = strides(rs);
+        produce(op, 0, [&](int64_t k) {
+          int64_t at = 0;
+          for (int d = 0; d < rank; ++d) at += (k / rst[d]) % rs[d] * src[d];
+          return elem(in[0], at);
+        });
+        return;
+      }
+      case K::ExpandDims: case K::Reshape: case K::Hint: case K::ConvertLayout: {
+        if (in[0]->type.numel() != op.result()->type.numel()) fail(op, "element count changes");
+        produce(op, 0, [&](int64_t k) { return elem(in[0], k); });
+        return;
+      }
+      case K::Binary: {
+        auto bop = op.enum_attr<ir::BinaryOp>("op");
+        DType d = in[0]->type.dtype;
+        produce(op, 0, [&](int64_t k) { return enc(op, d, need(passes::fold_binary(bop, d, val(in[0], k), val(in[1], k)), op, d)); });
+        return;
+      }
+      case K::Compare: {
+        auto p = op.enum_attr<ir::CmpPred>("pred");
+        DType d = in[0]->type.dtype;
+        produce(op, 0, [&](int64_t k) {
+          return enc(op, DType::i1, need(passes::fold_compare(p, d, val(in[0], k), val(in[1], k)), op, d));
+        });
+        return;
+      }
+      case K::Unary: {
+        auto u = op.enum_attr<ir::UnaryOp>("op");
+        DType d = in[0]->type.dtype;
+        produce(op, 0, [&](int64_t k) { return enc(op, d, need(passes::fold_unary(u, d, val(in[0], k)), op, d)); });
+        return;
+      }
+      case K::Fma: {
+        DType d = op.result()->type.dtype;
+        produce(op, 0, [&](int64_t k) {
+          return enc(op, d, need(passes::fold_fma(d, val(in[0], k), val(in[1], k), val(in[2], k)), op, d));
+        });
+        return;
+      }
+      case K::Select:
+        produce(op, 0, [&](int64_t k) { return truth(in[0], k) ? elem(in[1], k) : elem(in[2], k); });
+        return;
+      case K::Cast: {
+        DType from = in[0]->type.dtype, to = op.result()->type.dtype;
+        produce(op, 0, [&](int64_t k) { return from == to ? elem(in[0], k) : enc(op, to, cast(op, from, to, val(in[0], k))); });
+        return;
+      }
+      case K::Bitcast: {
+        DType from = in[0]->type.dtype, to = op.result()->type.dtype;
+        if (bit_width(from) != bit_width(to) || from == DType::i1 || to == DType::i1) fail(op, "bit widths differ");
+        produce(op, 0, [&](int64_t k) { return elem(in[0], k); });  // the same bits
+        return;
+      }
+      case K::AddPtr: {
+        const uint64_t size = static_cast<uint64_t>(byte_size(in[0]->type.pointee));
+        const DType od = in[1]->type.dtype;
+        produce(op, 0, [&](int64_t k) {
+          // The offset sign- (signed) or zero-extended (unsigned) to 64 bits: its canonical value.
+          return elem(in[0], k) + static_cast<uint64_t>(int_of(od, elem(in[1], k))) * size;
+        });
+        return;
+      }
+      case K::Load: {
+        const ir::Value* mask = in.size() > 1 ? in[1] : nullptr;
+        const ir::Value* other = in.size() > 2 ? in[2] : nullptr;
+        const DType d = in[0]->type.pointee;
+        produce(op, 0, [&](int64_t k) -> uint64_t {
+          if (mask && !truth(mask, k)) return other ? elem(other, k) : 0;  // E01: not accessed; 0 is +0.0
+          return read(op, k, elem(in[0], k), d);
+        });
+        return;
+      }
+      case K::Store: {
+        const ir::Value* mask = in.size() > 2 ? in[2] : nullptr;
+        const DType d = in[0]->type.pointee;
+        const int64_t n = in[0]->type.numel();
+        for (int64_t k = 0; k < n; ++k)
+          if (!mask || truth(mask, k)) write(op, k, elem(in[0], k), d, elem(in[1], k));
+        return;
+      }
+      case K::AtomicRMW: {
+        const ir::Value* mask = in.size() > 2 ? in[2] : nullptr;
+        const DType d = in[0]->type.pointee;
+        auto aop = op.enum_attr<ir::AtomicOp>("op");
+        produce(op, 0, [&](int64_t k) -> uint64_t {
+          if (mask && !truth(mask, k)) return 0;
+          const uint64_t p = elem(in[0], k);
+          uint64_t old = read(op, k, p, d);
+          write(op, k, p, d, atomic_combine(op, aop, d, old, elem(in[1], k)));
+          return old;
+        });
+        return;
+      }
+      case K::AtomicCas: {
+        const DType d = in[0]->type.pointee;
+        produce(op, 0, [&](int64_t k) {
+          const uint64_t p = elem(in[0], k);
+          uint64_t old = read(op, k, p, d);
+          if (old == elem(in[1], k)) write(op, k, p, d, elem(in[2], k));  // compares bits, as cmpxchg does
+          return old;
+        });
+        return;
+      }
+      case K::Reduce: eval_reduce(op); return;
+      case K::Scan: eval_scan(op); return;
+      case K::Dot: eval_dot(op); return;
+      case K::Histogram: eval_histogram(op); return;
+      case K::For: eval_for(op); return;
+      case K::If: {
+        if (in.size() != 1 || op.regions.size() != 2) fail(op, "needs one condition and two regions");
+        auto ys = eval_region(op.region(truth(in[0], 0) ? 0 : 1), {}, op);
+        if (ys.size() != op.results.size()) fail(op, "a branch must yield every result");
+        for (size_t j = 0; j < ys.size(); ++j) env_[op.result(static_cast<unsigned>(j))] = std::move(ys[j]);
+        return;
+      }
+      case K::InlineAsm: case K::CudaCall:
+        ir::refuse_gpu_only_op(op, f_.name, "runs on the interpreter (TLE_BACKEND=interp)");
+      case K::Yield: fail(op, "yield outside of a region");
+    }
+    fail(op, "unknown op kind");
+  }
+
+  /// Value conversion (docs/ir.md "Conversions"): fold_cast, plus the pointer <-> integer cases
+  /// the backends lower (ptrtoint / inttoptr) that folding leaves alone.
+  Attr cast(const Op& op, DType from, DType to, const Attr& x) const {
+    if (from == to) return x;
+    if (from == DType::ptr) {
+      if (to == DType::i1) return Attr(int64_t(int_of(x) != 0));
+      return need(passes::normalize_constant(to, x), op, to);
+    }
+    if (to == DType::ptr) {
+      if (!is_int(from)) fail(op, fmt::format("no conversion {} -> ptr", dtype_name(from)));
+      return Attr(static_cast<int64_t>(enc(op, from, x)));  // zero-extended
+    }
+    return need(passes::fold_cast(from, to, x), op, to);
+  }
+
+  /// The value an atomic writes: op(old, v), as bits. Xchg writes v's bits as they are.
+  uint64_t atomic_combine(const Op& op, ir::AtomicOp aop, DType d, uint64_t old_bits, uint64_t v_bits) const {
+    using A = ir::AtomicOp;
+    using B = ir::BinaryOp;
+    B bop;
+    switch (aop) {
+      case A::Add: bop = d == DType::i1 ? B::Or : B::Add; break;
+      case A::Max: bop = B::Max; break;
+      case A::Min: bop = B::Min; break;
+      case A::Xchg: return v_bits;
+      case A::And: case A::Or: case A::Xor:
+        if (!is_int(d)) fail(op, fmt::format("atomic '{}' is not defined on {}", ir::name(aop), dtype_name(d)));
+        bop = aop == A::And ? B::And : aop == A::Or ? B::Or : B::Xor;
+        break;
+      default: fail(op, "unknown atomic op");
+    }
+    return enc(op, d, need(passes::fold_binary(bop, d, decode(d, old_bits), decode(d, v_bits)), op, d));
+  }
+
+  // ---- reductions, scans, dot, histogram
+
+  /// x viewed as [outer, n, inner] around `axis`.
+  struct Split {
+    int64_t outer = 1, n = 1, inner = 1;
+  };
+  static Split split(const ir::Shape& s, int64_t axis) {
+    Split r;
+    for (int64_t d = 0; d < static_cast<int64_t>(s.size()); ++d) {
+      if (d < axis) r.outer *= s[d];
+      else if (d == axis) r.n = s[d];
+      else r.inner *= s[d];
+    }
+    return r;
+  }
+
+  /// The state of a reduction or scan: a value (in compute_dtype(d) for Sum/Max/Min, else in d,
+  /// as bits so that a user combine's copies keep NaN payloads) and, for Argmax/Argmin, an index.
+  struct State {
+    uint64_t bits = 0;
+    int64_t index = 0;
+  };
+
+  /// Applies a combine region to scalars (acc, next) of dtype d.
+  uint64_t combine_region(const Op& op, DType d, uint64_t acc, uint64_t x) {
+    ir::Type t = ir::scalar_type(d);
+    auto ys = eval_region(op.region(0), {TileValue{t, {acc}}, TileValue{t, {x}}}, op);
+    if (ys.size() != 1 || ys[0].elems.size() != 1) fail(op, "the combine region must yield one scalar");
+    return ys[0].elems[0];
+  }
+
+  /// The state after the first element (index 0).
+  State first(const Op& op, ir::ReduceKind kind, DType d, uint64_t x) const {
+    using R = ir::ReduceKind;
+    if (kind == R::Sum || kind == R::Max || kind == R::Min) {
+      const DType cd = compute_dtype(d);
+      return {cd == d ? x : enc(op, cd, cast(op, d, cd, decode(d, x))), 0};
+    }
+    return {x, 0};
+  }
+
+  /// One accumulation step of reduce kind `kind` with element x (bits of dtype d) at index k.
+  void accumulate(const Op& op, ir::ReduceKind kind, DType d, State& s, uint64_t x, int64_t k) {
+    using R = ir::ReduceKind;
+    const DType cd = compute_dtype(d);
+    switch (kind) {
+      case R::Sum: case R::Max: case R::Min: {
+        auto bop = kind == R::Sum ? ir::BinaryOp::Add : kind == R::Max ? ir::BinaryOp::Max : ir::BinaryOp::Min;
+        s.bits = enc(op, cd, need(passes::fold_binary(bop, cd, decode(cd, s.bits), cast(op, d, cd, decode(d, x))), op, d));
+        return;
+      }
+      case R::Argmax: case R::Argmin: {
+        // E02/E03: the first NaN wins; else a strictly better value (ties keep the first index).
+        const Attr xv = decode(d, x), sv = decode(d, s.bits);
+        auto pred = kind == R::Argmax ? ir::CmpPred::Gt : ir::CmpPred::Lt;
+        bool take = int_of(need(passes::fold_compare(pred, d, xv, sv), op, d)) != 0;
+        if (is_float(d)) take = !std::isnan(float_of(sv)) && (std::isnan(float_of(xv)) || take);
+        if (take) s = {x, k};
+        return;
+      }
+      case R::Combine: s.bits = combine_region(op, d, s.bits, x); return;
+    }
+    fail(op, "unknown reduce kind");
+  }
+
+  /// The result element of a final state.
+  uint64_t result(const Op& op, ir::ReduceKind kind, DType d, const State& s) const {
+    using R = ir::ReduceKind;
+    if (kind == R::Argmax || kind == R::Argmin) return static_cast<uint64_t>(s.index);
+    const DType cd = kind == R::Combine ? d : compute_dtype(d);
+    return cd == d ? s.bits : enc(op, d, cast(op, cd, d, decode(cd, s.bits)));
+  }
+
+  void eval_reduce(const Op& op) {
+    const ir::Value* x = op.operands.at(0);
+    const int64_t axis = op.int_attr("axis");
+    if (axis < 0 || axis >= x->type.rank()) fail(op, fmt::format("axis {} out of range", axis));
+    const auto kind = op.enum_attr<ir::ReduceKind>("kind");
+    const DType d = x->type.dtype;
+    Split sp = split(x->type.shape, axis);
+    std::vector<uint64_t> out;
+    for (int64_t o = 0; o < sp.outer; ++o)
+      for (int64_t i = 0; i < sp.inner; ++i) {
+        auto at = [&](int64_t k) { return elem(x, (o * sp.n + k) * sp.inner + i); };
+        State s = first(op, kind, d, at(0));
+        for (int64_t k = 1; k < sp.n; ++k) accumulate(op, kind, d, s, at(k), k);
+        out.push_back(result(op, kind, d, s));
+      }
+    env_[op.result()] = TileValue{op.result()->type, std::move(out)};
+  }
+
+  void eval_scan(const Op& op) {
+    const ir::Value* x = op.operands.at(0);
+    const int64_t axis = op.int_attr("axis");
+    if (axis < 0 || axis >= x->type.rank()) fail(op, fmt::format("axis {} out of range", axis));
+    const bool reverse = op.has_attr("reverse") && op.int_attr("reverse") != 0;
+    const auto kind = op.enum_attr<ir::ScanKind>("kind") == ir::ScanKind::Cumsum ? ir::ReduceKind::Sum
+                                                                                 : ir::ReduceKind::Combine;
+    const DType d = x->type.dtype;
+    Split sp = split(x->type.shape, axis);
+    std::vector<uint64_t> out(static_cast<size_t>(x->type.numel()));
+    for (int64_t o = 0; o < sp.outer; ++o)
+      for (int64_t i = 0; i < sp.inner; ++i) {
+        auto at = [&](int64_t kk) { return (o * sp.n + (reverse ? sp.n - 1 - kk : kk)) * sp.inner + i; };
+        State s = first(op, kind, d, elem(x, at(0)));
+        out[static_cast<size_t>(at(0))] = result(op, kind, d, s);
+        for (int64_t kk = 1; kk < sp.n; ++kk) {
+          accumulate(op, kind, d, s, elem(x, at(kk)), kk);
+          out[static_cast<size_t>(at(kk))] = result(op, kind, d, s);
+        }
+      }
+    env_[op.result()] = TileValue{op.result()->type, std::move(out)};
+  }
+
+  void eval_dot(const Op& op) {
+    const ir::Value *a = op.operands.at(0), *b = op.operands.at(1), *c = op.operands.at(2);
+    if (a->type.rank() != 2 || b->type.rank() != 2 || c->type.rank() != 2) fail(op, "operands must be 2-D");
+    const int64_t M = a->type.shape[0], K = a->type.shape[1], N = b->type.shape[1];
+    if (b->type.shape[0] != K || c->type.shape[0] != M || c->type.shape[1] != N)
+      fail(op, "shapes do not match [M,K]x[K,N]+[M,N]");
+    const DType ad = a->type.dtype, bd = b->type.dtype, cd = c->type.dtype, rd = op.result()->type.dtype;
+    const bool flt = is_float(ad);
+    if (flt != is_float(bd) || flt != is_float(rd)) fail(op, "mixed float and integer operands");
+    DType kd = rd;  // the dtype products and sums are formed in
+    if (flt) kd = (ad == DType::f64 || bd == DType::f64 || cd == DType::f64 || rd == DType::f64) ? DType::f64 : DType::f32;
+    auto prec = op.has_attr("precision") ? op.enum_attr<ir::Precision>("precision") : ir::Precision::IEEE;
+    const bool tf32 = prec == ir::Precision::TF32 && kd == DType::f32;
+    auto input = [&](const ir::Value* v, int64_t i) {
+      Attr x = cast(op, v->type.dtype, kd, val(v, i));
+      if (tf32) x = Attr(static_cast<double>(round_to_tf32(static_cast<float>(float_of(x)))));
+      return x;
+    };
+    std::vector<uint64_t> out;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        Attr s = cast(op, cd, kd, val(c, m * N + n));
+        for (int64_t k = 0; k < K; ++k) {
+          Attr p = need(passes::fold_binary(ir::BinaryOp::Mul, kd, input(a, m * K + k), input(b, k * N + n)), op, kd);
+          s = need(passes::fold_binary(ir::BinaryOp::Add, kd, s, p), op, kd);
+        }
+        out.push_back(enc(op, rd, cast(op, kd, rd, s)));
+      }
+    env_[op.result()] = TileValue{op.result()->type, std::move(out)};
+  }
+
+  void eval_histogram(const Op& op) {
+    const ir::Value* x = op.operands.at(0);
+    const ir::Value* mask = op.operands.size() > 1 ? op.operands[1] : nullptr;
+    const int64_t bins = op.int_attr("bins");
+    if (bins < 1 || op.result()->type.numel() != bins) fail(op, "bad bin count");
+    if (!is_int(x->type.dtype)) fail(op, "values must be integers");
+    std::vector<uint64_t> counts(static_cast<size_t>(bins), 0);
+    for (int64_t k = 0; k < x->type.numel(); ++k) {
+      if (mask && !truth(mask, k)) continue;
+      // Canonical values are sign- or zero-extended: a negative one is huge as unsigned (E06).
+      uint64_t v = static_cast<uint64_t>(int_of(x->type.dtype, elem(x, k)));
+      if (v < static_cast<uint64_t>(bins)) counts[static_cast<size_t>(v)] = (counts[static_cast<size_t>(v)] + 1) & 0xFFFFFFFFu;
+    }
+    env_[op.result()] = TileValue{op.result()->type, std::move(counts)};
+  }
+
+  void eval_for(const Op& op) {
+    if (op.operands.size() < 3) fail(op, "needs lo, hi, step");
+    const size_t ncarried = op.operands.size() - 3;
+    const ir::Block& body = op.region(0).body();
+    if (body.args.size() != ncarried + 1 || op.results.size() != ncarried) fail(op, "carried value count mismatch");
+    const DType d = op.operands[0]->type.dtype;
+    if (!is_int(d)) fail(op, "bounds must be integers");
+    // Canonical values are sign- (signed) or zero-extended (unsigned) to 64 bits. Trip count
+    // (docs/ir.md `for`), without overflow: differences in unsigned 64-bit arithmetic.
+    const bool sgn = is_signed_int(d);
+    const int64_t lo = int_of(d, elem(op.operands[0], 0)), hi = int_of(d, elem(op.operands[1], 0)),
+                  step = int_of(d, elem(op.operands[2], 0));
+    const uint64_t ulo = static_cast<uint64_t>(lo), uhi = static_cast<uint64_t>(hi), ustep = static_cast<uint64_t>(step);
+    const bool pos = sgn ? step > 0 : step != 0;
+    const bool neg = sgn && step < 0;
+    uint64_t trips = 0;
+    if (pos && (sgn ? lo < hi : ulo < uhi)) trips = (uhi - ulo - 1) / ustep + 1;
+    else if (neg && lo > hi) trips = (ulo - uhi - 1) / (uint64_t(0) - ustep) + 1;
+    std::vector<TileValue> carried;
+    for (size_t j = 0; j < ncarried; ++j) carried.push_back(get(op.operands[3 + j]));
+    const ir::Type ivt = body.arg(0)->type;
+    for (uint64_t k = 0; k < trips; ++k) {
+      // iv = lo + k * step, in the index dtype (it never wraps: docs/ir.md)
+      uint64_t iv = enc(op, d, *passes::normalize_constant(d, Attr(static_cast<int64_t>(ulo + k * ustep))));
+      std::vector<TileValue> args;
+      args.push_back(TileValue{ivt, {iv}});
+      for (auto& c : carried) args.push_back(std::move(c));
+      carried = eval_region(op.region(0), std::move(args), op);
+      if (carried.size() != ncarried) fail(op, "the body must yield every carried value");
+    }
+    for (size_t j = 0; j < ncarried; ++j) env_[op.result(static_cast<unsigned>(j))] = std::move(carried[j]);
+  }
+};
+
+}  // namespace
+
+void run(const ir::Function& f, void* const* args, const int64_t grid[3], const Options& opts) {
+  Interpreter(f, opts).run(args, grid);
+}
+
+}  // namespace tle::interp
