@@ -4,8 +4,8 @@
 # benchmarks/report.py, in one run on one GPU. Run from anywhere; the bundle comes from
 # `scripts/device-run.sh build` (carried to the machine), e.g. through the agent's run tool:
 #
-#   run(command="set -o pipefail; bash benchmarks/run_suite.sh build-device/bundle 2>&1 | tee $OUT/bench-suite.log",
-#       carry=["build-device/bundle"], timeout_s=600)
+#   run(command="set -o pipefail; bash benchmarks/run_suite.sh build-device/bundle.tgz 2>&1 | tee $OUT/bench-suite.log",
+#       carry=["build-device/bundle.tgz"], timeout_s=600)
 #
 # (`scripts/device-run.sh remote` runs this too, after the tests and examples.)
 #
@@ -22,7 +22,11 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-bundle=${1:-build-device/bundle}
+bundle=${1:-build-device/bundle.tgz}
+if [ -f "$bundle" ]; then  # the compressed bundle made by `scripts/device-run.sh build`
+  tar -C "$(dirname "$bundle")" -xzf "$bundle"
+  bundle=${bundle%.tgz}
+fi
 out=${BENCH_OUT:-${OUT:+$OUT/bench}}
 out=${out:-/tmp/tle-bench}
 reps=${BENCH_REPS:-100}

@@ -9,10 +9,10 @@
 #       makes build-device/bundle/ with
 #         lib/libtle.so.0            (stripped --strip-unneeded)
 #         bin/tle_tests, bin/<examples>, bin/<benchmarks>   (RUNPATH $ORIGIN/../lib)
-#       checks every binary resolves libtle from the bundle, that the bundle is < 64 MiB, and prints
-#       the exact `run` call to make.
+#       checks every binary resolves libtle from the bundle, packs it into build-device/bundle.tgz
+#       (what travels: < 64 MiB with the working tree), and prints the exact `run` call to make.
 #
-#   scripts/device-run.sh remote [bundle-dir]
+#   scripts/device-run.sh remote [bundle.tgz | bundle-dir]
 #       THERE (what the `run` command executes, in the repository root): nvidia-smi, the GPU tests
 #       (tle_tests "[.gpu]"), the CPU numerical tests mirrored on the GPU (TLE_TEST_BACKEND=gpu
 #       tle_tests "[ops],[edge],[cpu]"), every example with TLE_BACKEND=gpu (default sizes, then --gpu-sizes),
@@ -65,12 +65,14 @@ build)
   done
   rm -rf "$tmp"
   cp "$0" "$bundle/device-run.sh"
-  size=$(du -sb "$bundle" | cut -f1)
+  # What travels is the compressed bundle (LLVM in libtle compresses ~4x); `remote` unpacks it.
+  tar -C "$build" -czf "$bundle.tgz" bundle
+  size=$(stat -c %s "$bundle.tgz")
   # What travels besides the carried bundle: tracked and untracked-not-ignored files.
   tree=$(git ls-files -co --exclude-standard -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
   echo
   ls -l "$bundle/lib" "$bundle/bin"
-  awk -v b="$bundle" -v s="$size" -v t="${tree:-0}" 'BEGIN { printf "bundle: %s (%d bytes = %.1f MiB); working tree that travels: %.1f MiB; limit 64 MiB together\n", b, s, s / 1048576, t / 1048576 }'
+  awk -v b="$bundle" -v s="$size" -v t="${tree:-0}" 'BEGIN { printf "bundle: %s.tgz (%d bytes = %.1f MiB); working tree that travels: %.1f MiB; limit 64 MiB together\n", b, s, s / 1048576, t / 1048576 }'
   if [ $((size + ${tree:-0})) -ge $LIMIT ]; then
     echo "device-run: bundle + working tree is over 64 MiB; it will not travel" >&2
     exit 1
@@ -78,13 +80,17 @@ build)
   cat <<EOF
 
 Now call the agent's run tool (one call; it takes a few minutes of the shared device budget):
-  run(command="set -o pipefail; bash scripts/device-run.sh remote $bundle 2>&1 | tee \$OUT/device-run.log",
-      carry=["$bundle"], timeout_s=600)
+  run(command="set -o pipefail; bash scripts/device-run.sh remote $bundle.tgz 2>&1 | tee \$OUT/device-run.log",
+      carry=["$bundle.tgz"], timeout_s=600)
 EOF
   ;;
 
 remote)
-  bundle=${2:-build-device/bundle}
+  bundle=${2:-build-device/bundle.tgz}
+  if [ -f "$bundle" ]; then  # the compressed bundle made by `build`: unpack it beside itself
+    tar -C "$(dirname "$bundle")" -xzf "$bundle"
+    bundle=${bundle%.tgz}
+  fi
   STEP_TIMEOUT=${STEP_TIMEOUT:-120}
   TESTS=${TESTS:-[.gpu]}
   MIRROR_TESTS=${MIRROR_TESTS:-[ops],[edge],[cpu]}

@@ -312,12 +312,16 @@ struct KernelStats {
   Backend backend = Backend::CPU;
   int num_warps = 0;     ///< warps per program at launch (GPU; with a warp-specialized K loop, 4 more than asked)
   int registers = 0;     ///< registers per thread (GPU; cuFuncGetAttribute NUM_REGS)
-  /// Local memory per thread in bytes (GPU; LOCAL_SIZE_BYTES): registers spilled by ptxas (and
-  /// local arrays). Above 0 the kernel spills: fewer elements per thread (smaller tiles, more
-  /// warps) or a lower .with_stages usually fix it; tle prints a warning when it compiles one.
+  /// Local memory per thread in bytes (GPU; LOCAL_SIZE_BYTES): registers spilled by ptxas and
+  /// stack frames (of libdevice calls, local arrays). A kernel spills when ptxas says "bytes spill
+  /// stores" in jit_log (or, with jit_log empty, when it has local memory and its registers are at
+  /// their cap); tle prints a warning when it compiles one. Fewer elements per thread (smaller
+  /// tiles, more warps) or a lower .with_stages usually fix it.
   int local_bytes = 0;
   int shared_bytes = 0;  ///< dynamic shared memory per program in bytes (GPU)
-  std::string jit_log;   ///< the driver JIT's info log (ptxas: registers, spill stores and loads)
+  /// The driver JIT's info log (ptxas: registers, spill stores and loads); empty when the driver
+  /// took the module from its own JIT cache (~/.nv/ComputeCache, CUDA_CACHE_DISABLE=1 turns it off).
+  std::string jit_log;
 };
 
 /// A kernel made from a lambda by tle::jit. Callable as kernel(grid, args...). Thread-safe: several

@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 #include <llvm/Config/llvm-config.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -576,6 +577,26 @@ class KernelState {
     return compiled;
   }
 
+  /// Whether a loaded GPU kernel spills registers. Local memory alone does not say so (a stack
+  /// frame, e.g. of a libdevice call, is local memory too): ptxas's "N bytes spill stores" does,
+  /// when the driver JIT compiled the PTX now; when it did not (its log is empty: the driver's own
+  /// JIT cache had the module), local memory with the registers at their cap for this many warps
+  /// (255, or the 65536-register file split over the program's threads) counts as spilling.
+  static bool spills(const std::string& jit_log, int local_bytes, int registers, int num_warps) {
+    if (local_bytes <= 0) return false;
+    if (!jit_log.empty()) {
+      for (size_t at = jit_log.find(" bytes spill stores"); at != std::string::npos;
+           at = jit_log.find(" bytes spill stores", at + 1)) {
+        size_t b = at;
+        while (b > 0 && std::isdigit(static_cast<unsigned char>(jit_log[b - 1]))) --b;
+        if (b < at && std::stol(jit_log.substr(b, at - b)) > 0) return true;
+      }
+      return false;
+    }
+    const int cap = std::min(255, 65536 / (32 * std::max(1, num_warps)) / 8 * 8);
+    return registers >= cap - 8;
+  }
+
   /// GPU compile of an optimized function for the current context's device, through the disk
   /// cache, and module load.
   void compile_gpu(ir::Function& f, const gpu::Options& opt, Compiled& out) {
@@ -620,7 +641,7 @@ class KernelState {
       const char* q = std::getenv("TLE_QUIET");
       return q && std::strcmp(q, "1") == 0;
     }();
-    if (out.local_bytes > 0 && !quiet)
+    if (spills(out.gpu->module()->info_log(), out.local_bytes, out.registers, out.num_warps) && !quiet)
       std::fprintf(stderr,
                    "tle: warning: kernel %s (num_warps %d, num_stages %d) spills: %d bytes of local memory per thread "
                    "beside %d registers; smaller tiles, more warps or fewer stages usually avoid it (TLE_QUIET=1 "
