@@ -486,12 +486,14 @@ const Cfg* sweep_configs(bench::Timer& tm, const std::vector<Cfg>& cfgs, const s
 
 struct MmConfig {
   int BM, BN, BK, warps, stages = 3;  // stages: Grid::with_stages (cp.async pipelining depth)
+  bool persistent = false;            // ex::make_matmul_persistent on one program per SM
   std::string str() const {
     return "BM=" + std::to_string(BM) + " BN=" + std::to_string(BN) + " BK=" + std::to_string(BK) +
-           " warps=" + std::to_string(warps) + " stages=" + std::to_string(stages);
+           " warps=" + std::to_string(warps) + " stages=" + std::to_string(stages) + (persistent ? " persistent" : "");
   }
   Grid grid(int M, int N) const {
     Grid g(cdiv(M, BM), cdiv(N, BN));
+    if (persistent) g = Grid(std::min<int64_t>(cdiv(M, BM) * cdiv(N, BN), gpu_info() ? gpu_info()->num_sms : 132));
     g.with_warps(warps).with_stages(stages);
     return g;
   }
@@ -511,8 +513,12 @@ template <class TO> void matmul_cases(bench::Timer& tm, const std::string& out_n
                                          {256, 128, 64, 8, 4}, {128, 128, 64, 4, 4}, {128, 128, 64, 4, 5},
                                          {128, 128, 64, 8, 4}, {64, 128, 64, 4, 4},  {128, 64, 64, 4, 4},
                                          {64, 64, 64, 4, 4},   {64, 256, 64, 4, 3},  {128, 64, 64, 4, 8},
-                                         {64, 64, 64, 4, 8}};
+                                         {64, 64, 64, 4, 8},
+                                         // persistent (no warp specialization of a nested K loop yet;
+                                         // 128x128 on 8 warps does not spill there)
+                                         {128, 128, 64, 8, 4, true}, {128, 128, 64, 8, 5, true}};
   auto mm = make_matmul<bf16, TO>();
+  auto mmp = ex::make_matmul_persistent<bf16, TO>();
   std::set<std::string> broken;  // configs that failed to compile or run once: not retried
   for (auto& s : shapes) {
     const int M = s[0], N = s[1], K = s[2];
@@ -541,7 +547,10 @@ template <class TO> void matmul_cases(bench::Timer& tm, const std::string& out_n
       std::string errors, sweep;  // sweep: each config's quick median
       const MmConfig* best = sweep_configs<MmConfig>(
           tm, configs,
-          [&](const MmConfig& cfg) { mm(cfg.grid(M, N).on(tm.stream()), da, db, dc, M, N, K, cfg.BM, cfg.BN, cfg.BK, 1.0f); },
+          [&](const MmConfig& cfg) {
+            if (cfg.persistent) mmp(cfg.grid(M, N).on(tm.stream()), da, db, dc, M, N, K, cfg.BM, cfg.BN, cfg.BK);
+            else mm(cfg.grid(M, N).on(tm.stream()), da, db, dc, M, N, K, cfg.BM, cfg.BN, cfg.BK, 1.0f);
+          },
           [&] {
             auto cv = dc.to_host();
             dc.fill_zero();  // the next config checked must write every element itself
@@ -552,7 +561,10 @@ template <class TO> void matmul_cases(bench::Timer& tm, const std::string& out_n
           sweep, errors, &broken);
       if (!best) return emit_error(c, "no config compiled and passed the check: " + errors);
       const MmConfig cfg = *best;
-      auto run = [&] { mm(cfg.grid(M, N).on(tm.stream()), da, db, dc, M, N, K, cfg.BM, cfg.BN, cfg.BK, 1.0f); };
+      auto run = [&] {
+        if (cfg.persistent) mmp(cfg.grid(M, N).on(tm.stream()), da, db, dc, M, N, K, cfg.BM, cfg.BN, cfg.BK);
+        else mm(cfg.grid(M, N).on(tm.stream()), da, db, dc, M, N, K, cfg.BM, cfg.BN, cfg.BK, 1.0f);
+      };
       Json extra;
       extra.str("out_dtype", std::is_same_v<TO, bf16> ? "bf16" : "f32");
       if (!out_note.empty()) extra.str("note", out_note);
@@ -880,6 +892,9 @@ int ptx_check(const std::string& dir) {
     one("matmul bf16->bf16 " + c.str(), [&] { return mmb.ptx(90, c.grid(4096, 4096), h, h, h, 4096, 4096, 4096, c.BM, c.BN, c.BK, 1.0f); });
     one("matmul bf16->f32 " + c.str(), [&] { return mmf.ptx(90, c.grid(4096, 4096), h, h, f, 4096, 4096, 4096, c.BM, c.BN, c.BK, 1.0f); });
   }
+  auto mmp = ex::make_matmul_persistent<bf16, bf16>();
+  for (MmConfig c : {MmConfig{128, 128, 64, 8, 4, true}, MmConfig{128, 128, 64, 8, 5, true}})
+    one("matmul bf16->bf16 " + c.str(), [&] { return mmp.ptx(90, c.grid(4096, 4096), h, h, h, 4096, 4096, 4096, c.BM, c.BN, c.BK); });
   auto attn = ex::make_attention<bf16>();
   for (bool causal : {false, true})
     for (int bn : {64, 128}) {

@@ -100,21 +100,28 @@ tle::Tile<tle::dot_acc_t<T>> matmul_block(tle::Ptr<T> a, tle::Ptr<T> b, tle::Til
   return acc;
 }
 
-/// The (row block, column block) of C this program computes, in grouped order (Triton's matmul
-/// tutorial, GROUP_SIZE_M): programs are taken in launch order (axis 0 fastest) and walk down a
-/// group of GM row blocks before the next column block, so the rows of A and columns of B that
-/// the programs resident at one time read are shared through L2 (8192^3 bf16 on the H200, side by
-/// side with 128x128x32 blocks and 4 stages: 369 -> 430 TFLOP/s with GM = 16). A bijection of the launched grid (num_programs(0) x num_programs(1),
-/// fewer than 2^31 programs) onto itself.
+/// The (row block, column block) of tile t (0 <= t < npm * npn) of an npm x npn grid of C's
+/// blocks, in grouped order (Triton's matmul tutorial, GROUP_SIZE_M): tiles walk down a group of
+/// GM row blocks before the next column block, so the rows of A and columns of B that the
+/// programs resident at one time read are shared through L2 (8192^3 bf16 on the H200, side by side
+/// with 128x128x32 blocks and 4 stages: 369 -> 430 TFLOP/s with GM = 16). A bijection of
+/// [0, npm * npn) onto the blocks (npm * npn < 2^31).
+inline std::pair<tle::Tile<int32_t>, tle::Tile<int32_t>> grouped_tile(tle::Tile<int32_t> t, tle::Tile<int32_t> npm,
+                                                                      tle::Tile<int32_t> npn, int GM) {
+  using namespace tle;
+  Tile<int32_t> per_group = npn * GM;
+  Tile<int32_t> first_m = (t / per_group) * GM;
+  Tile<int32_t> group_rows = minimum(npm - first_m, GM);
+  Tile<int32_t> in_group = t % per_group;
+  return {first_m + in_group % group_rows, in_group / group_rows};
+}
+
+/// The block of C this program computes: its linear index in the launched grid (num_programs(0)
+/// x num_programs(1), axis 0 fastest) in grouped order (grouped_tile).
 inline std::pair<tle::Tile<int32_t>, tle::Tile<int32_t>> grouped_block_ids(int GM) {
   using namespace tle;
   Tile<int32_t> npm = num_programs(0), npn = num_programs(1);
-  Tile<int32_t> pid = program_id(0) + program_id(1) * npm;
-  Tile<int32_t> per_group = npn * GM;
-  Tile<int32_t> first_m = (pid / per_group) * GM;
-  Tile<int32_t> group_rows = minimum(npm - first_m, GM);
-  Tile<int32_t> in_group = pid % per_group;
-  return {first_m + in_group % group_rows, in_group / group_rows};
+  return grouped_tile(program_id(0) + program_id(1) * npm, npm, npn, GM);
 }
 
 /// C[M,N] (stored as TO) = A[M,K] @ B[K,N], row-major, accumulated in tle::dot_acc_t<T> (f32
@@ -131,6 +138,28 @@ template <class T, class TO = tle::dot_acc_t<T>, int GM = 16> auto make_matmul()
     Tile<dot_acc_t<T>> acc = matmul_block<T>(a, b, rm, rn, M, N, K, BM, BN, BK);
     store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), cast<TO>(acc),
           expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
+  });
+}
+
+/// The persistent form of make_matmul (same arguments, same C): launch Grid(P) with P programs,
+/// typically the GPU's streaming-multiprocessor count (DeviceInfo::num_sms) times the programs
+/// that fit on one, or fewer when C has fewer blocks. Program p computes C's blocks p, p + P,
+/// p + 2P, ... (in grouped order, grouped_tile): one launch wave, no tail of idle SMs between
+/// waves, and each program's next block starts while other programs are still in their epilogue.
+/// The K loop inside is the same device loop as make_matmul's, pipelined the same way.
+template <class T, class TO = tle::dot_acc_t<T>, int GM = 16> auto make_matmul_persistent() {
+  using namespace tle;
+  return jit("matmul_persistent", [](Ptr<T> a, Ptr<T> b, Ptr<TO> c, Tile<int32_t> M, Tile<int32_t> N,
+                                     Tile<int32_t> K, Constexpr<int> BM, Constexpr<int> BN, Constexpr<int> BK) {
+    Tile<int32_t> npm = (M + (BM - 1)) / BM, npn = (N + (BN - 1)) / BN;
+    for (auto t : range(program_id(0), npm * npn, num_programs(0))) {
+      auto [pm, pn] = grouped_tile(t, npm, npn, GM);
+      Tile<int32_t> rm = pm * BM + arange(0, BM);
+      Tile<int32_t> rn = pn * BN + arange(0, BN);
+      Tile<dot_acc_t<T>> acc = matmul_block<T>(a, b, rm, rn, M, N, K, BM, BN, BK);
+      store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), cast<TO>(acc),
+            expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
+    }
   });
 }
 

@@ -315,6 +315,29 @@ TEST_CASE("gpu: attention (wgmma with q and p from registers) matches a double r
       }
 }
 
+TEST_CASE("gpu: the matmul configs benchmarks/gpu_bench sweeps have no local memory", "[.gpu]") {
+  // Issue #11: the benchmark kernels run with zero spill bytes (Kernel::stats: local memory per
+  // thread, which also counts stack frames, so zero means neither).
+  if (!have_gpu()) return;
+  auto mm = gk::matmul<bf16>();
+  auto mmp = ex::make_matmul_persistent<bf16>();
+  DeviceBuffer<bf16> a(size_t(256) * 256), b(size_t(256) * 256);
+  DeviceBuffer<float> c(size_t(256) * 256);
+  struct Cfg { int BM, BN, warps, stages; bool persistent; };
+  for (Cfg g : {Cfg{128, 256, 8, 3, false}, Cfg{128, 256, 8, 4, false}, Cfg{256, 128, 8, 4, false},
+                Cfg{128, 128, 4, 4, false}, Cfg{128, 128, 4, 5, false}, Cfg{128, 64, 4, 8, false},
+                Cfg{64, 64, 4, 8, false}, Cfg{64, 256, 4, 3, false}, Cfg{128, 128, 8, 4, true},
+                Cfg{128, 128, 8, 5, true}}) {
+    CAPTURE(g.BM, g.BN, g.warps, g.stages, g.persistent);
+    Grid grid = g.persistent ? Grid(4) : Grid(2, 1);
+    grid.with_warps(g.warps).with_stages(g.stages);
+    KernelStats st = g.persistent ? mmp.stats(grid, a, b, c, 256, 256, 256, g.BM, g.BN, 64)
+                                  : mm.stats(grid, a, b, c, 256, 256, 256, g.BM, g.BN, 64);
+    CHECK(st.registers > 0);
+    CHECK(st.local_bytes == 0);
+  }
+}
+
 TEST_CASE("gpu: Kernel::stats reports registers, spills and warps; a spilling config is not silent", "[.gpu]") {
   if (!have_gpu()) return;
   auto mm = gk::matmul<bf16>();

@@ -795,6 +795,28 @@ TEST_CASE("ops: dot in a K loop with a carried accumulator and masked tails", "[
   }
 }
 
+TEST_CASE("ops: persistent matmul (programs loop over C's blocks) on ragged shapes", "[ops]") {
+  // ex::make_matmul_persistent: a device loop over tiles (start program_id, step num_programs)
+  // around the pipelined K loop. Fewer programs than blocks (each does several), as many, and more
+  // (the extra ones do nothing); C starts at a canary so a skipped or doubled block shows.
+  auto mm = ex::make_matmul_persistent<bf16>();
+  struct S { int M, N, K, programs; };
+  for (S s : {S{1, 1, 1, 1}, S{17, 33, 65, 2}, S{100, 50, 40, 3}, S{40, 9, 17, 9}, S{33, 17, 16, 50}}) {
+    CAPTURE(s.M, s.N, s.K, s.programs);
+    Buf<bf16> a = random_buf<bf16>(size_t(s.M) * s.K, 3), b = random_buf<bf16>(size_t(s.K) * s.N, 4);
+    Buf<float> c(size_t(s.M) * s.N, -99.f);
+    std::vector<double> w(c.size());
+    for (int i = 0; i < s.M; ++i)
+      for (int j = 0; j < s.N; ++j) {
+        double t = 0;
+        for (int kk = 0; kk < s.K; ++kk) t += to_d(a[size_t(i) * s.K + kk]) * to_d(b[size_t(kk) * s.N + j]);
+        w[size_t(i) * s.N + j] = t;
+      }
+    mm(Grid(s.programs), a.data(), b.data(), c.data(), s.M, s.N, s.K, 16, 16, 16);
+    CHECK(diffs(c, w, 1e-5, 1e-5) == "");
+  }
+}
+
 TEST_CASE("ops: attention (online softmax, two dots per key block) matches a double reference", "[ops]") {
   // The attention example's kernel (ex::make_attention) over ragged sequence lengths (one key
   // block, a partial last block, several), causal and not, two tile configurations (on the H200 in
