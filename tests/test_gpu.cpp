@@ -714,6 +714,64 @@ TEST_CASE("gpu: launches on streams are asynchronous and ordered; synchronize wa
   CHECK(bad == 0);
 }
 
+TEST_CASE("gpu: launches are captured into a CUDA graph and replayed (CudaGraph)", "[.gpu]") {
+  // Issue #18 item 16: a cached launch is capturable, a first launch during a Relaxed capture
+  // compiles and loads there, replays read the buffers' current contents.
+  if (!have_gpu()) return;
+  auto add = gk::vector_add();
+  auto scale = jit("graph_scale", [](Ptr<float> x, Ptr<float> y, Tile<int32_t> n, Tile<float> a, Constexpr<int> B) {
+    Tile<int32_t> i = program_id(0) * B + arange(0, B);
+    store(y + i, load(x + i, i < n) * a, i < n);
+  });
+  const int n = 100003;  // ragged
+  Buf<float> xh = opstest::random_buf<float>(n, 5);
+  DeviceBuffer<float> x(n), t(n), y(n);
+  x.copy_from_host(xh.data(), n);
+  Stream s(/*non_blocking=*/true);
+  add(Grid(cdiv(n, 1024)).on(s), x, x, t, n, 1024);  // warm: compiled before the capture
+  s.synchronize();
+  const size_t before = scale.num_compiled();
+  CudaGraph g = CudaGraph::capture(
+      s,
+      [&] {
+        add(Grid(cdiv(n, 1024)).on(s), x, x, t, n, 1024);            // t = 2x (cached)
+        scale(Grid(cdiv(n, 512)).on(s), t, y, n, 1.5f, 512);          // y = 1.5 t (first launch)
+      },
+      CaptureMode::Relaxed);
+  CHECK(scale.num_compiled() == before + 1);
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < n; ++i) xh[i] = float(i % 97) - 40.0f + float(round);
+    x.copy_from_host(xh.data(), n);
+    y.fill_zero();
+    g.launch(s);
+    s.synchronize();
+    auto got = y.to_host();
+    size_t bad = 0;
+    for (int i = 0; i < n; ++i) bad += got[i] != 1.5f * (2.0f * xh[i]);
+    CHECK(bad == 0);
+  }
+  // A first launch inside a Global capture: either the driver loads the module there (and the
+  // replay is right) or the launch says to warm up first. Never a crash or a wrong graph.
+  auto neg = jit("graph_neg", [](Ptr<float> x, Ptr<float> y, Tile<int32_t> n, Constexpr<int> B) {
+    Tile<int32_t> i = program_id(0) * B + arange(0, B);
+    store(y + i, -load(x + i, i < n), i < n);
+  });
+  Stream s2(/*non_blocking=*/true);
+  try {
+    CudaGraph g2 = CudaGraph::capture(s2, [&] { neg(Grid(cdiv(n, 256)).on(s2), x, y, n, 256); });
+    g2.launch(s2);
+    s2.synchronize();
+    auto got = y.to_host();
+    size_t bad = 0;
+    for (int i = 0; i < n; ++i) bad += got[i] != -xh[i];
+    CHECK(bad == 0);
+    WARN("the driver loaded a module inside a Global capture");
+  } catch (const RuntimeError& e) {
+    INFO(e.what());
+    CHECK(std::string(e.what()).find("Launch it once before capturing") != std::string::npos);
+  }
+}
+
 TEST_CASE("gpu: specializations are cached per backend and num_warps", "[.gpu]") {
   if (!have_gpu()) return;
   auto k = gk::vector_add();

@@ -114,6 +114,22 @@ TEST_CASE("runtime: a missing driver library is reported, never thrown", "[runti
   CHECK(contains(l.error, "cannot open"));
 }
 
+TEST_CASE("runtime: CudaGraph::capture of the legacy default stream is a UserError at the call", "[runtime]") {
+  // Checked before the driver is needed, so the same message on every machine.
+  Stream legacy = Stream::wrap(nullptr);
+  bool ran = false;
+  int line = __LINE__ + 2;
+  try {
+    CudaGraph g = CudaGraph::capture(legacy, [&] { ran = true; });
+    FAIL("capturing the legacy stream must throw");
+  } catch (const UserError& e) {
+    CHECK(contains(e.file(), "test_runtime.cpp"));
+    CHECK(e.line() == unsigned(line));
+    CHECK(contains(e.message(), "legacy default stream"));
+  }
+  CHECK(!ran);
+}
+
 TEST_CASE("runtime: the process-wide driver and default_backend agree", "[runtime]") {
   EnvVar backend("TLE_BACKEND", nullptr);
   const cuda::Driver* d = cuda::driver();

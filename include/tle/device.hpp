@@ -124,6 +124,62 @@ class Stream {
   bool owned_ = false;
 };
 
+/// How strictly a stream capture (CudaGraph::capture) treats "unsafe" driver calls made while it
+/// runs: the CUstreamCaptureMode values (CUDA Driver API, cuStreamBeginCapture).
+enum class CaptureMode {
+  Global,       ///< unsafe calls from any thread fail while the capture runs (PyTorch's default)
+  ThreadLocal,  ///< unsafe calls from the capturing thread fail
+  Relaxed,      ///< no call is refused (module loads during the capture work)
+};
+
+/// A CUDA graph made by capturing the work queued on a stream (CUDA Programming Guide, "CUDA
+/// Graphs", stream capture; Driver API cuStreamBeginCapture / cuStreamEndCapture /
+/// cuGraphInstantiate / cuGraphLaunch). An inference engine captures its decode step once and
+/// replays it. Move-only; owns the graph and its executable.
+///
+/// tle launches are capturable: a launch of a kernel already compiled for these arguments' key
+/// only queues cuLaunchKernel (TLE_LAUNCH_BLOCKING's wait is skipped while its stream captures).
+/// A first launch compiles and loads a module during the capture, which the driver allows in
+/// Relaxed mode; in Global or ThreadLocal mode, if the driver refuses the load, the launch throws
+/// RuntimeError saying to launch the kernel once before capturing (and the capture is invalid).
+/// Pointer arguments are baked into the graph: replay reads and writes the same buffers.
+class CudaGraph {
+ public:
+  /// Captures what `fn` queues on `stream` (which must not be the legacy default stream, null:
+  /// UserError) and instantiates it. Rethrows what `fn` throws, after ending the capture. Throws
+  /// RuntimeError naming the driver call when capture or instantiation fails.
+  template <class F>
+  static CudaGraph capture(const Stream& stream, F&& fn, CaptureMode mode = CaptureMode::Global,
+                           std::source_location loc = std::source_location::current()) {
+    CudaGraph g;
+    g.begin(stream, mode, loc);
+    try {
+      fn();
+    } catch (...) {
+      g.abandon(stream);
+      throw;
+    }
+    g.end(stream);
+    return g;
+  }
+  CudaGraph(CudaGraph&& o) noexcept : graph_(o.graph_), exec_(o.exec_) { o.graph_ = o.exec_ = nullptr; }
+  CudaGraph& operator=(CudaGraph&& o) noexcept;
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+  ~CudaGraph();
+
+  /// Queues one replay of the graph on `stream` (cuGraphLaunch; asynchronous). RuntimeError on failure.
+  void launch(const Stream& stream) const;
+
+ private:
+  CudaGraph() = default;
+  void begin(const Stream& stream, CaptureMode mode, const std::source_location& loc);
+  void end(const Stream& stream);
+  void abandon(const Stream& stream) noexcept;
+  void* graph_ = nullptr;  // CUgraph
+  void* exec_ = nullptr;   // CUgraphExec
+};
+
 namespace detail {
 // Device memory primitives behind DeviceBuffer (src/runtime/cuda/device.cpp). Addresses are
 // CUdeviceptr values. Each throws RuntimeError naming the driver call on failure (or saying that

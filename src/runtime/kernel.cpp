@@ -768,7 +768,24 @@ void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const Laun
   const Backend backend = p.backend;
   const int64_t g[3] = {grid.x, grid.y, grid.z};
   Packed pk;
-  auto compiled = specialization(k, fn, opts, std::move(p), pk, loc);
+  std::shared_ptr<Compiled> compiled;
+  try {
+    compiled = specialization(k, fn, opts, std::move(p), pk, loc);
+  } catch (const RuntimeError& e) {
+    // A first launch inside a stream capture compiles and loads a module; a Global or
+    // ThreadLocal capture may refuse the load (and is invalid after it).
+    if (!on_gpu || !stream_capturing(opts.stream)) throw;
+    std::string message = e.what();  // "call: message[\nlog]"
+    if (message.rfind(e.call() + ": ", 0) == 0) message.erase(0, e.call().size() + 2);
+    if (!e.log().empty() && message.size() > e.log().size()) message.resize(message.size() - e.log().size() - 1);
+    throw RuntimeError(e.call(),
+                       fmt::format("{} (kernel {} launched at {}:{} for the first time with these argument kinds "
+                                   "while its stream is being captured into a CUDA graph: the driver refused to "
+                                   "load its module during the capture. Launch it once before capturing (a warm-up "
+                                   "launch compiles and loads it), or capture with CaptureMode::Relaxed)",
+                                   message, k->signature(), loc.file, loc.line),
+                       e.log());
+  }
   std::vector<void*> ptrs(pk.slots.size());
   for (size_t i = 0; i < ptrs.size(); ++i) ptrs[i] = &pk.slots[i];
   if (backend == Backend::Interp) {
@@ -791,12 +808,23 @@ void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const Laun
   });
 }
 
+bool stream_capturing(void* stream) {
+  const cuda::Driver* d = cuda::driver();
+  if (!d) return false;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (d->cuStreamIsCapturing(static_cast<CUstream>(stream), &status) != CUDA_SUCCESS) return false;
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 void sync_if_launch_blocking(void* stream, const std::function<std::string()>& what) {
   static const bool blocking = [] {
     const char* lb = std::getenv("TLE_LAUNCH_BLOCKING");
     return lb && *lb && std::strcmp(lb, "0") != 0;
   }();
   if (!blocking) return;
+  // A stream being captured into a CUDA graph runs nothing yet, and waiting on it would
+  // invalidate the capture: the launch is only recorded.
+  if (stream_capturing(stream)) return;
   const cuda::Driver& d = cuda::require_driver("cuStreamSynchronize");
   CUresult r = d.cuStreamSynchronize(static_cast<CUstream>(stream));
   if (r != CUDA_SUCCESS)

@@ -29,10 +29,14 @@ struct PreparedLaunch {
 PreparedLaunch prepare_launch(KernelState* k, const Grid3& grid, const LaunchOptions& opts, const HostArg* args,
                               size_t nargs, const SrcLoc& loc);
 
+/// Whether `stream` is being captured into a CUDA graph (cuStreamIsCapturing; false without a driver).
+bool stream_capturing(void* stream);
+
 /// TLE_LAUNCH_BLOCKING=1 (like CUDA_LAUNCH_BLOCKING; read once per process): synchronizes
 /// `stream` after a GPU launch and throws RuntimeError("cuStreamSynchronize") with the CUDA error
 /// and `what()` (the kernel, its launch line and shape) if the kernel or earlier work on the
-/// stream failed. Does nothing when the variable is unset or "0".
+/// stream failed. Does nothing when the variable is unset or "0", or while `stream` is being
+/// captured into a CUDA graph (it runs nothing yet; a wait would invalidate the capture).
 void sync_if_launch_blocking(void* stream, const std::function<std::string()>& what);
 
 /// Makes k's messages name parameters as C-like types ("f32*", "i32") and the kernel a

@@ -107,6 +107,61 @@ void Stream::synchronize() const {
   check(d.cuStreamSynchronize(static_cast<CUstream>(stream_)), "cuStreamSynchronize");
 }
 
+// ---- CUDA graphs
+
+void CudaGraph::begin(const Stream& stream, CaptureMode mode, const std::source_location& loc) {
+  if (!stream.handle())
+    throw UserError(loc, "CudaGraph::capture: the legacy default stream (null) cannot be captured; capture a "
+                         "tle::Stream you created (or one wrapped with Stream::wrap)");
+  const cuda::Driver& d = require_driver("cuStreamBeginCapture");
+  cuda::ensure_context();
+  const CUstreamCaptureMode m = mode == CaptureMode::Global        ? CU_STREAM_CAPTURE_MODE_GLOBAL
+                                : mode == CaptureMode::ThreadLocal ? CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+                                                                   : CU_STREAM_CAPTURE_MODE_RELAXED;
+  check(d.cuStreamBeginCapture(static_cast<CUstream>(stream.handle()), m), "cuStreamBeginCapture");
+}
+
+void CudaGraph::end(const Stream& stream) {
+  const cuda::Driver& d = require_driver("cuStreamEndCapture");
+  CUgraph graph = nullptr;
+  check(d.cuStreamEndCapture(static_cast<CUstream>(stream.handle()), &graph), "cuStreamEndCapture");
+  graph_ = graph;
+  CUgraphExec exec = nullptr;
+  check(d.cuGraphInstantiate(&exec, graph, 0), "cuGraphInstantiate");
+  exec_ = exec;
+}
+
+void CudaGraph::abandon(const Stream& stream) noexcept {
+  if (const cuda::Driver* d = cuda::driver()) {
+    CUgraph graph = nullptr;
+    if (d->cuStreamEndCapture(static_cast<CUstream>(stream.handle()), &graph) == CUDA_SUCCESS && graph)
+      d->cuGraphDestroy(graph);
+  }
+}
+
+void CudaGraph::launch(const Stream& stream) const {
+  const cuda::Driver& d = require_driver("cuGraphLaunch");
+  if (!exec_) throw RuntimeError("cuGraphLaunch", "the CudaGraph was moved from");
+  check(d.cuGraphLaunch(static_cast<CUgraphExec>(exec_), static_cast<CUstream>(stream.handle())), "cuGraphLaunch");
+}
+
+CudaGraph& CudaGraph::operator=(CudaGraph&& o) noexcept {
+  if (this != &o) {
+    this->~CudaGraph();
+    graph_ = o.graph_, exec_ = o.exec_;
+    o.graph_ = o.exec_ = nullptr;
+  }
+  return *this;
+}
+
+CudaGraph::~CudaGraph() {
+  if (const cuda::Driver* d = cuda::driver()) {
+    if (exec_) d->cuGraphExecDestroy(static_cast<CUgraphExec>(exec_));
+    if (graph_) d->cuGraphDestroy(static_cast<CUgraph>(graph_));
+  }
+  graph_ = exec_ = nullptr;
+}
+
 // ---- device memory
 
 namespace detail {
