@@ -245,7 +245,10 @@ int main(int argc, char** argv) {
             } catch (const std::exception& e) {
               std::lock_guard<std::mutex> lk(mu);
               if (!stop.exchange(true))
-                stop_reason = "the CUDA context is unusable after seed " + std::to_string(s) + ": " + e.what();
+                stop_reason = "the CUDA context is unusable after seed " + std::to_string(s) + ": " + e.what() +
+                              (jobs > 1 ? " (a fault poisons the context for every job: the faulting program is one of "
+                                          "the seeds reported; run each again with --count 1 --jobs 1)"
+                                        : "");
             }
           }
         }
