@@ -367,7 +367,7 @@ class Gen {
   }
 
   /// reshape / broadcast_to of x to sh (x itself when it has that shape); the same values.
-  int reshaped(Kind k, int x, const Shape& sh) {
+  int reshaped(Kind k, int x, Shape sh) {
     if (shp(x) == sh) return x;
     Stmt s;
     s.kind = k;
@@ -375,8 +375,8 @@ class Gen {
     s.shape = sh;
     return emit(s, dt(x), sh, rng_of(x));
   }
-  int reshape(int x, const Shape& sh) { return reshaped(Kind::Reshape, x, sh); }
-  int broadcast_to(int x, const Shape& sh) { return reshaped(Kind::BroadcastTo, x, sh); }
+  int reshape(int x, Shape sh) { return reshaped(Kind::Reshape, x, sh); }
+  int broadcast_to(int x, Shape sh) { return reshaped(Kind::BroadcastTo, x, sh); }
   /// multiple_of(x, m) (m > 0) or max_contiguous(x, c): the caller knows the promise holds.
   int hint(int x, int64_t m, int64_t c) {
     Stmt s;
@@ -403,9 +403,14 @@ class Gen {
     return true;
   }
 
+  // NB: functions that emit statements take shapes by value: a caller's shp(v) refers into
+  // P.vars, which emitting a statement may reallocate. (A const Shape& here was a use after free:
+  // load() read its shape after emitting; valgrind showed it when "fuzz: generated programs cover
+  // the op families" failed under ctest only, with std::bad_array_new_length.)
+
   /// A variable of dtype d and exactly shape sh: an existing one, or made (cast, broadcast,
   /// load, constant).
-  int operand(DType d, const Shape& sh) {
+  int operand(DType d, Shape sh) {
     auto same = visible([&](int v) { return dt(v) == d && shp(v) == sh; });
     if (!same.empty() && coin(0.75)) return pick(same);
     int r = static_cast<int>(uni(0, 9));
@@ -426,7 +431,7 @@ class Gen {
     return constant(d, sh, literal(d));
   }
   /// A variable of dtype d whose shape broadcasts to sh: same shape, a scalar, or with 1s.
-  int operand_compat(DType d, const Shape& sh) {
+  int operand_compat(DType d, Shape sh) {
     int r = static_cast<int>(uni(0, 9));
     if (r < 6 || sh.empty()) return operand(d, sh);
     if (r < 8) return operand(d, {});
@@ -472,7 +477,7 @@ class Gen {
   }
 
   /// Offsets 0 .. numel-1 of shape sh, each once, in one of several layouts (range [0, numel-1]).
-  int permutation_offsets(const Shape& sh) {
+  int permutation_offsets(Shape sh) {
     int64_t n = numel(sh);
     if (sh.empty()) return iconst(DType::i32, 0);
     int r = static_cast<int>(uni(0, 3));
@@ -505,7 +510,7 @@ class Gen {
   }
 
   /// A mask of shape compatible with sh that is sometimes ragged (lane < n, n a parameter).
-  int extra_mask(const Shape& sh, int lin) {
+  int extra_mask(Shape sh, int lin) {
     if (coin(0.5) && lin >= 0) return compare(CmpPred::Lt, lin, n_param_);
     auto bools = visible([&](int v) { return dt(v) == DType::i1 && broadcasts_to(shp(v), sh); });
     if (!bools.empty()) return pick(bools);
@@ -513,7 +518,7 @@ class Gen {
   }
 
   /// A load of dtype d with result shape sh from an input buffer; offsets in range or masked.
-  int load(DType d, const Shape& sh) {
+  int load(DType d, Shape sh) {
     const int64_t L = pick(std::vector<int64_t>{16, 32, 64, 100, 128, 256});
     int buf = buffer_for(d, L, Buffer::Special);
     const int64_t size = buffer_size(buf);
@@ -570,7 +575,7 @@ class Gen {
 
   /// Offsets of this program's own region of a buffer of numel(sh) elements per program
   /// (pid * numel + a permutation of 0 .. numel-1), and the permutation; reused while visible.
-  std::pair<int, int> region_offsets(const Shape& sh) {
+  std::pair<int, int> region_offsets(Shape sh) {
     for (auto& c : region_cache_)
       if (c.shape == sh && is_visible(c.offs) && is_visible(c.lin) && coin(0.8)) return {c.offs, c.lin};
     int64_t n = numel(sh);
@@ -673,7 +678,7 @@ class Gen {
     if (d == DType::f16 || d == DType::bf16) return 1;
     return pow ? 16 : 4;
   }
-  void math_leaf(Stmt s, DType d, const Shape& sh, bool pow) {
+  void math_leaf(Stmt s, DType d, Shape sh, bool pow) {
     const int v = emit(std::move(s), d, sh);
     scopes_.back().pop_back();  // invisible: nothing else reads it
     store(v, math_ulp(d, pow));
@@ -975,7 +980,7 @@ class Gen {
   }
 
   /// A load of shape sh from a buffer of dtype d holding integers in [-4, 4] (in bounds).
-  int small_int_load(DType d, const Shape& sh) {
+  int small_int_load(DType d, Shape sh) {
     const int buf = buffer_for(d, std::max<int64_t>(64, numel(sh)), Buffer::Index, -4, 4);
     return load_at(addptr(buf, permutation_offsets(sh)));
   }
