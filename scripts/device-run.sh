@@ -8,19 +8,25 @@
 #       HERE: builds Release into build-device/ ($TLE_DEVICE_BUILD overrides; default 2 jobs),
 #       makes build-device/bundle/ with
 #         lib/libtle.so.0            (stripped --strip-unneeded)
-#         bin/tle_tests, bin/<examples>, bin/<benchmarks>   (RUNPATH $ORIGIN/../lib)
+#         bin/tle_tests, bin/tle_fuzz, bin/<examples>, bin/<benchmarks>   (RUNPATH $ORIGIN/../lib)
 #       checks every binary resolves libtle from the bundle, packs it into build-device/bundle.tgz
 #       (what travels: < 64 MiB with the working tree), and prints the exact `run` call to make.
 #
 #   scripts/device-run.sh remote [bundle.tgz | bundle-dir]
 #       THERE (what the `run` command executes, in the repository root): nvidia-smi, the GPU tests
 #       (tle_tests "[.gpu]"), the CPU numerical tests mirrored on the GPU (TLE_TEST_BACKEND=gpu
-#       tle_tests "[ops],[edge],[cpu]"), every example with TLE_BACKEND=gpu (default sizes, then --gpu-sizes),
-#       the benchmarks, and a summary printed last. Exits non-zero if any step failed.
+#       tle_tests "[ops],[edge],[cpu]"), the fuzzer's GPU stage (tle_fuzz --gpu: generated programs,
+#       interpreter vs GPU backend at several num_warps / stages; docs/testing.md), every example
+#       with TLE_BACKEND=gpu (default sizes, then --gpu-sizes), the benchmarks, and a summary
+#       printed last. Exits non-zero if any step failed.
 #
 # Environment for `remote`: STEP_TIMEOUT (seconds per step, default 120), SKIP_GPU_SIZES=1 to run
 # only the default example sizes, TESTS="<catch2 filter>" (default "[.gpu]"), MIRROR_TESTS="<catch2
-# filter>" for the mirrored run (default "[ops],[edge],[cpu]").
+# filter>" for the mirrored run (default "[ops],[edge],[cpu]"); FUZZ_COUNT (programs, default 10000),
+# FUZZ_SEED (first seed, default 1), FUZZ_JOBS (worker threads, default 16), FUZZ_TIMEOUT (seconds
+# for the fuzz step, default STEP_TIMEOUT; tle_fuzz stops starting programs a little before it and
+# reports the seeds it ran), SKIP_FUZZ=1 to leave the fuzz step out. Failing fuzz programs are
+# written as C++ to $OUT/fuzz-gpu/ (/tmp/fuzz-gpu without $OUT).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -36,12 +42,12 @@ build)
   build=${TLE_DEVICE_BUILD:-build-device}
   bundle=$build/bundle
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-  ninja -C "$build" -j "$jobs" tle tle_tests "${EXAMPLES[@]}" "${BENCHMARKS[@]}"
+  ninja -C "$build" -j "$jobs" tle tle_tests tle_fuzz "${EXAMPLES[@]}" "${BENCHMARKS[@]}"
   rm -rf "$bundle"
   mkdir -p "$bundle/lib" "$bundle/bin"
   cp -L "$build/libtle.so.0" "$bundle/lib/libtle.so.0"
   strip --strip-unneeded "$bundle/lib/libtle.so.0"
-  cp "$build/tests/tle_tests" "$bundle/bin/"
+  cp "$build/tests/tle_tests" "$build/tests/tle_fuzz" "$bundle/bin/"
   for e in "${EXAMPLES[@]}"; do cp "$build/examples/$e" "$bundle/bin/"; done
   for b in "${BENCHMARKS[@]}"; do cp "$build/benchmarks/$b" "$bundle/bin/"; done
   strip --strip-unneeded "$bundle"/bin/*
@@ -123,6 +129,23 @@ remote)
   # The CPU numerical tests mirrored on the GPU (tests/ops_util.hpp: managed memory, blocking launches).
   step "tle_tests $MIRROR_TESTS on the gpu" env TLE_TEST_BACKEND=gpu TLE_LAUNCH_BLOCKING=1 \
     "$bin/tle_tests" "$MIRROR_TESTS" --durations yes
+  # The fuzzer's GPU stage (tests/fuzz, docs/testing.md): portable programs on the interpreter and
+  # on the GPU backend at 1, 4 and 8 warps (and pipelining depths for K loops); the last line of its
+  # output is `programs=N mismatches=M seeds=[a,b)`.
+  if [ "${SKIP_FUZZ:-0}" != 1 ]; then
+    fuzz_timeout=${FUZZ_TIMEOUT:-$STEP_TIMEOUT}
+    fuzz_limit=$((fuzz_timeout * 9 / 10 - 5))
+    [ $fuzz_limit -lt 1 ] && fuzz_limit=1
+    if [ -x "$bin/tle_fuzz" ]; then
+      STEP_TIMEOUT=$fuzz_timeout step "tle_fuzz --gpu (${FUZZ_COUNT:-10000} programs)" "$bin/tle_fuzz" --gpu \
+        --count "${FUZZ_COUNT:-10000}" --seed "${FUZZ_SEED:-1}" --jobs "${FUZZ_JOBS:-16}" --time-limit "$fuzz_limit" \
+        --out "${OUT:-/tmp}/fuzz-gpu"
+    else
+      echo "device-run: no $bin/tle_fuzz in the bundle; rebuild it with 'scripts/device-run.sh build'" >&2
+      summary+=("$(printf '%-34s %-14s %4ds' "tle_fuzz --gpu" "MISSING" 0)")
+      failed=1
+    fi
+  fi
   for e in "${EXAMPLES[@]}"; do
     step "$e (gpu, default sizes)" env TLE_BACKEND=gpu "$bin/$e"
   done

@@ -65,7 +65,10 @@ struct VarInfo {
 
 class Gen {
  public:
-  Gen(uint64_t seed, const GenOptions& o) : rng_(seed * 0x9E3779B97F4A7C15ull + 0x1234567), opt_(o) { P.seed = seed; }
+  Gen(uint64_t seed, const GenOptions& o) : rng_(seed * 0x9E3779B97F4A7C15ull + 0x1234567), opt_(o) {
+    P.seed = seed;
+    if (opt_.portable) opt_.pow2 = true;
+  }
 
   Program run() {
     // Now and then larger tiles, so that vectorized loops run their main bodies (8-bit types too).
@@ -99,7 +102,7 @@ class Gen {
   int pid_ = -1, n_param_ = -1, t_param_ = -1;
   int depth_ = 0;
   std::vector<int> uses_;                 // per variable: statements that read it
-  std::map<DType, int> out_buffer_;       // the output buffer parameter of each dtype
+  std::map<std::pair<DType, int>, int> out_buffer_;  // the output buffer parameter of each dtype (and ULP bound)
   struct Offsets {
     Shape shape;
     int offs, lin;
@@ -364,7 +367,7 @@ class Gen {
   }
 
   /// reshape / broadcast_to of x to sh (x itself when it has that shape); the same values.
-  int reshaped(Kind k, int x, const Shape& sh) {
+  int reshaped(Kind k, int x, Shape sh) {
     if (shp(x) == sh) return x;
     Stmt s;
     s.kind = k;
@@ -372,8 +375,8 @@ class Gen {
     s.shape = sh;
     return emit(s, dt(x), sh, rng_of(x));
   }
-  int reshape(int x, const Shape& sh) { return reshaped(Kind::Reshape, x, sh); }
-  int broadcast_to(int x, const Shape& sh) { return reshaped(Kind::BroadcastTo, x, sh); }
+  int reshape(int x, Shape sh) { return reshaped(Kind::Reshape, x, sh); }
+  int broadcast_to(int x, Shape sh) { return reshaped(Kind::BroadcastTo, x, sh); }
   /// multiple_of(x, m) (m > 0) or max_contiguous(x, c): the caller knows the promise holds.
   int hint(int x, int64_t m, int64_t c) {
     Stmt s;
@@ -400,9 +403,14 @@ class Gen {
     return true;
   }
 
+  // NB: functions that emit statements take shapes by value: a caller's shp(v) refers into
+  // P.vars, which emitting a statement may reallocate. (A const Shape& here was a use after free:
+  // load() read its shape after emitting; valgrind showed it when "fuzz: generated programs cover
+  // the op families" failed under ctest only, with std::bad_array_new_length.)
+
   /// A variable of dtype d and exactly shape sh: an existing one, or made (cast, broadcast,
   /// load, constant).
-  int operand(DType d, const Shape& sh) {
+  int operand(DType d, Shape sh) {
     auto same = visible([&](int v) { return dt(v) == d && shp(v) == sh; });
     if (!same.empty() && coin(0.75)) return pick(same);
     int r = static_cast<int>(uni(0, 9));
@@ -423,7 +431,7 @@ class Gen {
     return constant(d, sh, literal(d));
   }
   /// A variable of dtype d whose shape broadcasts to sh: same shape, a scalar, or with 1s.
-  int operand_compat(DType d, const Shape& sh) {
+  int operand_compat(DType d, Shape sh) {
     int r = static_cast<int>(uni(0, 9));
     if (r < 6 || sh.empty()) return operand(d, sh);
     if (r < 8) return operand(d, {});
@@ -469,7 +477,7 @@ class Gen {
   }
 
   /// Offsets 0 .. numel-1 of shape sh, each once, in one of several layouts (range [0, numel-1]).
-  int permutation_offsets(const Shape& sh) {
+  int permutation_offsets(Shape sh) {
     int64_t n = numel(sh);
     if (sh.empty()) return iconst(DType::i32, 0);
     int r = static_cast<int>(uni(0, 3));
@@ -502,7 +510,7 @@ class Gen {
   }
 
   /// A mask of shape compatible with sh that is sometimes ragged (lane < n, n a parameter).
-  int extra_mask(const Shape& sh, int lin) {
+  int extra_mask(Shape sh, int lin) {
     if (coin(0.5) && lin >= 0) return compare(CmpPred::Lt, lin, n_param_);
     auto bools = visible([&](int v) { return dt(v) == DType::i1 && broadcasts_to(shp(v), sh); });
     if (!bools.empty()) return pick(bools);
@@ -510,7 +518,7 @@ class Gen {
   }
 
   /// A load of dtype d with result shape sh from an input buffer; offsets in range or masked.
-  int load(DType d, const Shape& sh) {
+  int load(DType d, Shape sh) {
     const int64_t L = pick(std::vector<int64_t>{16, 32, 64, 100, 128, 256});
     int buf = buffer_for(d, L, Buffer::Special);
     const int64_t size = buffer_size(buf);
@@ -567,7 +575,7 @@ class Gen {
 
   /// Offsets of this program's own region of a buffer of numel(sh) elements per program
   /// (pid * numel + a permutation of 0 .. numel-1), and the permutation; reused while visible.
-  std::pair<int, int> region_offsets(const Shape& sh) {
+  std::pair<int, int> region_offsets(Shape sh) {
     for (auto& c : region_cache_)
       if (c.shape == sh && is_visible(c.offs) && is_visible(c.lin) && coin(0.8)) return {c.offs, c.lin};
     int64_t n = numel(sh);
@@ -579,19 +587,22 @@ class Gen {
     return {offs, lin};
   }
 
-  /// Stores v into its own region of the output buffer of its dtype.
-  void store(int v) {
+  /// Stores v into its own region of the output buffer of its dtype (and ULP bound: a
+  /// math-function leaf of a portable program goes to a buffer compared with that tolerance).
+  void store(int v, int ulp = 0) {
     const Shape sh = shp(v);
     const DType d = dt(v);
-    if (!out_buffer_.count(d)) {
+    const std::pair<DType, int> key{d, ulp};
+    if (!out_buffer_.count(key)) {
       Buffer b;
       b.role = Buffer::Out;
       b.dtype = d;
       b.size = 0;
       b.fill = Buffer::Sentinel;
-      out_buffer_[d] = buffer_param(b);
+      b.ulp = ulp;
+      out_buffer_[key] = buffer_param(b);
     }
-    const int buf = out_buffer_[d];
+    const int buf = out_buffer_[key];
     Buffer* B = nullptr;
     for (auto& pa : P.params)
       if (pa.var == buf) B = &P.buffers[static_cast<size_t>(pa.buffer)];
@@ -651,8 +662,33 @@ class Gen {
     if (d == DType::i1) return {int(B::And), int(B::Or), int(B::Xor)};
     std::vector<int> v = {int(B::Add), int(B::Sub), int(B::Mul), int(B::Div), int(B::Max), int(B::Min)};
     if (tle::is_int(d)) v.insert(v.end(), {int(B::Rem), int(B::And), int(B::Or), int(B::Xor), int(B::Shl), int(B::Shr)});
-    else v.push_back(int(B::Pow));
+    else if (!opt_.portable) v.push_back(int(B::Pow));  // portable: pow only as a leaf (math_leaf)
     return v;
+  }
+
+  /// Portable programs: a math-function result (libdevice on the GPU, the host's libm on the CPU
+  /// and in the interpreter: they may differ in the last bits) is stored at once into a buffer
+  /// compared with a ULP bound, and nothing else reads it (an inexact value used further, in a
+  /// comparison or a cast, could change anything downstream). Bounds: CUDA's documented maximum
+  /// errors (expf, sinf, tanhf, erff 2 ulp, logf 1; doubles at most 2; powf 4, 8 in older CUDA
+  /// versions) plus the host's (glibc: 1 to 2), rounded up: 4 ulp, 16 for pow; f16 and bf16
+  /// compute in f32 and round once, so an f32 result that close rounds to the same or a
+  /// neighbouring value: 1 ulp.
+  static int math_ulp(DType d, bool pow) {
+    if (d == DType::f16 || d == DType::bf16) return 1;
+    return pow ? 16 : 4;
+  }
+  void math_leaf(Stmt s, DType d, Shape sh, bool pow) {
+    const int v = emit(std::move(s), d, sh);
+    scopes_.back().pop_back();  // invisible: nothing else reads it
+    store(v, math_ulp(d, pow));
+  }
+  static bool is_math(int u) {
+    using U = UnaryOp;
+    switch (static_cast<U>(u)) {
+      case U::Exp: case U::Exp2: case U::Log: case U::Log2: case U::Sin: case U::Cos: case U::Tanh: case U::Erf: return true;
+      default: return false;
+    }
   }
 
   DType dtype_from_pool() {
@@ -667,6 +703,14 @@ class Gen {
     if (dt(a) != d) a = operand(d, shp(a));
     int b = operand_compat(d, shp(a));
     if (coin(0.3)) std::swap(a, b);
+    if (opt_.portable && tle::is_float(d) && coin(0.1)) {
+      Stmt s;
+      s.kind = Kind::Binary;
+      s.op = static_cast<int>(BinaryOp::Pow);
+      s.args = {a, b};
+      math_leaf(s, d, broadcast_shape(shp(a), shp(b)), true);
+      return;
+    }
     binary(static_cast<BinaryOp>(pick(binary_ops(d))), a, b);
   }
 
@@ -694,6 +738,10 @@ class Gen {
     s.kind = Kind::Unary;
     s.op = pick(ops);
     s.args = {x};
+    if (opt_.portable && is_math(s.op)) {
+      math_leaf(s, d, shp(x), false);
+      return;
+    }
     MaybeRange r;
     if (auto xr = rng_of(x)) {
       if (s.op == int(UnaryOp::Neg)) r = fit(d, -xr->hi, -xr->lo);
@@ -806,16 +854,27 @@ class Gen {
 
   /// The form of a combine function (program.hpp): mostly one op; where(p > q, p, q) needs an
   /// ordered dtype (not bool).
-  int combine_form(DType d) {
+  /// Portable programs (the GPU combines as a tree, in an order the CPU does not share) keep to
+  /// combines that are associative and commutative exactly: where(p > q, p, q) only on integers
+  /// (on floats a NaN or a signed zero makes it order-dependent), `(p op q) op p` only for ops
+  /// where it equals p op q (and, or, max, min; for xor it is q, for add 2p + q).
+  int combine_form(DType d, int op) {
     int f = static_cast<int>(uni(0, 5));
     if (f >= 4) return 0;
-    if ((f == 1 || f == 2) && d == DType::i1) return 3;
+    if ((f == 1 || f == 2) && d == DType::i1) f = 3;
+    if (opt_.portable) {
+      using B = BinaryOp;
+      if ((f == 1 || f == 2) && tle::is_float(d)) return 0;
+      if (f == 3 && op != int(B::And) && op != int(B::Or) && op != int(B::Max) && op != int(B::Min)) return 0;
+    }
     return f;
   }
 
   std::vector<int> combine_ops(DType d) {
     using B = BinaryOp;
     if (d == DType::i1) return {int(B::And), int(B::Or), int(B::Xor)};
+    // Portable: no float sum or product (rounding depends on the order).
+    if (opt_.portable && tle::is_float(d)) return {int(B::Max), int(B::Min)};
     std::vector<int> v = {int(B::Add), int(B::Mul), int(B::Max), int(B::Min)};
     if (tle::is_int(d)) v.insert(v.end(), {int(B::And), int(B::Or), int(B::Xor)});
     return v;
@@ -838,10 +897,11 @@ class Gen {
     s.flag = keep;
     DType d = dt(x);
     int kind = static_cast<int>(uni(0, 7));
+    if (opt_.portable && tle::is_float(d) && kind == int(ir::ReduceKind::Sum)) kind = static_cast<int>(ir::ReduceKind::Max);
     if (d == DType::i1 || kind >= 5) {
       s.kind = Kind::ReduceCombine;
       s.op = pick(combine_ops(d));
-      s.a = combine_form(d);
+      s.a = combine_form(d, s.op);
       MaybeRange rr = s.a == 0 && (s.op == int(BinaryOp::Max) || s.op == int(BinaryOp::Min)) ? rng_of(x) : std::nullopt;
       if (s.a == 1 || s.a == 2) rr = rng_of(x);  // where(p > q, p, q) picks one of the elements
       emit(s, d, to, rr);
@@ -871,10 +931,10 @@ class Gen {
     s.flag = coin(0.4);
     DType d = dt(x);
     MaybeRange rr;
-    if (d == DType::i1 || coin(0.4)) {
+    if (d == DType::i1 || coin(0.4) || (opt_.portable && tle::is_float(d))) {  // portable: no float cumsum
       s.kind = Kind::ScanCombine;
       s.op = pick(combine_ops(d));
-      s.a = combine_form(d);
+      s.a = combine_form(d, s.op);
       if ((s.a == 0 && (s.op == int(BinaryOp::Max) || s.op == int(BinaryOp::Min))) || s.a == 1 || s.a == 2) rr = rng_of(x);
     } else {
       s.kind = Kind::Cumsum;
@@ -895,7 +955,15 @@ class Gen {
     DType acc = d == DType::i8 ? DType::i32 : DType::f32;
     Stmt s;
     s.kind = Kind::Dot;
-    s.args = {operand(d, {M, K}), operand(d, {K, N}), coin(0.7) ? operand(acc, {M, N}) : -1};
+    if (opt_.portable && d != DType::i8) {
+      // Small integers: every product and partial sum is exact, so any summation order (the
+      // GPU's tensor-core trees) gives the CPU's result; the accumulator is never -0.0 (the sign
+      // of a zero sum would depend on the order), and an absent one is +0.0.
+      s.args = {small_int_load(d, {M, K}), small_int_load(d, {K, N}),
+                coin(0.7) ? constant(acc, {M, N}, Literal::real(static_cast<double>(uni(-4, 4)))) : -1};
+    } else {
+      s.args = {operand(d, {M, K}), operand(d, {K, N}), coin(0.7) ? operand(acc, {M, N}) : -1};
+    }
     s.op = d == DType::f32 ? pick(std::vector<int>{0, 0, 1, 2}) : 0;
     emit(s, acc, {M, N});
   }
@@ -911,6 +979,12 @@ class Gen {
     emit(s, DType::i32, {s.a}, Range{0, numel(shp(x))});
   }
 
+  /// A load of shape sh from a buffer of dtype d holding integers in [-4, 4] (in bounds).
+  int small_int_load(DType d, Shape sh) {
+    const int buf = buffer_for(d, std::max<int64_t>(64, numel(sh)), Buffer::Index, -4, 4);
+    return load_at(addptr(buf, permutation_offsets(sh)));
+  }
+
   /// The K loop of a matrix product, as GEMM kernels write it (large-tile mode only):
   ///   acc = full(f32 [M, N], c);  for (k : range(0, T)) { a = load(A + ra * BK + k * BK + ca, ...);
   ///   b = load(B + (rb + k * BK) * N + cb, ...); acc = dot(a, b, acc); }
@@ -921,7 +995,10 @@ class Gen {
     const int64_t M = pick(std::vector<int64_t>{16, 32, 64, 64}), N = pick(std::vector<int64_t>{8, 16, 32, 64});
     const int64_t BK = pick(std::vector<int64_t>{16, 32}), T = uni(1, 4);
     if (M * N > opt_.max_numel || M * BK > opt_.max_numel || BK * N > opt_.max_numel) return;
-    const int A = buffer_for(d, T * M * BK, Buffer::Special), Bb = buffer_for(d, T * BK * N, Buffer::Special);
+    // Portable: small integers (exact in any summation order, see gen_dot).
+    const Buffer::Fill fill = opt_.portable ? Buffer::Index : Buffer::Special;
+    const int64_t flo = opt_.portable ? -4 : 0, fhi = opt_.portable ? 4 : 0;
+    const int A = buffer_for(d, T * M * BK, fill, flo, fhi), Bb = buffer_for(d, T * BK * N, fill, flo, fhi);
     // row-major [M, T*BK] and [T*BK, N]
     auto grid2 = [&](int64_t R, int64_t C, int64_t stride) {
       int r = reshape(arange(0, R), {R, 1});
@@ -930,7 +1007,10 @@ class Gen {
     };
     const int oa = grid2(M, BK, T * BK), ob = grid2(BK, N, N);
     const int kcol = broadcast_to(reshape(arange(0, BK), {1, BK}), {M, BK});
-    int acc = constant(DType::f32, {M, N}, coin(0.7) ? Literal::real(0.0) : literal(DType::f32));
+    int acc = constant(DType::f32, {M, N},
+                       coin(0.7)       ? Literal::real(0.0)
+                       : opt_.portable ? Literal::real(static_cast<double>(uni(-4, 4)))
+                                       : literal(DType::f32));
     Stmt s;
     s.kind = Kind::For;
     s.args = {-1, -1, -1};

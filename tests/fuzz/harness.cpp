@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <optional>
 #include <new>
 #include <random>
 
@@ -101,7 +103,8 @@ void fill(const Program& p, int index, void* mem) {
     ir::Attr v;
     if (b.fill == Buffer::Index) {
       uint64_t span = static_cast<uint64_t>(b.hi - b.lo) + 1;
-      v = ir::Attr(b.lo + static_cast<int64_t>(g() % span));
+      const int64_t x = b.lo + static_cast<int64_t>(g() % span);
+      v = tle::is_float(b.dtype) ? ir::Attr(static_cast<double>(x)) : ir::Attr(x);
     } else {
       v = special_value(b.dtype, edge, g);
     }
@@ -123,18 +126,22 @@ std::string show(DType d, uint64_t bits) {
 
 }  // namespace
 
-Memory::Memory(const Program& p) {
+Memory::Memory(const Program& p, bool managed) : managed_(managed) {
   for (size_t i = 0; i < p.buffers.size(); ++i) {
     Buf b;
     b.bytes = static_cast<size_t>(p.buffers[i].size) * static_cast<size_t>(tle::byte_size(p.buffers[i].dtype));
-    b.p = ::operator new(b.bytes ? b.bytes : 1, std::align_val_t(64));
+    b.p = managed ? tle::detail::managed_alloc(b.bytes ? b.bytes : 1)
+                  : ::operator new(b.bytes ? b.bytes : 1, std::align_val_t(64));
     bufs_.push_back(b);
     fill(p, static_cast<int>(i), b.p);
   }
 }
 
 Memory::~Memory() {
-  for (auto& b : bufs_) ::operator delete(b.p, std::align_val_t(64));
+  for (auto& b : bufs_) {
+    if (managed_) tle::detail::managed_free(b.p);
+    else ::operator delete(b.p, std::align_val_t(64));
+  }
 }
 
 bool Memory::contains(uintptr_t addr, size_t n) const {
@@ -161,12 +168,30 @@ std::vector<void*> Memory::args(const Program& p) {
   return ptrs;
 }
 
-std::string compare(const Program& p, const Memory& a, const Memory& b) {
+int64_t ulp_distance(DType d, uint64_t a, uint64_t b) {
+  const int w = tle::bit_width(d);
+  auto isnan = [&](uint64_t x) { return std::isnan(std::get<double>(tle::passes::constant_from_bits(d, x))); };
+  const bool na = isnan(a), nb = isnan(b);
+  if (na || nb) return na && nb ? 0 : -1;
+  // Sign-magnitude bits -> a monotonic integer line: +x at its magnitude, -x at minus it (so
+  // +0.0 and -0.0 meet at 0, and the infinities sit next to the largest finite values).
+  const uint64_t sign = uint64_t(1) << (w - 1), mag_mask = sign - 1;
+  auto line = [&](uint64_t x) {
+    const int64_t m = static_cast<int64_t>(x & mag_mask);
+    return (x & sign) ? -m : m;
+  };
+  const __int128 dist = static_cast<__int128>(line(a)) - line(b);
+  const __int128 mag = dist < 0 ? -dist : dist;
+  return mag > std::numeric_limits<int64_t>::max() ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(mag);
+}
+
+std::string compare(const Program& p, const Memory& a, const Memory& b, bool ulp_bounds) {
   std::string out;
   for (size_t i = 0; i < p.buffers.size(); ++i) {
     const Buffer& buf = p.buffers[i];
     const DType d = buf.dtype;
     const size_t es = static_cast<size_t>(tle::byte_size(d));
+    const int64_t ulp = ulp_bounds && tle::is_float(d) ? buf.ulp : 0;
     int64_t bad = 0, first = -1;
     uint64_t fa = 0, fb = 0;
     for (int64_t k = 0; k < buf.size; ++k) {
@@ -175,15 +200,18 @@ std::string compare(const Program& p, const Memory& a, const Memory& b) {
       std::memcpy(&y, static_cast<const char*>(b.data(static_cast<int>(i))) + static_cast<size_t>(k) * es, es);
       if (x == y) continue;
       if (tle::is_float(d)) {  // (the sentinel 0xA5.. is no NaN in any float format)
-        auto xa = tle::passes::constant_from_bits(d, x), ya = tle::passes::constant_from_bits(d, y);
-        if (std::isnan(std::get<double>(xa)) && std::isnan(std::get<double>(ya))) continue;
+        const int64_t dist = ulp_distance(d, x, y);
+        if (dist == 0 && std::isnan(std::get<double>(tle::passes::constant_from_bits(d, x)))) continue;  // NaN, NaN
+        if (ulp > 0 && dist >= 0 && dist <= ulp) continue;
       }
       if (bad++ == 0) first = k, fa = x, fb = y;
     }
     if (bad)
-      out += fmt::format("buffer {} ({} {}): {} of {} elements differ; first [{}]: {} vs {}\n", i,
+      out += fmt::format("buffer {} ({} {}{}): {} of {} elements differ; first [{}]: {} vs {}{}\n", i,
                          buf.role == Buffer::Out ? "out" : buf.role == Buffer::InOut ? "inout" : "in",
-                         tle::dtype_name(d), bad, buf.size, first, show(d, fa), show(d, fb));
+                         tle::dtype_name(d), ulp ? fmt::format(", math results within {} ulp", ulp) : "", bad,
+                         buf.size, first, show(d, fa), show(d, fb),
+                         ulp ? fmt::format(" ({} ulp apart)", ulp_distance(d, fa, fb)) : "");
   }
   return out;
 }
@@ -312,6 +340,139 @@ std::string printed_matches(const Program& p, const std::function<void(tle::Back
   launch(tle::Backend::Interp, printed);
   run_interp(p, *trace(p), traced);
   return compare(p, traced, printed);
+}
+
+}  // namespace fuzz
+
+namespace fuzz {
+namespace {
+
+bool has_loop_load(const std::vector<Stmt>& b, bool in_loop) {
+  for (const Stmt& s : b) {
+    if (in_loop && s.kind == Kind::Load) return true;
+    if (has_loop_load(s.body, in_loop || s.kind == Kind::For) || has_loop_load(s.orelse, in_loop)) return true;
+  }
+  return false;
+}
+
+/// The kernel's parameters as a tle::jit lambda of p declares them (Ptr<T> / Tile<T>).
+std::vector<tle::detail::ParamSpec> param_specs(const Program& p) {
+  std::vector<tle::detail::ParamSpec> v;
+  for (const Param& pa : p.params) {
+    tle::detail::ParamSpec s{};
+    if (pa.buffer >= 0) s.kind = tle::detail::ParamSpec::Pointer, s.dtype = p.buffers.at(pa.buffer).dtype;
+    else s.kind = tle::detail::ParamSpec::Scalar, s.dtype = p.vars.at(pa.var).dtype;
+    v.push_back(s);
+  }
+  return v;
+}
+
+/// The launch's arguments as the C++ caller would pass them: T* for buffers, the literal as a
+/// host scalar of the parameter's kind.
+std::vector<tle::detail::HostArg> host_args(const Program& p, const Memory& m) {
+  using tle::detail::HostArg;
+  std::vector<HostArg> v;
+  for (const Param& pa : p.params) {
+    HostArg a{};
+    if (pa.buffer >= 0) {
+      a.kind = HostArg::Pointer;
+      a.pointee = p.buffers.at(pa.buffer).dtype;
+      a.type_name = "fuzz buffer";
+      a.p = m.data(pa.buffer);
+    } else {
+      const DType d = p.vars.at(pa.var).dtype;
+      const Literal& l = pa.value;
+      if (d == DType::i1) a.kind = HostArg::Bool, a.b = l.i != 0, a.type_name = "bool";
+      else if (tle::is_unsigned_int(d)) a.kind = HostArg::UInt, a.u = static_cast<uint64_t>(l.i), a.type_name = "uint64_t";
+      else if (tle::is_int(d)) a.kind = HostArg::Int, a.i = l.i, a.type_name = "int64_t";
+      else a.kind = HostArg::Float, a.f = l.is_float ? l.f : static_cast<double>(l.i), a.type_name = "double";
+    }
+    v.push_back(a);
+  }
+  return v;
+}
+
+/// A kernel object for p, destroyed with it.
+struct Kernel {
+  tle::detail::KernelState* k;
+  explicit Kernel(const Program& p) {
+    tle::SrcLoc loc;
+    loc.file = "fuzz-program";
+    loc.line = 1;
+    k = tle::detail::kernel_create("fuzz", param_specs(p), &trace_thunk, loc);
+  }
+  ~Kernel() { tle::detail::kernel_destroy(k); }
+  Kernel(const Kernel&) = delete;
+  Kernel& operator=(const Kernel&) = delete;
+};
+
+}  // namespace
+
+std::vector<DeviceConfig> device_configs(const Program& p) {
+  std::vector<DeviceConfig> v = {{1, 3}, {4, 3}, {8, 3}};
+  if (has_loop_load(p.body, false)) v.insert(v.end(), {{4, 1}, {8, 2}});
+  return v;
+}
+
+void run_launch(const Program& p, Memory& m, tle::Backend backend, const DeviceConfig& c, void* stream,
+                tle::detail::KernelState* kernel) {
+  std::optional<Kernel> own;
+  if (!kernel) kernel = own.emplace(p).k;
+  auto args = host_args(p, m);
+  tle::detail::LaunchOptions o;
+  o.stream = stream;
+  o.num_warps = c.num_warps;
+  o.num_stages = c.num_stages;
+  o.backend = static_cast<int>(backend);
+  tle::SrcLoc loc;
+  loc.file = "fuzz-launch";
+  loc.line = 1;
+  const tle::detail::Grid3 grid{p.grid[0], p.grid[1], p.grid[2]};
+  tle::detail::kernel_launch(kernel, &p, grid, o, args.data(), args.size(), loc);
+  if (backend == tle::Backend::GPU) {
+    if (stream) tle::Stream::wrap(stream).synchronize();
+    else tle::synchronize();
+  }
+}
+
+Outcome check_device(const Program& p, const std::vector<DeviceConfig>& configs, const DeviceCheckOptions& opt) {
+  std::unique_ptr<ir::Function> f0;
+  if (auto e = guard("trace", [&] {
+        f0 = trace(p);
+        ir::verify(*f0);
+      }))
+    return *e;
+  Memory ref(p);
+  if (auto e = guard("interp", [&] { run_interp(p, *f0, ref); })) return *e;
+  if (opt.cpu) {
+    Memory m(p);
+    if (auto e = guard("cpu", [&] { run_cpu(p, *optimized(p), m); })) return *e;
+    if (std::string d = compare(p, ref, m); !d.empty()) return failed("cpu", d);
+  }
+  const bool gpu = opt.backend == tle::Backend::GPU;
+  Kernel k(p);
+  for (const DeviceConfig& c : configs) {
+    const std::string stage = fmt::format("{} w{} s{}", tle::backend_name(opt.backend), c.num_warps, c.num_stages);
+    Memory m(p, gpu);
+    if (auto e = guard(stage, [&] { run_launch(p, m, opt.backend, c, opt.stream, k.k); })) return *e;
+    if (opt.after_launch) opt.after_launch(m);
+    if (std::string d = compare(p, ref, m, true); !d.empty()) return failed(stage, d);
+  }
+  return {};
+}
+
+std::string gpu_agrees(const Program& p, const std::vector<DeviceConfig>& configs,
+                       const std::function<void(tle::Backend, Memory&, DeviceConfig)>& launch) {
+  Memory ref(p);
+  launch(tle::Backend::Interp, ref, DeviceConfig{});
+  for (const DeviceConfig& c : configs) {
+    Memory m(p, true);
+    launch(tle::Backend::GPU, m, c);
+    tle::synchronize();
+    if (std::string d = compare(p, ref, m, true); !d.empty())
+      return fmt::format("gpu w{} s{}: {}", c.num_warps, c.num_stages, d);
+  }
+  return "";
 }
 
 }  // namespace fuzz

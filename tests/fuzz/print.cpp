@@ -5,6 +5,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "fuzz/harness.hpp"
 #include "fuzz/program.hpp"
 
 namespace fuzz {
@@ -299,14 +300,15 @@ std::string scalar_arg(DType d, const Literal& l) {
 
 }  // namespace
 
-std::string to_cpp(const Program& p, const std::string& test_name, const std::string& note, bool printer_check) {
+std::string to_cpp(const Program& p, const std::string& test_name, const std::string& note, bool printer_check, bool gpu) {
   Printer pr(p);
   std::ostringstream o;
   if (!note.empty()) {
     std::istringstream n(note);
     for (std::string l; std::getline(n, l);) o << "// " << l << "\n";
   }
-  o << fmt::format("TEST_CASE(\"{}\", \"[fuzz]{}\") {{\n", test_name, printer_check ? "[printer]" : "[regression]");
+  o << fmt::format("TEST_CASE(\"{}\", \"{}\") {{\n", test_name,
+                   printer_check ? "[fuzz][printer]" : gpu ? "[.gpu][fuzz-gpu][regression]" : "[fuzz][regression]");
   std::string params;
   for (size_t i = 0; i < p.params.size(); ++i)
     params += fmt::format("{}{} {}", i ? ", " : "", pr.type(p.params[i].var), pr.var(p.params[i].var));
@@ -321,9 +323,17 @@ std::string to_cpp(const Program& p, const std::string& test_name, const std::st
     o << "  fuzz::Program p;\n";
     o << fmt::format("  p.seed = {}ull;\n", p.seed);
     for (const Buffer& b : p.buffers)
-      o << fmt::format("  p.buffers.push_back({{{}, {}, {}, {}, {}, {}}});\n", role_name(b.role), dtype_enum(b.dtype),
-                       b.size, fill_name(b.fill), b.lo, b.hi);
-    o << "  fuzz::expect_backends_agree(p, [&](tle::Backend backend, fuzz::Memory& m) {\n";
+      o << fmt::format("  p.buffers.push_back({{{}, {}, {}, {}, {}, {}{}}});\n", role_name(b.role), dtype_enum(b.dtype),
+                       b.size, fill_name(b.fill), b.lo, b.hi, b.ulp ? fmt::format(", {}", b.ulp) : "");
+    if (gpu) {
+      std::string configs;
+      for (const DeviceConfig& c : device_configs(p))
+        configs += fmt::format("{}{{{}, {}}}", configs.empty() ? "" : ", ", c.num_warps, c.num_stages);
+      o << "  fuzz::expect_gpu_agrees(p, {" << configs
+        << "}, [&](tle::Backend backend, fuzz::Memory& m, fuzz::DeviceConfig c) {\n";
+    } else {
+      o << "  fuzz::expect_backends_agree(p, [&](tle::Backend backend, fuzz::Memory& m) {\n";
+    }
   }
   std::string args;
   for (size_t i = 0; i < p.params.size(); ++i) {
@@ -333,7 +343,8 @@ std::string to_cpp(const Program& p, const std::string& test_name, const std::st
     else
       args += ", " + scalar_arg(p.vars[pa.var].dtype, pa.value);
   }
-  o << fmt::format("    kernel(tle::Grid({}, {}, {}).backend(backend){});\n", p.grid[0], p.grid[1], p.grid[2], args);
+  o << fmt::format("    kernel(tle::Grid({}, {}, {}).backend(backend){}{});\n", p.grid[0], p.grid[1], p.grid[2],
+                   gpu && !printer_check ? ".with_warps(c.num_warps).with_stages(c.num_stages)" : "", args);
   o << "  });\n";
   o << "}\n";
   return o.str();

@@ -102,7 +102,11 @@ struct Buffer {
   /// uniform in [lo, hi] (Index); Out: the byte 0xA5 (never a value a store of the program makes
   /// by accident: outputs that a kernel must leave alone show up when they change).
   enum Fill : uint8_t { Special, Index, Sentinel } fill = Special;
-  int64_t lo = 0, hi = 0;
+  int64_t lo = 0, hi = 0;  ///< Index: the range (float buffers too: small integers, exact in any sum)
+  /// Out buffers of math-function results (GenOptions::portable only): how many units in the last
+  /// place a backend whose math library is not the host's (the GPU's libdevice) may differ by
+  /// (harness.hpp, compare). 0: exact, the rule for everything else.
+  int ulp = 0;
 };
 
 /// A kernel parameter: a buffer (Ptr<T>) or a scalar (Tile<T>) with its launch value.
@@ -128,6 +132,13 @@ struct GenOptions {
   int max_depth = 2;       ///< nested loops / ifs
   int64_t max_numel = 96;  ///< elements per tile
   bool pow2 = false;       ///< every tile dimension a power of two (the GPU backend's rule)
+  /// Programs whose results the GPU backend must reproduce (implies pow2; docs/testing.md,
+  /// "The GPU stage"): reductions and scans only with combines that are exact in any association
+  /// order (integer ops, and/or/xor, IEEE maximum/minimum; no float sum, cumsum, product or
+  /// where-select combine), float dots only on small integers (exact in any summation order), and
+  /// math functions (exp, sin, ..., pow) only as stored leaves, in buffers with a ULP bound
+  /// (Buffer::ulp) since libdevice and the host's libm may differ in the last bits.
+  bool portable = false;
 };
 
 /// A well-typed random program from `seed` alone, free of undefined behaviour by construction:
@@ -147,8 +158,10 @@ std::unique_ptr<tle::ir::Function> trace(const Program& p, const std::string& na
 /// becomes a comment above it. With `printer_check`, the test instead regenerates p from its
 /// seed and also requires the printed kernel to give what trace(p) gives on the interpreter
 /// (fuzz::expect_printed_matches): the check that the printer is faithful.
+/// With `gpu`, the test case (tag [.gpu]) instead runs the kernel on the interpreter and on the GPU
+/// at each of fuzz::device_configs(p) (fuzz::expect_gpu_agrees): a GPU stage failure as a test.
 std::string to_cpp(const Program& p, const std::string& test_name, const std::string& note = {},
-                   bool printer_check = false);
+                   bool printer_check = false, bool gpu = false);
 
 // ---- metamorphic variants: programs that must give bit-identical outputs (harness.hpp)
 

@@ -27,4 +27,18 @@ inline void expect_printed_matches(const Program& p, const std::function<void(tl
   expect_backends_agree(p, launch);
 }
 
+/// Runs launch() on the interpreter and on the GPU at each config (gpu_agrees) and requires equal
+/// outputs (math-function results within their ULP bound). Without a usable GPU the case is
+/// skipped with a warning, as other [.gpu] cases are.
+inline void expect_gpu_agrees(const Program& p, const std::vector<DeviceConfig>& configs,
+                              const std::function<void(tle::Backend, Memory&, DeviceConfig)>& launch) {
+  if (!tle::gpu_info()) {
+    WARN("no usable GPU: [.gpu] case skipped");
+    return;
+  }
+  std::string diff = gpu_agrees(p, configs, launch);
+  INFO(diff);
+  REQUIRE(diff.empty());
+}
+
 }  // namespace fuzz

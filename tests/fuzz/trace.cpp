@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "frontend/trace.hpp"
+#include "fuzz/harness.hpp"
 #include "fuzz/program.hpp"
 #include "ir/builder.hpp"
 #include "tle/tle.hpp"
@@ -189,6 +190,11 @@ void thunk(const void* fn, const detail::TraceParam* params) {
 }
 
 }  // namespace
+
+void trace_thunk(const void* program, const detail::TraceParam* params) {
+  Tracer t(*static_cast<const Program*>(program));
+  t.run(params);
+}
 
 std::unique_ptr<ir::Function> trace(const Program& p, const std::string& name) {
   auto f = std::make_unique<ir::Function>();
