@@ -743,6 +743,7 @@ TEST_CASE("gpu: launches are captured into a CUDA graph and replayed (CudaGraph)
     for (int i = 0; i < n; ++i) xh[i] = float(i % 97) - 40.0f + float(round);
     x.copy_from_host(xh.data(), n);
     y.fill_zero();
+    synchronize();  // the copy and the memset ran on the legacy stream, which s does not wait for
     g.launch(s);
     s.synchronize();
     auto got = y.to_host();

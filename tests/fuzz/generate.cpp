@@ -635,7 +635,9 @@ class Gen {
     b.role = Buffer::InOut;
     b.dtype = d;
     b.size = P.programs() * numel(sh);
-    b.fill = Buffer::Special;
+    // Portable: no subnormal floats in the memory a float atomic updates; the GPU's atom.add.f32
+    // flushes them to zero (docs/semantics.md, "Atomics").
+    b.fill = opt_.portable && tle::is_float(d) ? Buffer::Index : Buffer::Special;
     int buf = buffer_param(b);
     auto [offs, lin] = region_offsets(sh);
     if (coin(0.3)) offs = cast(offs, pick(std::vector<DType>{DType::i64, DType::u32, DType::u64}));

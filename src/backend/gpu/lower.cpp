@@ -3,6 +3,7 @@
 #include "backend/gpu/lower.hpp"
 
 #include <fmt/format.h>
+#include <llvm/IR/InlineAsm.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/Intrinsics.h>
 
@@ -49,9 +50,13 @@ Value* Lowerer::float_max_min(bool is_max, Value* a, Value* b) {
 }
 
 // cvt.rn.bf16.f32 (PTX ISA 9.7.9.21, sm_80+): round to nearest even; a NaN becomes the canonical
-// NaN 0x7FFF (the CPU keeps the payload; both are NaN).
+// NaN 0x7FFF (the CPU keeps the payload; both are NaN). Written as (pure) inline asm on 16-bit
+// registers rather than fptrunc to LLVM's bfloat: with a bfloat value in the DAG, a tle bitcast of
+// the bf16 bits to f16 (i16 -> i16 in tle's IR) folds into "f16 = bitcast bf16", which LLVM 19's
+// NVPTX back end cannot select (it aborted the process; fuzzer seed 805, `--gpu-compile --portable`).
 Value* Lowerer::f32_to_bf16(Value* f) {
-  return B.CreateBitCast(B.CreateFPTrunc(f, B.getBFloatTy()), B.getInt16Ty());
+  auto* fty = llvm::FunctionType::get(B.getInt16Ty(), {B.getFloatTy()}, false);
+  return B.CreateCall(fty, llvm::InlineAsm::get(fty, "cvt.rn.bf16.f32 $0, $1;", "=h,f", /*hasSideEffects=*/false), {f});
 }
 
 Value* Lowerer::int64_to_bf16(Value* v, bool is_signed) {
