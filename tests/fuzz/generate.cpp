@@ -1097,12 +1097,20 @@ class Gen {
   }
 
   std::vector<int> pick_assigned() {
+    // Not the offsets of a program's own region (region_cache_) nor their permutation: a store
+    // through a reassigned one could write another program's region (a race between programs;
+    // the first GPU-stage run, seed 609: an if_ gave the offsets `3 - arange(4)` in one branch).
     auto c = visible([&](int v) {
-      return dt(v) != DType::ptr && v != pid_ && v != n_param_ && v != t_param_ && !is_param(v);
+      return dt(v) != DType::ptr && v != pid_ && v != n_param_ && v != t_param_ && !is_param(v) && !in_region_cache(v);
     });
     std::shuffle(c.begin(), c.end(), rng_);
     c.resize(std::min<size_t>(c.size(), static_cast<size_t>(uni(0, 3))));
     return c;
+  }
+  bool in_region_cache(int v) const {
+    for (auto& c : region_cache_)
+      if (c.offs == v || c.lin == v) return true;
+    return false;
   }
   bool is_param(int v) const {
     for (auto& p : P.params)
