@@ -25,7 +25,8 @@
 # filter>" for the mirrored run (default "[ops],[edge],[cpu]"); FUZZ_COUNT (programs, default 10000),
 # FUZZ_SEED (first seed, default 1), FUZZ_JOBS (worker threads, default 16), FUZZ_TIMEOUT (seconds
 # for the fuzz step, default STEP_TIMEOUT; tle_fuzz stops starting programs a little before it and
-# reports the seeds it ran), SKIP_FUZZ=1 to leave the fuzz step out. Failing fuzz programs are
+# reports the seeds it ran), FUZZ_ONE_CONFIG=1 (each program at one GPU configuration, not all),
+# SKIP_FUZZ=1 to leave the fuzz step out. Failing fuzz programs are
 # written as C++ to $OUT/fuzz-gpu/ (/tmp/fuzz-gpu without $OUT).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -138,7 +139,7 @@ remote)
     [ $fuzz_limit -lt 1 ] && fuzz_limit=1
     if [ -x "$bin/tle_fuzz" ]; then
       STEP_TIMEOUT=$fuzz_timeout step "tle_fuzz --gpu (${FUZZ_COUNT:-10000} programs)" "$bin/tle_fuzz" --gpu \
-        --count "${FUZZ_COUNT:-10000}" --seed "${FUZZ_SEED:-1}" --jobs "${FUZZ_JOBS:-16}" --time-limit "$fuzz_limit" \
+        --count "${FUZZ_COUNT:-10000}" --seed "${FUZZ_SEED:-1}" --jobs "${FUZZ_JOBS:-16}" --time-limit "$fuzz_limit" ${FUZZ_ONE_CONFIG:+--one-config} \
         --out "${OUT:-/tmp}/fuzz-gpu"
     else
       echo "device-run: no $bin/tle_fuzz in the bundle; rebuild it with 'scripts/device-run.sh build'" >&2

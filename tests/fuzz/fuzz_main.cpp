@@ -3,7 +3,7 @@
 //   tle_fuzz [--seed S] [--count N] [--statements K] [--max-numel E] [--reduce] [--print] [--no-variants]
 //   tle_fuzz --printer-check [--seed S] [--count N]
 //   tle_fuzz --gpu-compile [--portable] [--seed S] [--count N] [--jobs J]
-//   tle_fuzz --gpu [--seed S] [--count N] [--jobs J] [--cpu] [--out DIR] [--time-limit T]
+//   tle_fuzz --gpu [--seed S] [--count N] [--jobs J] [--cpu] [--out DIR] [--time-limit T] [--one-config]
 //
 // Checks programs S .. S+N-1 (fuzz::check: the interpreter against the CPU backend, with and
 // without tle's passes, and the metamorphic variants) and prints one line per failure. --reduce
@@ -17,7 +17,9 @@
 // --gpu is the GPU stage (fuzz::check_device, docs/testing.md): portable programs, each run on the
 // interpreter and through tle's launch path on the GPU backend at the configurations
 // fuzz::device_configs picks (1, 4, 8 warps; pipelining depths for K loops), outputs compared
-// (exact, math-function results within their ULP bound); --cpu adds the CPU backend at O3. One
+// (exact, math-function results within their ULP bound); --one-config runs each program at one of
+// those configurations only (seed modulo their number: 3-5x more programs in the same time, every
+// configuration still covered across seeds); --cpu adds the CPU backend at O3. One
 // program in four has large tiles (tensor-core dots, K loops) unless --max-numel is given.
 // Programs run on --jobs worker threads (default: the hardware threads), each with its own CUDA
 // stream. Progress goes to stderr every 100 programs; the last line on stdout is
@@ -80,7 +82,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 int main(int argc, char** argv) {
   uint64_t seed = 1;
   int64_t count = 1;
-  bool do_reduce = false, print = false, printer_check = false, gpu_compile = false, gpu = false, with_cpu = false;
+  bool do_reduce = false, print = false, printer_check = false, gpu_compile = false, gpu = false, with_cpu = false, one_config = false;
   bool numel_given = false;
   int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   double time_limit = 0;
@@ -94,7 +96,7 @@ int main(int argc, char** argv) {
                  "usage: tle_fuzz [--seed S] [--count N] [--statements K] [--max-numel E] [--reduce] [--print] "
                  "[--no-variants] [--printer-check] [--gpu-compile [--portable]] [--jobs J]\n"
                  "       tle_fuzz --gpu [--seed S] [--count N] [--jobs J] [--cpu] [--out DIR] [--time-limit T] "
-                 "[--device-backend gpu|cpu] [--plant-mismatch S]\n");
+                 "[--one-config] [--device-backend gpu|cpu] [--plant-mismatch S]\n");
     return 2;
   };
   for (int i = 1; i < argc; ++i) {
@@ -117,6 +119,7 @@ int main(int argc, char** argv) {
     else if (a == "--portable") gen.portable = true;
     else if (a == "--gpu") gpu = true, gen.portable = true;
     else if (a == "--cpu") with_cpu = true;
+    else if (a == "--one-config") one_config = true;
     else if (a == "--jobs") jobs = std::max(1, std::atoi(next()));
     else if (a == "--time-limit") time_limit = std::atof(next());
     else if (a == "--out") out_dir = next();
@@ -231,7 +234,9 @@ int main(int argc, char** argv) {
                 }
             };
           else dopt.after_launch = nullptr;
-          o = fuzz::check_device(p, fuzz::device_configs(p), dopt);
+          auto configs = fuzz::device_configs(p);
+          if (one_config) configs = {configs[s % configs.size()]};
+          o = fuzz::check_device(p, configs, dopt);
         } else {
           for (int w : {1, 4, 8})
             if (o.ok) o = fuzz::check_gpu_compile(p, w, ptxas);
