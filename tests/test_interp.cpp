@@ -235,6 +235,54 @@ TEST_CASE("interp: a refused access names the op, the lane and the address", "[i
   CHECK(out[0] == 0.0f);    // nothing stored: the load failed first
 }
 
+TEST_CASE("interp: detect_program_races finds accesses two programs race on, and only those", "[interp]") {
+  // Each program stores to its own region (no race), reads shared input (no race) and adds to
+  // shared bins atomically (no race); then kernels where programs store to one address, read
+  // another program's store, or mix a store with another program's atomic.
+  auto run3 = [](const ir::Function& f, float* out, float* x) {
+    void* po = out;
+    void* px = x;
+    void* args[] = {&po, &px};
+    const int64_t grid[3] = {3, 1, 1};
+    interp::Options o;
+    o.detect_program_races = true;
+    interp::run(f, args, grid, o);
+  };
+  std::vector<float> out(16, 0.0f), x(16, 1.0f);
+  auto fine = tracetest::trace(
+      "fine",
+      [](Ptr<float> out, Ptr<float> x) {
+        Tile<int32_t> i = arange(0, 4);
+        store(out + program_id(0) * 4 + i, load(x + i));
+        atomic_add(out + 12 + i, load(x + i));
+      },
+      {}, false, false);
+  CHECK_NOTHROW(run3(*fine, out.data(), x.data()));
+  CHECK(out[12] == 3.0f);
+  auto same_address = tracetest::trace(
+      "same_address", [](Ptr<float> out, Ptr<float> x) { store(out + arange(0, 4), load(x + arange(0, 4))); }, {},
+      false, false);
+  CHECK_THROWS_WITH(run3(*same_address, out.data(), x.data()),
+                    Catch::Contains("program 1 stores to") && Catch::Contains("stored by another program"));
+  auto reads_other = tracetest::trace(
+      "reads_other",
+      [](Ptr<float> out, Ptr<float> x) {
+        Tile<int32_t> i = arange(0, 4);
+        store(out + program_id(0) * 4 + i, load(out + ((program_id(0) + 2) % 3) * 4 + i));
+      },
+      {}, false, false);
+  CHECK_THROWS_WITH(run3(*reads_other, out.data(), x.data()), Catch::Contains("a race between programs"));
+  auto store_vs_atomic = tracetest::trace(
+      "store_vs_atomic",
+      [](Ptr<float> out, Ptr<float> x) {
+        Tile<int32_t> i = arange(0, 4);
+        atomic_add(out + i, load(x + i), program_id(0) == 0);
+        store(out + i, load(x + i), program_id(0) == 1);
+      },
+      {}, false, false);
+  CHECK_THROWS_WITH(run3(*store_vs_atomic, out.data(), x.data()), Catch::Contains("updated atomically by another"));
+}
+
 TEST_CASE("interp: GPU-only ops are UserErrors at the op; DeviceBuffers are refused", "[interp]") {
   auto k = jit("asm", [](Ptr<float> out) {
     store(out, inline_asm<float>("mov.b32 $0, $1;", "=f,f", {Tile<float>(1.0f)}));

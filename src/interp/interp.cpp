@@ -72,6 +72,7 @@ class Interpreter {
       pid_[0] = p % grid[0];
       pid_[1] = (p / grid[0]) % grid[1];
       pid_[2] = p / grid[0] / grid[1];
+      program_ = p;
       env_.clear();
       for (size_t i = 0; i < argv.size(); ++i) env_[entry.arg(static_cast<unsigned>(i))] = argv[i];
       eval_block(entry);
@@ -83,6 +84,14 @@ class Interpreter {
   const Options& opts_;
   std::unordered_map<const ir::Value*, TileValue> env_;
   int64_t pid_[3] = {}, nprog_[3] = {};
+  /// Options::detect_program_races: who touched each byte, and how.
+  struct ByteUse {
+    int64_t stored_by = -1;  // the program that stored it plainly, or -1
+    int64_t atomic_by = -1;  // a program that updated it atomically, or -1
+    int64_t read_by = -1;    // a program that read it plainly, or -1 (-2: several)
+  };
+  int64_t program_ = 0;                                    // linear index of the running program
+  mutable std::unordered_map<uintptr_t, ByteUse> uses_;    // Options::detect_program_races
 
   [[noreturn]] void fail(const Op& op, const std::string& msg) const {
     std::string where;
@@ -133,7 +142,36 @@ class Interpreter {
     if (opts_.check_access && !opts_.check_access(addr, bytes, write))
       fail(op, fmt::format("lane {} {} {} bytes at address {:#x}, outside the memory the caller allowed", lane,
                            write ? "writes" : "reads", bytes, addr));
+    if (opts_.detect_program_races) note_access(op, lane, addr, bytes, write);
     return addr;
+  }
+
+  void note_access(const Op& op, int64_t lane, uintptr_t addr, size_t bytes, bool write) const {
+    const bool atomic = op.kind == OpKind::AtomicRMW || op.kind == OpKind::AtomicCas;
+    const int64_t me = program_;
+    for (size_t b = 0; b < bytes; ++b) {
+      ByteUse& u = uses_[addr + b];
+      auto other = [&](int64_t who) { return who != -1 && who != me; };
+      const char* clash = nullptr;
+      if (atomic) {
+        if (other(u.stored_by)) clash = "stored by";
+        else if (other(u.read_by)) clash = "read by";
+        if (!clash) u.atomic_by = me;
+      } else if (write) {
+        if (other(u.stored_by)) clash = "stored by";
+        else if (other(u.atomic_by)) clash = "updated atomically by";
+        else if (other(u.read_by)) clash = "read by";
+        if (!clash) u.stored_by = me;
+      } else {
+        if (other(u.stored_by)) clash = "stored by";
+        else if (other(u.atomic_by)) clash = "updated atomically by";
+        if (!clash) u.read_by = u.read_by == -1 || u.read_by == me ? me : -2;
+      }
+      if (clash)
+        fail(op, fmt::format("lane {} of program {} {} address {:#x}, which was {} another program: a race "
+                             "between programs (the GPU runs them concurrently)",
+                             lane, me, atomic ? "updates" : write ? "stores to" : "reads", addr + b, clash));
+    }
   }
   /// The element at address p (a bool is any non-zero byte: 1).
   uint64_t read(const Op& op, int64_t lane, uint64_t p, DType d) const {

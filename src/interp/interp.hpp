@@ -36,6 +36,13 @@ struct Options {
   /// makes run() throw RuntimeError("tle::interp") naming the op, the lane and the address,
   /// before the access. The fuzzer uses it to prove its programs stay inside their buffers.
   std::function<bool(uintptr_t addr, size_t bytes, bool write)> check_access;
+  /// When set, run() throws RuntimeError("tle::interp") at the first access that races with
+  /// another program's: a byte stored by one program (a plain store) and read, stored or updated
+  /// atomically by another, or a byte updated atomically by one and read or stored plainly by
+  /// another. Programs run concurrently on the GPU, so such a kernel's result depends on their
+  /// order (docs/semantics.md); the interpreter runs them one after another and would hide it.
+  /// The fuzzer sets it to prove its programs free of such races. Costs a hash-map entry per byte.
+  bool detect_program_races = false;
 };
 
 /// Runs every program of the grid of `f` (gx * gy * gz programs; a 0 axis runs nothing), with

@@ -219,6 +219,7 @@ std::string compare(const Program& p, const Memory& a, const Memory& b, bool ulp
 void run_interp(const Program& p, const ir::Function& f, Memory& m) {
   tle::interp::Options o;
   o.check_access = [&m](uintptr_t addr, size_t n, bool) { return m.contains(addr, n); };
+  o.detect_program_races = true;  // the generator promises none (generate.cpp's header)
   auto args = m.args(p);
   tle::interp::run(f, args.data(), p.grid, o);
 }
