@@ -338,6 +338,22 @@ TEST_CASE("gpu: the matmul configs benchmarks/gpu_bench sweeps have no local mem
   }
 }
 
+TEST_CASE("gpu: the 128x256 warp-specialized matmul storing bf16 C has no local memory", "[.gpu][!mayfail]") {
+  // The benchmark's kernel (C in bf16, as torch.matmul gives): on the H200's driver JIT it had
+  // 24 bytes of local memory at 168 registers (the entry cap of the 12-warp program; its epilogue
+  // runs after the producer and consumer paths join, under that cap), while CUDA 13.0's ptxas here
+  // reports no spill. Open (issue #11, register pressure): [!mayfail] until it holds.
+  if (!have_gpu()) return;
+  auto mm = ex::make_matmul<bf16, bf16>();
+  DeviceBuffer<bf16> a(size_t(256) * 256), b(size_t(256) * 256), c(size_t(256) * 256);
+  for (int stages : {3, 4}) {
+    CAPTURE(stages);
+    KernelStats st = mm.stats(Grid(2, 1).with_warps(8).with_stages(stages), a, b, c, 256, 256, 256, 128, 256, 64);
+    INFO(st.jit_log);
+    CHECK(st.local_bytes == 0);
+  }
+}
+
 TEST_CASE("gpu: Kernel::stats reports registers, spills and warps; a spilling config is not silent", "[.gpu]") {
   if (!have_gpu()) return;
   auto mm = gk::matmul<bf16>();
