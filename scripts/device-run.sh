@@ -27,7 +27,8 @@
 # for the fuzz step, default STEP_TIMEOUT; tle_fuzz stops starting programs a little before it and
 # reports the seeds it ran), FUZZ_ONE_CONFIG=1 (each program at one GPU configuration, not all),
 # SKIP_FUZZ=1 to leave the fuzz step out. Failing fuzz programs are
-# written as C++ to $OUT/fuzz-gpu/ (/tmp/fuzz-gpu without $OUT).
+# written as C++ to $OUT/fuzz-gpu/ (/tmp/fuzz-gpu without $OUT). SANITIZE_TESTS (catch2 filter
+# for the compute-sanitizer memcheck/racecheck/synccheck steps), SKIP_SANITIZE=1 to leave them out.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -154,6 +155,22 @@ remote)
     for e in "${EXAMPLES[@]}"; do
       step "$e (gpu, --gpu-sizes)" env TLE_BACKEND=gpu "$bin/$e" --gpu-sizes
     done
+  fi
+  # compute-sanitizer (issue #12): memcheck, racecheck and synccheck over a set of GPU tests that
+  # covers loads/stores at ragged tails, atomics, the tensor-core K loops (mma.sync and wgmma,
+  # cp.async pipelines, warp specialization) and streams. SANITIZE_TESTS overrides the set;
+  # SKIP_SANITIZE=1 leaves it out. Skipped with a note where the machine has no compute-sanitizer.
+  if [ "${SKIP_SANITIZE:-0}" != 1 ]; then
+    cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+    san_tests=${SANITIZE_TESTS:-"gpu: E27*,gpu: atomics,gpu: E21*,gpu: matmul with a K loop*,gpu: a hinted K loop*,gpu: launches on streams*"}
+    if [ -n "$cs" ]; then
+      for tool in memcheck racecheck synccheck; do
+        step "compute-sanitizer $tool" "$cs" --tool "$tool" --error-exitcode 9 "$bin/tle_tests" "$san_tests"
+      done
+    else
+      echo "device-run: no compute-sanitizer on this machine; the sanitizer steps are skipped"
+      summary+=("$(printf '%-34s %-14s %4ds' "compute-sanitizer" "SKIPPED(none)" 0)")
+    fi
   fi
   # ---- benchmark suite (owner: benchmarks/, docs/benchmarks.md) --------------------------------
   # gpu_bench (tle), benchmarks/peers/peers.py (PyTorch + cuBLAS, Triton) and benchmarks/report.py
