@@ -14,7 +14,8 @@
 //                                                print its hash and the statistics
 // Options: --fsize N (RLIMIT_FSIZE = N bytes), --ignore-sigxfsz, --as-nobody (when root: run as
 // uid/gid 65534, for a read-only directory that root would write anyway).
-// Exit status: 0 ok, 1 a wrong result (a wrong kernel), 2 usage, 3 an exception, 4 --as-nobody failed.
+// Exit status: 0 ok, 1 a wrong result (a wrong kernel), 2 usage, 3 a RuntimeError or another
+// exception, 4 --as-nobody failed, 5 a UserError.
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -148,6 +149,14 @@ int main(int argc, char** argv) {
     int rc = run(argc, argv);
     std::fflush(stdout);
     return rc;
+  } catch (const RuntimeError& e) {
+    std::printf("RuntimeError call=%s: %s\n", e.call().c_str(), e.what());
+    std::fflush(stdout);
+    return 3;
+  } catch (const UserError& e) {
+    std::printf("UserError: %s\n", e.what());
+    std::fflush(stdout);
+    return 5;
   } catch (const std::exception& e) {
     std::printf("exception: %s\n", e.what());
     std::fflush(stdout);
