@@ -189,7 +189,11 @@ struct Gen {
       case 0: dl.dtype.code = static_cast<uint8_t>(pick<int>({0, 1, 2, 3, 4, 5, 6, 7, 255})); break;
       case 1: dl.dtype.bits = static_cast<uint8_t>(pick<int>({0, 1, 4, 8, 16, 32, 64, 128, 255})); break;
       case 2: dl.dtype.lanes = static_cast<uint16_t>(pick<int>({0, 2, 4, 65535})); break;
-      case 3: dl.device.device_type = static_cast<DLDeviceType>(pick<int>({0, 2, 4, 7, 8, 10, 13, 14, 999, -1})); break;
+      case 3: {  // written as bits: 999 and -1 are not values of the enum DLDeviceType
+        const int32_t dev = pick<int32_t>({0, 2, 4, 7, 8, 10, 13, 14, 999, -1});
+        std::memcpy(&dl.device.device_type, &dev, sizeof dev);
+        break;
+      }
       case 4: dl.device = {kDLCUDAHost, static_cast<int32_t>(wild_int())}; break;  // readable by the CPU
       case 5: dl.ndim = static_cast<int32_t>(pick<int64_t>({0, -1, -1000, INT32_MIN})); break;
       case 6: dims.back() = {int64_t(bytes / byte_size(t)), 0, -5, 3}, dl.ndim = 4; break;
@@ -214,7 +218,8 @@ struct Gen {
     a.h = d::dlpack_host_arg(&tensors.back(), "DLTensor*");
     // The expected outcome, from DLPack's rules (tle/dlpack.hpp).
     const bool dtype_ok = dl.dtype.code == code && dl.dtype.bits == bits && dl.dtype.lanes == 1;
-    const int dev = dl.device.device_type;
+    int32_t dev;  // its bits: an unlisted device is not a valid DLDeviceType value to load
+    std::memcpy(&dev, &dl.device.device_type, sizeof dev);
     const bool device_ok = dev == kDLCPU || dev == kDLCUDAHost;
     bool empty = false;
     for (int i = 0; i < dl.ndim; ++i) empty = empty || dl.shape[i] == 0;
@@ -527,6 +532,7 @@ TEST_CASE("hostile: raw CUDA kernels whose source or target is bad are clean tle
   };
   // NVRTC takes about a second per compile here, so the list is short and only the good source
   // is compiled for the absurd targets.
+  static const char kNulInside[] = "extern \"C\" __global__ void k(float* y, int n) { y[0] = 1; }\0garbage";
   const std::vector<Src> sources = {
       {"k", good, {}, false},
       {"k", "extern \"C\" __global__ void k(float* y, int n) { y[0] = ; }", {}, true},
@@ -535,7 +541,7 @@ TEST_CASE("hostile: raw CUDA kernels whose source or target is bad are clean tle
       {"not_there", good, {}, true},
       {"", good, {}, true},
       {"k", good, {"--definitely-not-an-option"}, true},
-      {"k", std::string("extern \"C\" __global__ void k(float* y, int n) { y[0] = 1; }\0garbage", 70), {}, false},
+      {"k", std::string(kNulInside, sizeof kNulInside - 1), {}, false},  // NVRTC reads up to the NUL
       {"k", "\xff\xfe binary junk \x80\x81", {}, true},
   };
   Outcome out;

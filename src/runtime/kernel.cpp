@@ -34,7 +34,6 @@
 #include <unordered_map>
 
 #include "backend/cpu/cpu_backend.hpp"
-#include "backend/cpu/program_guard.hpp"
 #include "backend/gpu/gpu_backend.hpp"
 #include "frontend/trace.hpp"
 #include "interp/interp.hpp"
@@ -757,40 +756,6 @@ std::shared_ptr<Compiled> specialization(KernelState* k, const void* fn, const L
 }
 }  // namespace
 
-namespace {
-/// The interpreter on a launch's arguments, under the CPU backend's fault guard
-/// (backend/cpu/program_guard.hpp): a load or store through a bad pointer (null, unmapped) is a
-/// RuntimeError naming the kernel, as on the CPU backend, not the end of the process. The guard
-/// leaves the interpreter's frames with siglongjmp, so the state of the faulted launch (its
-/// tile values) is leaked; a fault is the end of that launch's results anyway.
-void run_interp(const ir::Function& f, void* const* args, const int64_t grid[3], const std::string& kernel,
-                const SrcLoc& loc) {
-  struct Ctx {
-    const ir::Function& f;
-    void* const* args;
-    const int64_t* grid;
-    std::exception_ptr error;
-  } ctx{f, args, grid, nullptr};
-  auto run = [](void* c, void*, volatile int64_t*) {
-    auto* x = static_cast<Ctx*>(c);
-    try {
-      interp::run(x->f, x->args, x->grid);
-    } catch (...) {
-      x->error = std::current_exception();
-    }
-  };
-  if (auto fault = cpu::detail::run_programs(run, &ctx, 0))
-    throw RuntimeError("tle::interp",
-                       fmt::format("kernel '{}'{}: a program of the grid {}x{}x{} stopped on {} at address {} while "
-                                   "interpreted; a load, store or atomic reached memory it may not (a null or freed "
-                                   "pointer, or an offset or mask that lets an access leave its buffer)",
-                                   kernel, loc.known() ? fmt::format(" launched at {}:{}", loc.file, loc.line) : "",
-                                   grid[0], grid[1], grid[2], cpu::detail::signal_description(fault->signal),
-                                   fault->address));
-  if (ctx.error) std::rethrow_exception(ctx.error);
-}
-}  // namespace
-
 void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const LaunchOptions& opts,
                    const HostArg* args, size_t nargs, const SrcLoc& loc) {
   check_options(opts, loc);
@@ -804,7 +769,8 @@ void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const Laun
   std::vector<void*> ptrs(pk.slots.size());
   for (size_t i = 0; i < ptrs.size(); ++i) ptrs[i] = &pk.slots[i];
   if (backend == Backend::Interp) {
-    run_interp(*compiled->traced, ptrs.data(), g, k->name, loc);
+    // A fault of an access (an unmapped pointer) is a RuntimeError naming the op (interp.cpp).
+    interp::run(*compiled->traced, ptrs.data(), g);
     return;
   }
   if (!on_gpu) {
