@@ -402,7 +402,7 @@ class Gen {
 
   /// A variable of dtype d and exactly shape sh: an existing one, or made (cast, broadcast,
   /// load, constant).
-  int operand(DType d, const Shape& sh) {
+  int operand(DType d, Shape sh) {  // by value: sh may be a variable's shape, and new variables move them (ASan)
     auto same = visible([&](int v) { return dt(v) == d && shp(v) == sh; });
     if (!same.empty() && coin(0.75)) return pick(same);
     int r = static_cast<int>(uni(0, 9));
@@ -423,7 +423,7 @@ class Gen {
     return constant(d, sh, literal(d));
   }
   /// A variable of dtype d whose shape broadcasts to sh: same shape, a scalar, or with 1s.
-  int operand_compat(DType d, const Shape& sh) {
+  int operand_compat(DType d, Shape sh) {  // by value, as operand
     int r = static_cast<int>(uni(0, 9));
     if (r < 6 || sh.empty()) return operand(d, sh);
     if (r < 8) return operand(d, {});
@@ -510,7 +510,7 @@ class Gen {
   }
 
   /// A load of dtype d with result shape sh from an input buffer; offsets in range or masked.
-  int load(DType d, const Shape& sh) {
+  int load(DType d, Shape sh) {  // by value, as operand
     const int64_t L = pick(std::vector<int64_t>{16, 32, 64, 100, 128, 256});
     int buf = buffer_for(d, L, Buffer::Special);
     const int64_t size = buffer_size(buf);
