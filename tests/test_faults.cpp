@@ -15,6 +15,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -128,7 +129,9 @@ TEST_CASE("faults: a fault outside any kernel still reaches the process's own ha
     dup2(devnull, 1), dup2(devnull, 2);
     signal(SIGSEGV, SIG_DFL);  // no test framework handler: what tle chains to is the default action
     null_store_kernel()(Grid(1).backend(Backend::CPU), x.data(), x.data(), -1);  // reinstalls tle's
-    volatile int* p = nullptr;
+    // A mapped-but-inaccessible page, not null: under UBSan a null store is caught (and the child
+    // exits) before it faults; this one faults in every build.
+    volatile int* p = static_cast<volatile int*>(mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     *p = 1;
     _exit(0);
   }

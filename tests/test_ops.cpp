@@ -439,7 +439,7 @@ TEST_CASE("ops: mixed-dtype promotion", "[ops]") {
     wf[i] = float(pi[i]) + pf[i];
     wl[i] = int64_t(pi[i]) + pl[i];
     wl[n + i] = int64_t(uint64_t(wl[i]) * uint64_t(pl[i]));
-    wi[i] = int32_t(pu8[i]) * pi[i];
+    wi[i] = int32_t(uint32_t(pu8[i]) * uint32_t(pi[i]));  // wraps, as the kernel's i32 multiply (UBSan: no signed overflow here)
     wi[n + i] = int32_t(pz[i]) + pi[i];
     wu[i] = uint32_t(int32_t(pi8[i])) + pu32[i];
     wf2[i] = float(ph[i]) * float(pb[i]);

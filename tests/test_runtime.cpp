@@ -611,17 +611,19 @@ TEST_CASE("disk cache: an unusable directory disables the cache without throwing
     fs::create_directory(tmp.path() + "/ro");
     ::chmod((tmp.path() + "/ro").c_str(), 0555);
     DiskCache ro(tmp.path() + "/ro");
-    CHECK(!ro.enabled());
+    CHECK(ro.enabled());  // read (a shared cache filled by someone else) ...
+    CHECK(!ro.writable());  // ... but not written
     ::chmod((tmp.path() + "/ro").c_str(), 0755);
   }
 
-  // A directory that disappears after the cache was opened: put fails quietly and disables it.
+  // A directory that disappears after the cache was opened: put fails quietly and stops writing.
   DiskCache gone(tmp.path() + "/gone");
-  REQUIRE(gone.enabled());
+  REQUIRE(gone.writable());
   fs::remove_all(tmp.path() + "/gone");
   CHECK_NOTHROW(gone.put("k", "v"));
-  CHECK(!gone.enabled());
-  CHECK(gone.stats().write_failures == 1);
+  CHECK(!gone.writable());
+  CHECK_NOTHROW(gone.put("k2", "v"));
+  CHECK(gone.stats().write_failures == 1);  // no second attempt
   CHECK(!gone.get("k").has_value());
 }
 

@@ -31,6 +31,7 @@
 #include <dlpack/dlpack.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "tle/kernel.hpp"
 
@@ -51,7 +52,11 @@ inline HostArg dlpack_host_arg(const DLTensor* t, const char* type_name) {
   h.dl.code = t->dtype.code;
   h.dl.bits = t->dtype.bits;
   h.dl.lanes = t->dtype.lanes;
-  h.dl.device_type = static_cast<int32_t>(t->device.device_type);
+  // device_type is read as its bits: a producer may send a device this DLPack header does not
+  // list, and loading such a value as the enum DLDeviceType would be undefined behaviour (UBSan's
+  // -fsanitize=enum reports it); the launch then reports the unknown device.
+  static_assert(sizeof(t->device.device_type) == sizeof(int32_t), "DLDeviceType is 32 bits wide");
+  std::memcpy(&h.dl.device_type, &t->device.device_type, sizeof(int32_t));
   h.dl.device_id = t->device.device_id;
   if (t->data) {
     h.p = static_cast<const char*>(t->data) + t->byte_offset;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "backend/cpu/program_guard.hpp"
 #include "ir/builder.hpp"
 #include "passes/fold.hpp"
 #include "support/half.hpp"
@@ -142,6 +143,12 @@ class Interpreter {
     if (opts_.check_access && !opts_.check_access(addr, bytes, write))
       fail(op, fmt::format("lane {} {} {} bytes at address {:#x}, outside the memory the caller allowed", lane,
                            write ? "writes" : "reads", bytes, addr));
+    // The null page is never memory: a clear error rather than a fault (a memcpy through a null
+    // pointer is undefined before it faults; UBSan reported it). Other bad addresses fault, and
+    // the launch's fault guard (runtime/kernel.cpp, run_interp) reports them.
+    if (addr < 4096)
+      fail(op, fmt::format("lane {} {} {} bytes at address {:#x}, in the null page: a null pointer (plus an offset)",
+                           lane, write ? "writes" : "reads", bytes, addr));
     if (opts_.detect_program_races) note_access(op, lane, addr, bytes, write);
     return addr;
   }
@@ -177,12 +184,21 @@ class Interpreter {
   uint64_t read(const Op& op, int64_t lane, uint64_t p, DType d) const {
     uintptr_t addr = checked(op, lane, p, d, false);
     uint64_t raw = 0;
-    std::memcpy(&raw, reinterpret_cast<const void*>(addr), static_cast<size_t>(byte_size(d)));
+    copy(op, lane, &raw, reinterpret_cast<const void*>(addr), static_cast<size_t>(byte_size(d)), addr, false);
     return d == DType::i1 ? uint64_t((raw & 0xFF) != 0) : raw;
   }
   void write(const Op& op, int64_t lane, uint64_t p, DType d, uint64_t v) const {
     uintptr_t addr = checked(op, lane, p, d, true);
-    std::memcpy(reinterpret_cast<void*>(addr), &v, static_cast<size_t>(byte_size(d)));
+    copy(op, lane, reinterpret_cast<void*>(addr), &v, static_cast<size_t>(byte_size(d)), addr, true);
+  }
+  /// The access itself, under the CPU backend's fault guard: a fault (an unmapped address) is a
+  /// RuntimeError naming the op and the lane, and the process lives on.
+  void copy(const Op& op, int64_t lane, void* dst, const void* src, size_t n, uintptr_t addr, bool write) const {
+    cpu::detail::ProgramFault fault;
+    if (!cpu::detail::guarded_copy(dst, src, n, &fault))
+      fail(op, fmt::format("lane {} {} {} bytes at address {:#x} and stopped on {}: memory it may not access (a "
+                           "freed or wild pointer, or an offset or mask that lets an access leave its buffer)",
+                           lane, write ? "writes" : "reads", n, addr, cpu::detail::signal_description(fault.signal)));
   }
 
   // ---- blocks and ops
@@ -609,6 +625,7 @@ class Interpreter {
 }  // namespace
 
 void run(const ir::Function& f, void* const* args, const int64_t grid[3], const Options& opts) {
+  cpu::detail::install_fault_handler();
   Interpreter(f, opts).run(args, grid);
 }
 

@@ -52,7 +52,9 @@ struct Options {
 /// byte). Pointers are host addresses, read and written directly.
 ///
 /// Throws UserError at the op for inline_asm and cuda_call (GPU-only code, as the CPU backend
-/// does), RuntimeError("tle::interp") for a refused memory access (Options::check_access) and
+/// does), RuntimeError("tle::interp") for a refused memory access (Options::check_access), an
+/// access in the null page or one that faults (each access runs under the CPU backend's fault
+/// guard, backend/cpu/program_guard.hpp: an unmapped address ends the launch, not the process) and
 /// for IR that breaks docs/ir.md's rules (an op on a dtype it is not defined for, a missing
 /// yield), naming the kernel, the op and its traced position.
 void run(const ir::Function& f, void* const* args, const int64_t grid[3], const Options& opts = {});

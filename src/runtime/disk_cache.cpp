@@ -1,16 +1,20 @@
 // src/runtime/disk_cache.cpp - zstd-compressed, checksummed, atomically written cache entries.
 #include "runtime/disk_cache.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <llvm/ADT/ArrayRef.h>
 #include <llvm/Support/SHA256.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
 #include <cctype>
 #include <cerrno>
+#include <csignal>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -76,6 +80,18 @@ std::string temp_suffix() {
   return fmt::format("{}-{:016x}", ::getpid(), rng());
 }
 
+/// Whether writing `size` bytes to a new file would exceed RLIMIT_FSIZE (ulimit -f) while SIGXFSZ
+/// would kill the process: the kernel sends SIGXFSZ on such a write, whose default action ends
+/// the process (with a core dump). With SIGXFSZ ignored the write fails with EFBIG instead, which
+/// put() handles like any failed write (ENOSPC), so no check is needed then.
+bool exceeds_file_size_limit(uint64_t size) {
+  struct rlimit rl {};
+  if (::getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || size <= rl.rlim_cur) return false;
+  struct sigaction sa {};
+  if (::sigaction(SIGXFSZ, nullptr, &sa) == 0 && !(sa.sa_flags & SA_SIGINFO) && sa.sa_handler == SIG_IGN) return false;
+  return true;
+}
+
 }  // namespace
 
 DiskCache::DiskCache() = default;
@@ -95,18 +111,48 @@ DiskCache::DiskCache(std::string directory) : dir_(std::move(directory)) {
     disable(fmt::format("{} is not a directory", dir_));
     return;
   }
-  if (::access(dir_.c_str(), W_OK | X_OK) != 0) {
-    disable(errno_text("cannot write to", dir_));
+  if (::access(dir_.c_str(), R_OK | X_OK) != 0) {
+    disable(errno_text("cannot read", dir_));
     return;
   }
   enabled_.store(true);
+  if (::access(dir_.c_str(), W_OK) != 0) {
+    // A read-only cache (one shared, filled by someone else): its entries are still used.
+    stop_writing(errno_text("cannot write to", dir_));
+    return;
+  }
+  writable_.store(true);
+  remove_stale_temporaries();
 }
 
 void DiskCache::disable(const std::string& why) {
   enabled_.store(false);
+  writable_.store(false);
   warn_once(fmt::format("disk cache of compiled kernels disabled: {} (set TLE_CACHE_DIR to a writable "
                         "directory, or TLE_CACHE=0 to silence this)",
                         why));
+}
+
+void DiskCache::stop_writing(const std::string& why) {
+  writable_.store(false);
+  warn_once(fmt::format("disk cache of compiled kernels: {}; entries already in {} are still used, but this "
+                        "process stores no new ones (set TLE_CACHE_DIR to a writable directory, or TLE_CACHE=0 "
+                        "to silence this)",
+                        why, dir_));
+}
+
+void DiskCache::remove_stale_temporaries() {
+  DIR* d = ::opendir(dir_.c_str());
+  if (!d) return;
+  const time_t now = ::time(nullptr);
+  while (const dirent* e = ::readdir(d)) {
+    if (std::strncmp(e->d_name, ".tmp-", 5) != 0) continue;
+    struct stat st {};
+    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (now - st.st_mtime < kStaleTemporarySeconds) continue;  // maybe still being written
+    if (::unlinkat(::dirfd(d), e->d_name, 0) == 0) stale_removed_.fetch_add(1);
+  }
+  ::closedir(d);
 }
 
 bool DiskCache::disabled_by_env() {
@@ -148,7 +194,7 @@ std::string DiskCache::entry_path(const std::string& key) const {
 }
 
 DiskCache::Stats DiskCache::stats() const {
-  return {hits_.load(), misses_.load(), bad_.load(), writes_.load(), write_failures_.load()};
+  return {hits_.load(), misses_.load(), bad_.load(), writes_.load(), write_failures_.load(), stale_removed_.load()};
 }
 
 int DiskCache::warnings_printed() { return g_warnings.load(); }
@@ -156,7 +202,9 @@ int DiskCache::warnings_printed() { return g_warnings.load(); }
 std::optional<std::string> DiskCache::get(const std::string& key) {
   if (!enabled()) return std::nullopt;
   const std::string path = entry_path(key);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO put where an entry belongs must not block the open (it is then refused as
+  // not a regular file); it has no effect on reading regular files.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     misses_.fetch_add(1);
     return std::nullopt;
@@ -193,14 +241,16 @@ std::optional<std::string> DiskCache::get(const std::string& key) {
   }
   // A bad entry: remove it, unless another process has meanwhile renamed a new one into place.
   struct stat now {};
-  if (::stat(path.c_str(), &now) == 0 && now.st_ino == st.st_ino && now.st_dev == st.st_dev) ::unlink(path.c_str());
+  // (In a read-only directory the unlink fails: the entry stays, and is a miss every time.)
+  if (::lstat(path.c_str(), &now) == 0 && now.st_ino == st.st_ino && now.st_dev == st.st_dev && !S_ISDIR(now.st_mode))
+    ::unlink(path.c_str());
   bad_.fetch_add(1);
   misses_.fetch_add(1);
   return std::nullopt;
 }
 
 void DiskCache::put(const std::string& key, std::string_view bytes) {
-  if (!enabled()) return;
+  if (!writable()) return;
   if (bytes.size() + key.size() + 8 > kMaxEntryBytes) return;  // too large to be read back
   std::string plain;
   plain.reserve(8 + key.size() + bytes.size());
@@ -222,13 +272,18 @@ void DiskCache::put(const std::string& key, std::string_view bytes) {
     return;
   }
   entry.resize(sizeof kMagic + n);
+  if (exceeds_file_size_limit(entry.size())) {
+    write_failures_.fetch_add(1);
+    stop_writing(fmt::format("an entry of {} bytes exceeds the file size limit (RLIMIT_FSIZE, ulimit -f)", entry.size()));
+    return;
+  }
 
   const std::string path = entry_path(key);
   const std::string tmp = fmt::format("{}/.tmp-{}", dir_, temp_suffix());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) {
     write_failures_.fetch_add(1);
-    disable(errno_text("cannot create", tmp));
+    stop_writing(errno_text("cannot create", tmp));
     return;
   }
   bool ok = write_all(fd, entry.data(), entry.size());  // no fsync: see disk_cache.hpp
@@ -241,7 +296,7 @@ void DiskCache::put(const std::string& key, std::string_view bytes) {
   if (!ok) {
     ::unlink(tmp.c_str());
     write_failures_.fetch_add(1);
-    disable(why.empty() ? errno_text("cannot write", tmp) : why);
+    stop_writing(why.empty() ? errno_text("cannot write", tmp) : why);
     return;
   }
   writes_.fetch_add(1);

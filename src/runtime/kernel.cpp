@@ -304,16 +304,37 @@ std::optional<cpu::Object> parse_object(const std::string& s) {
   } catch (...) {
     return std::nullopt;
   }
+  // Per-thread scratch of a real kernel is far below this (tiles hold at most 2^20 elements); a
+  // larger value is a forged or damaged entry, which would make every launch fail to allocate.
+  if (o.scratch_bytes > (uint64_t(1) << 36)) return std::nullopt;
   o.symbol = parts->first[0];
   o.bytes = std::move(parts->second);
   return o;
 }
 
+}  // namespace
+
+std::string tle_build_version() { return fmt::format("{} {}", TLE_VERSION, kBuildId); }
+
+std::string cpu_cache_key(const std::string& ir_text) {
+  return fmt::format("tle-cpu-object\ntle {}\nllvm {}\nhost {}\n{}", tle_build_version(), LLVM_VERSION_STRING,
+                     cpu::host_target(), ir_text);
+}
+
+std::string gpu_cache_key(const std::string& ir_text, const std::string& target_cpu, int ptx_version,
+                          int driver_version, int num_warps, int num_stages, int maxnreg, bool warp_specialize) {
+  return fmt::format("tle-gpu-ptx\ntle {}\nllvm {}\ndriver {}\ntarget {} ptx{}\nnum_warps {}\nnum_stages {}\n"
+                     "maxnreg {}\nwarp_specialize {}\n{}",
+                     tle_build_version(), LLVM_VERSION_STRING, driver_version, target_cpu, ptx_version, num_warps,
+                     num_stages, maxnreg, warp_specialize ? 1 : 0, ir_text);
+}
+
+namespace {
+
 /// The CPU kernel of an optimized function, through the disk cache (as PTX is): the key is the
 /// printed IR, the host target (triple, CPU, features) and the tle and LLVM versions.
 std::shared_ptr<cpu::CompiledKernel> compile_cpu(const ir::Function& f) {
-  const std::string key = fmt::format("tle-cpu-object\ntle {} {}\nllvm {}\nhost {}\n{}", TLE_VERSION, kBuildId,
-                                      LLVM_VERSION_STRING, cpu::host_target(), ir::print(f));
+  const std::string key = cpu_cache_key(ir::print(f));
   DiskCache& disk = DiskCache::global();
   if (auto bytes = disk.get(key))
     if (auto o = parse_object(*bytes)) {
@@ -612,11 +633,8 @@ class KernelState {
     gpu::Target target = target_for(major * 10 + minor);
     std::string ir_text = ir::print(f);
     // kBuildId (a hash of libtle's sources) makes PTX cached by a different build of tle a miss.
-    std::string key =
-        fmt::format("tle-gpu-ptx\ntle {} {}\nllvm {}\ndriver {}\ntarget {} ptx{}\nnum_warps {}\nnum_stages {}\n"
-                    "maxnreg {}\nwarp_specialize {}\n{}",
-                    TLE_VERSION, kBuildId, LLVM_VERSION_STRING, d.version, target.cpu(), target.ptx_version,
-                    opt.num_warps, opt.num_stages, opt.maxnreg, opt.warp_specialize ? 1 : 0, ir_text);
+    std::string key = gpu_cache_key(ir_text, target.cpu(), target.ptx_version, d.version, opt.num_warps,
+                                    opt.num_stages, opt.maxnreg, opt.warp_specialize);
     DiskCache& disk = DiskCache::global();
     std::optional<gpu::Artifact> art;
     if (auto bytes = disk.get(key)) art = parse_artifact(*bytes);
@@ -789,6 +807,7 @@ void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const Laun
   std::vector<void*> ptrs(pk.slots.size());
   for (size_t i = 0; i < ptrs.size(); ++i) ptrs[i] = &pk.slots[i];
   if (backend == Backend::Interp) {
+    // A fault of an access (an unmapped pointer) is a RuntimeError naming the op (interp.cpp).
     interp::run(*compiled->traced, ptrs.data(), g);
     return;
   }

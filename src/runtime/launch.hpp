@@ -39,6 +39,17 @@ bool stream_capturing(void* stream);
 /// captured into a CUDA graph (it runs nothing yet; a wait would invalidate the capture).
 void sync_if_launch_blocking(void* stream, const std::function<std::string()>& what);
 
+/// The disk-cache keys (src/runtime/disk_cache.hpp): the full text whose SHA-256 names an entry,
+/// holding everything that determines the artifact. Both start with the artifact kind and the tle
+/// version and build id (tle_build_version(): the release and a hash of libtle's sources) and the
+/// LLVM version, so an entry written by another tle or LLVM is never read; the CPU key adds the host
+/// target (triple, CPU, features), the GPU key the driver version, target, PTX ISA and compile
+/// options. The printed tile IR comes last.
+std::string tle_build_version();
+std::string cpu_cache_key(const std::string& ir_text);
+std::string gpu_cache_key(const std::string& ir_text, const std::string& target_cpu, int ptx_version,
+                          int driver_version, int num_warps, int num_stages, int maxnreg, bool warp_specialize);
+
 /// Makes k's messages name parameters as C-like types ("f32*", "i32") and the kernel a
 /// "raw kernel" (for tle::raw_kernel, whose parameters are not tiles).
 void kernel_set_raw_names(KernelState* k);

@@ -1,6 +1,7 @@
 // src/backend/cpu/program_guard.cpp - see program_guard.hpp.
 #include "backend/cpu/program_guard.hpp"
 
+#include <atomic>
 #include <csetjmp>
 #include <csignal>
 #include <cstdlib>
@@ -122,7 +123,35 @@ struct Arena {
   return true;
 }
 
+/// The copy of guarded_copy, out of line so that sigsetjmp's frame holds nothing but it. The
+/// signal mask is not saved (that would be a system call per access); the fault path unblocks the
+/// signal itself, which the kernel blocked while the handler ran.
+[[gnu::noinline]] bool copy_in(Guard& g, void* dst, const void* src, size_t n) {
+  if (sigsetjmp(g.jump, 0) != 0) {
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, g.signal);
+    pthread_sigmask(SIG_UNBLOCK, &s, nullptr);
+    return false;
+  }
+  t_guard = &g;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  std::memcpy(dst, src, n);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  t_guard = nullptr;
+  return true;
+}
+
 }  // namespace
+
+void install_fault_handler() { ensure_handler(); }
+
+bool guarded_copy(void* dst, const void* src, size_t n, ProgramFault* fault) {
+  Guard g;
+  if (copy_in(g, dst, src, n)) return true;
+  if (fault) *fault = ProgramFault{g.signal, g.address, -1};
+  return false;
+}
 
 std::optional<ProgramFault> run_programs(void (*run)(void* ctx, void* scratch, volatile int64_t* current_pid),
                                          void* ctx, uint64_t scratch_bytes) {

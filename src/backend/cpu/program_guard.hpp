@@ -11,6 +11,7 @@
 // (a handler, or the default action), so the host program's own crash handling still works. A
 // handler the host installs after tle's replaces it, and then faults in kernels are the host's.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 
@@ -29,6 +30,16 @@ struct ProgramFault {
 /// the remaining programs of this call did not run. Not reentrant on one thread.
 std::optional<ProgramFault> run_programs(void (*run)(void* ctx, void* scratch, volatile int64_t* current_pid),
                                          void* ctx, uint64_t scratch_bytes);
+
+/// Installs the fault handler (run_programs does it itself; guarded_copy needs it done first).
+void install_fault_handler();
+
+/// Copies `n` bytes from `src` to `dst` under the fault guard: false, with `*fault` filled (pid
+/// -1), when an access faulted, and then nothing is left half-done but the copied bytes. For the
+/// interpreter, whose loads and stores are C++ code: a fault there must not leave its frames by
+/// siglongjmp (their objects would leak), so each access is guarded by itself. The fault handler
+/// must be installed (install_fault_handler). Not reentrant on one thread; not inside run_programs.
+bool guarded_copy(void* dst, const void* src, size_t n, ProgramFault* fault);
 
 /// "SIGSEGV (invalid memory access)", "SIGBUS (...)", ...
 const char* signal_description(int signal);
