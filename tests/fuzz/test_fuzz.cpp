@@ -227,6 +227,9 @@ std::string portable_violation(const fuzz::Program& p) {
         if (s.a == 3 && s.op != int(B::And) && s.op != int(B::Or) && s.op != int(B::Max) && s.op != int(B::Min))
           bad = at + "(p op q) op p with an op for which it is not p op q";
       }
+      if (s.kind == K::Atomic && s.op == int(tle::ir::AtomicOp::Add) && s.result >= 0 &&
+          p.vars[static_cast<size_t>(s.result)].dtype == tle::DType::f32)
+        bad = at + "an f32 atomic_add (the GPU's atom.add.f32 flushes subnormals)";
       if (s.kind == K::Dot && d != tle::DType::i8) {
         if (!small_int_load(s.args[0]) || !small_int_load(s.args[1])) bad = at + "a float dot of other than small integers";
         if (s.args.size() > 2 && s.args[2] >= 0) {
