@@ -148,16 +148,21 @@ Value* Lowerer::linear(const std::vector<Value*>& c, const ir::Shape& shape) {
   return idx;
 }
 
+// A (register, lane, warp) holds the canonical copy of its element when none of its *free* bits
+// is set (LinearLayout::free_variable_masks: bits whose basis is a combination of earlier
+// bases): those inputs map one to one onto the tile. For named layouts the free bits are exactly
+// the zero bases; a linear layout in general can also repeat a non-zero basis, whose copies a
+// zero-basis test would take for distinct elements.
 bool Lowerer::duplicate_reg(const LinearLayout& l, int r) {
-  return (static_cast<uint32_t>(r) & l.zero_basis_mask(layout::kReg)) != 0;
+  return (static_cast<uint32_t>(r) & l.free_variable_mask(layout::kReg)) != 0;
 }
 
 Value* Lowerer::owner(const LinearLayout* l) {
   if (!l) return B.CreateICmpEQ(tid, B.getInt32(0));
   Value* ok = B.getTrue();
-  if (uint32_t m = l->has_in_dim(layout::kLane) ? l->zero_basis_mask(layout::kLane) : 0)
+  if (uint32_t m = l->free_variable_mask(layout::kLane))
     ok = B.CreateAnd(ok, B.CreateICmpEQ(B.CreateAnd(lane, m), B.getInt32(0)));
-  if (uint32_t m = l->has_in_dim(layout::kWarp) ? l->zero_basis_mask(layout::kWarp) : 0)
+  if (uint32_t m = l->free_variable_mask(layout::kWarp))
     ok = B.CreateAnd(ok, B.CreateICmpEQ(B.CreateAnd(warp, m), B.getInt32(0)));
   return ok;
 }
