@@ -439,7 +439,7 @@ TEST_CASE("cache attack: an uncreatable cache directory (under a regular file) d
   CHECK(f.stat("writes") == 1);  // the FIFO was removed and a real entry written
 }
 
-TEST_CASE("cache attack: the key holds the tle, LLVM and host versions; another version's entry is never used",
+TEST_CASE("cache attack: the key holds the tle, LLVM and host versions, and another version's entry is never used",
           "[cache]") {
   const std::string k = tle::detail::cpu_cache_key("IR TEXT");
   const std::string version = tle::detail::tle_build_version();
