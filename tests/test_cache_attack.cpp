@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "file_util.hpp"
 #include "runtime/disk_cache.hpp"
 #include "runtime/launch.hpp"
 
@@ -177,14 +178,8 @@ Files list(const std::string& dir) {
   return f;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
+using filetest::read_file;
+using filetest::write_file;
 
 /// The same function as cache_helper.cpp's: what put-loop stores under `key`.
 std::string artifact_for(const std::string& key) {

@@ -776,6 +776,18 @@ TEST_CASE("ops: dot TF32 rounds inputs to 10 mantissa bits, IEEE does not", "[op
   CHECK(out[0] == 2.0f + std::ldexp(1.0f, -9));
 }
 
+/// C = A @ B of row-major bf16 A[M,K] and B[K,N], accumulated in double.
+static std::vector<double> matmul_reference(const Buf<bf16>& a, const Buf<bf16>& b, int M, int N, int K) {
+  std::vector<double> w(size_t(M) * N);
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      double t = 0;
+      for (int kk = 0; kk < K; ++kk) t += to_d(a[size_t(i) * K + kk]) * to_d(b[size_t(kk) * N + j]);
+      w[size_t(i) * N + j] = t;
+    }
+  return w;
+}
+
 TEST_CASE("ops: dot in a K loop with a carried accumulator and masked tails", "[ops]") {
   auto mm = ex::make_matmul<bf16>();  // the matmul example's kernel (f32 accumulator and C)
   struct S { int M, N, K; };
@@ -783,13 +795,7 @@ TEST_CASE("ops: dot in a K loop with a carried accumulator and masked tails", "[
     CAPTURE(s.M, s.N, s.K);
     Buf<bf16> a = random_buf<bf16>(size_t(s.M) * s.K, 1), b = random_buf<bf16>(size_t(s.K) * s.N, 2);
     Buf<float> c(size_t(s.M) * s.N, -99.f);
-    std::vector<double> w(c.size());
-    for (int i = 0; i < s.M; ++i)
-      for (int j = 0; j < s.N; ++j) {
-        double t = 0;
-        for (int kk = 0; kk < s.K; ++kk) t += to_d(a[size_t(i) * s.K + kk]) * to_d(b[size_t(kk) * s.N + j]);
-        w[size_t(i) * s.N + j] = t;
-      }
+    std::vector<double> w = matmul_reference(a, b, s.M, s.N, s.K);
     mm(Grid(cdiv(s.M, 16), cdiv(s.N, 16)), a.data(), b.data(), c.data(), s.M, s.N, s.K, 16, 16, 16);
     CHECK(diffs(c, w, 1e-5, 1e-5) == "");
   }
@@ -805,13 +811,7 @@ TEST_CASE("ops: persistent matmul (programs loop over C's blocks) on ragged shap
     CAPTURE(s.M, s.N, s.K, s.programs);
     Buf<bf16> a = random_buf<bf16>(size_t(s.M) * s.K, 3), b = random_buf<bf16>(size_t(s.K) * s.N, 4);
     Buf<float> c(size_t(s.M) * s.N, -99.f);
-    std::vector<double> w(c.size());
-    for (int i = 0; i < s.M; ++i)
-      for (int j = 0; j < s.N; ++j) {
-        double t = 0;
-        for (int kk = 0; kk < s.K; ++kk) t += to_d(a[size_t(i) * s.K + kk]) * to_d(b[size_t(kk) * s.N + j]);
-        w[size_t(i) * s.N + j] = t;
-      }
+    std::vector<double> w = matmul_reference(a, b, s.M, s.N, s.K);
     mm(Grid(s.programs), a.data(), b.data(), c.data(), s.M, s.N, s.K, 16, 16, 16);
     CHECK(diffs(c, w, 1e-5, 1e-5) == "");
   }

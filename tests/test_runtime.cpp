@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "env_util.hpp"
+#include "file_util.hpp"
 #include "runtime/cuda/driver.hpp"
 #include "runtime/cuda/module.hpp"
 #include "runtime/disk_cache.hpp"
@@ -55,14 +56,8 @@ class TempDir {
   std::string path_;
 };
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
+using filetest::read_file;
+using filetest::write_file;
 
 /// The artifact every test process stores under `key`: a function of the key alone, of a length
 /// between 1 and ~24 KB, compressible but not trivially so.

@@ -259,15 +259,22 @@ Program failing_program(const Program& p, const Outcome& o) {
   return p;
 }
 
-Outcome check(const Program& p, const CheckOptions& opt) {
-  std::unique_ptr<ir::Function> f0, f1;
+/// The reference run of p: traces and verifies it into f0 and runs it on the interpreter into
+/// ref. The failing stage ("trace" or "interp") if either throws.
+static std::optional<Outcome> reference(const Program& p, std::unique_ptr<ir::Function>& f0, Memory& ref) {
   if (auto e = guard("trace", [&] {
         f0 = trace(p);
         ir::verify(*f0);
       }))
-    return *e;
+    return e;
+  if (auto e = guard("interp", [&] { run_interp(p, *f0, ref); })) return e;
+  return std::nullopt;
+}
+
+Outcome check(const Program& p, const CheckOptions& opt) {
+  std::unique_ptr<ir::Function> f0, f1;
   Memory ref(p);
-  if (auto e = guard("interp", [&] { run_interp(p, *f0, ref); })) return *e;
+  if (auto e = reference(p, f0, ref)) return *e;
 
   auto against_ref = [&](const std::string& stage, const Program& q, const ir::Function& f, bool interp,
                          int opt_level = 3) -> std::optional<Outcome> {
@@ -438,13 +445,8 @@ void run_launch(const Program& p, Memory& m, tle::Backend backend, const DeviceC
 
 Outcome check_device(const Program& p, const std::vector<DeviceConfig>& configs, const DeviceCheckOptions& opt) {
   std::unique_ptr<ir::Function> f0;
-  if (auto e = guard("trace", [&] {
-        f0 = trace(p);
-        ir::verify(*f0);
-      }))
-    return *e;
   Memory ref(p);
-  if (auto e = guard("interp", [&] { run_interp(p, *f0, ref); })) return *e;
+  if (auto e = reference(p, f0, ref)) return *e;
   if (opt.cpu) {
     Memory m(p);
     if (auto e = guard("cpu", [&] { run_cpu(p, *optimized(p), m); })) return *e;
