@@ -89,7 +89,7 @@ TEST_CASE("dlpack: vector add through DLTensor views with byte_offset, ragged si
   }
 }
 
-TEST_CASE("dlpack: strides are not checked (the kernel indexes memory itself); kDLCUDAHost runs on the CPU",
+TEST_CASE("dlpack: strides are not checked (the kernel indexes memory itself), kDLCUDAHost runs on the CPU",
           "[dlpack]") {
   // A 4x3 row-major matrix seen through a transposed 3x4 view (strides {1, 3}): the kernel gets the
   // base pointer and walks it flat.
@@ -136,7 +136,7 @@ TEST_CASE("dlpack: every dtype of the mapping is accepted", "[dlpack]") {
   copy_roundtrip<bool>({kBool, 8, 1}, {true, false, true});
 }
 
-TEST_CASE("dlpack: DLManagedTensor is accepted; tle never calls its deleter", "[dlpack]") {
+TEST_CASE("dlpack: DLManagedTensor is accepted, tle never calls its deleter", "[dlpack]") {
   static int deleted = 0;
   std::vector<float> x{1, 2, 3, 4, 5}, y{1, 1, 1, 1, 1}, out(5, 0.0f);
   View vx(x.data(), 5, f32(), sizeof(float));  // x[1..4]

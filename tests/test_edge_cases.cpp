@@ -854,7 +854,7 @@ TEST_CASE("E19 cdiv on the host, on runtime tiles and on constants", "[edge]") {
 
 // ===================================================================================== E20
 
-TEST_CASE("E20 launch grids beyond the limits are UserErrors; a 0 axis is a no-op", "[edge]") {
+TEST_CASE("E20 launch grids beyond the limits are UserErrors, a 0 axis is a no-op", "[edge]") {
   auto k = jit("e20_count", [](Ptr<int32_t> count) { atomic_add(count, 1); });
   Buf<int32_t> count(1, 0);
   struct Bad {

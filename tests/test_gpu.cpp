@@ -111,7 +111,7 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // ======================================================================= representative kernels
 
-TEST_CASE("gpu: vector add matches the CPU for several warp counts; DeviceBuffer arguments", "[.gpu]") {
+TEST_CASE("gpu: vector add matches the CPU for several warp counts, DeviceBuffer arguments", "[.gpu]") {
   if (!have_gpu()) return;
   auto k = gk::vector_add();
   const int n = 1000003;
@@ -243,7 +243,7 @@ TEST_CASE("gpu: matmul with a K loop matches the CPU (f32, bf16, f16, i8)", "[.g
   run(int8_t{}, 0, 0, 32, 32, 32, 4);
 }
 
-TEST_CASE("gpu: pipelined matmul (cp.async; ldmatrix or wgmma) matches the CPU: ragged shapes, stages 1..4", "[.gpu]") {
+TEST_CASE("gpu: pipelined matmul (cp.async, ldmatrix or wgmma) matches the CPU: ragged shapes, stages 1..4", "[.gpu]") {
   if (!have_gpu()) return;
   // Shapes: multiples of 8 take the cp.async pipeline (masks uniform over 8-element vectors; N a
   // multiple of 4 only: 8-byte copies of B), the others the path without pipelining; K tails that
@@ -354,7 +354,7 @@ TEST_CASE("gpu: the 128x256 warp-specialized matmul storing bf16 C has no local 
   }
 }
 
-TEST_CASE("gpu: Kernel::stats reports registers, spills and warps; a spilling config is not silent", "[.gpu]") {
+TEST_CASE("gpu: Kernel::stats reports registers, spills and warps, a spilling config is not silent", "[.gpu]") {
   if (!have_gpu()) return;
   auto mm = gk::matmul<bf16>();
   DeviceBuffer<bf16> a(size_t(256) * 256), b(size_t(256) * 256);
@@ -379,7 +379,7 @@ TEST_CASE("gpu: Kernel::stats reports registers, spills and warps; a spilling co
   CHECK(at.local_bytes > 0);
 }
 
-TEST_CASE("gpu: reductions of every kind match the CPU; E15 NaN/inf and E16 ties", "[.gpu]") {
+TEST_CASE("gpu: reductions of every kind match the CPU, E15 NaN/inf and E16 ties", "[.gpu]") {
   if (!have_gpu()) return;
   auto run = [](auto tag, int R, int C, int axis, bool special, double rtol) {
     using T = decltype(tag);
@@ -514,7 +514,7 @@ TEST_CASE("gpu: atomics", "[.gpu]") {
   CHECK(gs[2] == sums.host[2]);
 }
 
-TEST_CASE("gpu: E24 device loops with negative, odd and extreme steps; if", "[.gpu]") {
+TEST_CASE("gpu: E24 device loops with negative, odd and extreme steps, if", "[.gpu]") {
   if (!have_gpu()) return;
   auto k = gk::control_flow();
   struct B {
@@ -703,7 +703,7 @@ TEST_CASE("gpu: a host pointer passed to a GPU launch is a UserError at the Grid
   k(Grid(1).backend(Backend::CPU), x.data(), y.data(), out.data(), 1024, 1024);
 }
 
-TEST_CASE("gpu: launches on streams are asynchronous and ordered; synchronize waits", "[.gpu]") {
+TEST_CASE("gpu: launches on streams are asynchronous and ordered, synchronize waits", "[.gpu]") {
   if (!have_gpu()) return;
   auto k = gk::vector_add();
   const int n = 1 << 22;

@@ -283,7 +283,7 @@ TEST_CASE("interp: detect_program_races finds accesses two programs race on, and
   CHECK_THROWS_WITH(run3(*store_vs_atomic, out.data(), x.data()), Catch::Contains("updated atomically by another"));
 }
 
-TEST_CASE("interp: GPU-only ops are UserErrors at the op; DeviceBuffers are refused", "[interp]") {
+TEST_CASE("interp: GPU-only ops are UserErrors at the op, DeviceBuffers are refused", "[interp]") {
   auto k = jit("asm", [](Ptr<float> out) {
     store(out, inline_asm<float>("mov.b32 $0, $1;", "=f,f", {Tile<float>(1.0f)}));
   });

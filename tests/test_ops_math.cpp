@@ -874,7 +874,7 @@ TEST_CASE("ops: grouped block order is a bijection of the grid, GM row blocks pe
   }
 }
 
-TEST_CASE("ops: two K loops in one kernel; a K loop inside a persistent tile loop", "[ops]") {
+TEST_CASE("ops: two K loops in one kernel, a K loop inside a persistent tile loop", "[ops]") {
   // On the GPU (TLE_TEST_BACKEND=gpu) shapes that are multiples of 16 run both loops, and the inner
   // loop of every tile, through the cp.async pipeline (tests/test_pipeline.cpp checks the PTX).
   auto two = gk::matmul_two_loops<bf16>();

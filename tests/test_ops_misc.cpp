@@ -209,7 +209,7 @@ TEST_CASE("ops: atomic_max / atomic_min from many programs (i32, u32, f32, i64)"
   }
 }
 
-TEST_CASE("ops: atomic_cas elects exactly one winner; per-lane cas", "[ops]") {
+TEST_CASE("ops: atomic_cas elects exactly one winner, per-lane cas", "[ops]") {
   auto k = jit("cas", [](Ptr<int32_t> flag, Ptr<int32_t> olds) {
     Tile<int32_t> pid = program_id(0);
     store(olds + pid, atomic_cas(flag, 0, pid + 1));
@@ -752,7 +752,7 @@ TEST_CASE("ops: do_not_specialize turns the integer and pointer specializations 
   CHECK(spec.ir(true, x.data(), x.data(), 1, 1, 64) != spec.ir(true, x.data(), x.data(), 5, 3, 64));
 }
 
-TEST_CASE("ops: Kernel::stats compiles the specialization once without launching; CPU facts", "[ops]") {
+TEST_CASE("ops: Kernel::stats compiles the specialization once without launching, CPU facts", "[ops]") {
   auto k = jit("stats_kernel", [](Ptr<float> out, Tile<int32_t> n, Constexpr<int> BLOCK) {
     Tile<int32_t> offs = arange(0, BLOCK);
     store(out + offs, offs.to<float>(), offs < n);

@@ -482,7 +482,7 @@ TEST_CASE("canonicalize: if with a constant condition, for without trips", "[pas
         "}\n");
 }
 
-TEST_CASE("canonicalize: a for with trips is kept; unsigned bounds compare unsigned", "[passes]") {
+TEST_CASE("canonicalize: a for with trips is kept, unsigned bounds compare unsigned", "[passes]") {
   Fn k;
   Value* p = k.arg(ptr_ty(DType::u32));
   Value* lo = k.b.constant(ty(DType::u32), int64_t(1));
@@ -543,7 +543,7 @@ TEST_CASE("cse: equal pure ops merge within a block and into nested regions", "[
         "}\n");
 }
 
-TEST_CASE("cse: sibling regions stay apart; attributes, types and -0.0 distinguish", "[passes]") {
+TEST_CASE("cse: sibling regions stay apart, attributes, types and -0.0 distinguish", "[passes]") {
   Fn k;
   Value* p = k.arg(ptr_ty(DType::f32));
   Value* x = k.arg(ty(DType::f32));
@@ -636,7 +636,7 @@ TEST_CASE("dce: invariant loop-carried values are replaced by their init", "[pas
   CHECK(loop->region().body().arg(1)->index == 1);
 }
 
-TEST_CASE("dce: dead loop-carried chains go; a slot feeding a live one stays", "[passes]") {
+TEST_CASE("dce: dead loop-carried chains go, a slot feeding a live one stays", "[passes]") {
   Fn k;
   Value* p = k.arg(ptr_ty(DType::i32));
   Value* n = k.arg(ty(DType::i32));
@@ -666,7 +666,7 @@ TEST_CASE("dce: dead loop-carried chains go; a slot feeding a live one stays", "
         "}\n");
 }
 
-TEST_CASE("dce: loops with only dead work disappear; side effects keep them", "[passes]") {
+TEST_CASE("dce: loops with only dead work disappear, side effects keep them", "[passes]") {
   Fn k;
   Value* p = k.arg(ptr_ty(DType::i32));
   Value* n = k.arg(ty(DType::i32));
@@ -769,7 +769,7 @@ TEST_CASE("pipeline: order, dumps per stage, and folding exposed by dce", "[pass
         "}\n");
 }
 
-TEST_CASE("pipeline: TLE_DUMP_IR=<dir> writes one file per stage; verify rejects bad input", "[passes]") {
+TEST_CASE("pipeline: TLE_DUMP_IR=<dir> writes one file per stage, verify rejects bad input", "[passes]") {
   auto dir = std::filesystem::temp_directory_path() / "tle_test_dump_ir";
   std::filesystem::remove_all(dir);
   Fn k("my kernel");

@@ -91,7 +91,7 @@ size_t count_of(const std::string& text, const std::string& what) {
 
 }  // namespace
 
-TEST_CASE("pipeline pass: both matmul loads are pipelined; num_stages on the loop", "[pipeline]") {
+TEST_CASE("pipeline pass: both matmul loads are pipelined, num_stages on the loop", "[pipeline]") {
   for (int stages : {2, 3, 4}) {
     auto f = trace(matmul_fn<Variant::Plain>, {128, 128, 32}, /*div16=*/true);
     const ir::Op* loop = nullptr;
@@ -282,7 +282,7 @@ TEST_CASE("pipeline pass: a hinted loop pipelines its loads in their own layout,
   }
 }
 
-TEST_CASE("pipeline pass: range(lo, hi, {.num_stages}) without a step; nothing on a target without cp.async",
+TEST_CASE("pipeline pass: range(lo, hi, {.num_stages}) without a step, nothing on a target without cp.async",
           "[pipeline]") {
   auto fn = [](Ptr<float> x, Ptr<float> y, Tile<int32_t> n, Constexpr<int> BLOCK) {
     Tile<int32_t> cols = arange(0, BLOCK);
@@ -396,7 +396,7 @@ TEST_CASE("ldmatrix plan: mma.sync operand layouts are ldmatrix fragments, block
   CHECK_FALSE(ldmatrix_plan(layout::mma_v2_operand(0, {64, 64}, {2, 2}, 8)));  // 8-bit: 4 per register
 }
 
-TEST_CASE("pipelined matmul PTX: cp.async and ldmatrix; assembles for sm_89 and sm_80", "[ptx][pipeline]") {
+TEST_CASE("pipelined matmul PTX: cp.async and ldmatrix, assembles for sm_89 and sm_80", "[ptx][pipeline]") {
   for (bool f16 : {false, true}) {
     auto kb = gk::matmul<bf16>();
     auto kh = gk::matmul<tle::f16>();
@@ -438,7 +438,7 @@ TEST_CASE("pipeline buffers beyond the shared-memory limit: a UserError that nam
   CHECK_NOTHROW(k.ptx(90, g, fake_ptr<bf16>(), fake_ptr<bf16>(), fake_ptr<float>(), 4096, 4096, 4096, 128, 256, 64));
 }
 
-TEST_CASE("matmul PTX without pipelining: ldmatrix, no cp.async (1 stage; K not a multiple of 16)", "[ptx][pipeline]") {
+TEST_CASE("matmul PTX without pipelining: ldmatrix, no cp.async (1 stage, K not a multiple of 16)", "[ptx][pipeline]") {
   auto k = gk::matmul<bf16>();
   Grid one(1);
   one.with_warps(4).with_stages(1);

@@ -338,7 +338,7 @@ TEST_CASE("raw: an in-out cuda_function inside a device loop is loop-carried and
   CHECK(cubin.compare(0, 4, "\x7f" "ELF") == 0);
 }
 
-TEST_CASE("raw: pointer, tile and scalar arguments link; the protocol's sizes are checked", "[raw][ptx]") {
+TEST_CASE("raw: pointer, tile and scalar arguments link, the protocol's sizes are checked", "[raw][ptx]") {
   if (!nvjitlink_available()) FAIL("nvJitLink is not available: " << cuda::nvjitlink_error());
   auto k = scale_kernel();
   std::string ptx = k.ptx(90, 4, fake<float>(), fake<float>(), 100, 128);

@@ -218,7 +218,7 @@ TEST_CASE("runtime: TLE_LIBCUDA pointing at a missing file falls back to the CPU
                   {{"TLE_LIBCUDA", "/nonexistent/libcuda.so.1"}, {"TLE_BACKEND", "gpu"}}) == 0);
 }
 
-TEST_CASE("runtime: GPU objects without a driver throw RuntimeError; size mistakes are UserErrors", "[runtime]") {
+TEST_CASE("runtime: GPU objects without a driver throw RuntimeError, size mistakes are UserErrors", "[runtime]") {
   if (!cuda::driver()) {
     CHECK_THROWS_WITH(DeviceBuffer<float>(16), Catch::Contains("cuMemAlloc") && Catch::Contains("no CUDA driver"));
     CHECK_THROWS_AS(Stream(), RuntimeError);
@@ -287,7 +287,7 @@ TEST_CASE("runtime: ManagedBuffer is the portable buffer: host memory without a 
   CHECK(z.empty());
 }
 
-TEST_CASE("gpu: ManagedBuffer is managed memory where a driver is present; the same code runs on both backends",
+TEST_CASE("gpu: ManagedBuffer is managed memory where a driver is present, the same code runs on both backends",
           "[.gpu]") {
   REQUIRE(cuda::driver() != nullptr);
   ManagedBuffer<float> x(1000, 1.5f), y(1000);
@@ -423,7 +423,7 @@ TEST_CASE("disk cache: miss, hit, overwrite, binary and empty artifacts", "[runt
   CHECK(c.stats().bad_entries_removed == 0);
 }
 
-TEST_CASE("disk cache: entry names are SHA-256 of the key; entries start with the magic", "[runtime]") {
+TEST_CASE("disk cache: entry names are SHA-256 of the key, entries start with the magic", "[runtime]") {
   CHECK(DiskCache::key_hash("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   CHECK(DiskCache::key_hash("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   TempDir tmp;
@@ -847,7 +847,7 @@ TEST_CASE("gpu: DeviceBuffer round trip, fill_zero, device copy, moves and size 
   synchronize();
 }
 
-TEST_CASE("gpu: PTX loaded through module.cpp runs; dynamic shared memory above 48 KB", "[.gpu]") {
+TEST_CASE("gpu: PTX loaded through module.cpp runs, dynamic shared memory above 48 KB", "[.gpu]") {
   auto module = cuda::GpuModule::load_ptx(kVaddPtx);
   REQUIRE(module->handle() != nullptr);
   cuda::GpuKernel vadd(module, "vadd");

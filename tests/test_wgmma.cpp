@@ -97,7 +97,7 @@ TEST_CASE("wgmma accumulator layout: the PTX fragment table, per warpgroup split
   }
 }
 
-TEST_CASE("wgmma plan: warpgroups along M first, then N; what does not qualify", "[wgmma]") {
+TEST_CASE("wgmma plan: warpgroups along M first, then N, what does not qualify", "[wgmma]") {
   auto plan_for = [](int64_t M, int64_t N, int64_t K, int warps, DType d = DType::bf16) {
     ir::Function f;
     ir::Builder b(&f.entry());
@@ -131,7 +131,7 @@ TEST_CASE("wgmma plan: warpgroups along M first, then N; what does not qualify",
   CHECK_FALSE(plan_for(128, 128, 64, 4, DType::f32));    // f32 inputs: not yet
 }
 
-TEST_CASE("wgmma descriptors: fast.cu's 128-byte swizzle constant; LBO/SBO per major-ness", "[wgmma]") {
+TEST_CASE("wgmma descriptors: fast.cu's 128-byte swizzle constant, LBO/SBO per major-ness", "[wgmma]") {
   // A 128x64 bf16 tile contiguous along K: 128-byte rows, SBO = 1024 bytes, LBO unused (1),
   // swizzle mode 1 (fast.cu: 0x4000004000000000 | 1 << 16 | addr >> 4).
   SwizzledTile a = SwizzledTile::make_wgmma(128, 64, 1);
@@ -191,7 +191,7 @@ TEST_CASE("wgmma operand tiles: every element is where the descriptor makes the 
   }
 }
 
-TEST_CASE("wgmma ptx: bf16 and f16 matmuls on sm_90a use wgmma, on sm_80 mma.sync; both assemble", "[ptx][wgmma]") {
+TEST_CASE("wgmma ptx: bf16 and f16 matmuls on sm_90a use wgmma, on sm_80 mma.sync, both assemble", "[ptx][wgmma]") {
   struct Cfg {
     int bm, bn, bk, warps, stages;
     size_t per_iter;  // wgmma per K-loop iteration: K/16 * (M / 64 / gm) * (N / gn / instr_n)
@@ -293,7 +293,7 @@ TEST_CASE("wgmma register-A layout: the PTX fragment table (Figure 148), replica
   }
 }
 
-TEST_CASE("wgmma attention: q converted once before the loop for register-A; k (transposed) and v pipelined",
+TEST_CASE("wgmma attention: q converted once before the loop for register-A, k (transposed) and v pipelined",
           "[wgmma][pipeline][ptx]") {
   auto k = ex::make_attention<bf16>();
   for (bool causal : {false, true}) {
@@ -312,7 +312,7 @@ TEST_CASE("wgmma attention: q converted once before the loop for register-A; k (
   }
 }
 
-TEST_CASE("hoist_conversions: a loop-invariant operand's conversion moves before the loop; loads stay pipelined",
+TEST_CASE("hoist_conversions: a loop-invariant operand's conversion moves before the loop, loads stay pipelined",
           "[wgmma][pipeline]") {
   // The core of attention: q loaded before the key loop, s = q k^T and o += s v in it.
   auto kern = [](Ptr<bf16> q, Ptr<bf16> k, Ptr<bf16> v, Ptr<float> o, Tile<int32_t> S, Constexpr<int> BM,
