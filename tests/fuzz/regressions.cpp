@@ -318,12 +318,12 @@ TEST_CASE("fuzz regression: bf16 bits bitcast to f16 compile for sm_90a (seed 80
 }
 
 // ---- GPU stage (tle_fuzz --gpu), second device run 2026-12-01: the GPU counted every value of a
-// histogram twice (1 vs 2 in all 16 bins of 3 programs) at 4 warps, stages 3; the CPU agrees
-// with the interpreter. Not explained yet (checked: the owner test of replicated layouts, which
-// now uses free bits, did not change it): [!mayfail] until fixed (docs/testing.md).
+// histogram twice (1 vs 2 in all 16 bins of 3 programs) at 4 warps, stages 3: the producer
+// warpgroup of the warp-specialized K loop ran the histogram's atomics before the loop too.
+// Fixed in Lowerer::owner (docs/testing.md, bug 6).
 // tle_fuzz --gpu --seed 1596 --count 1: stage gpu w4 s3
 // buffer 10 (out i32): 48 of 3120 elements differ; first [0]: 1 vs 2
-TEST_CASE("fuzz gpu: seed 1596", "[.gpu][fuzz-gpu][regression][!mayfail]") {
+TEST_CASE("fuzz gpu: seed 1596", "[.gpu][fuzz-gpu][regression]") {
   auto kernel = tle::jit("fuzz_1596", [](tle::Tile<int32_t> a0, tle::Tile<int32_t> a1, tle::Ptr<double> a2, tle::Ptr<int32_t> a3, tle::Ptr<tle::f16> a4, tle::Ptr<tle::f16> a5, tle::Ptr<tle::bf16> a6, tle::Ptr<tle::bf16> a7, tle::Ptr<tle::bf16> a8, tle::Ptr<int8_t> a9, tle::Ptr<float> a10, tle::Ptr<double> a11, tle::Ptr<int32_t> a12, tle::Ptr<tle::f16> a13, tle::Ptr<tle::bf16> a14, tle::Ptr<bool> a15) {
     tle::Tile<int32_t> v2 = tle::program_id(0);
     tle::Tile<int32_t> v3 = tle::program_id(1);

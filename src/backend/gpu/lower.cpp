@@ -160,6 +160,10 @@ bool Lowerer::duplicate_reg(const LinearLayout& l, int r) {
 Value* Lowerer::owner(const LinearLayout* l) {
   if (!l) return B.CreateICmpEQ(tid, B.getInt32(0));
   Value* ok = B.getTrue();
+  // Before a warp-specialized loop the producer warpgroup (warps num_warps .. +3) runs the same
+  // code, its warp index aliasing the compute warps' in every layout: it holds copies, never the
+  // owner's (an atomic or a histogram before the loop counted twice: fuzzer seed 1596).
+  if (ws_loop_ && !consumers_only_) ok = B.CreateICmpULT(tid, i32c(32 * num_warps));
   if (uint32_t m = l->free_variable_mask(layout::kLane))
     ok = B.CreateAnd(ok, B.CreateICmpEQ(B.CreateAnd(lane, m), B.getInt32(0)));
   if (uint32_t m = l->free_variable_mask(layout::kWarp))
