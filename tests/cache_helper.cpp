@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "cache_artifact.hpp"
 #include "runtime/disk_cache.hpp"
 #include "runtime/launch.hpp"
 #include "tle/raw.hpp"
@@ -72,20 +73,7 @@ void print_stats() {
               DiskCache::global().writable() ? 1 : 0);
 }
 
-/// The artifact put-loop stores under `key` (the test recomputes it): ~1 to 3 MB, poorly
-/// compressible, so that writes take long enough to be killed in the middle.
-std::string artifact_for(const std::string& key) {
-  uint64_t h = 1469598103934665603ull;
-  for (char c : key) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  std::string s = "artifact of " + key + "\n";
-  const size_t n = (1u << 20) + h % (2u << 20);
-  s.reserve(n);
-  while (s.size() < n) {
-    h ^= h << 13, h ^= h >> 7, h ^= h << 17;
-    s.push_back(static_cast<char>(h >> 56));
-  }
-  return s;
-}
+using cachetest::artifact_for;
 
 int run(int argc, char** argv) {
   int a = 1;

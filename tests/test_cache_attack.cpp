@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "cache_artifact.hpp"
 #include "file_util.hpp"
 #include "runtime/disk_cache.hpp"
 #include "runtime/launch.hpp"
@@ -181,19 +182,7 @@ Files list(const std::string& dir) {
 using filetest::read_file;
 using filetest::write_file;
 
-/// The same function as cache_helper.cpp's: what put-loop stores under `key`.
-std::string artifact_for(const std::string& key) {
-  uint64_t h = 1469598103934665603ull;
-  for (char c : key) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  std::string s = "artifact of " + key + "\n";
-  const size_t n = (1u << 20) + h % (2u << 20);
-  s.reserve(n);
-  while (s.size() < n) {
-    h ^= h << 13, h ^= h >> 7, h ^= h << 17;
-    s.push_back(static_cast<char>(h >> 56));
-  }
-  return s;
-}
+using cachetest::artifact_for;
 
 /// Waits (at most 20 s) until `dir` holds an entry: a writer started before is then running.
 void wait_for_entry(const std::string& dir) {

@@ -35,16 +35,18 @@ class UserError : public std::runtime_error {
   unsigned line_;
 };
 
-/// Thrown when the driver, the JIT or a toolchain step fails. what() names the call; log() holds
-/// its diagnostic output, if any.
+/// Thrown when the driver, the JIT or a toolchain step fails. what() reads "CALL: MESSAGE" (then
+/// the log on its own lines); log() holds the diagnostic output, if any.
 class RuntimeError : public std::runtime_error {
  public:
   RuntimeError(const std::string& call, const std::string& message, std::string log = {});
   const std::string& call() const { return call_; }
+  /// The message without the call and the log.
+  const std::string& message() const { return message_; }
   const std::string& log() const { return log_; }
 
  private:
-  std::string call_, log_;
+  std::string call_, message_, log_;
 };
 
 /// Thrown when tle itself breaks an invariant (a bug in tle, never the user's fault).

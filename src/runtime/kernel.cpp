@@ -793,15 +793,12 @@ void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const Laun
     // A first launch inside a stream capture compiles and loads a module; a Global or
     // ThreadLocal capture may refuse the load (and is invalid after it).
     if (!on_gpu || !stream_capturing(opts.stream)) throw;
-    std::string message = e.what();  // "call: message[\nlog]"
-    if (message.rfind(e.call() + ": ", 0) == 0) message.erase(0, e.call().size() + 2);
-    if (!e.log().empty() && message.size() > e.log().size()) message.resize(message.size() - e.log().size() - 1);
     throw RuntimeError(e.call(),
                        fmt::format("{} (kernel {} launched at {}:{} for the first time with these argument kinds "
                                    "while its stream is being captured into a CUDA graph: the driver refused to "
                                    "load its module during the capture. Launch it once before capturing (a warm-up "
                                    "launch compiles and loads it), or capture with CaptureMode::Relaxed)",
-                                   message, k->signature(), loc.file, loc.line),
+                                   e.message(), k->signature(), loc.file, loc.line),
                        e.log());
   }
   std::vector<void*> ptrs(pk.slots.size());

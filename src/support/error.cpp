@@ -17,6 +17,7 @@ RuntimeError::RuntimeError(const std::string& call, const std::string& message, 
     : std::runtime_error(log.empty() ? fmt::format("{}: {}", call, message)
                                      : fmt::format("{}: {}\n{}", call, message, log)),
       call_(call),
+      message_(message),
       log_(std::move(log)) {}
 
 }  // namespace tle
