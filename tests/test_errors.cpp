@@ -273,6 +273,29 @@ TEST_CASE("errors: a GPU kernel that needs more shared memory than a block has",
                "(the largest user is this scan, which stages its tiles in shared memory); use smaller tiles", line);
 }
 
+TEST_CASE("errors: a GPU tile too large for registers is refused before code generation", "[errors]") {
+  // Issue #18 item 2: a [4, 65536] f32 tile on 4 warps took 24 s in the driver's JIT (292 KB of
+  // PTX, almost all spilled). Now: a UserError at the op, with the registers it needs and the
+  // num_warps that would fit, before any LLVM code is generated.
+  line = 0;
+  auto k = jit("err_huge_tile", [](Ptr<float> x, Constexpr<int> R, Constexpr<int> C) {
+    Tile<int32_t> offs = expand_dims(arange(0, R), 1) * C + expand_dims(arange(0, C), 0);
+    line = __LINE__; Ptr<float> p = x + offs;
+    store(p, load(p) * 2.0f);
+  });
+  std::vector<float> big(4);
+  // 2048 elements per thread; the pointer tile takes two registers each
+  expect_error([&] { (void)k.ptx(90, 4, big.data(), 4, 65536); },
+               "a ptr<f32>[4,65536] tile needs 4096 32-bit registers per thread on 4 warps", line);
+  expect_error([&] { (void)k.ptx(90, 4, big.data(), 4, 65536); },
+               "even num_warps 32 would need about 512 per thread: process the tile in smaller chunks", line);
+  // [1, 32768] on one warp: 16 warps would fit
+  expect_error([&] { (void)k.ptx(90, Grid(1).with_warps(1), big.data(), 1, 32768); },
+               "launch with num_warps 16 (Grid::with_warps; about 128 registers per thread)", line);
+  // the same row on 16 warps compiles (128 elements per thread)
+  CHECK_NOTHROW(k.ptx(90, Grid(1).with_warps(16), big.data(), 1, 32768));
+}
+
 TEST_CASE("errors: a constexpr value that its C++ type cannot hold", "[errors]") {
   auto k = jit("err_constexpr_range", [](Ptr<float> x, Constexpr<uint8_t> B) { store(x + arange(0, int(B)), 1.0f); });
   line = 0;
@@ -570,11 +593,16 @@ TEST_CASE("errors: other invalid requests", "[errors]") {
     store(x, p.to<float>());
   });
   expect_error([&] { k5(Grid(1), buf.data()); }, "axis must be 0, 1 or 2", line);
-  auto k6 = jit("err_atomic_f16_max", [](Ptr<f16> x) {
-    line = __LINE__; atomic_max(x, 1.0f);
+  auto k6 = jit("err_atomic_f16_and", [](Ptr<f16> x) {
+    line = __LINE__; atomic_and(x, 1.0f);
   });
   std::vector<f16> h(1);
-  expect_error([&] { k6(Grid(1), h.data()); }, "not supported on f16", line);
+  expect_error([&] { k6(Grid(1), h.data()); }, "atomic and is not supported on f16 memory", line);
+  auto k7 = jit("err_atomic_u8_add", [](Ptr<uint8_t> x) {
+    line = __LINE__; atomic_add(x, 1);
+  });
+  std::vector<uint8_t> b8(1);
+  expect_error([&] { k7(Grid(1), b8.data()); }, "atomic add is not supported on u8 memory", line);
 }
 
 // ============================================================================ Kernel::ptx, Kernel::ir

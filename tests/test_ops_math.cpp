@@ -22,10 +22,10 @@ template <class T> double ulp_rtol() {
   else return 8 * std::ldexp(1.0, -52);
 }
 
-enum Fn { Exp, Exp2, Log, Log2, Sqrt, Rsqrt, Abs, Floor, Ceil, Sin, Cos, Tanh, Erf, NumFn };
+enum Fn { Exp, Exp2, Log, Log2, Sqrt, Rsqrt, Abs, Floor, Ceil, Round, Rint, Nearbyint, Sin, Cos, Tanh, Erf, NumFn };
 const char* fn_name(int f) {
-  static const char* n[] = {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "floor", "ceil", "sin", "cos", "tanh",
-                            "erf"};
+  static const char* n[] = {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "floor", "ceil", "round", "rint",
+                            "nearbyint", "sin", "cos", "tanh", "erf"};
   return n[f];
 }
 double ref_fn(int f, double x) {
@@ -39,6 +39,9 @@ double ref_fn(int f, double x) {
     case Abs: return std::fabs(x);
     case Floor: return std::floor(x);
     case Ceil: return std::ceil(x);
+    case Round: return std::round(x);
+    case Rint: return std::rint(x);
+    case Nearbyint: return std::nearbyint(x);
     case Sin: return std::sin(x);
     case Cos: return std::cos(x);
     case Tanh: return std::tanh(x);
@@ -73,6 +76,9 @@ template <class T> void unary_math_case(unsigned seed) {
       case Abs: r = abs(v); break;
       case Floor: r = floor(v); break;
       case Ceil: r = ceil(v); break;
+      case Round: r = round(v); break;
+      case Rint: r = rint(v); break;
+      case Nearbyint: r = nearbyint(v); break;
       case Sin: r = sin(v); break;
       case Cos: r = cos(v); break;
       case Tanh: r = tanh(v); break;
@@ -85,7 +91,11 @@ template <class T> void unary_math_case(unsigned seed) {
       CAPTURE(fn_name(f), n);
       auto [lo, hi] = fn_domain(f);
       Buf<T> x = random_buf<T>(n, seed + f * 7 + n, lo, hi);
-      if ((f == Floor || f == Ceil || f == Abs) && n > 4) x[0] = from_d<T>(-0.0), x[1] = from_d<T>(2.0), x[2] = from_d<T>(-2.5);
+      const bool exact = f == Abs || f == Floor || f == Ceil || f == Round || f == Rint || f == Nearbyint;
+      // signed zero, integers and halfway cases (round: away from zero; rint/nearbyint: to even)
+      const double special[] = {-0.0, 2.0, -2.5, 0.5, -0.5, 1.5, 2.5, -3.5, 0.49999997, -1.0 / 1024};
+      if (exact)
+        for (int i = 0; i < n && i < 10; ++i) x[i] = from_d<T>(special[i]);
       Buf<T> out(n);
       std::vector<double> want(n);
       for (int i = 0; i < n; ++i) {
@@ -96,12 +106,14 @@ template <class T> void unary_math_case(unsigned seed) {
         want[i] = w;
       }
       k(Grid(cdiv(n, 128)), x.data(), out.data(), n, f, 128);
-      bool exact = f == Abs || f == Floor || f == Ceil;
       double rtol = exact ? 0 : ulp_rtol<T>();
       // sin/cos near their zeros: absolute error relative to the input magnitude
       double atol = exact ? 0 : (f == Sin || f == Cos ? 10 * ulp_rtol<T>() : 1e-300);
       if (!exact && std::is_same_v<T, f16>) atol = std::max(atol, std::ldexp(1.0, -24));  // f16 subnormals
       CHECK(diffs(out, want, rtol, atol) == "");
+      if (exact)  // the sign of a zero result too (round(-0.3) == -0.0)
+        for (int i = 0; i < n; ++i)
+          if (!std::isnan(want[i]) && std::signbit(to_d(out[i])) != std::signbit(want[i])) FAIL("sign of element " << i);
     }
   }
 }
@@ -123,14 +135,17 @@ TEST_CASE("ops: math special values (f32)", "[ops]") {
     store(out + 24 + r, rsqrt(v));
     store(out + 32 + r, abs(v));
     store(out + 40 + r, tanh(v));
+    store(out + 48 + r, round(v));
+    store(out + 56 + r, rint(v));
   });
   const float xs[8] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1.0f, -1.0f, 4.0f};
-  Buf<float> x(8), out(48);
+  Buf<float> x(8), out(64);
   for (int i = 0; i < 8; ++i) x[i] = xs[i];
-  std::vector<float> want(48);
+  std::vector<float> want(64);
   for (int i = 0; i < 8; ++i) {
     want[i] = std::exp(xs[i]), want[8 + i] = std::log(xs[i]), want[16 + i] = std::sqrt(xs[i]);
     want[24 + i] = 1.0f / std::sqrt(xs[i]), want[32 + i] = std::fabs(xs[i]), want[40 + i] = std::tanh(xs[i]);
+    want[48 + i] = std::round(xs[i]), want[56 + i] = std::rint(xs[i]);
   }
   k(Grid(1), x.data(), out.data());
   CHECK(diffs(out, want, 4 * std::ldexp(1.0, -23), 0) == "");
@@ -749,7 +764,7 @@ template <class T> void dot_case(unsigned seed, bool tf32 = false) {
         }
       k(Grid(1), a.data(), b.data(), acc.data(), out.data(), s.M, s.N, s.K, use_acc, tf32);
       if constexpr (std::is_integral_v<T>) CHECK(diffs(out, wi) == "");
-      else CHECK(diffs(out, wf, 0, worst_mag * 1e-6) == "");
+      else CHECK(diffs(out, wf, 0, worst_mag * (std::is_same_v<T, double> ? 1e-14 : 1e-6)) == "");  // f64: no f32 step
     }
   }
 }
@@ -760,6 +775,7 @@ TEST_CASE("ops: dot f32 TF32", "[ops]") { dot_case<float>(2, true); }
 TEST_CASE("ops: dot f16", "[ops]") { dot_case<f16>(3); }
 TEST_CASE("ops: dot bf16", "[ops]") { dot_case<bf16>(4); }
 TEST_CASE("ops: dot i8 (i32 accumulation)", "[ops]") { dot_case<int8_t>(5); }
+TEST_CASE("ops: dot f64 (f64 accumulation)", "[ops]") { dot_case<double>(6); }
 
 TEST_CASE("ops: dot TF32 rounds inputs to 10 mantissa bits, IEEE does not", "[ops]") {
   auto k = make_dot<float>();

@@ -209,6 +209,48 @@ TEST_CASE("ops: atomic_max / atomic_min from many programs (i32, u32, f32, i64)"
   }
 }
 
+template <class H> void half_atomics_case(unsigned seed) {
+  // max/min of many programs onto two counters (NaN propagates, -0 < +0: rule E02), and xchg
+  // handing every value on exactly once; f16/bf16 are compare-and-swap loops on both backends.
+  auto k = jit("half_atomics", [](Ptr<H> x, Ptr<H> r, Ptr<H> slot, Ptr<H> olds, Tile<int32_t> n, Constexpr<int> BLOCK) {
+    Tile<int32_t> offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    Tile<bool> m = offs < n;
+    Tile<H> v = load(x + offs, m);
+    atomic_max(r + 0 * offs, v, m);
+    atomic_min(r + 1 + 0 * offs, v, m);
+    store(olds + offs, atomic_xchg(slot + 0 * offs, v, m), m);
+  });
+  for (int n : kSizes) {
+    CAPTURE(n);
+    Buf<H> x(n);
+    for (int i = 0; i < n; ++i) x[i] = H(double(int((i * 7919u + seed) % 2001) - 1000) / 8);  // distinct per 2001
+    if (n > 3) x[1] = H(-0.0), x[2] = H(0.0);
+    Buf<H> r(2), slot(1), olds(n);
+    r[0] = H(-INFINITY), r[1] = H(INFINITY), slot[0] = H(12345.0);
+    k(Grid(cdiv(n, 16)), x.data(), r.data(), slot.data(), olds.data(), n, 16);
+    double mx = -INFINITY, mn = INFINITY;
+    for (int i = 0; i < n; ++i) mx = std::max(mx, to_d(x[i])), mn = std::min(mn, to_d(x[i]));
+    CHECK(to_d(r[0]) == mx);
+    CHECK(to_d(r[1]) == mn);
+    // xchg: the old values and the final slot are a permutation of the initial slot and the inputs
+    std::vector<uint16_t> got = {slot[0].bits}, want = {H(12345.0).bits};
+    for (int i = 0; i < n; ++i) got.push_back(olds[i].bits), want.push_back(x[i].bits);
+    std::sort(got.begin(), got.end());
+    std::sort(want.begin(), want.end());
+    CHECK(got == want);
+  }
+  // NaN propagates into max and min
+  Buf<H> x(4), r(2), slot(1), olds(4);
+  x[0] = H(1.0), x[1] = H(NAN), x[2] = H(-3.0), x[3] = H(2.0);
+  r[0] = H(0.0), r[1] = H(0.0);
+  k(Grid(1), x.data(), r.data(), slot.data(), olds.data(), 4, 16);
+  CHECK(std::isnan(to_d(r[0])));
+  CHECK(std::isnan(to_d(r[1])));
+}
+
+TEST_CASE("ops: f16 atomic_max / atomic_min / atomic_xchg", "[ops]") { half_atomics_case<f16>(1); }
+TEST_CASE("ops: bf16 atomic_max / atomic_min / atomic_xchg", "[ops]") { half_atomics_case<bf16>(2); }
+
 TEST_CASE("ops: atomic_cas elects exactly one winner, per-lane cas", "[ops]") {
   auto k = jit("cas", [](Ptr<int32_t> flag, Ptr<int32_t> olds) {
     Tile<int32_t> pid = program_id(0);

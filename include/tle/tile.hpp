@@ -289,6 +289,9 @@ TLE_FLOAT_UNARY(sqrt, Sqrt, square root)
 TLE_FLOAT_UNARY(rsqrt, Rsqrt, 1 / sqrt(x))
 TLE_FLOAT_UNARY(floor, Floor, round toward -inf)
 TLE_FLOAT_UNARY(ceil, Ceil, round toward +inf)
+TLE_FLOAT_UNARY(round, Round, round to the nearest integer with halfway cases away from zero (C round))
+TLE_FLOAT_UNARY(rint, Rint, round to the nearest integer with halfway cases to even (C rint / nearbyint; no FP exceptions))
+TLE_FLOAT_UNARY(nearbyint, Rint, the same as rint (C nearbyint))
 TLE_FLOAT_UNARY(sin, Sin, sine (radians))
 TLE_FLOAT_UNARY(cos, Cos, cosine (radians))
 TLE_FLOAT_UNARY(tanh, Tanh, hyperbolic tangent)
@@ -491,6 +494,8 @@ void store(const Ptr<T>& p, std::type_identity_t<Operand<T>> v, const Tile<bool>
     return Tile<T>(detail::atomic_rmw(ir::AtomicOp::code, p.value(), v.v, mask.value(), l));             \
   }
 /// Atomic read-modify-write on global memory per element; returns the old values (0 where masked off).
+/// Pointee types: 16/32/64-bit integers and floats (f16/bf16 add, max, min and xchg are compare-and-swap
+/// loops on both backends; float max/min follow E02); and/or/xor on integers only (UserError otherwise).
 TLE_ATOMIC(atomic_add, Add)
 TLE_ATOMIC(atomic_max, Max)
 TLE_ATOMIC(atomic_min, Min)
@@ -577,9 +582,12 @@ Tile<int32_t> histogram(const Tile<T>& x, int64_t bins, const Tile<bool>& mask, 
 
 // ============================================================== dot
 
-template <class T> using dot_acc_t = std::conditional_t<std::is_integral_v<T>, int32_t, float>;
+/// The accumulator type of dot: i32 for i8 inputs, f64 for f64 inputs, f32 for f16/bf16/f32 inputs.
+template <class T>
+using dot_acc_t = std::conditional_t<std::is_integral_v<T>, int32_t, std::conditional_t<std::is_same_v<T, double>, double, float>>;
 /// Matrix product of a [M, K] and b [K, N] tiles, plus acc [M, N]: f16/bf16/f32 inputs accumulate in
-/// f32, i8 inputs in i32. f32 inputs use full IEEE f32 by default (rule E05); Precision::TF32 rounds
+/// f32, f64 inputs in f64 (products and sums in f64 on every backend: on the GPU an FMA-free loop,
+/// not tensor cores), i8 inputs in i32. f32 inputs use full IEEE f32 by default (rule E05); Precision::TF32 rounds
 /// inputs to tf32 first. M, N, K may be any size on the CPU backend.
 template <class T>
 Tile<dot_acc_t<T>> dot(const Tile<T>& a, const Tile<T>& b, const Tile<dot_acc_t<T>>& acc,

@@ -636,10 +636,9 @@ V atomic_rmw(ir::AtomicOp op, V p, V value, V mask, const SrcLoc& loc) {
   require_dtype(p->type.dtype == DType::ptr, p, loc, "atomic", "pointer");
   DType d = p->type.pointee;
   bool bitwise = op == ir::AtomicOp::And || op == ir::AtomicOp::Or || op == ir::AtomicOp::Xor;
-  if ((bitwise && !is_int(d)) || d == DType::i1 || bit_width(d) < 16 ||
-      (is_float(d) && d != DType::f32 && d != DType::f64 && op != ir::AtomicOp::Add))
-    throw UserError(loc, fmt::format("atomic {} is not supported on {} memory (supported: 16/32/64-bit integers, "
-                                     "f32 and f64; f16/bf16 add only)",
+  if ((bitwise && !is_int(d)) || d == DType::i1 || bit_width(d) < 16)
+    throw UserError(loc, fmt::format("atomic {} is not supported on {} memory (supported: 16/32/64-bit integers and "
+                                     "floats; and/or/xor on integers only)",
                                      ir::name(op), dtype_name(d)));
   value = cast(c, value, d, loc);
   std::vector<V*> bs = {&p, &value};
@@ -743,10 +742,11 @@ V dot(V a, V b, V acc, ir::Precision precision, const SrcLoc& loc) {
                                      dtype_name(d), dtype_name(b->type.dtype)));
   DType accd;
   if (d == DType::f16 || d == DType::bf16 || d == DType::f32) accd = DType::f32;
+  else if (d == DType::f64) accd = DType::f64;
   else if (d == DType::i8) accd = DType::i32;
   else
-    throw UserError(loc, fmt::format("dot supports f16, bf16, f32 (f32 accumulation) and i8 (i32 accumulation) "
-                                     "inputs, got {}",
+    throw UserError(loc, fmt::format("dot supports f16, bf16, f32 (f32 accumulation), f64 (f64 accumulation) and i8 "
+                                     "(i32 accumulation) inputs, got {}",
                                      dtype_name(d)));
   if (precision != ir::Precision::IEEE && d != DType::f32)
     throw UserError(loc, "dot: the TF32 precisions apply to f32 inputs only");
@@ -757,7 +757,7 @@ V dot(V a, V b, V acc, ir::Precision precision, const SrcLoc& loc) {
     if (acc->type != rt)
       throw UserError(loc, fmt::format("dot: the accumulator must be a {} tile, got {}", rt.str(), acc->type.str()));
   } else {
-    acc = broadcast(c, c.builder.constant(scalar(accd), accd == DType::f32 ? ir::Attr(0.0) : ir::Attr(int64_t(0)), loc),
+    acc = broadcast(c, c.builder.constant(scalar(accd), is_float(accd) ? ir::Attr(0.0) : ir::Attr(int64_t(0)), loc),
                     rs, loc);
   }
   return make(c, ir::OpKind::Dot, {a, b, acc}, {rt}, {{"precision", int64_t(precision)}}, loc)->result();

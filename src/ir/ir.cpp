@@ -83,7 +83,7 @@ bool Op::is_pure() const {
   }
 TLE_NAMES(BinaryOp, "add", "sub", "mul", "div", "rem", "and", "or", "xor", "shl", "shr", "min", "max", "pow", "atan2")
 TLE_NAMES(UnaryOp, "neg", "not", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "floor", "ceil", "sin", "cos",
-          "tanh", "erf")
+          "tanh", "erf", "round", "rint")
 TLE_NAMES(CmpPred, "eq", "ne", "lt", "le", "gt", "ge")
 TLE_NAMES(AtomicOp, "add", "max", "min", "xchg", "and", "or", "xor")
 TLE_NAMES(ReduceKind, "sum", "max", "min", "argmax", "argmin", "combine")

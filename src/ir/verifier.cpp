@@ -286,7 +286,7 @@ class Verifier {
       case OpKind::Unary: {
         n_operands(op, 1, 1);
         n_results(op, 1);
-        auto u = static_cast<UnaryOp>(enum_attr(op, "op", 15));
+        auto u = static_cast<UnaryOp>(enum_attr(op, "op", int64_t(UnaryOp::Rint) + 1));  // Rint: the last
         same_type(op, in(op, 0), out(op), "result type differs from the operand");
         DType d = out(op).dtype;
         if (d == DType::ptr) fail(&op, "arithmetic on pointers");
@@ -493,10 +493,12 @@ class Verifier {
         if (a.dtype == DType::f16 || a.dtype == DType::bf16 || a.dtype == DType::f32) {
           if (c.dtype != DType::f32)
             fail(&op, fmt::format("{} inputs need an f32 accumulator, has {}", dtype_name(a.dtype), ts(c)));
+        } else if (a.dtype == DType::f64) {
+          if (c.dtype != DType::f64) fail(&op, fmt::format("f64 inputs need an f64 accumulator, has {}", ts(c)));
         } else if (a.dtype == DType::i8) {
           if (c.dtype != DType::i32) fail(&op, "i8 inputs need an i32 accumulator");
         } else {
-          fail(&op, fmt::format("dot inputs must be f16, bf16, f32 or i8, are {}", dtype_name(a.dtype)));
+          fail(&op, fmt::format("dot inputs must be f16, bf16, f32, f64 or i8, are {}", dtype_name(a.dtype)));
         }
         auto prec = static_cast<Precision>(enum_attr(op, "precision", 3));
         if (prec != Precision::IEEE && a.dtype != DType::f32) fail(&op, "tf32 precisions need f32 inputs");

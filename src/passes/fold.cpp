@@ -83,6 +83,8 @@ template <> struct Math<float> {
   static float sqrt(float x) { return ::sqrtf(x); }
   static float floor(float x) { return ::floorf(x); }
   static float ceil(float x) { return ::ceilf(x); }
+  static float round(float x) { return ::roundf(x); }
+  static float nearbyint(float x) { return ::nearbyintf(x); }
   static float sin(float x) { return ::sinf(x); }
   static float cos(float x) { return ::cosf(x); }
   static float tanh(float x) { return ::tanhf(x); }
@@ -101,6 +103,8 @@ template <> struct Math<double> {
   static double sqrt(double x) { return ::sqrt(x); }
   static double floor(double x) { return ::floor(x); }
   static double ceil(double x) { return ::ceil(x); }
+  static double round(double x) { return ::round(x); }
+  static double nearbyint(double x) { return ::nearbyint(x); }
   static double sin(double x) { return ::sin(x); }
   static double cos(double x) { return ::cos(x); }
   static double tanh(double x) { return ::tanh(x); }
@@ -139,6 +143,8 @@ template <class T> std::optional<T> float_unary(UnaryOp op, T x) {
     case UnaryOp::Abs: return M::fabs(x);
     case UnaryOp::Floor: return M::floor(x);
     case UnaryOp::Ceil: return M::ceil(x);
+    case UnaryOp::Round: return M::round(x);
+    case UnaryOp::Rint: return M::nearbyint(x);
     case UnaryOp::Sin: return M::sin(x);
     case UnaryOp::Cos: return M::cos(x);
     case UnaryOp::Tanh: return M::tanh(x);

@@ -133,6 +133,7 @@ void run_gpu_pipeline(ir::Function& f, int num_warps, int num_stages, bool wgmma
   dump.stage("gpu_hoist");
   pipeline_loads(f, num_warps, num_stages, wgmma);
   dump.stage("gpu_pipeline");
+  check_tile_registers(f, num_warps);
   if (options.verify) {
     try {
       ir::verify(f);

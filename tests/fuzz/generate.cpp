@@ -735,7 +735,7 @@ class Gen {
     if (d == DType::i1) ops = {int(UnaryOp::Not)};
     else if (tle::is_int(d)) ops = {int(UnaryOp::Neg), int(UnaryOp::Not), int(UnaryOp::Abs)};
     else
-      for (int u = 0; u <= int(UnaryOp::Erf); ++u)
+      for (int u = 0; u <= int(UnaryOp::Rint); ++u)
         if (u != int(UnaryOp::Not)) ops.push_back(u);
     Stmt s;
     s.kind = Kind::Unary;
@@ -948,14 +948,14 @@ class Gen {
   }
 
   void gen_dot() {
-    DType d = pick(std::vector<DType>{DType::f16, DType::bf16, DType::f32, DType::i8});
+    DType d = pick(std::vector<DType>{DType::f16, DType::bf16, DType::f32, DType::f64, DType::i8});
     std::vector<int64_t> dims = opt_.pow2 ? std::vector<int64_t>{1, 2, 4, 8, 16} : std::vector<int64_t>{1, 2, 3, 4, 5, 8, 16};
     if (opt_.max_numel >= 1024) dims.insert(dims.end(), {16, 32, 64, 64});  // tensor-core sizes
     int64_t M, N, K;
     do {
       M = pick(dims), N = pick(dims), K = pick(dims);
     } while (M * K > opt_.max_numel || K * N > opt_.max_numel || M * N > opt_.max_numel);
-    DType acc = d == DType::i8 ? DType::i32 : DType::f32;
+    DType acc = d == DType::i8 ? DType::i32 : d == DType::f64 ? DType::f64 : DType::f32;
     Stmt s;
     s.kind = Kind::Dot;
     if (opt_.portable && d != DType::i8) {

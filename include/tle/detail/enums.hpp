@@ -5,7 +5,7 @@
 
 namespace tle::ir {
 enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Rem, And, Or, Xor, Shl, Shr, Min, Max, Pow, Atan2 };
-enum class UnaryOp : uint8_t { Neg, Not, Exp, Exp2, Log, Log2, Sqrt, Rsqrt, Abs, Floor, Ceil, Sin, Cos, Tanh, Erf };
+enum class UnaryOp : uint8_t { Neg, Not, Exp, Exp2, Log, Log2, Sqrt, Rsqrt, Abs, Floor, Ceil, Sin, Cos, Tanh, Erf, Round, Rint };
 enum class CmpPred : uint8_t { Eq, Ne, Lt, Le, Gt, Ge };
 enum class AtomicOp : uint8_t { Add, Max, Min, Xchg, And, Or, Xor };
 enum class ReduceKind : uint8_t { Sum, Max, Min, Argmax, Argmin, Combine };

@@ -304,6 +304,8 @@ Value* ScalarEmitter::unary(ir::UnaryOp uop, DType d0, Value* a, const ir::Op& o
       case U::Abs: r = intr(llvm::Intrinsic::fabs); break;
       case U::Floor: r = intr(llvm::Intrinsic::floor); break;
       case U::Ceil: r = intr(llvm::Intrinsic::ceil); break;
+      case U::Round: r = intr(llvm::Intrinsic::round); break;
+      case U::Rint: r = intr(llvm::Intrinsic::rint); break;
       case U::Tanh: r = call_libm("tanhf", "tanh", {x}); break;
       case U::Erf: r = call_libm("erff", "erf", {x}); break;
       default: fail(op, fmt::format("'{}' is not defined on {}", ir::name(uop), dtype_name(d0)));
@@ -317,7 +319,7 @@ Value* ScalarEmitter::unary(ir::UnaryOp uop, DType d0, Value* a, const ir::Op& o
     case U::Abs:
       if (!is_signed_int(d0)) return a;
       return B.CreateBinaryIntrinsic(llvm::Intrinsic::abs, a, B.getFalse());
-    case U::Floor: case U::Ceil: return a;
+    case U::Floor: case U::Ceil: case U::Round: case U::Rint: return a;
     default: break;
   }
   fail(op, fmt::format("'{}' is not defined on {}", ir::name(uop), dtype_name(d0)));
@@ -374,7 +376,10 @@ Value* ScalarEmitter::atomic_rmw(ir::AtomicOp aop, DType pd, Value* ptr, Value* 
       else if (aop == A::Max) bin = sgn ? R::Max : R::UMax;
       else bin = sgn ? R::Min : R::UMin;
       break;
-    case A::Xchg: bin = R::Xchg; break;
+    case A::Xchg:
+      if (pd == DType::f16 || pd == DType::bf16) combine = [](Value*, Value* x) { return x; };
+      else bin = R::Xchg;
+      break;
     case A::And: case A::Or: case A::Xor:
       if (flt) fail(op, fmt::format("atomic '{}' is not defined on {}", ir::name(aop), dtype_name(pd)));
       bin = aop == A::And ? R::And : aop == A::Or ? R::Or : R::Xor;

@@ -55,7 +55,7 @@ class ScalarEmitter {
 
   /// One atomic read-modify-write on global memory at `ptr` (an element of pointee dtype pd);
   /// returns the old value. Plain atomicrmw where LLVM has the exact operation; float max/min
-  /// (NaN-propagating) and f16/bf16 add are compare-exchange loops. seq_cst.
+  /// (NaN-propagating) and f16/bf16 add, max, min and xchg are compare-exchange loops. seq_cst.
   llvm::Value* atomic_rmw(ir::AtomicOp op, DType pd, llvm::Value* ptr, llvm::Value* val, const ir::Op& where);
   /// One atomic compare-and-swap; returns the old value.
   llvm::Value* atomic_cas(DType pd, llvm::Value* ptr, llvm::Value* cmp, llvm::Value* val);

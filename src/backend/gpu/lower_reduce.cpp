@@ -271,7 +271,7 @@ void Lowerer::lower_dot(const ir::Op& op) {
   const ir::Value* r = op.result();
   const int64_t M = a->type.shape[0], K = a->type.shape[1], N = b->type.shape[1];
   const DType ad = a->type.dtype, bd = b->type.dtype, rd = r->type.dtype;
-  const DType kd = is_float(ad) ? DType::f32 : DType::i32;
+  const DType kd = ad == DType::f64 || rd == DType::f64 ? DType::f64 : is_float(ad) ? DType::f32 : DType::i32;
   const bool tf32 = op.has_attr("precision") && op.enum_attr<ir::Precision>("precision") == ir::Precision::TF32 &&
                     ad == DType::f32;
   const int64_t boff = (M * K * byte_size(ad) + 15) / 16 * 16;

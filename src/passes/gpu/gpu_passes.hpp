@@ -43,6 +43,16 @@ int hoist_conversions(ir::Function& f);
 /// 1 marks only hinted loops; 0 (a target without cp.async) marks nothing; < 0 is an InternalError.
 void pipeline_loads(ir::Function& f, int num_warps, int num_stages, bool wgmma = false);
 
+/// The most 32-bit registers per thread one tile may take (4x the 255 a GPU thread has).
+constexpr int64_t kMaxTileRegs = 1024;
+
+/// Refuses tiles too large for registers (check_registers.cpp; the last step of the GPU
+/// pipeline): throws UserError at the op defining the largest tile when some tile value takes more
+/// than kMaxTileRegs 32-bit registers per thread in its layout (64-bit elements count two), saying
+/// how many it takes and which num_warps would bring it under the hardware's 255, or that the tile
+/// must be processed in chunks.
+void check_tile_registers(const ir::Function& f, int num_warps);
+
 /// Checks the invariants assign_layouts establishes; throws InternalError naming the first op
 /// (or block argument) that breaks one. num_warps <= 0: take the warp count from the layouts.
 void verify_layouts(const ir::Function& f, int num_warps = 0);
