@@ -18,6 +18,7 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "env_util.hpp"
@@ -25,6 +26,7 @@
 #include "runtime/cuda/driver.hpp"
 #include "runtime/cuda/module.hpp"
 #include "runtime/disk_cache.hpp"
+#include "support/llvm_guard.hpp"
 #include "tle/device.hpp"
 #include "tle/error.hpp"
 #include "tle/tle.hpp"
@@ -101,6 +103,42 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 }  // namespace
 
 // ================================================================ driver and backend choice
+
+TEST_CASE("runtime: an LLVM fatal error in a guarded compile step is returned, not an exit", "[runtime]") {
+  using tle::support::catch_llvm_fatal_errors;
+  using tle::support::report_llvm_fatal_error;
+  // Without the guard, llvm::report_fatal_error would end this process (fuzzer seed 805 did so
+  // from NVPTX instruction selection); under it, the reason comes back.
+  auto r = catch_llvm_fatal_errors([] { report_llvm_fatal_error("Cannot select: planted"); });
+  REQUIRE(r.has_value());
+  CHECK(*r == "Cannot select: planted");
+  // nothing reported: nullopt; exceptions pass through and leave no guard behind
+  CHECK_FALSE(catch_llvm_fatal_errors([] {}).has_value());
+  CHECK_THROWS_AS(catch_llvm_fatal_errors([] { throw std::runtime_error("x"); }), std::runtime_error);
+  // nested guards: the innermost gets the error, the outer one continues normally
+  std::optional<std::string> inner;
+  auto outer = catch_llvm_fatal_errors([&] { inner = catch_llvm_fatal_errors([] { report_llvm_fatal_error("in"); }); });
+  CHECK_FALSE(outer.has_value());
+  REQUIRE(inner.has_value());
+  CHECK(*inner == "in");
+  auto after = catch_llvm_fatal_errors([] { report_llvm_fatal_error("again"); });
+  REQUIRE(after.has_value());
+  CHECK(*after == "again");
+  // other threads have their own guards
+  std::optional<std::string> t1, t2;
+  std::thread a([&] { t1 = catch_llvm_fatal_errors([] { report_llvm_fatal_error("thread 1"); }); });
+  std::thread b([&] { t2 = catch_llvm_fatal_errors([] {}); });
+  a.join();
+  b.join();
+  CHECK(t1 == std::optional<std::string>("thread 1"));
+  CHECK_FALSE(t2.has_value());
+  // LLVM still compiles kernels afterwards (CPU object code and PTX)
+  auto k = tle::jit("after_fatal", [](tle::Ptr<float> x) { tle::store(x + tle::arange(0, 16), 2.0f); });
+  std::vector<float> v(16, 0.f);
+  k(tle::Grid(1).backend(tle::Backend::CPU), v.data());
+  CHECK(v[15] == 2.0f);
+  CHECK(k.ptx(90, 4, v.data()).find(".entry") != std::string::npos);
+}
 
 TEST_CASE("runtime: a missing driver library is reported, never thrown", "[runtime]") {
   cuda::DriverLoad l = cuda::load_driver("/nonexistent/libcuda.so.1");

@@ -24,6 +24,7 @@
 #include "backend/cpu/program_guard.hpp"
 #include "backend/cpu/runtime_helpers.hpp"
 #include "backend/cpu/thread_pool.hpp"
+#include "support/llvm_guard.hpp"
 
 namespace tle::cpu {
 namespace {
@@ -173,14 +174,25 @@ Object compile_object(const ir::Function& f, int opt_level) {
   llvm::LLVMContext ctx;
   auto tm = host_tm();
   auto m = build_module(f, ctx, *tm, o.symbol, o.scratch_bytes);
-  if (opt_level > 0) optimize(*m, tm.get());
-  llvm::SmallVector<char, 0> buf;
-  llvm::raw_svector_ostream os(buf);
-  llvm::legacy::PassManager pm;
-  if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile))
-    throw RuntimeError("TargetMachine::addPassesToEmitFile", "the host target cannot emit object files");
-  pm.run(*m);
-  o.bytes.assign(buf.begin(), buf.end());
+  bool cannot_emit = false;
+  // An LLVM fatal error (a selection failure on the host target) is an InternalError, not an exit.
+  auto fatal = support::catch_llvm_fatal_errors([&] {
+    if (opt_level > 0) optimize(*m, tm.get());
+    llvm::SmallVector<char, 0> buf;
+    llvm::raw_svector_ostream os(buf);
+    llvm::legacy::PassManager pm;
+    if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile)) {
+      cannot_emit = true;
+      return;
+    }
+    pm.run(*m);
+    o.bytes.assign(buf.begin(), buf.end());
+  });
+  if (cannot_emit) throw RuntimeError("TargetMachine::addPassesToEmitFile", "the host target cannot emit object files");
+  if (fatal)
+    throw InternalError(fmt::format("kernel '{}': LLVM's host code generator failed (a tle bug; please report it "
+                                    "with TLE_DUMP_IR=dir's files): {}",
+                                    f.name, *fatal));
   return o;
 }
 

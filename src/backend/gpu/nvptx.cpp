@@ -18,6 +18,7 @@
 
 #include <mutex>
 
+#include "support/llvm_guard.hpp"
 #include "tle/error.hpp"
 
 extern "C" const char tle_libdevice_begin[];
@@ -117,25 +118,39 @@ std::string emit_ptx(llvm::Module& m, const Target& t) {
     llvm::raw_string_ostream os(err);
     if (llvm::verifyModule(m, &os)) throw RuntimeError("llvm::verifyModule(nvptx)", os.str());
   }
-  llvm::LoopAnalysisManager lam;
-  llvm::FunctionAnalysisManager fam;
-  llvm::CGSCCAnalysisManager cgam;
-  llvm::ModuleAnalysisManager mam;
-  llvm::PassBuilder pb(tm.get());
-  pb.registerModuleAnalyses(mam);
-  pb.registerCGSCCAnalyses(cgam);
-  pb.registerFunctionAnalyses(fam);
-  pb.registerLoopAnalyses(lam);
-  pb.crossRegisterProxies(lam, fam, cgam, mam);
-  pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
+  std::string ptx_text;
+  bool cannot_emit = false;
+  // An LLVM fatal error (NVPTX's "Cannot select", fuzzer seed 805) is an InternalError naming the
+  // kernel, not an exit of the host process (support/llvm_guard.hpp).
+  auto fatal = support::catch_llvm_fatal_errors([&] {
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PassBuilder pb(tm.get());
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
 
-  llvm::SmallString<0> ptx;
-  llvm::raw_svector_ostream os(ptx);
-  llvm::legacy::PassManager pm;
-  if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::AssemblyFile))
-    throw RuntimeError("llvm::TargetMachine::addPassesToEmitFile", "NVPTX cannot emit PTX");
-  pm.run(m);
-  return std::string(ptx.str());
+    llvm::SmallString<0> ptx;
+    llvm::raw_svector_ostream os(ptx);
+    llvm::legacy::PassManager pm;
+    if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::AssemblyFile)) {
+      cannot_emit = true;
+      return;
+    }
+    pm.run(m);
+    ptx_text = std::string(ptx.str());
+  });
+  if (cannot_emit) throw RuntimeError("llvm::TargetMachine::addPassesToEmitFile", "NVPTX cannot emit PTX");
+  if (fatal)
+    throw InternalError(fmt::format("module '{}': LLVM's NVPTX back end failed (a tle bug; please report it with "
+                                    "TLE_DUMP_IR=dir's files): {}",
+                                    m.getName().str(), *fatal));
+  return ptx_text;
 }
 
 }  // namespace tle::gpu
