@@ -24,9 +24,12 @@
 #include <llvm/Config/llvm-config.h>
 
 #include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -583,6 +586,7 @@ class KernelState {
     }
     auto compiled = std::make_shared<Compiled>();
     noting_launch(pk, loc, [&] {
+      if (backend != Backend::GPU) check_gpu_compile(fn, pk, opt);
       auto f = trace(fn, pk);
       if (backend == Backend::Interp) {
         ir::verify(*f);
@@ -616,6 +620,28 @@ class KernelState {
     }
     const int cap = std::min(255, 65536 / (32 * std::max(1, num_warps)) / 8 * 8);
     return registers >= cap - 8;
+  }
+
+  /// TLE_CHECK_GPU (docs/testing.md, "Portability"): with it set, a CPU or interpreter
+  /// specialization is also compiled for the GPU (sm_90a PTX, the launch's options), so a kernel
+  /// written on a machine without a GPU fails at its first launch where the GPU backend would
+  /// refuse it. "1": compile only; any other value is a directory that receives the PTX, one file
+  /// per specialization (<kernel>.<hash of the PTX>.ptx), for ptxas to assemble.
+  void check_gpu_compile(const void* fn, const Packed& pk, const gpu::Options& opt) {
+    static const std::string mode = [] {
+      const char* e = std::getenv("TLE_CHECK_GPU");
+      return std::string(e && std::strcmp(e, "0") != 0 ? e : "");
+    }();
+    if (mode.empty()) return;
+    auto f = trace(fn, pk);
+    passes::run_pipeline(*f);
+    gpu::Artifact art = gpu::compile(*f, target_for(90), opt, false);
+    if (mode == "1") return;
+    const std::string path = fmt::format("{}/{}.{:016x}.ptx", mode, name, std::hash<std::string>{}(art.ptx));
+    std::FILE* out = std::fopen(path.c_str(), "wb");
+    bool ok = out && std::fwrite(art.ptx.data(), 1, art.ptx.size(), out) == art.ptx.size();
+    if (out) ok = std::fclose(out) == 0 && ok;
+    if (!ok) throw RuntimeError("TLE_CHECK_GPU", fmt::format("cannot write {}: {}", path, std::strerror(errno)));
   }
 
   /// GPU compile of an optimized function for the current context's device, through the disk
