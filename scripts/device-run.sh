@@ -28,7 +28,7 @@
 # reports the seeds it ran), FUZZ_ONE_CONFIG=1 (each program at one GPU configuration, not all),
 # SKIP_FUZZ=1 to leave the fuzz step out. Failing fuzz programs are
 # written as C++ to $OUT/fuzz-gpu/ (/tmp/fuzz-gpu without $OUT). SANITIZE_TESTS (catch2 filter
-# for the compute-sanitizer memcheck/racecheck/synccheck steps), SKIP_SANITIZE=1 to leave them out.
+# for the compute-sanitizer memcheck/racecheck/synccheck/initcheck steps), SKIP_SANITIZE=1 to leave them out.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -156,16 +156,20 @@ remote)
       step "$e (gpu, --gpu-sizes)" env TLE_BACKEND=gpu "$bin/$e" --gpu-sizes
     done
   fi
-  # compute-sanitizer (issue #12): memcheck, racecheck and synccheck over a set of GPU tests that
-  # covers loads/stores at ragged tails, atomics, the tensor-core K loops (mma.sync and wgmma,
-  # cp.async pipelines, warp specialization) and streams. SANITIZE_TESTS overrides the set;
-  # SKIP_SANITIZE=1 leaves it out. Skipped with a note where the machine has no compute-sanitizer.
+  # compute-sanitizer (issue #12): memcheck, racecheck, synccheck and initcheck over a set of GPU
+  # tests that covers loads/stores at ragged tails, atomics, the tensor-core K loops (mma.sync and
+  # wgmma, cp.async pipelines, warp specialization) and streams, and over the examples at their
+  # default sizes. SANITIZE_TESTS overrides the test set; SKIP_SANITIZE=1 leaves it all out.
+  # Skipped with a note where the machine has no compute-sanitizer.
   if [ "${SKIP_SANITIZE:-0}" != 1 ]; then
     cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
     san_tests=${SANITIZE_TESTS:-"gpu: E27*,gpu: atomics,gpu: E21*,gpu: matmul with a K loop*,gpu: a hinted K loop*,gpu: launches on streams*"}
     if [ -n "$cs" ]; then
-      for tool in memcheck racecheck synccheck; do
+      for tool in memcheck racecheck synccheck initcheck; do
         step "compute-sanitizer $tool" "$cs" --tool "$tool" --error-exitcode 9 "$bin/tle_tests" "$san_tests"
+        for e in vector_add softmax layernorm matmul attention; do
+          step "compute-sanitizer $tool $e" env TLE_BACKEND=gpu "$cs" --tool "$tool" --error-exitcode 9 "$bin/$e"
+        done
       done
     else
       echo "device-run: no compute-sanitizer on this machine; the sanitizer steps are skipped"
