@@ -255,7 +255,7 @@ double same_bytes_memcpy_ms(bench::Timer& tm, double bytes) {
 }
 
 void group_softmax(bench::Timer& tm) {
-  const int shapes[][2] = {{8192, 8192}, {32768, 1024}, {4096, 32768}};
+  const int shapes[][2] = {{8192, 8192}, {32768, 1024}, {4096, 32768}, {32768, 1000}};
   auto softmax = make_softmax();
   for (auto& s : shapes) {
     const int rows = s[0], cols = s[1];
@@ -282,6 +282,19 @@ void group_softmax(bench::Timer& tm) {
       Timing t = tm.time([&] { run_w(warps); });
       Json extra;
       extra.num("memcpy_same_bytes_ms", same_bytes_memcpy_ms(tm, c.bytes));
+      if (BLOCK != cols) {
+        // The same kernel with BLOCK = ncols, a tile that is not a power of two: the GPU pads it to
+        // BLOCK lanes itself (pass pad_shapes) - the cost of implicit padding, beside the case.
+        auto run_p = [&](int w) { softmax(Grid(rows).with_warps(w).on(tm.stream()), dx, dy, cols, cols, 1.0f); };
+        std::string perr;
+        const int pw = pick_warps(tm, row_warp_candidates(BLOCK), run_p, check, perr).first;
+        if (pw) {
+          Timing tp = tm.time([&] { run_p(pw); });
+          extra.num("implicit_pad_tile_ms", tp.median).num("implicit_pad_over_pow2_tile", tp.median / t.median);
+        } else {
+          extra.str("implicit_pad_error", perr.substr(0, 300));
+        }
+      }
       emit_ok(c, t, "BLOCK=" + std::to_string(BLOCK) + " warps=" + std::to_string(warps) + " (best of a warps sweep)",
               Json(), extra);
     });
@@ -918,7 +931,7 @@ const std::vector<Group>& groups() {
   static const std::vector<Group> g = {
       {"copy", group_copy, {"copy/f32/2^28"}},
       {"vector_add", group_vector_add, {"vector_add/f32/2^28"}},
-      {"softmax", group_softmax, {"softmax/f32/8192x8192", "softmax/f32/32768x1024", "softmax/f32/4096x32768"}},
+      {"softmax", group_softmax, {"softmax/f32/8192x8192", "softmax/f32/32768x1024", "softmax/f32/4096x32768", "softmax/f32/32768x1000"}},
       {"layernorm", group_layernorm, {"layernorm/bf16/16384x4096", "layernorm/bf16/4096x8192"}},
       {"matmul", group_matmul,
        {"matmul/bf16/8192x8192x8192", "matmul/bf16/4096x7168x2048", "matmul/bf16/16384x2048x7168",

@@ -533,7 +533,7 @@ def group_vector_add(tm):
 
 
 def group_softmax(tm):
-    for rows, cols in [(8192, 8192), (32768, 1024), (4096, 32768)]:
+    for rows, cols in [(8192, 8192), (32768, 1024), (4096, 32768), (32768, 1000)]:
         case = "softmax/f32/%dx%d" % (rows, cols)
         x = random_nonzero((rows, cols), torch.float32, -4.0, 4.0, seed=3)
         want = torch.softmax(x.double(), dim=-1)
