@@ -280,3 +280,72 @@ TEST_CASE("ptx: tuple reductions and scans at 1, 4 and 8 warps assemble", "[ptx]
       ptxtest::assemble("tuple_recurrence", ptx, "sm_90a");
     }
 }
+
+TEST_CASE("gpu: tuple reductions keep the order on large tiles and in the tensor-core layout", "[.gpu]") {
+  // Larger than the mirrored [ops] cases: 1-D tiles whose layouts put register bits above the lanes
+  // and warps (partial states combined last), and a dot result (mma / wgmma accumulator layout:
+  // a register bit between the lane and warp bits, reduced through shared memory).
+  if (!gpu_info()) {
+    WARN("no usable GPU: [.gpu] case skipped");
+    return;
+  }
+  auto k = jit("gpu_tuple_order", [](Ptr<uint32_t> m, Ptr<uint32_t> out, Constexpr<int> N) {
+    Tile<int32_t> i = arange(0, N);
+    std::tuple x{load(m + i), load(m + N + i), load(m + 2 * N + i), load(m + 3 * N + i)};
+    auto [r0, r1, r2, r3] = reduce(x, 0, mat_combine, true);
+    Tile<int32_t> z = arange(0, 1);
+    store(out + z, r0);
+    store(out + 1 + z, r1);
+    store(out + 2 + z, r2);
+    store(out + 3 + z, r3);
+  });
+  for (int n : {2048, 4096, 8192})
+    for (int warps : {1, 4, 8}) {
+      CAPTURE(n, warps);
+      ManagedBuffer<uint32_t> m(4 * size_t(n)), out(4, 0);
+      Buf<uint32_t> r = random_full<uint32_t>(4 * size_t(n), 61);
+      for (size_t t = 0; t < r.size(); ++t) m.data()[t] = r[t];
+      Mat s{r[0], r[size_t(n)], r[2 * size_t(n)], r[3 * size_t(n)]};
+      for (int q = 1; q < n; ++q) s = matmul(s, Mat{r[q], r[size_t(n) + q], r[2 * size_t(n) + q], r[3 * size_t(n) + q]});
+      k(Grid(1).with_warps(warps).backend(Backend::GPU), m.data(), out.data(), n);
+      synchronize();
+      for (int c = 0; c < 4; ++c) CHECK(out.data()[c] == s[size_t(c)]);
+    }
+  // first non-zero along both axes of a 64x64 / 128x128 f16 dot (exact small integers)
+  auto kd = jit("gpu_dot_first_nz", [](Ptr<f16> a, Ptr<float> out, Constexpr<int> M) {
+    Tile<int32_t> o = expand_dims(arange(0, M), 1) * M + expand_dims(arange(0, M), 0);
+    Tile<f16> v = load(a + o);
+    Tile<float> c = dot(v, permute(v, {1, 0}));
+    auto [f0, z0] = reduce(std::tuple{c, c * 0.0f}, 0, [](auto l, auto r) {
+      auto [l0, l1] = l;
+      auto [r0, r1] = r;
+      return std::tuple{where(l0 != 0.0f, l0, r0), l1 + r1};
+    });
+    store(out + arange(0, M), f0 + z0);
+    store(out + M + arange(0, M), reduce(c, 1, [](auto l, auto r) { return where(l != 0.0f, l, r); }));
+  });
+  for (int M : {64, 128})
+    for (int warps : {4, 8}) {
+      CAPTURE(M, warps);
+      Buf<int32_t> xi = random_buf<int32_t>(size_t(M) * M, 62, -2, 2);
+      ManagedBuffer<f16> a(size_t(M) * M);
+      std::vector<float> x(size_t(M) * M);
+      for (size_t t = 0; t < x.size(); ++t) {
+        if (t % 7 != 3) xi[t] = 0;
+        x[t] = float(xi[t]);
+        a.data()[t] = f16(x[t]);
+      }
+      std::vector<float> c(size_t(M) * M, 0.f), want(2 * size_t(M), 0.f);
+      for (int i = 0; i < M; ++i)
+        for (int j = 0; j < M; ++j)
+          for (int q = 0; q < M; ++q) c[size_t(i) * M + j] += x[size_t(i) * M + q] * x[size_t(j) * M + q];
+      for (int i = M - 1; i >= 0; --i)
+        for (int j = M - 1; j >= 0; --j)
+          if (float e = c[size_t(i) * M + j]; e != 0.f) want[size_t(j)] = e, want[size_t(M) + i] = e;
+      ManagedBuffer<float> out(2 * size_t(M), -1.f);
+      kd(Grid(1).with_warps(warps).backend(Backend::GPU), a.data(), out.data(), M);
+      synchronize();
+      std::vector<float> got(out.data(), out.data() + 2 * M);
+      CHECK(diffs(got, want) == "");
+    }
+}
