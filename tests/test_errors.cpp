@@ -537,6 +537,22 @@ TEST_CASE("errors: tuple reduce and scan with mismatched shapes, arity or dtypes
   expect_error([&] { k4(Grid(1), buf.data()); }, "associative_scan: cannot scan a scalar", line);
 }
 
+TEST_CASE("errors: random numbers with a tile seed or 64-bit offsets", "[errors]") {
+  line = 0;
+  auto k = jit("err_rand_seed", [](Ptr<float> x) {
+    Tile<int32_t> o = arange(0, 8);
+    line = __LINE__; Tile<float> r = rand(o, o);
+    store(x + o, r);
+  });
+  expect_error([&] { k(Grid(1), buf.data()); }, "the seed must be a scalar", line);
+  auto k2 = jit("err_rand_offsets", [](Ptr<float> x, Tile<int64_t> seed) {
+    Tile<int32_t> o = arange(0, 8);
+    line = __LINE__; Tile<float> r = randn(seed, cast<int64_t>(o));
+    store(x + o, r);
+  });
+  expect_error([&] { k2(Grid(1), buf.data(), int64_t(1)); }, "offsets must be an int32_t or uint32_t tile", line);
+}
+
 // ============================================================================ memory hints, misc
 
 TEST_CASE("errors: unknown or conflicting cache modifier and eviction policy", "[errors]") {
