@@ -346,6 +346,19 @@ Tile<T> where(const Tile<bool>& c, S a, const Tile<T>& b, loc_t l = loc_t::curre
   return Tile<T>(detail::select(c.value(), Operand<T>(a, l).v, b.value(), Tile<T>::dtype, l));
 }
 
+/// The smallest power of two >= n, for host code choosing tile sizes (Triton's
+/// triton.next_power_of_2): 1 -> 1, 3 -> 4, 1000 -> 1024, 2^31 + 1 -> 2^32. As Triton's, 0 gives 0.
+/// n must be in [0, 2^62]: a larger n has no power of two >= n in int64_t, and a negative n none
+/// at all; both throw UserError at the caller (a compile error in a constant expression).
+constexpr int64_t next_power_of_2(int64_t n, loc_t l = loc_t::current()) {
+  if (n < 0 || n > (int64_t(1) << 62))
+    throw UserError(l, "next_power_of_2: n = " + std::to_string(n) + " is outside [0, 2^62] (the powers of two "
+                       "an int64_t holds)");
+  uint64_t v = static_cast<uint64_t>(n) - 1;  // 0 -> all ones -> 0, as Triton
+  for (int s = 1; s < 64; s *= 2) v |= v >> s;
+  return static_cast<int64_t>(v + 1);
+}
+
 /// Ceiling division: cdiv(a, b) = ceil(a / b) for integers of either sign (cdiv(-36, 5) == -7).
 constexpr int64_t cdiv(int64_t a, int64_t b) { return a / b + ((a % b != 0) && ((a < 0) == (b < 0)) ? 1 : 0); }
 template <detail::IntElem T> Tile<T> cdiv(const Tile<T>& a, std::type_identity_t<Operand<T>> b, loc_t l = loc_t::current()) {
