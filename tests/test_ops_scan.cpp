@@ -167,6 +167,37 @@ auto mat_combine = [](auto l, auto r) {
   auto [e, f, g, h] = r;
   return std::tuple{a * e + b * g, a * f + b * h, c * e + d * g, c * f + d * h};
 };
+
+/// The kernel of the [.gpu] order test: the 2x2 matrix product of a 1-D tile of N matrices.
+auto make_tuple_order() {
+  return jit("gpu_tuple_order", [](Ptr<uint32_t> m, Ptr<uint32_t> out, Constexpr<int> N) {
+    Tile<int32_t> i = arange(0, N);
+    std::tuple x{load(m + i), load(m + N + i), load(m + 2 * N + i), load(m + 3 * N + i)};
+    auto [r0, r1, r2, r3] = reduce(x, 0, mat_combine, true);
+    Tile<int32_t> z = arange(0, 1);
+    store(out + z, r0);
+    store(out + 1 + z, r1);
+    store(out + 2 + z, r2);
+    store(out + 3 + z, r3);
+  });
+}
+
+/// The kernel of the [.gpu] order test on a dot result: first non-zero along both axes.
+auto make_dot_first_nonzero() {
+  return jit("gpu_dot_first_nz", [](Ptr<f16> a, Ptr<float> out, Constexpr<int> M) {
+    Tile<int32_t> o = expand_dims(arange(0, M), 1) * M + expand_dims(arange(0, M), 0);
+    Tile<f16> v = load(a + o);
+    Tile<float> c = dot(v, permute(v, {1, 0}));
+    auto [f0, z0] = reduce(std::tuple{c, c * 0.0f}, 0, [](auto l, auto r) {
+      auto [l0, l1] = l;
+      auto [r0, r1] = r;
+      return std::tuple{where(l0 != 0.0f, l0, r0), l1 + r1};
+    });
+    store(out + arange(0, M), f0 + z0);
+    store(out + M + arange(0, M), reduce(c, 1, [](auto l, auto r) { return where(l != 0.0f, l, r); }));
+  });
+}
+
 }  // namespace
 
 TEST_CASE("ops: tuple reduce and scan of 2x2 matrix products mod 2^32 along either axis", "[ops]") {
@@ -279,6 +310,19 @@ TEST_CASE("ptx: tuple reductions and scans at 1, 4 and 8 warps assemble", "[ptx]
       CHECK(ptx.find("shfl.sync.bfly") != std::string::npos);
       ptxtest::assemble("tuple_recurrence", ptx, "sm_90a");
     }
+  // register bits above the lanes and warps (partial states), and a dot result's layout (staged)
+  auto ko = make_tuple_order();
+  auto kd = make_dot_first_nonzero();
+  for (int warps : {1, 4, 8}) {
+    CAPTURE(warps);
+    auto* p = reinterpret_cast<uint32_t*>(uintptr_t(0x10000));
+    ptxtest::assemble("gpu_tuple_order", ko.ptx(90, warps, p, p, 4096), "sm_90a");
+    if (warps == 1) continue;
+    auto* h = reinterpret_cast<f16*>(uintptr_t(0x10000));
+    auto* f = reinterpret_cast<float*>(uintptr_t(0x10000));
+    for (int sm : {90, 80})
+      ptxtest::assemble("gpu_dot_first_nz", kd.ptx(sm, warps, h, f, 64), sm == 90 ? "sm_90a" : "sm_80");
+  }
 }
 
 TEST_CASE("gpu: tuple reductions keep the order on large tiles and in the tensor-core layout", "[.gpu]") {
@@ -289,16 +333,7 @@ TEST_CASE("gpu: tuple reductions keep the order on large tiles and in the tensor
     WARN("no usable GPU: [.gpu] case skipped");
     return;
   }
-  auto k = jit("gpu_tuple_order", [](Ptr<uint32_t> m, Ptr<uint32_t> out, Constexpr<int> N) {
-    Tile<int32_t> i = arange(0, N);
-    std::tuple x{load(m + i), load(m + N + i), load(m + 2 * N + i), load(m + 3 * N + i)};
-    auto [r0, r1, r2, r3] = reduce(x, 0, mat_combine, true);
-    Tile<int32_t> z = arange(0, 1);
-    store(out + z, r0);
-    store(out + 1 + z, r1);
-    store(out + 2 + z, r2);
-    store(out + 3 + z, r3);
-  });
+  auto k = make_tuple_order();
   for (int n : {2048, 4096, 8192})
     for (int warps : {1, 4, 8}) {
       CAPTURE(n, warps);
@@ -312,18 +347,7 @@ TEST_CASE("gpu: tuple reductions keep the order on large tiles and in the tensor
       for (int c = 0; c < 4; ++c) CHECK(out.data()[c] == s[size_t(c)]);
     }
   // first non-zero along both axes of a 64x64 / 128x128 f16 dot (exact small integers)
-  auto kd = jit("gpu_dot_first_nz", [](Ptr<f16> a, Ptr<float> out, Constexpr<int> M) {
-    Tile<int32_t> o = expand_dims(arange(0, M), 1) * M + expand_dims(arange(0, M), 0);
-    Tile<f16> v = load(a + o);
-    Tile<float> c = dot(v, permute(v, {1, 0}));
-    auto [f0, z0] = reduce(std::tuple{c, c * 0.0f}, 0, [](auto l, auto r) {
-      auto [l0, l1] = l;
-      auto [r0, r1] = r;
-      return std::tuple{where(l0 != 0.0f, l0, r0), l1 + r1};
-    });
-    store(out + arange(0, M), f0 + z0);
-    store(out + M + arange(0, M), reduce(c, 1, [](auto l, auto r) { return where(l != 0.0f, l, r); }));
-  });
+  auto kd = make_dot_first_nonzero();
   for (int M : {64, 128})
     for (int warps : {4, 8}) {
       CAPTURE(M, warps);
