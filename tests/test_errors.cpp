@@ -528,7 +528,8 @@ TEST_CASE("errors: tuple reduce and scan with mismatched shapes, arity or dtypes
     });
     store(x + arange(0, 8), r + q);
   });
-  expect_error([&] { k3(Grid(1), buf.data()); }, "must return value 1 (for operand 1) a scalar i32 tile, got f32", line);
+  expect_error([&] { k3(Grid(1), buf.data()); }, "must return value 1 (for operand 1) a scalar i32 tile, got f32",
+               line);
   auto k4 = jit("err_tuple_scalar", [](Ptr<float> x) {
     Tile<float> a = load(x);
     line = __LINE__; auto [r] = associative_scan(std::tuple{a}, 0, [](auto l, auto) { return l; });

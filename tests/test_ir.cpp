@@ -340,7 +340,8 @@ TEST_CASE("verifier: per-op typing rules", "[ir]") {
     auto combine = [&](std::vector<Value*> xs, int args, int yields) {
       std::vector<Type> rts;
       for (Value* x : xs) rts.push_back(ty(x->type.dtype, {4}));
-      Op* r = k.b.create(OpKind::Reduce, xs, rts, {{"axis", int64_t(1)}, {"kind", int64_t(ReduceKind::Combine)}}, {}, 1);
+      Op* r =
+          k.b.create(OpKind::Reduce, xs, rts, {{"axis", int64_t(1)}, {"kind", int64_t(ReduceKind::Combine)}}, {}, 1);
       Block& blk = r->region().body();
       std::vector<Value*> as;
       for (int q = 0; q < args; ++q) as.push_back(blk.add_arg(ty(xs[size_t(q) % xs.size()]->type.dtype)));

@@ -221,7 +221,8 @@ TEST_CASE("ops: tuple reduce and scan of 2x2 matrix products mod 2^32 along eith
     store(so + 2 * MN + o, s2);
     store(so + 3 * MN + o, s3);
   });
-  for (auto [M0, N0] : {std::pair{1, 1001}, std::pair{17, 17}, std::pair{1001, 1}, std::pair{32, 32}, std::pair{4, 512}}) {
+  for (auto [M0, N0] :
+       {std::pair{1, 1001}, std::pair{17, 17}, std::pair{1001, 1}, std::pair{32, 32}, std::pair{4, 512}}) {
     const int M = gpu_tile(M0), N = gpu_tile(N0);
     const size_t mn = size_t(M) * N;
     Buf<uint32_t> m = random_full<uint32_t>(4 * mn, 31);
@@ -341,7 +342,8 @@ TEST_CASE("gpu: tuple reductions keep the order on large tiles and in the tensor
       Buf<uint32_t> r = random_full<uint32_t>(4 * size_t(n), 61);
       for (size_t t = 0; t < r.size(); ++t) m.data()[t] = r[t];
       Mat s{r[0], r[size_t(n)], r[2 * size_t(n)], r[3 * size_t(n)]};
-      for (int q = 1; q < n; ++q) s = matmul(s, Mat{r[q], r[size_t(n) + q], r[2 * size_t(n) + q], r[3 * size_t(n) + q]});
+      for (int q = 1; q < n; ++q)
+        s = matmul(s, Mat{r[q], r[size_t(n) + q], r[2 * size_t(n) + q], r[3 * size_t(n) + q]});
       k(Grid(1).with_warps(warps).backend(Backend::GPU), m.data(), out.data(), n);
       synchronize();
       for (int c = 0; c < 4; ++c) CHECK(out.data()[c] == s[size_t(c)]);

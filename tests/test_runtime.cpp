@@ -975,7 +975,7 @@ TEST_CASE("gpu: an asynchronous kernel fault is a RuntimeError at synchronize", 
 }
 
 TEST_CASE("runtime: next_power_of_2 as Triton's, with its range checked", "[runtime]") {
-  static_assert(tle::next_power_of_2(1) == 1 && tle::next_power_of_2(2) == 2 && tle::next_power_of_2(3) == 4);  // constexpr
+  static_assert(tle::next_power_of_2(1) == 1 && tle::next_power_of_2(2) == 2 && tle::next_power_of_2(3) == 4);
   CHECK(tle::next_power_of_2(0) == 0);  // as triton.next_power_of_2(0)
   CHECK(tle::next_power_of_2(1000) == 1024);
   CHECK(tle::next_power_of_2(1024) == 1024);

@@ -182,7 +182,9 @@ class Verifier {
     }
     bool ok = b.args.size() == 2 * n;
     for (size_t i = 0; ok && i < 2 * n; ++i) ok = b.args[i]->type == want[i % n];
-    if (!ok) fail(&op, fmt::format("combine region must take {} scalars (left then right values of the operands' dtypes)", 2 * n));
+    if (!ok)
+      fail(&op, fmt::format("combine region must take {} scalars (left then right values of the operands' dtypes)",
+                            2 * n));
     yields(op, 0, want);
   }
   /// Operands and results of a reduce/scan: one operand unless kind is combine (1 or more, one

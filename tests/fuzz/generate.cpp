@@ -869,7 +869,8 @@ class Gen {
     if (opt_.portable) {
       using B = BinaryOp;
       if ((f == 1 || f == 2) && tle::is_float(d)) return 0;
-      if (f == 3 && op != int(B::And) && op != int(B::Or) && op != int(B::Max) && op != int(B::Min) && op != int(B::Xor))
+      if (f == 3 && op != int(B::And) && op != int(B::Or) && op != int(B::Max) && op != int(B::Min) &&
+          op != int(B::Xor))
         return 0;
     }
     return f;

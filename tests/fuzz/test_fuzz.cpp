@@ -236,7 +236,8 @@ std::string portable_violation(const fuzz::Program& p) {
         if (s.a == 3 && s.op != int(B::And) && s.op != int(B::Or) && s.op != int(B::Max) && s.op != int(B::Min) &&
             s.op != int(B::Xor))
           bad = at + "(p op q) op p with an op for which it is not associative";
-        if (s.args.size() == 2 && (fl || (s.a != 4 && s.a != 5))) bad = at + "a tuple combine that is not an integer one";
+        if (s.args.size() == 2 && (fl || (s.a != 4 && s.a != 5)))
+          bad = at + "a tuple combine that is not an integer one";
       }
       if (s.kind == K::Atomic && s.op == int(tle::ir::AtomicOp::Add) && s.result >= 0 &&
           p.vars[static_cast<size_t>(s.result)].dtype == tle::DType::f32)

@@ -156,8 +156,10 @@ class Tracer {
         detail::CombineFn vfn = [&](const std::vector<V>& x, const std::vector<V>& y) {
           return std::vector<V>{fn(x[0], y[0])};
         };
-        if (s.kind == Kind::ReduceCombine) define(s.result, detail::reduce_combine({val(a[0])}, s.axis, s.flag, vfn, loc)[0]);
-        else define(s.result, detail::scan_combine({val(a[0])}, s.axis, s.flag, vfn, loc)[0]);
+        if (s.kind == Kind::ReduceCombine)
+          define(s.result, detail::reduce_combine({val(a[0])}, s.axis, s.flag, vfn, loc)[0]);
+        else
+          define(s.result, detail::scan_combine({val(a[0])}, s.axis, s.flag, vfn, loc)[0]);
         return;
       }
       case Kind::Cumsum: define(s.result, detail::scan(val(a[0]), s.axis, s.flag, loc)); return;

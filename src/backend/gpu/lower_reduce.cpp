@@ -347,7 +347,8 @@ void Lowerer::lower_reduce(const ir::Op& op) {
     for (auto& [k, g] : groups)
       for (int p = 0; p < nparts; ++p) {
         Value* slot = B.CreateAdd(B.CreateMul(B.CreateAdd(wpos, i32c(p * nslots)), i32c(rnumel)), key_index(g.key));
-        for (size_t c = 0; c < acc.ds.size(); ++c) smem_store(acc.ds[c], base[c], slot, g.parts[static_cast<size_t>(p)][c]);
+        for (size_t c = 0; c < acc.ds.size(); ++c)
+          smem_store(acc.ds[c], base[c], slot, g.parts[static_cast<size_t>(p)][c]);
       }
     barrier();
     for (auto& [k, g] : groups) {

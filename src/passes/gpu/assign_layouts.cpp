@@ -577,8 +577,10 @@ class Assigner {
             break;
           case OpKind::Reduce:
             for (size_t i = 1; i < op.operands.size(); ++i) conv(i, lay(op.operands[0]));
-            if (!op.result()->type.is_scalar())
-              for (auto& r : op.results) set(r.get(), layout::slice(lay(op.operands[0]), static_cast<int>(op.int_attr("axis"))));
+            if (!op.result()->type.is_scalar()) {
+              const LL sl = layout::slice(lay(op.operands[0]), static_cast<int>(op.int_attr("axis")));
+              for (auto& r : op.results) set(r.get(), sl);
+            }
             break;
           case OpKind::Scan:
             for (size_t i = 0; i < op.operands.size(); ++i) conv(i, lay(op.result()));

@@ -92,7 +92,8 @@ class LayoutVerifier {
           same(op, op.operands[i], lay(op.operands[0]), fmt::format("operand {}", i));
         if (rl) {
           LL want = layout::slice(*lay(op.operands[0]), static_cast<int>(op.int_attr("axis")));
-          for (size_t i = 0; i < op.results.size(); ++i) same(op, op.result(static_cast<unsigned>(i)), &want, fmt::format("result {}", i));
+          for (size_t i = 0; i < op.results.size(); ++i)
+            same(op, op.result(static_cast<unsigned>(i)), &want, fmt::format("result {}", i));
         }
         for (auto& reg : op.regions) scalars_only(reg->body());
         break;
