@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "ops_util.hpp"
+#include "ptxas_util.hpp"
 
 using namespace tle;
 using namespace opstest;
@@ -162,4 +163,21 @@ TEST_CASE("random: 1e5 uniform and normal draws have the expected moments", "[op
   CHECK(std::fabs(vu - 1.0 / 12) < 0.0015);
   CHECK(std::fabs(mg) < 0.02);
   CHECK(std::fabs(vg - 1.0) < 0.03);
+}
+
+TEST_CASE("ptx: random numbers assemble, the multiply-high as mul.hi.u32", "[ptx]") {
+  auto k = jit("random_ptx", [](Ptr<uint32_t> bits, Ptr<float> u, Tile<int64_t> seed, Constexpr<int> BLOCK) {
+    Tile<int32_t> o = program_id(0) * BLOCK + arange(0, BLOCK);
+    store(bits + o, randint(seed, o));
+    store(u + o, randn(seed, o));
+  });
+  for (int warps : {1, 4, 8}) {
+    CAPTURE(warps);
+    std::string ptx = k.ptx(90, warps, reinterpret_cast<uint32_t*>(uintptr_t(0x10000)),
+                            reinterpret_cast<float*>(uintptr_t(0x10000)), int64_t(1), 1024);
+    // the multiply-highs (2 per round) are 32-bit mul.hi instructions, not 64-bit products
+    CHECK(ptx.find("mul.hi.u32") != std::string::npos);
+    CHECK(ptx.find("mul.lo.s64") == std::string::npos);
+    ptxtest::assemble("random_ptx", ptx, "sm_90a");
+  }
 }
