@@ -92,6 +92,13 @@ static Accum make_accum(Lowerer& L, const ir::Op& op, int kind_sum_max_min_arg, 
   }
 }
 
+/// Element `at` of every operand of op (what a multi-operand combine takes, in operand order).
+static Values operand_elems(Lowerer& L, const ir::Op& op, Value* at) {
+  Values v;
+  for (const ir::Value* x : op.operands) v.push_back(L.elem(x, at));
+  return v;
+}
+
 namespace {
 struct Split {
   int64_t outer = 1, n = 1, inner = 1;
@@ -109,26 +116,20 @@ Split split(const ir::Shape& s, int axis) {
 
 void Lowerer::lower_reduce(const ir::Op& op) {
   const ir::Value* x = op.operands.at(0);
-  const size_t nx = op.operands.size(), nr = op.results.size();
+  const size_t nr = op.results.size();
   const int64_t axis = op.int_attr("axis");
   if (axis < 0 || axis >= x->type.rank()) fail(op, fmt::format("axis {} out of range", axis));
   auto kind = op.enum_attr<ir::ReduceKind>("kind");
   Accum acc = make_accum(*this, op, static_cast<int>(kind), op.regions.empty() ? nullptr : &op.region(0));
   Split sp = split(x->type.shape, static_cast<int>(axis));
-  std::vector<Tile> xt;
-  std::vector<llvm::Type*> xty;
-  for (const ir::Value* v : op.operands) xt.push_back(tile(v)), xty.push_back(elem_ty(v->type.dtype));
-  if (xt[0].splat && kind != ir::ReduceKind::Combine && kind != ir::ReduceKind::Sum) {
+  const Tile xt = tile(x);
+  if (xt.splat && kind != ir::ReduceKind::Combine && kind != ir::ReduceKind::Sum) {
     // max/min of a splat is the splat; argmax/argmin is index 0.
-    Value* v = kind == ir::ReduceKind::Argmax || kind == ir::ReduceKind::Argmin ? B.getInt32(0) : xt[0].splat;
+    Value* v = kind == ir::ReduceKind::Argmax || kind == ir::ReduceKind::Argmin ? B.getInt32(0) : xt.splat;
     tiles[op.result()] = Tile{nullptr, v};
     return;
   }
-  auto xs = [&](Value* at) {
-    Values v;
-    for (size_t c = 0; c < nx; ++c) v.push_back(elem(xt[c], xty[c], at));
-    return v;
-  };
+  auto xs = [&](Value* at) { return operand_elems(*this, op, at); };
   std::vector<Value*> state;
   for (auto* t : acc.types) state.push_back(alloc(t, sp.inner, "acc"));
   auto load_state = [&](Value* i) {
@@ -178,14 +179,7 @@ void Lowerer::lower_scan(const ir::Op& op) {
   auto kind = op.enum_attr<ir::ScanKind>("kind");
   Accum acc = make_accum(*this, op, kind == ir::ScanKind::Cumsum ? 0 : 5, op.regions.empty() ? nullptr : &op.region(0));
   Split sp = split(x->type.shape, static_cast<int>(axis));
-  std::vector<Tile> xt;
-  std::vector<llvm::Type*> xty;
-  for (const ir::Value* v : op.operands) xt.push_back(tile(v)), xty.push_back(elem_ty(v->type.dtype));
-  auto xs = [&](Value* at) {
-    Values v;
-    for (size_t c = 0; c < nx; ++c) v.push_back(elem(xt[c], xty[c], at));
-    return v;
-  };
+  auto xs = [&](Value* at) { return operand_elems(*this, op, at); };
   const int64_t rn = x->type.numel();
   if (rn == 1) {
     Values v = acc.final(acc.init(xs(i64c(0)), i64c(0)));
