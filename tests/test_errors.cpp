@@ -522,6 +522,61 @@ TEST_CASE("errors: combine function returning a non-scalar", "[errors]") {
   expect_error([&] { k3(Grid(1), buf.data()); }, "must not assign to tiles declared outside", line);
 }
 
+TEST_CASE("errors: tuple reduce and scan with mismatched shapes, arity or dtypes", "[errors]") {
+  line = 0;
+  auto k = jit("err_tuple_shapes", [](Ptr<float> x) {
+    Tile<float> a = load(x + arange(0, 8));
+    Tile<float> b = load(x + arange(0, 4));
+    line = __LINE__; auto [r, q] = reduce(std::tuple{a, b}, 0, [](auto l, auto) { return l; });
+    store(x, r + q);
+  });
+  expect_error([&] { k(Grid(1), buf.data()); }, "must have one shape: operand 1 is f32[4], operand 0 is f32[8]", line);
+  auto k2 = jit("err_tuple_arity", [](Ptr<float> x) {
+    Tile<float> a = load(x + arange(0, 8));
+    line = __LINE__; auto [r, q] = reduce(std::tuple{a, a}, 0, [](auto l, auto r) {
+      auto [l0, l1] = l;
+      auto [r0, r1] = r;
+      return std::tuple{l0 + r0, l1 + r1, l0 * r1};
+    });
+    store(x, r + q);
+  });
+  expect_error([&] { k2(Grid(1), buf.data()); }, "returns 3 values, expected 2", line);
+  auto k3 = jit("err_tuple_dtype", [](Ptr<float> x) {
+    Tile<float> a = load(x + arange(0, 8));
+    Tile<int32_t> i = arange(0, 8);
+    line = __LINE__; auto [r, q] = associative_scan(std::tuple{a, i}, 0, [](auto l, auto r) {
+      auto [l0, l1] = l;
+      auto [r0, r1] = r;
+      return std::tuple{l0 + r0, l0 * r1};  // the second value is f32, the operand i32
+    });
+    store(x + arange(0, 8), r + q);
+  });
+  expect_error([&] { k3(Grid(1), buf.data()); }, "must return value 1 (for operand 1) a scalar i32 tile, got f32",
+               line);
+  auto k4 = jit("err_tuple_scalar", [](Ptr<float> x) {
+    Tile<float> a = load(x);
+    line = __LINE__; auto [r] = associative_scan(std::tuple{a}, 0, [](auto l, auto) { return l; });
+    store(x, r);
+  });
+  expect_error([&] { k4(Grid(1), buf.data()); }, "associative_scan: cannot scan a scalar", line);
+}
+
+TEST_CASE("errors: random numbers with a tile seed or 64-bit offsets", "[errors]") {
+  line = 0;
+  auto k = jit("err_rand_seed", [](Ptr<float> x) {
+    Tile<int32_t> o = arange(0, 8);
+    line = __LINE__; Tile<float> r = rand(o, o);
+    store(x + o, r);
+  });
+  expect_error([&] { k(Grid(1), buf.data()); }, "the seed must be a scalar", line);
+  auto k2 = jit("err_rand_offsets", [](Ptr<float> x, Tile<int64_t> seed) {
+    Tile<int32_t> o = arange(0, 8);
+    line = __LINE__; Tile<float> r = randn(seed, cast<int64_t>(o));
+    store(x + o, r);
+  });
+  expect_error([&] { k2(Grid(1), buf.data(), int64_t(1)); }, "offsets must be an int32_t or uint32_t tile", line);
+}
+
 // ============================================================================ memory hints, misc
 
 TEST_CASE("errors: unknown or conflicting cache modifier and eviction policy", "[errors]") {

@@ -332,6 +332,35 @@ TEST_CASE("verifier: per-op typing rules", "[ir]") {
     k.b.create(OpKind::Reduce, {a}, {ty(DType::f32, {4})}, {{"axis", int64_t(0)}, {"kind", int64_t(ReduceKind::Sum)}});
     expect_error(k.f, "result type: f32[8] vs f32[4]");
   }
+  SECTION("combine over several operands: shapes, region arity, yields") {
+    Fn k;
+    Value* a = k.b.constant(ty(DType::f32, {4, 8}), 1.0);
+    Value* i = k.b.constant(ty(DType::i32, {4, 8}), int64_t(1));
+    Value* j = k.b.constant(ty(DType::i32, {8}), int64_t(1));
+    auto combine = [&](std::vector<Value*> xs, int args, int yields) {
+      std::vector<Type> rts;
+      for (Value* x : xs) rts.push_back(ty(x->type.dtype, {4}));
+      Op* r =
+          k.b.create(OpKind::Reduce, xs, rts, {{"axis", int64_t(1)}, {"kind", int64_t(ReduceKind::Combine)}}, {}, 1);
+      Block& blk = r->region().body();
+      std::vector<Value*> as;
+      for (int q = 0; q < args; ++q) as.push_back(blk.add_arg(ty(xs[size_t(q) % xs.size()]->type.dtype)));
+      Builder in(&blk);
+      in.yield(std::vector<Value*>(as.begin(), as.begin() + yields));
+    };
+    SECTION("one shape") {
+      combine({a, j}, 4, 2);
+      expect_error(k.f, "operand 1: shapes f32[4,8] vs i32[8]");
+    }
+    SECTION("2n region arguments") {
+      combine({a, i}, 2, 2);
+      expect_error(k.f, "combine region must take 4 scalars");
+    }
+    SECTION("n yields") {
+      combine({a, i}, 4, 1);
+      expect_error(k.f, "region 0 yields 1 values, expected 2");
+    }
+  }
   SECTION("argmax gives i32") {
     Fn k;
     Value* a = k.b.constant(ty(DType::f32, {8}), 1.0);

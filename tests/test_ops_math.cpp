@@ -521,7 +521,8 @@ TEST_CASE("ops: reduce with a user combine function", "[ops]") {
     // integer product (wraps) and a bitwise-or reduction
     store(iout + arange(0, M), reduce(vi, 1, [](Tile<int32_t> a, Tile<int32_t> b) { return a * b; }));
     store(iout + M + arange(0, N), reduce(vi, 0, [](Tile<int32_t> a, Tile<int32_t> b) { return a | b; }));
-    // "applied left to right from element 0" (docs/ir.md): a non-commutative combine, Horner's rule
+    // "applied left to right from element 0" on the CPU (docs/ir.md): Horner's rule acc * 2 + e, a
+    // combine that is not associative (tests/test_ops_scan.cpp has associative, non-commutative ones)
     store(iout + M + N + arange(0, M),
           reduce(vi & 1, 1, [](Tile<int32_t> acc, Tile<int32_t> e) { return acc * 2 + e; }));
   });
@@ -557,8 +558,8 @@ TEST_CASE("ops: reduce with a user combine function", "[ops]") {
     // the float product may be evaluated in any association: a few ulp per factor
     CHECK(diffs(out, w, 1e-6 * N, 0) == "");
     if (gpu_mode()) {
-      // Horner's rule is not commutative: on the GPU (a tree across lanes and warps) its result is
-      // backend-dependent (docs/semantics.md, "What backends may differ in"); the rest must match.
+      // Horner's rule is not associative: on the GPU (a tree across lanes and warps) its result
+      // depends on the bracketing (docs/semantics.md: combines must be associative); the rest must match.
       std::vector<int32_t> got(iout.begin(), iout.begin() + M + N), want(wi.begin(), wi.begin() + M + N);
       CHECK(diffs(got, want) == "");
     } else {

@@ -1011,3 +1011,26 @@ TEST_CASE("runtime child: an asynchronous fault surfaces at synchronize", "[.run
 TEST_CASE("gpu: an asynchronous kernel fault is a RuntimeError at synchronize", "[.gpu]") {
   CHECK(run_child("runtime child: an asynchronous fault surfaces at synchronize", {}) == 0);
 }
+
+TEST_CASE("runtime: next_power_of_2 as Triton's, with its range checked", "[runtime]") {
+  static_assert(tle::next_power_of_2(1) == 1 && tle::next_power_of_2(2) == 2 && tle::next_power_of_2(3) == 4);
+  CHECK(tle::next_power_of_2(0) == 0);  // as triton.next_power_of_2(0)
+  CHECK(tle::next_power_of_2(1000) == 1024);
+  CHECK(tle::next_power_of_2(1024) == 1024);
+  CHECK(tle::next_power_of_2(1025) == 2048);
+  CHECK(tle::next_power_of_2(int64_t(1) << 31) == int64_t(1) << 31);
+  CHECK(tle::next_power_of_2((int64_t(1) << 31) - 1) == int64_t(1) << 31);
+  CHECK(tle::next_power_of_2((int64_t(1) << 31) + 1) == int64_t(1) << 32);
+  CHECK(tle::next_power_of_2(int64_t(1) << 62) == int64_t(1) << 62);
+  for (int64_t bad : {int64_t(-1), (int64_t(1) << 62) + 1, INT64_MAX}) {
+    CAPTURE(bad);
+    int line = 0;
+    try {
+      line = __LINE__; (void)tle::next_power_of_2(bad);
+      FAIL("no UserError");
+    } catch (const tle::UserError& e) {
+      CHECK(e.line() == unsigned(line));
+      CHECK_THAT(e.message(), Catch::Contains("outside [0, 2^62]"));
+    }
+  }
+}

@@ -11,6 +11,7 @@
 #pragma once
 #include <source_location>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -348,6 +349,19 @@ Tile<T> where(const Tile<bool>& c, S a, const Tile<T>& b, loc_t l = loc_t::curre
   return Tile<T>(detail::select(c.value(), Operand<T>(a, l).v, b.value(), Tile<T>::dtype, l));
 }
 
+/// The smallest power of two >= n, for host code choosing tile sizes (Triton's
+/// triton.next_power_of_2): 1 -> 1, 3 -> 4, 1000 -> 1024, 2^31 + 1 -> 2^32. As Triton's, 0 gives 0.
+/// n must be in [0, 2^62]: a larger n has no power of two >= n in int64_t, and a negative n none
+/// at all; both throw UserError at the caller (a compile error in a constant expression).
+constexpr int64_t next_power_of_2(int64_t n, loc_t l = loc_t::current()) {
+  if (n < 0 || n > (int64_t(1) << 62))
+    throw UserError(l, "next_power_of_2: n = " + std::to_string(n) + " is outside [0, 2^62] (the powers of two "
+                       "an int64_t holds)");
+  uint64_t v = static_cast<uint64_t>(n) - 1;  // 0 -> all ones -> 0, as Triton
+  for (int s = 1; s < 64; s *= 2) v |= v >> s;
+  return static_cast<int64_t>(v + 1);
+}
+
 /// Ceiling division: cdiv(a, b) = ceil(a / b) for integers of either sign (cdiv(-36, 5) == -7).
 constexpr int64_t cdiv(int64_t a, int64_t b) { return a / b + ((a % b != 0) && ((a < 0) == (b < 0)) ? 1 : 0); }
 template <detail::IntElem T> Tile<T> cdiv(const Tile<T>& a, std::type_identity_t<Operand<T>> b, loc_t l = loc_t::current()) {
@@ -540,32 +554,86 @@ Tile<int32_t> argmin(const Tile<T>& x, int axis, bool keepdims = false, loc_t l 
   detail::require_value(x.value(), l);
   return Tile<int32_t>(detail::reduce(x.value(), axis, ir::ReduceKind::Argmin, keepdims, l));
 }
-/// Reduction with a user combine function (Tile<T>, Tile<T>) -> Tile<T> over scalars along `axis`.
-/// The combine must be associative and commutative: the CPU applies it left to right, the GPU as a
-/// tree (docs/semantics.md). The function is traced once into the reduce op's body.
+namespace detail {
+/// The values a tuple-form combine returns (a tuple of tiles; arity and dtypes are checked by the
+/// tracer, which throws UserError at the reduce/scan call).
+template <class R> std::vector<V> combine_values(const R& r) {
+  return std::apply([](const auto&... t) { return std::vector<V>{t.value()...}; }, r);
+}
+template <class... T, size_t... I>
+std::tuple<Tile<T>...> tiles_of(const std::vector<V>& v, std::index_sequence<I...>) {
+  return std::tuple<Tile<T>...>(Tile<T>(v[I])...);
+}
+template <class... T> std::vector<V> values_of(const std::tuple<Tile<T>...>& xs, loc_t l) {
+  return std::apply([&](const auto&... t) {
+    (require_value(t.value(), l), ...);
+    return std::vector<V>{t.value()...};
+  }, xs);
+}
+/// The CombineFn of a tuple-form combine: called with two tuples of scalar tiles (left, right).
+template <class... T, class F> CombineFn tuple_combine(F& combine) {
+  return [&combine](const std::vector<V>& a, const std::vector<V>& b) {
+    auto idx = std::index_sequence_for<T...>{};
+    return combine_values(combine(tiles_of<T...>(a, idx), tiles_of<T...>(b, idx)));
+  };
+}
+/// The CombineFn of a single-tile combine (Tile<T>, Tile<T>) -> Tile<T>.
+template <class T, class F> CombineFn single_combine(F& combine) {
+  return [&combine](const std::vector<V>& a, const std::vector<V>& b) {
+    Tile<T> r = combine(Tile<T>(a[0]), Tile<T>(b[0]));
+    return std::vector<V>{r.value()};
+  };
+}
+}  // namespace detail
+
+/// Reduction with a user combine function (Tile<T>, Tile<T>) -> Tile<T> over scalars along `axis`
+/// (negative counts from the end); keepdims keeps a size-1 dim. The combine must be associative; it
+/// need not be commutative: every backend combines in index order, the left operand holding lower
+/// indices than the right (docs/semantics.md, "Reductions and scans with a combine"). Traced once
+/// into the reduce op's body. Throws UserError for a scalar x, a pointer tile, or a combine that
+/// returns something other than a scalar Tile<T>.
 template <class T, class F>
 Tile<T> reduce(const Tile<T>& x, int axis, F&& combine, bool keepdims = false, loc_t l = loc_t::current()) {
   detail::require_value(x.value(), l);
-  std::function<detail::V(detail::V, detail::V)> fn = [&](detail::V a, detail::V b) {
-    Tile<T> r = combine(Tile<T>(a), Tile<T>(b));
-    return r.value();
-  };
-  return Tile<T>(detail::reduce_combine(x.value(), axis, keepdims, fn, l));
+  return Tile<T>(detail::reduce_combine({x.value()}, axis, keepdims, detail::single_combine<T>(combine), l)[0]);
+}
+/// Reduction of several tiles of one shape at once (Triton's tl.reduce over a tuple):
+/// `auto [x, y] = reduce(std::tuple{a, b}, axis, [](auto l, auto r) { auto [a1, b1] = l; auto [a2, b2] = r;
+/// return std::tuple{a1 * a2, a2 * b1 + b2}; })` (the linear recurrence h = a * h + b). The combine
+/// takes two std::tuple of scalar tiles, left (lower indices) and right, and returns a std::tuple of
+/// as many scalar tiles of the operands' dtypes (dtypes may differ between operands). Associative,
+/// not necessarily commutative, as the single-tile form. Throws UserError (at this call) when the
+/// tiles' shapes differ, when the combine returns another number of values or another dtype.
+template <class... T, class F>
+  requires(sizeof...(T) >= 1)
+std::tuple<Tile<T>...> reduce(const std::tuple<Tile<T>...>& xs, int axis, F&& combine, bool keepdims = false,
+                              loc_t l = loc_t::current()) {
+  auto vs = detail::reduce_combine(detail::values_of(xs, l), axis, keepdims, detail::tuple_combine<T...>(combine), l);
+  return detail::tiles_of<T...>(vs, std::index_sequence_for<T...>{});
 }
 /// Inclusive prefix sum along `axis` (reverse: from the end).
 template <detail::Arith T> Tile<T> cumsum(const Tile<T>& x, int axis, bool reverse = false, loc_t l = loc_t::current()) {
   detail::require_value(x.value(), l);
   return Tile<T>(detail::scan(x.value(), axis, reverse, l));
 }
-/// Inclusive scan with a user combine function (as in reduce).
+/// Inclusive scan with a user combine function (as in reduce) along `axis`: element i is
+/// x[0] o x[1] o ... o x[i]. reverse scans from the end, as Triton's reverse=True (the scan of the
+/// tile flipped along the axis, flipped back): element i is x[n-1] o x[n-2] o ... o x[i], the left
+/// operand holding the higher indices. The combine must be associative, not necessarily commutative.
 template <class T, class F>
 Tile<T> associative_scan(const Tile<T>& x, int axis, F&& combine, bool reverse = false, loc_t l = loc_t::current()) {
   detail::require_value(x.value(), l);
-  std::function<detail::V(detail::V, detail::V)> fn = [&](detail::V a, detail::V b) {
-    Tile<T> r = combine(Tile<T>(a), Tile<T>(b));
-    return r.value();
-  };
-  return Tile<T>(detail::scan_combine(x.value(), axis, reverse, fn, l));
+  return Tile<T>(detail::scan_combine({x.value()}, axis, reverse, detail::single_combine<T>(combine), l)[0]);
+}
+/// Inclusive scan of several tiles of one shape at once (Triton's tl.associative_scan over a tuple);
+/// the combine and the errors are those of the tuple form of reduce, the order that of the
+/// single-tile associative_scan. Returns one tile per operand, of its shape and dtype.
+template <class... T, class F>
+  requires(sizeof...(T) >= 1)
+std::tuple<Tile<T>...> associative_scan(const std::tuple<Tile<T>...>& xs, int axis, F&& combine, bool reverse = false,
+                                        loc_t l = loc_t::current()) {
+  auto vs = detail::scan_combine(detail::values_of(xs, l), axis, reverse, detail::tuple_combine<T...>(combine), l);
+  return detail::tiles_of<T...>(vs, std::index_sequence_for<T...>{});
 }
 
 /// Counts of the values of a 1-D integer tile in [0, bins): i32 tile [bins]. Values outside the

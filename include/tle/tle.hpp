@@ -12,5 +12,6 @@
 #include "tle/dtype.hpp"
 #include "tle/error.hpp"
 #include "tle/kernel.hpp"
+#include "tle/random.hpp"
 #include "tle/raw.hpp"
 #include "tle/tile.hpp"

@@ -224,38 +224,54 @@ Frame pop_frame(TraceContext& c) {
   return f;
 }
 
-V combine_region(TraceContext& c, ir::Op* op, DType dt, const std::function<V(V, V)>& combine, const SrcLoc& loc) {
+/// Traces `combine` into the combine region of `op` (a reduce or scan over the operands xs): block
+/// arguments a_0..a_{n-1} (left), b_0..b_{n-1} (right), one scalar of each operand's dtype; the
+/// yield holds the n values it returns. Returns the op's results.
+std::vector<V> combine_region(TraceContext& c, ir::Op* op, const std::vector<V>& xs, const CombineFn& combine,
+                              const SrcLoc& loc) {
   ir::Block& body = op->region().body();
-  V a = body.add_arg(scalar(dt), "a");
-  V b = body.add_arg(scalar(dt), "b");
+  const size_t n = xs.size();
+  std::vector<V> left, right;
+  for (int side = 0; side < 2; ++side)
+    for (size_t i = 0; i < n; ++i) {
+      const std::string name = fmt::format("{}{}", side ? "b" : "a", n == 1 ? "" : std::to_string(i));
+      (side ? right : left).push_back(body.add_arg(scalar(xs[i]->type.dtype), name));
+    }
   push_frame(c, Frame::Body, op, &body, loc);
-  V r;
+  std::vector<V> r;
   try {
-    r = combine(a, b);
+    r = combine(left, right);
   } catch (...) {
     pop_frame(c);
     throw;
   }
+  auto fail = [&](const std::string& msg) {
+    pop_frame(c);
+    throw UserError(loc, msg);
+  };
   Frame f = c.frames.back();
   for (size_t i = 0; i < f.tracked.size(); ++i)
-    if (f.tracked[i] && f.tracked[i]->v != f.before[i]) {
-      pop_frame(c);
-      throw UserError(loc, "a combine function must not assign to tiles declared outside it; return the combined "
-                           "value instead");
+    if (f.tracked[i] && f.tracked[i]->v != f.before[i])
+      fail("a combine function must not assign to tiles declared outside it; return the combined value instead");
+  if (r.size() != n)
+    fail(fmt::format("the combine function returns {} value{}, expected {} (one per combined tile, in the order of "
+                     "the operands)",
+                     r.size(), r.size() == 1 ? "" : "s", n));
+  for (size_t i = 0; i < n; ++i) {
+    DType dt = xs[i]->type.dtype;
+    if (r[i] == stale_value()) fail(stale_message("the tile the combine function returns"));
+    if (!r[i] || r[i]->type != scalar(dt)) {
+      std::string which = n == 1 ? "" : fmt::format(" value {} (for operand {})", i, i);
+      fail(fmt::format("the combine function must return{} a scalar {} tile, got {}", which, dtype_name(dt),
+                       r[i] ? r[i]->type.str() : "no value"));
     }
-  if (r == stale_value()) {
-    pop_frame(c);
-    throw UserError(loc, stale_message("the tile the combine function returns"));
   }
-  if (!r || r->type != scalar(dt)) {
-    pop_frame(c);
-    throw UserError(loc, fmt::format("the combine function must return a scalar {} tile, got {}", dtype_name(dt),
-                                     r ? r->type.str() : "no value"));
-  }
-  use(c, r, loc);
-  c.builder.yield({r}, loc);
+  for (V v : r) use(c, v, loc);
+  c.builder.yield(r, loc);
   pop_frame(c);
-  return op->result();
+  std::vector<V> out;
+  for (auto& res : op->results) out.push_back(res.get());
+  return out;
 }
 
 }  // namespace
@@ -694,15 +710,34 @@ V reduce(V x, int axis, ir::ReduceKind kind, bool keepdims, const SrcLoc& loc) {
   return keep(c, r, a, keepdims, loc);
 }
 
-V reduce_combine(V x, int axis, bool keepdims, const std::function<V(V, V)>& combine, const SrcLoc& loc) {
+/// Checks the operands of a reduce/scan with a combine (`what` names it): at least one, all tiles of
+/// one shape (not scalars), no pointers; returns the normalized axis.
+static int combine_operands(TraceContext& c, const std::vector<V>& xs, int axis, const char* what, const char* verb,
+                            const SrcLoc& loc) {
+  if (xs.empty()) throw UserError(loc, fmt::format("{}: needs at least one tile", what));
+  for (size_t i = 0; i < xs.size(); ++i) {
+    use(c, xs[i], loc);
+    if (xs[i]->type.rank() == 0) throw UserError(loc, fmt::format("{}: cannot {} a scalar", what, verb));
+    require_dtype(xs[i]->type.dtype != DType::ptr, xs[i], loc, what, "non-pointer");
+    if (xs[i]->type.shape != xs[0]->type.shape)
+      throw UserError(loc, fmt::format("{}: the tiles combined together must have one shape: operand {} is {}, "
+                                       "operand 0 is {}; broadcast them first",
+                                       what, i, xs[i]->type.str(), xs[0]->type.str()));
+  }
+  return norm_axis(axis, xs[0]->type.rank(), loc, what);
+}
+
+std::vector<V> reduce_combine(const std::vector<V>& xs, int axis, bool keepdims, const CombineFn& combine,
+                              const SrcLoc& loc) {
   auto& c = ctx(loc);
-  use(c, x, loc);
-  if (x->type.rank() == 0) throw UserError(loc, "reduce: cannot reduce a scalar");
-  int a = norm_axis(axis, x->type.rank(), loc, "reduce");
-  ir::Op* op = make(c, ir::OpKind::Reduce, {x}, {x->type.with_shape(reduced_shape(x, a))},
-                    {{"axis", int64_t(a)}, {"kind", int64_t(ir::ReduceKind::Combine)}}, loc, 1);
-  V r = combine_region(c, op, x->type.dtype, combine, loc);
-  return keep(c, r, a, keepdims, loc);
+  int a = combine_operands(c, xs, axis, "reduce", "reduce", loc);
+  std::vector<Type> rts;
+  for (V x : xs) rts.push_back(x->type.with_shape(reduced_shape(x, a)));
+  ir::Op* op = make(c, ir::OpKind::Reduce, xs, rts, {{"axis", int64_t(a)}, {"kind", int64_t(ir::ReduceKind::Combine)}},
+                    loc, 1);
+  std::vector<V> rs = combine_region(c, op, xs, combine, loc);
+  for (V& r : rs) r = keep(c, r, a, keepdims, loc);
+  return rs;
 }
 
 V scan(V x, int axis, bool reverse, const SrcLoc& loc) {
@@ -716,15 +751,16 @@ V scan(V x, int axis, bool reverse, const SrcLoc& loc) {
       ->result();
 }
 
-V scan_combine(V x, int axis, bool reverse, const std::function<V(V, V)>& combine, const SrcLoc& loc) {
+std::vector<V> scan_combine(const std::vector<V>& xs, int axis, bool reverse, const CombineFn& combine,
+                            const SrcLoc& loc) {
   auto& c = ctx(loc);
-  use(c, x, loc);
-  if (x->type.rank() == 0) throw UserError(loc, "associative_scan: cannot scan a scalar");
-  int a = norm_axis(axis, x->type.rank(), loc, "associative_scan");
-  ir::Op* op =
-      make(c, ir::OpKind::Scan, {x}, {x->type},
-           {{"axis", int64_t(a)}, {"reverse", int64_t(reverse)}, {"kind", int64_t(ir::ScanKind::Combine)}}, loc, 1);
-  return combine_region(c, op, x->type.dtype, combine, loc);
+  int a = combine_operands(c, xs, axis, "associative_scan", "scan", loc);
+  std::vector<Type> rts;
+  for (V x : xs) rts.push_back(x->type);
+  ir::Op* op = make(c, ir::OpKind::Scan, xs, rts,
+                    {{"axis", int64_t(a)}, {"reverse", int64_t(reverse)}, {"kind", int64_t(ir::ScanKind::Combine)}},
+                    loc, 1);
+  return combine_region(c, op, xs, combine, loc);
 }
 
 V dot(V a, V b, V acc, ir::Precision precision, const SrcLoc& loc) {

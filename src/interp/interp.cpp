@@ -443,19 +443,59 @@ class Interpreter {
     return r;
   }
 
-  /// The state of a reduction or scan: a value (in compute_dtype(d) for Sum/Max/Min, else in d,
-  /// as bits so that a user combine's copies keep NaN payloads) and, for Argmax/Argmin, an index.
+  /// The state of a reduction or scan: a value (in compute_dtype(d) for Sum/Max/Min, else in d) and,
+  /// for Argmax/Argmin, an index.
   struct State {
     uint64_t bits = 0;
     int64_t index = 0;
   };
 
-  /// Applies a combine region to scalars (acc, next) of dtype d.
-  uint64_t combine_region(const Op& op, DType d, uint64_t acc, uint64_t x) {
-    ir::Type t = ir::scalar_type(d);
-    auto ys = eval_region(op.region(0), {TileValue{t, {acc}}, TileValue{t, {x}}}, op);
-    if (ys.size() != 1 || ys[0].elems.size() != 1) fail(op, "the combine region must yield one scalar");
-    return ys[0].elems[0];
+  /// Applies the combine region of `op` (over n operands) to the left values l and the right values
+  /// r (bits of the operands' dtypes); returns the n yielded values.
+  std::vector<uint64_t> combine_region(const Op& op, const std::vector<uint64_t>& l, const std::vector<uint64_t>& r) {
+    const size_t n = op.operands.size();
+    std::vector<TileValue> args;
+    for (size_t c = 0; c < 2 * n; ++c)
+      args.push_back(TileValue{ir::scalar_type(op.operands[c % n]->type.dtype), {c < n ? l[c] : r[c - n]}});
+    auto ys = eval_region(op.region(0), std::move(args), op);
+    if (ys.size() != n) fail(op, fmt::format("the combine region must yield {} scalars", n));
+    std::vector<uint64_t> out;
+    for (auto& y : ys) {
+      if (y.elems.size() != 1) fail(op, "the combine region must yield scalars");
+      out.push_back(y.elems[0]);
+    }
+    return out;
+  }
+
+  /// reduce / scan with a combine region over n operands: strictly in index order, the left value
+  /// the accumulation of the lower indices (of the higher ones for a reverse scan).
+  void eval_combine(const Op& op, bool scan) {
+    const size_t n = op.operands.size();
+    const ir::Type& t0 = op.operands.at(0)->type;
+    const int64_t axis = op.int_attr("axis");
+    if (axis < 0 || axis >= t0.rank()) fail(op, fmt::format("axis {} out of range", axis));
+    const bool reverse = scan && op.has_attr("reverse") && op.int_attr("reverse") != 0;
+    Split sp = split(t0.shape, axis);
+    std::vector<std::vector<uint64_t>> out(n);
+    if (scan)
+      for (auto& o : out) o.resize(static_cast<size_t>(t0.numel()));
+    std::vector<uint64_t> s(n), x(n);
+    for (int64_t o = 0; o < sp.outer; ++o)
+      for (int64_t i = 0; i < sp.inner; ++i) {
+        auto at = [&](int64_t kk) { return (o * sp.n + (reverse ? sp.n - 1 - kk : kk)) * sp.inner + i; };
+        for (int64_t kk = 0; kk < sp.n; ++kk) {
+          for (size_t c = 0; c < n; ++c) x[c] = elem(op.operands[c], at(kk));
+          s = kk == 0 ? x : combine_region(op, s, x);
+          if (scan)
+            for (size_t c = 0; c < n; ++c) out[c][static_cast<size_t>(at(kk))] = s[c];
+        }
+        if (!scan)
+          for (size_t c = 0; c < n; ++c) out[c].push_back(s[c]);
+      }
+    for (size_t c = 0; c < n; ++c) {
+      const ir::Value* r = op.result(static_cast<unsigned>(c));
+      env_[r] = TileValue{r->type, std::move(out[c])};
+    }
   }
 
   /// The state after the first element (index 0).
@@ -487,7 +527,7 @@ class Interpreter {
         if (take) s = {x, k};
         return;
       }
-      case R::Combine: s.bits = combine_region(op, d, s.bits, x); return;
+      case R::Combine: break;  // eval_combine
     }
     fail(op, "unknown reduce kind");
   }
@@ -496,11 +536,12 @@ class Interpreter {
   uint64_t result(const Op& op, ir::ReduceKind kind, DType d, const State& s) const {
     using R = ir::ReduceKind;
     if (kind == R::Argmax || kind == R::Argmin) return static_cast<uint64_t>(s.index);
-    const DType cd = kind == R::Combine ? d : compute_dtype(d);
+    const DType cd = compute_dtype(d);
     return cd == d ? s.bits : enc(op, d, cast(op, cd, d, decode(cd, s.bits)));
   }
 
   void eval_reduce(const Op& op) {
+    if (op.enum_attr<ir::ReduceKind>("kind") == ir::ReduceKind::Combine) return eval_combine(op, false);
     const ir::Value* x = op.operands.at(0);
     const int64_t axis = op.int_attr("axis");
     if (axis < 0 || axis >= x->type.rank()) fail(op, fmt::format("axis {} out of range", axis));
@@ -519,12 +560,12 @@ class Interpreter {
   }
 
   void eval_scan(const Op& op) {
+    if (op.enum_attr<ir::ScanKind>("kind") == ir::ScanKind::Combine) return eval_combine(op, true);
     const ir::Value* x = op.operands.at(0);
     const int64_t axis = op.int_attr("axis");
     if (axis < 0 || axis >= x->type.rank()) fail(op, fmt::format("axis {} out of range", axis));
     const bool reverse = op.has_attr("reverse") && op.int_attr("reverse") != 0;
-    const auto kind = op.enum_attr<ir::ScanKind>("kind") == ir::ScanKind::Cumsum ? ir::ReduceKind::Sum
-                                                                                 : ir::ReduceKind::Combine;
+    const auto kind = ir::ReduceKind::Sum;
     const DType d = x->type.dtype;
     Split sp = split(x->type.shape, axis);
     std::vector<uint64_t> out(static_cast<size_t>(x->type.numel()));

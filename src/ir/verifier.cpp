@@ -7,6 +7,7 @@
 // followed by the printed function.
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <algorithm>
 #include <unordered_set>
 
@@ -167,14 +168,34 @@ class Verifier {
     if (!y->results.empty() || !y->attrs.empty() || !y->regions.empty()) fail(y, "yield has results, attributes or regions");
   }
   // A combine body: block args (acc, next), scalars of dtype d, yielding one scalar of dtype d.
-  static void combine_region(const Op& op, DType d) {
+  /// A combine region of a reduce/scan over n operands: 2n scalar args (the left values a_0..a_{n-1},
+  /// then the right values b_0..b_{n-1}, of the operands' dtypes), yielding n scalars of those dtypes.
+  static void combine_region(const Op& op) {
     n_regions(op, 1);
     const Block& b = op.regions[0]->body();
-    Type s;
-    s.dtype = d;
-    if (b.args.size() != 2 || b.args[0]->type != s || b.args[1]->type != s)
-      fail(&op, fmt::format("combine region must take two {} scalars", dtype_name(d)));
-    yields(op, 0, {s});
+    const size_t n = op.operands.size();
+    std::vector<Type> want;
+    for (size_t i = 0; i < n; ++i) {
+      Type s;
+      s.dtype = in(op, i).dtype;
+      want.push_back(s);
+    }
+    bool ok = b.args.size() == 2 * n;
+    for (size_t i = 0; ok && i < 2 * n; ++i) ok = b.args[i]->type == want[i % n];
+    if (!ok)
+      fail(&op, fmt::format("combine region must take {} scalars (left then right values of the operands' dtypes)",
+                            2 * n));
+    yields(op, 0, want);
+  }
+  /// Operands and results of a reduce/scan: one operand unless kind is combine (1 or more, one
+  /// result each, all operands of one shape).
+  static void reduce_operands(const Op& op, bool combine) {
+    n_operands(op, 1, combine ? SIZE_MAX : 1);
+    n_results(op, op.operands.size());
+    for (size_t i = 0; i < op.operands.size(); ++i) {
+      if (i > 0) same_shape(op, in(op, 0), in(op, i), fmt::format("operand {}", i));
+      if (in(op, i).dtype == DType::ptr) fail(&op, "reduction or scan of pointers");
+    }
   }
 
   static void check_op(const Op& op) {
@@ -451,33 +472,36 @@ class Verifier {
         break;
       }
       case OpKind::Reduce: {
-        n_operands(op, 1, 1);
-        n_results(op, 1);
-        const Type &x = in(op, 0), &r = out(op);
+        auto k = static_cast<ReduceKind>(enum_attr(op, "kind", 6));
+        reduce_operands(op, k == ReduceKind::Combine);
+        const Type& x = in(op, 0);
         int64_t axis = int_attr(op, "axis");
         if (axis < 0 || axis >= x.rank()) fail(&op, fmt::format("axis {} out of range for {}", axis, ts(x)));
-        auto k = static_cast<ReduceKind>(enum_attr(op, "kind", 6));
         Shape s = x.shape;
         s.erase(s.begin() + axis);
-        DType d = (k == ReduceKind::Argmax || k == ReduceKind::Argmin) ? DType::i32 : x.dtype;
-        same_type(op, bare(x.with_shape(s).with_dtype(d)), bare(r), "result type");
-        if (x.dtype == DType::ptr) fail(&op, "reduction of pointers");
-        if (k == ReduceKind::Combine) combine_region(op, x.dtype);
+        const size_t n = op.operands.size();
+        for (size_t i = 0; i < n; ++i) {
+          DType d = (k == ReduceKind::Argmax || k == ReduceKind::Argmin) ? DType::i32 : in(op, i).dtype;
+          same_type(op, bare(in(op, i).with_shape(s).with_dtype(d)), bare(out(op, i)),
+                    n == 1 ? std::string("result type") : fmt::format("result {} type", i));
+        }
+        if (k == ReduceKind::Combine) combine_region(op);
         else n_regions(op, 0);
         break;
       }
       case OpKind::Scan: {
-        n_operands(op, 1, 1);
-        n_results(op, 1);
-        const Type &x = in(op, 0), &r = out(op);
+        auto k = static_cast<ScanKind>(enum_attr(op, "kind", 2));
+        reduce_operands(op, k == ScanKind::Combine);
+        const Type& x = in(op, 0);
         int64_t axis = int_attr(op, "axis");
         if (axis < 0 || axis >= x.rank()) fail(&op, fmt::format("axis {} out of range for {}", axis, ts(x)));
         int64_t rev = int_attr(op, "reverse");
         if (rev != 0 && rev != 1) fail(&op, "reverse must be 0 or 1");
-        auto k = static_cast<ScanKind>(enum_attr(op, "kind", 2));
-        same_type(op, x, r, "result type differs from the operand");
-        if (x.dtype == DType::ptr) fail(&op, "scan of pointers");
-        if (k == ScanKind::Combine) combine_region(op, x.dtype);
+        for (size_t i = 0; i < op.operands.size(); ++i)
+          same_type(op, in(op, i), out(op, i),
+                    op.operands.size() == 1 ? std::string("result type differs from the operand")
+                                            : fmt::format("result {} type differs from operand {}", i, i));
+        if (k == ScanKind::Combine) combine_region(op);
         else n_regions(op, 0);
         break;
       }

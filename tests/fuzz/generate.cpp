@@ -857,10 +857,11 @@ class Gen {
 
   /// The form of a combine function (program.hpp): mostly one op; where(p > q, p, q) needs an
   /// ordered dtype (not bool).
-  /// Portable programs (the GPU combines as a tree, in an order the CPU does not share) keep to
-  /// combines that are associative and commutative exactly: where(p > q, p, q) only on integers
-  /// (on floats a NaN or a signed zero makes it order-dependent), `(p op q) op p` only for ops
-  /// where it equals p op q (and, or, max, min; for xor it is q, for add 2p + q).
+  /// Portable programs (the GPU combines as a tree: in index order, but bracketed otherwise than
+  /// the CPU's left-to-right) keep to combines that are associative exactly: where(p > q, p, q)
+  /// only on integers (on floats a NaN makes it depend on the bracketing), `(p op q) op p` only
+  /// for ops where it is associative (and, or, max, min: p op q; xor: q, "the last element"; not
+  /// add: 2p + q).
   int combine_form(DType d, int op) {
     int f = static_cast<int>(uni(0, 5));
     if (f >= 4) return 0;
@@ -868,7 +869,9 @@ class Gen {
     if (opt_.portable) {
       using B = BinaryOp;
       if ((f == 1 || f == 2) && tle::is_float(d)) return 0;
-      if (f == 3 && op != int(B::And) && op != int(B::Or) && op != int(B::Max) && op != int(B::Min)) return 0;
+      if (f == 3 && op != int(B::And) && op != int(B::Or) && op != int(B::Max) && op != int(B::Min) &&
+          op != int(B::Xor))
+        return 0;
     }
     return f;
   }
@@ -881,6 +884,23 @@ class Gen {
     std::vector<int> v = {int(B::Add), int(B::Mul), int(B::Max), int(B::Min)};
     if (tle::is_int(d)) v.insert(v.end(), {int(B::And), int(B::Or), int(B::Xor)});
     return v;
+  }
+
+  /// Makes a combine statement over integer x the tuple form (program.hpp) now and then: a second
+  /// integer operand of x's shape, the pair combine in s.a, the result kept in s.b. Returns the
+  /// result's dtype and range.
+  std::pair<DType, MaybeRange> maybe_pair(Stmt& s, int x) {
+    const DType d = dt(x);
+    if (!tle::is_int(d) || d == DType::i1 || !coin(0.3)) return {DType::i1, std::nullopt};
+    auto c = visible([&](int v) { return shp(v) == shp(x) && tle::is_int(dt(v)) && dt(v) != DType::i1; });
+    const int y = !c.empty() && coin(0.7) ? pick(c) : operand(d, shp(x));
+    s.args = {x, y};
+    s.op = 0;
+    s.a = dt(y) == d && coin(0.5) ? 4 : 5;
+    s.b = static_cast<int64_t>(uni(0, 1));
+    const int kept = s.args[static_cast<size_t>(s.b)];
+    // the lexicographic maximum picks one of the elements; the recurrence wraps
+    return {dt(kept), s.a == 5 ? rng_of(kept) : std::nullopt};
   }
 
   void gen_reduce() {
@@ -903,6 +923,10 @@ class Gen {
     if (opt_.portable && tle::is_float(d) && kind == int(ir::ReduceKind::Sum)) kind = static_cast<int>(ir::ReduceKind::Max);
     if (d == DType::i1 || kind >= 5) {
       s.kind = Kind::ReduceCombine;
+      if (auto [pd, pr] = maybe_pair(s, x); pd != DType::i1) {
+        emit(s, pd, to, pr);
+        return;
+      }
       s.op = pick(combine_ops(d));
       s.a = combine_form(d, s.op);
       MaybeRange rr = s.a == 0 && (s.op == int(BinaryOp::Max) || s.op == int(BinaryOp::Min)) ? rng_of(x) : std::nullopt;
@@ -936,6 +960,10 @@ class Gen {
     MaybeRange rr;
     if (d == DType::i1 || coin(0.4) || (opt_.portable && tle::is_float(d))) {  // portable: no float cumsum
       s.kind = Kind::ScanCombine;
+      if (auto [pd, pr] = maybe_pair(s, x); pd != DType::i1) {
+        emit(s, pd, shp(x), pr);
+        return;
+      }
       s.op = pick(combine_ops(d));
       s.a = combine_form(d, s.op);
       if ((s.a == 0 && (s.op == int(BinaryOp::Max) || s.op == int(BinaryOp::Min))) || s.a == 1 || s.a == 2) rr = rng_of(x);

@@ -126,6 +126,16 @@ class Printer {
   void line(int ind, const std::string& s) { out += std::string(static_cast<size_t>(ind) * 2, ' ') + s + "\n"; }
   void def(int ind, const Stmt& s, const std::string& expr) { line(ind, fmt::format("{} {} = {};", type(s.result), var(s.result), expr)); }
 
+  /// The tuple form of a combine statement (program.hpp): std::get<b>(fn(std::tuple{x, y}, ...)).
+  std::string pair_call(const char* fn, const Stmt& s) const {
+    std::string body = s.a == 4 ? "return std::tuple{p0 * q0, q0 * p1 + q1};"
+                                : "auto t = (p0 > q0) | ((p0 == q0) & (p1 < q1)); "
+                                  "return std::tuple{tle::where(t, p0, q0), tle::where(t, p1, q1)};";
+    return fmt::format("std::get<{}>(tle::{}(std::tuple{{{}, {}}}, {}, [](auto p, auto q) {{ auto [p0, p1] = p; "
+                       "auto [q0, q1] = q; {} }}, {}))",
+                       s.b, fn, var(s.args[0]), var(s.args[1]), s.axis, body, s.flag ? "true" : "false");
+  }
+
   std::string combine_lambda(DType d, const Stmt& s) const {
     std::string t = fmt::format("tle::Tile<{}>", cpp_type(d));
     auto op = static_cast<ir::BinaryOp>(s.op);
@@ -186,11 +196,13 @@ class Printer {
                                 s.flag ? "true" : "false"));
         return;
       case Kind::ReduceCombine:
+        if (a.size() == 2) return def(ind, s, pair_call("reduce", s));
         def(ind, s, fmt::format("tle::reduce({}, {}, {}, {})", A(0), s.axis, combine_lambda(p_.vars[a[0]].dtype, s),
                                 s.flag ? "true" : "false"));
         return;
       case Kind::Cumsum: def(ind, s, fmt::format("tle::cumsum({}, {}, {})", A(0), s.axis, s.flag ? "true" : "false")); return;
       case Kind::ScanCombine:
+        if (a.size() == 2) return def(ind, s, pair_call("associative_scan", s));
         def(ind, s, fmt::format("tle::associative_scan({}, {}, {}, {})", A(0), s.axis,
                                 combine_lambda(p_.vars[a[0]].dtype, s), s.flag ? "true" : "false"));
         return;

@@ -56,7 +56,11 @@ enum class Kind : uint8_t {
   ScanCombine,    // result = associative_scan(args[0], axis, combine, flag)
                   // combine functions [](p, q) { return ...; }, by a: 0 `p op q` (op a BinaryOp;
                   // maximum / minimum for Max / Min), 1 `where(p > q, p, q)`, 2 `where(p < q, p, q)`,
-                  // 3 `(p op q) op p`
+                  // 3 `(p op q) op p`.
+                  // With two args (integer tiles of one shape): the tuple form, result =
+                  // std::get<b>(reduce / associative_scan(std::tuple{args[0], args[1]}, ...)) with the
+                  // combine by a: 4 the linear recurrence (p0 q0, q0 p1 + q1) (one dtype), 5 the
+                  // lexicographic maximum (p0 > q0, ties by the smaller p1) of the pairs
   Dot,            // result = dot(args[0], args[1] [, args[2] acc], precision = op)       (args[2] -1: none)
   Histogram,      // result = histogram(args[0], a = bins [, args[1] mask])               (args[1] -1: none)
   Hint,           // result = multiple_of(args[0], a) if a, else max_contiguous(args[0], b) (true promises only)

@@ -36,6 +36,15 @@ bool has_kind(const std::vector<fuzz::Stmt>& b, fuzz::Kind k) {
   return false;
 }
 
+/// A reduce or scan over two tiles at once (the tuple form, program.hpp).
+bool has_tuple_combine(const std::vector<fuzz::Stmt>& b) {
+  for (auto& s : b)
+    if (((s.kind == fuzz::Kind::ReduceCombine || s.kind == fuzz::Kind::ScanCombine) && s.args.size() == 2) ||
+        has_tuple_combine(s.body) || has_tuple_combine(s.orelse))
+      return true;
+  return false;
+}
+
 }  // namespace
 
 TEST_CASE("fuzz: programs are reproducible from their seed and well typed", "[fuzz]") {
@@ -224,8 +233,11 @@ std::string portable_violation(const fuzz::Program& p) {
       if (s.kind == K::ReduceCombine || s.kind == K::ScanCombine) {
         if (fl && s.op != int(B::Max) && s.op != int(B::Min)) bad = at + "a float combine other than max/min";
         if (fl && (s.a == 1 || s.a == 2)) bad = at + "a where-select combine on floats";
-        if (s.a == 3 && s.op != int(B::And) && s.op != int(B::Or) && s.op != int(B::Max) && s.op != int(B::Min))
-          bad = at + "(p op q) op p with an op for which it is not p op q";
+        if (s.a == 3 && s.op != int(B::And) && s.op != int(B::Or) && s.op != int(B::Max) && s.op != int(B::Min) &&
+            s.op != int(B::Xor))
+          bad = at + "(p op q) op p with an op for which it is not associative";
+        if (s.args.size() == 2 && (fl || (s.a != 4 && s.a != 5)))
+          bad = at + "a tuple combine that is not an integer one";
       }
       if (s.kind == K::Atomic && s.op == int(tle::ir::AtomicOp::Add) && s.result >= 0 &&
           p.vars[static_cast<size_t>(s.result)].dtype == tle::DType::f32)
@@ -263,7 +275,7 @@ std::string portable_violation(const fuzz::Program& p) {
 TEST_CASE("fuzz: portable programs keep to what the GPU reproduces exactly", "[fuzz]") {
   fuzz::GenOptions g;
   g.portable = true;
-  int math = 0, dots = 0, combines = 0;
+  int math = 0, dots = 0, combines = 0, tuples = 0;
   for (uint64_t seed = 1; seed <= 300; ++seed) {
     g.max_numel = seed % 4 == 0 ? 4096 : 96;
     fuzz::Program p = fuzz::generate(seed, g);
@@ -272,11 +284,13 @@ TEST_CASE("fuzz: portable programs keep to what the GPU reproduces exactly", "[f
     for (auto& b : p.buffers) math += b.ulp > 0;
     dots += has_kind(p.body, fuzz::Kind::Dot);
     combines += has_kind(p.body, fuzz::Kind::ReduceCombine) || has_kind(p.body, fuzz::Kind::ScanCombine);
+    tuples += has_tuple_combine(p.body);
   }
   // The families that needed care still occur.
   CHECK(math > 20);
   CHECK(dots > 20);
   CHECK(combines > 20);
+  CHECK(tuples > 5);
   // The check itself sees a violation: the default generator makes float sums and 3-wide tiles.
   int violations = 0;
   for (uint64_t seed = 1; seed <= 40; ++seed) violations += portable_violation(fuzz::generate(seed)) != "";

@@ -79,6 +79,31 @@ class Tracer {
     return detail::constant_uint(d, static_cast<uint64_t>(l.i), loc);
   }
 
+  /// The tuple form of a combine statement (program.hpp), as print.cpp's pair_call spells it.
+  void pair_combine(const Stmt& s) {
+    const tle::SrcLoc loc = loc_of(line_);
+    const DType d0 = dt(s.args[0]), d1 = dt(s.args[1]);
+    using B = ir::BinaryOp;
+    using C = ir::CmpPred;
+    detail::CombineFn fn = [&](const std::vector<V>& p, const std::vector<V>& q) {
+      Handle p0(p[0]), p1(p[1]), q0(q[0]), q1(q[1]);
+      if (s.a == 4) {
+        Handle m(detail::binary(B::Mul, p0.v, q0.v, d0, loc)), t(detail::binary(B::Mul, q0.v, p1.v, d0, loc));
+        return std::vector<V>{m.v, detail::binary(B::Add, t.v, q1.v, d0, loc)};
+      }
+      Handle gt(detail::compare(C::Gt, p0.v, q0.v, d0, loc)), eq(detail::compare(C::Eq, p0.v, q0.v, d0, loc));
+      Handle lt(detail::compare(C::Lt, p1.v, q1.v, d1, loc));
+      Handle tie(detail::binary(B::And, eq.v, lt.v, DType::i1, loc));
+      Handle t(detail::binary(B::Or, gt.v, tie.v, DType::i1, loc));
+      Handle r0(detail::select(t.v, p0.v, q0.v, d0, loc));
+      return std::vector<V>{r0.v, detail::select(t.v, p1.v, q1.v, d1, loc)};
+    };
+    std::vector<V> xs = {val(s.args[0]), val(s.args[1])};
+    std::vector<V> rs = s.kind == Kind::ReduceCombine ? detail::reduce_combine(xs, s.axis, s.flag, fn, loc)
+                                                      : detail::scan_combine(xs, s.axis, s.flag, fn, loc);
+    define(s.result, rs.at(static_cast<size_t>(s.b)));
+  }
+
   void stmt(const Stmt& s) {
     const tle::SrcLoc loc = loc_of(++line_);
     const auto& a = s.args;
@@ -111,6 +136,7 @@ class Tracer {
         define(s.result, detail::reduce(val(a[0]), s.axis, static_cast<ir::ReduceKind>(s.op), s.flag, loc));
         return;
       case Kind::ReduceCombine: case Kind::ScanCombine: {
+        if (a.size() == 2) return pair_combine(s);
         // The lambda [](Tile<T> p, Tile<T> q) { ... } (program.hpp lists the forms, by s.a).
         DType d = dt(a[0]);
         auto op = static_cast<ir::BinaryOp>(s.op);
@@ -127,8 +153,13 @@ class Tracer {
             default: return detail::binary(op, hx.v, hy.v, d, loc);
           }
         };
-        if (s.kind == Kind::ReduceCombine) define(s.result, detail::reduce_combine(val(a[0]), s.axis, s.flag, fn, loc));
-        else define(s.result, detail::scan_combine(val(a[0]), s.axis, s.flag, fn, loc));
+        detail::CombineFn vfn = [&](const std::vector<V>& x, const std::vector<V>& y) {
+          return std::vector<V>{fn(x[0], y[0])};
+        };
+        if (s.kind == Kind::ReduceCombine)
+          define(s.result, detail::reduce_combine({val(a[0])}, s.axis, s.flag, vfn, loc)[0]);
+        else
+          define(s.result, detail::scan_combine({val(a[0])}, s.axis, s.flag, vfn, loc)[0]);
         return;
       }
       case Kind::Cumsum: define(s.result, detail::scan(val(a[0]), s.axis, s.flag, loc)); return;

@@ -88,9 +88,14 @@ V atomic_cas(V ptr, V cmp, V value, const SrcLoc& loc);
 
 // ---- reductions, scans, dot
 V reduce(V x, int axis, ir::ReduceKind kind, bool keepdims, const SrcLoc& loc);
-V reduce_combine(V x, int axis, bool keepdims, const std::function<V(V, V)>& combine, const SrcLoc& loc);
+/// A user combine over n operands: (left values, right values) -> n combined values; left holds the
+/// lower indices (docs/semantics.md).
+using CombineFn = std::function<std::vector<V>(const std::vector<V>& left, const std::vector<V>& right)>;
+std::vector<V> reduce_combine(const std::vector<V>& xs, int axis, bool keepdims, const CombineFn& combine,
+                              const SrcLoc& loc);
 V scan(V x, int axis, bool reverse, const SrcLoc& loc);  // cumsum
-V scan_combine(V x, int axis, bool reverse, const std::function<V(V, V)>& combine, const SrcLoc& loc);
+std::vector<V> scan_combine(const std::vector<V>& xs, int axis, bool reverse, const CombineFn& combine,
+                            const SrcLoc& loc);
 V dot(V a, V b, V acc, ir::Precision precision, const SrcLoc& loc);
 V histogram(V x, int64_t bins, V mask, const SrcLoc& loc);
 

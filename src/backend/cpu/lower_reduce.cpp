@@ -3,7 +3,9 @@
 // Reduce/scan view x as [outer, n, inner] around the axis and keep one accumulator state per
 // (outer, inner) in frame arrays; the loop nest is (outer, k, inner), so the innermost loop runs
 // over independent lanes and vectorizes (and a single-lane state becomes registers after SROA).
-// Elements are combined strictly in order k = 0, 1, ... (n-1 ... 0 for a reverse scan).
+// Elements are combined strictly in order k = 0, 1, ... (n-1 ... 0 for a reverse scan), the state
+// the left operand of a user combine. A reduce/scan with a combine may have several operands: the
+// state has one component per operand, and so do the results.
 #include <fmt/format.h>
 #include <llvm/IR/Intrinsics.h>
 
@@ -15,28 +17,30 @@ using llvm::Value;
 
 namespace {
 
-/// An accumulator: state components (types), init from the first element, combine with the k-th
-/// element, and the final value in the result's dtype.
+/// An accumulator: state components (types), init from the first elements (one per operand),
+/// combine with the k-th elements, and the final values in the results' dtypes.
+using Values = std::vector<Value*>;
 struct Accum {
   std::vector<llvm::Type*> types;
-  std::function<std::vector<Value*>(Value* x, Value* k)> init;
-  std::function<std::vector<Value*>(const std::vector<Value*>& s, Value* x, Value* k)> combine;
-  std::function<Value*(const std::vector<Value*>& s)> final;
+  std::function<Values(const Values& x, Value* k)> init;
+  std::function<Values(const Values& s, const Values& x, Value* k)> combine;
+  std::function<Values(const Values& s)> final;
 };
 
 }  // namespace
 
-static Accum make_accum(Lowerer& L, const ir::Op& op, DType d, int kind_sum_max_min_arg, const ir::Region* region) {
+static Accum make_accum(Lowerer& L, const ir::Op& op, int kind_sum_max_min_arg, const ir::Region* region) {
+  const DType d = op.operands.at(0)->type.dtype;
   // kind_sum_max_min_arg: 0 sum, 1 max, 2 min, 3 argmax, 4 argmin, 5 combine.
   auto& B = L.B;
   Accum a;
   switch (kind_sum_max_min_arg) {
     case 0: case 1: case 2: {
       a.types = {L.compute_ty(d)};
-      a.init = [&L, d](Value* x, Value*) { return std::vector<Value*>{L.to_compute(x, d)}; };
+      a.init = [&L, d](const Values& x, Value*) { return Values{L.to_compute(x[0], d)}; };
       int kind = kind_sum_max_min_arg;
-      a.combine = [&L, &B, d, kind](const std::vector<Value*>& s, Value* x, Value*) {
-        Value* v = L.to_compute(x, d);
+      a.combine = [&L, &B, d, kind](const Values& s, const Values& x, Value*) {
+        Value* v = L.to_compute(x[0], d);
         Value* r;
         if (kind == 0) r = is_float(d) ? B.CreateFAdd(s[0], v) : B.CreateAdd(s[0], v);
         else if (is_float(d)) r = L.float_max_min(kind == 1, s[0], v);
@@ -45,17 +49,17 @@ static Accum make_accum(Lowerer& L, const ir::Op& op, DType d, int kind_sum_max_
           auto id = kind == 1 ? (sgn ? llvm::Intrinsic::smax : llvm::Intrinsic::umax) : (sgn ? llvm::Intrinsic::smin : llvm::Intrinsic::umin);
           r = B.CreateBinaryIntrinsic(id, s[0], v);
         }
-        return std::vector<Value*>{r};
+        return Values{r};
       };
-      a.final = [&L, d](const std::vector<Value*>& s) { return L.from_compute(s[0], d); };
+      a.final = [&L, d](const Values& s) { return Values{L.from_compute(s[0], d)}; };
       return a;
     }
     case 3: case 4: {
       bool is_max = kind_sum_max_min_arg == 3;
       a.types = {L.compute_ty(d), B.getInt32Ty()};
-      a.init = [&L, &B, d](Value* x, Value*) { return std::vector<Value*>{L.to_compute(x, d), B.getInt32(0)}; };
-      a.combine = [&L, &B, d, is_max](const std::vector<Value*>& s, Value* x, Value* k) {
-        Value* v = L.to_compute(x, d);
+      a.init = [&L, &B, d](const Values& x, Value*) { return Values{L.to_compute(x[0], d), B.getInt32(0)}; };
+      a.combine = [&L, &B, d, is_max](const Values& s, const Values& x, Value* k) {
+        Value* v = L.to_compute(x[0], d);
         Value* take;
         if (is_float(d)) {
           // The first NaN wins; else a strictly better value (ties keep the first index).
@@ -68,22 +72,31 @@ static Accum make_accum(Lowerer& L, const ir::Op& op, DType d, int kind_sum_max_
                         : (sgn ? B.CreateICmpSLT(v, s[0]) : B.CreateICmpULT(v, s[0]));
         }
         Value* k32 = B.CreateTrunc(k, B.getInt32Ty());
-        return std::vector<Value*>{B.CreateSelect(take, v, s[0]), B.CreateSelect(take, k32, s[1])};
+        return Values{B.CreateSelect(take, v, s[0]), B.CreateSelect(take, k32, s[1])};
       };
-      a.final = [](const std::vector<Value*>& s) { return s[1]; };
+      a.final = [](const Values& s) { return Values{s[1]}; };
       return a;
     }
     default: {
       if (!region) L.fail(op, "combine kind without a region");
-      a.types = {L.elem_ty(d)};
-      a.init = [](Value* x, Value*) { return std::vector<Value*>{x}; };
-      a.combine = [&L, region](const std::vector<Value*>& s, Value* x, Value*) {
-        return L.inline_region(*region, {s[0], x});
+      for (const ir::Value* x : op.operands) a.types.push_back(L.elem_ty(x->type.dtype));
+      a.init = [](const Values& x, Value*) { return x; };
+      a.combine = [&L, region](const Values& s, const Values& x, Value*) {
+        Values args = s;
+        args.insert(args.end(), x.begin(), x.end());
+        return L.inline_region(*region, args);
       };
-      a.final = [](const std::vector<Value*>& s) { return s[0]; };
+      a.final = [](const Values& s) { return s; };
       return a;
     }
   }
+}
+
+/// Element `at` of every operand of op (what a multi-operand combine takes, in operand order).
+static Values operand_elems(Lowerer& L, const ir::Op& op, Value* at) {
+  Values v;
+  for (const ir::Value* x : op.operands) v.push_back(L.elem(x, at));
+  return v;
 }
 
 namespace {
@@ -103,75 +116,88 @@ Split split(const ir::Shape& s, int axis) {
 
 void Lowerer::lower_reduce(const ir::Op& op) {
   const ir::Value* x = op.operands.at(0);
-  const ir::Value* r = op.result();
+  const size_t nr = op.results.size();
   const int64_t axis = op.int_attr("axis");
   if (axis < 0 || axis >= x->type.rank()) fail(op, fmt::format("axis {} out of range", axis));
-  const DType d = x->type.dtype;
   auto kind = op.enum_attr<ir::ReduceKind>("kind");
-  Accum acc = make_accum(*this, op, d, static_cast<int>(kind), op.regions.empty() ? nullptr : &op.region(0));
+  Accum acc = make_accum(*this, op, static_cast<int>(kind), op.regions.empty() ? nullptr : &op.region(0));
   Split sp = split(x->type.shape, static_cast<int>(axis));
   const Tile xt = tile(x);
-  llvm::Type* xty = elem_ty(d);
   if (xt.splat && kind != ir::ReduceKind::Combine && kind != ir::ReduceKind::Sum) {
     // max/min of a splat is the splat; argmax/argmin is index 0.
     Value* v = kind == ir::ReduceKind::Argmax || kind == ir::ReduceKind::Argmin ? B.getInt32(0) : xt.splat;
-    tiles[r] = Tile{nullptr, v};
+    tiles[op.result()] = Tile{nullptr, v};
     return;
   }
+  auto xs = [&](Value* at) { return operand_elems(*this, op, at); };
   std::vector<Value*> state;
   for (auto* t : acc.types) state.push_back(alloc(t, sp.inner, "acc"));
-  const int64_t rn = r->type.numel();
-  llvm::Type* rty = elem_ty(r->type.dtype);
-  Value* out = rn == 1 ? nullptr : alloc(rty, rn, r->name_hint);
-  Value* result_splat = nullptr;
+  auto load_state = [&](Value* i) {
+    Values s;
+    for (size_t c = 0; c < state.size(); ++c) s.push_back(elem(Tile{state[c], nullptr}, acc.types[c], i));
+    return s;
+  };
+  const int64_t rn = op.result()->type.numel();
+  std::vector<llvm::Type*> rty;
+  std::vector<Value*> out(nr, nullptr), result_splat(nr, nullptr);
+  for (size_t c = 0; c < nr; ++c) {
+    rty.push_back(elem_ty(op.result(static_cast<unsigned>(c))->type.dtype));
+    if (rn != 1) out[c] = alloc(rty[c], rn, op.result(static_cast<unsigned>(c))->name_hint);
+  }
   loop(sp.outer, [&](Value* o) {
     auto xidx = [&](Value* k, Value* i) {
       return B.CreateAdd(B.CreateMul(B.CreateAdd(B.CreateMul(o, i64c(sp.n)), k), i64c(sp.inner)), i);
     };
     loop(sp.inner, [&](Value* i) {
-      auto s = acc.init(elem(xt, xty, xidx(i64c(0), i)), i64c(0));
+      auto s = acc.init(xs(xidx(i64c(0), i)), i64c(0));
       for (size_t c = 0; c < s.size(); ++c) store_elem(state[c], acc.types[c], i, s[c]);
     }, "i0");
     loop(i64c(1), i64c(sp.n), [&](Value* k) {
       loop(sp.inner, [&](Value* i) {
-        std::vector<Value*> s;
-        for (size_t c = 0; c < state.size(); ++c) s.push_back(elem(Tile{state[c], nullptr}, acc.types[c], i));
-        auto ns = acc.combine(s, elem(xt, xty, xidx(k, i)), k);
+        auto ns = acc.combine(load_state(i), xs(xidx(k, i)), k);
         for (size_t c = 0; c < ns.size(); ++c) store_elem(state[c], acc.types[c], i, ns[c]);
       }, "i");
     }, "k");
     loop(sp.inner, [&](Value* i) {
-      std::vector<Value*> s;
-      for (size_t c = 0; c < state.size(); ++c) s.push_back(elem(Tile{state[c], nullptr}, acc.types[c], i));
-      Value* v = acc.final(s);
-      if (out) store_elem(out, rty, B.CreateAdd(B.CreateMul(o, i64c(sp.inner)), i), v);
-      else result_splat = v;
+      Values v = acc.final(load_state(i));
+      for (size_t c = 0; c < nr; ++c) {
+        if (out[c]) store_elem(out[c], rty[c], B.CreateAdd(B.CreateMul(o, i64c(sp.inner)), i), v[c]);
+        else result_splat[c] = v[c];
+      }
     }, "i1");
   }, "o");
-  tiles[r] = out ? Tile{out, nullptr} : Tile{nullptr, result_splat};
+  for (size_t c = 0; c < nr; ++c)
+    tiles[op.result(static_cast<unsigned>(c))] = out[c] ? Tile{out[c], nullptr} : Tile{nullptr, result_splat[c]};
 }
 
 void Lowerer::lower_scan(const ir::Op& op) {
   const ir::Value* x = op.operands.at(0);
-  const ir::Value* r = op.result();
+  const size_t nx = op.operands.size();
   const int64_t axis = op.int_attr("axis");
   if (axis < 0 || axis >= x->type.rank()) fail(op, fmt::format("axis {} out of range", axis));
   const bool reverse = op.has_attr("reverse") && op.int_attr("reverse") != 0;
-  const DType d = x->type.dtype;
   auto kind = op.enum_attr<ir::ScanKind>("kind");
-  Accum acc = make_accum(*this, op, d, kind == ir::ScanKind::Cumsum ? 0 : 5, op.regions.empty() ? nullptr : &op.region(0));
+  Accum acc = make_accum(*this, op, kind == ir::ScanKind::Cumsum ? 0 : 5, op.regions.empty() ? nullptr : &op.region(0));
   Split sp = split(x->type.shape, static_cast<int>(axis));
-  const Tile xt = tile(x);
-  llvm::Type* xty = elem_ty(d);
-  const int64_t rn = r->type.numel();
+  auto xs = [&](Value* at) { return operand_elems(*this, op, at); };
+  const int64_t rn = x->type.numel();
   if (rn == 1) {
-    tiles[r] = Tile{nullptr, acc.final(acc.init(elem(xt, xty, i64c(0)), i64c(0)))};
+    Values v = acc.final(acc.init(xs(i64c(0)), i64c(0)));
+    for (size_t c = 0; c < nx; ++c) tiles[op.result(static_cast<unsigned>(c))] = Tile{nullptr, v[c]};
     return;
   }
   std::vector<Value*> state;
   for (auto* t : acc.types) state.push_back(alloc(t, sp.inner, "acc"));
-  llvm::Type* rty = elem_ty(r->type.dtype);
-  Value* out = alloc(rty, rn, r->name_hint);
+  std::vector<llvm::Type*> rty;
+  std::vector<Value*> out;
+  for (size_t c = 0; c < nx; ++c) {
+    const ir::Value* r = op.result(static_cast<unsigned>(c));
+    rty.push_back(elem_ty(r->type.dtype));
+    out.push_back(alloc(rty[c], rn, r->name_hint));
+  }
+  auto store_out = [&](Value* at, const Values& v) {
+    for (size_t c = 0; c < nx; ++c) store_elem(out[c], rty[c], at, v[c]);
+  };
   loop(sp.outer, [&](Value* o) {
     auto idx = [&](Value* k, Value* i) {
       return B.CreateAdd(B.CreateMul(B.CreateAdd(B.CreateMul(o, i64c(sp.n)), k), i64c(sp.inner)), i);
@@ -180,23 +206,23 @@ void Lowerer::lower_scan(const ir::Op& op) {
     Value* k0 = pos(i64c(0));
     loop(sp.inner, [&](Value* i) {
       Value* at = idx(k0, i);
-      auto s = acc.init(elem(xt, xty, at), k0);
+      auto s = acc.init(xs(at), k0);
       for (size_t c = 0; c < s.size(); ++c) store_elem(state[c], acc.types[c], i, s[c]);
-      store_elem(out, rty, at, acc.final(s));
+      store_out(at, acc.final(s));
     }, "i0");
     loop(i64c(1), i64c(sp.n), [&](Value* kk) {
       Value* k = pos(kk);
       loop(sp.inner, [&](Value* i) {
         Value* at = idx(k, i);
-        std::vector<Value*> s;
+        Values s;
         for (size_t c = 0; c < state.size(); ++c) s.push_back(elem(Tile{state[c], nullptr}, acc.types[c], i));
-        auto ns = acc.combine(s, elem(xt, xty, at), k);
+        auto ns = acc.combine(s, xs(at), k);
         for (size_t c = 0; c < ns.size(); ++c) store_elem(state[c], acc.types[c], i, ns[c]);
-        store_elem(out, rty, at, acc.final(ns));
+        store_out(at, acc.final(ns));
       }, "i");
     }, "k");
   }, "o");
-  tiles[r] = Tile{out, nullptr};
+  for (size_t c = 0; c < nx; ++c) tiles[op.result(static_cast<unsigned>(c))] = Tile{out[c], nullptr};
 }
 
 void Lowerer::lower_dot(const ir::Op& op) {

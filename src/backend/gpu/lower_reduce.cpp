@@ -1,11 +1,16 @@
 // src/backend/gpu/lower_reduce.cpp - reduce, scan, dot and histogram on the GPU.
 //
-// reduce: registers of one thread first (in axis order), then lanes with butterfly shuffles (the
-// lane holding the lower coordinate is the left operand, so an associative combine need not be
-// commutative), then warps through shared memory, combined in warp order. argmax/argmin carry
-// (value, index) and break ties by the smaller index (E02, E03). scan, dot and histogram stage
-// their operands in shared memory (a first, correct version; shuffle scans later); dots in the
-// mma layouts go to lower_mma.cpp instead.
+// reduce: registers of one thread first (in axis order), then lanes with butterfly shuffles over the
+// lane bits in ascending axis order (the lane holding the lower coordinate is the left operand),
+// then warps through shared memory, combined in warp order. argmax/argmin carry (value, index) and
+// break ties by the smaller index (E02, E03). A user combine need not be commutative, so it is
+// combined in index order: that holds when the layout's axis bits are reg bits below the lane bits,
+// lane bits below the warp bits, and reg bits above them all (kept as separate partial states
+// until the end); for other layouts the reduction goes through the staged scan below and reads
+// the last element of each line. A reduce or scan with a combine may have several operands (one
+// state component and one result each). scan, dot and histogram stage their operands in shared
+// memory (a first, correct version; shuffle scans later); dots in the mma layouts go to
+// lower_mma.cpp instead.
 #include <fmt/format.h>
 #include <llvm/IR/Intrinsics.h>
 
@@ -21,28 +26,38 @@ using llvm::Value;
 
 namespace {
 
+using Values = std::vector<Value*>;
+
 /// The running state of a reduction or scan and its combine step.
 struct Accum {
   Lowerer& L;
   const ir::Op& op;
   ir::ReduceKind kind;
-  DType d;         // element dtype
-  DType cd;        // state value dtype in shared memory (f32 for f16/bf16 sums and extremes)
-  bool has_index;  // argmax/argmin
+  DType d;                // dtype of operand 0
+  std::vector<DType> ds;  // state component dtypes (f32 for f16/bf16 sums and extremes; + i32 index)
+  bool has_index;         // argmax/argmin
 
-  Accum(Lowerer& l, const ir::Op& o, ir::ReduceKind k, DType dt) : L(l), op(o), kind(k), d(dt) {
+  Accum(Lowerer& l, const ir::Op& o, ir::ReduceKind k) : L(l), op(o), kind(k), d(o.operands.at(0)->type.dtype) {
     has_index = k == ir::ReduceKind::Argmax || k == ir::ReduceKind::Argmin;
-    cd = (k != ir::ReduceKind::Combine && (d == DType::f16 || d == DType::bf16)) ? DType::f32 : d;
+    if (k == ir::ReduceKind::Combine) {
+      for (const ir::Value* x : op.operands) ds.push_back(x->type.dtype);
+    } else {
+      ds.push_back(d == DType::f16 || d == DType::bf16 ? DType::f32 : d);
+      if (has_index) ds.push_back(DType::i32);
+    }
   }
-  std::vector<DType> dtypes() const { return has_index ? std::vector<DType>{cd, DType::i32} : std::vector<DType>{cd}; }
-  std::vector<Value*> init(Value* v, Value* idx) {
-    Value* x = cd != d ? L.to_compute(v, d) : v;
-    if (has_index) return {x, idx};
-    return {x};
+  /// The state of the elements x (one per operand) at axis index idx (argmax/argmin only).
+  Values init(const Values& x, Value* idx) {
+    if (kind == ir::ReduceKind::Combine) return x;
+    Value* v = ds[0] != d ? L.to_compute(x[0], d) : x[0];
+    if (has_index) return {v, idx};
+    return {v};
   }
-  std::vector<Value*> combine(const std::vector<Value*>& a, const std::vector<Value*>& b) {
+  /// a o b, a holding the lower indices.
+  Values combine(const Values& a, const Values& b) {
     auto& B = L.B;
     using K = ir::ReduceKind;
+    const DType cd = ds[0];
     switch (kind) {
       case K::Sum: return {is_float(cd) ? B.CreateFAdd(a[0], b[0]) : B.CreateAdd(a[0], b[0])};
       case K::Max: case K::Min:
@@ -68,32 +83,187 @@ struct Accum {
         }
         return {B.CreateSelect(better, b[0], a[0]), B.CreateSelect(better, b[1], a[1])};
       }
-      case K::Combine: return L.inline_region(op.region(0), {a[0], b[0]});
+      case K::Combine: {
+        Values args = a;
+        args.insert(args.end(), b.begin(), b.end());
+        return L.inline_region(op.region(0), args);
+      }
     }
     throw InternalError("gpu backend: bad reduce kind");
   }
-  Value* final(const std::vector<Value*>& s) {
-    if (has_index) return s[1];
-    return cd != d ? L.from_compute(s[0], d) : s[0];
+  /// The result values (one per result) of a final state.
+  Values final(const Values& s) {
+    if (kind == ir::ReduceKind::Combine) return s;
+    if (has_index) return {s[1]};
+    return {ds[0] != d ? L.from_compute(s[0], d) : s[0]};
   }
 };
+
+/// Byte offsets in shared memory of one [count] array per dtype (16-byte aligned); the total last.
+std::vector<int64_t> smem_bases(const std::vector<DType>& ds, int64_t count) {
+  std::vector<int64_t> base;
+  int64_t off = 0;
+  for (DType dt : ds) {
+    base.push_back(off);
+    off += (count * byte_size(dt) + 15) / 16 * 16;
+  }
+  base.push_back(off);
+  return base;
+}
+
+/// Stages the operands of `op` (a scan, or a reduce with a combine) in shared memory as state
+/// arrays of the tile's shape (row-major) and scans each line along `axis` sequentially in place,
+/// one thread per line (from the end when `reverse`, the accumulated state the left operand).
+/// Returns the arrays' byte offsets. Ends with a barrier: every thread may read the arrays.
+std::vector<int64_t> staged_scan(Lowerer& L, const ir::Op& op, Accum& acc, int axis, bool reverse) {
+  auto& B = L.B;
+  const ir::Value* x = op.operands.at(0);
+  const auto& shape = x->type.shape;
+  const int64_t len = shape[static_cast<size_t>(axis)];
+  int64_t inner = 1;
+  for (size_t dd = static_cast<size_t>(axis) + 1; dd < shape.size(); ++dd) inner *= shape[dd];
+  const int64_t numel = x->type.numel();
+  const int64_t nlines = numel / len;
+  auto base = smem_bases(acc.ds, numel);
+  L.need_smem(base.back());
+  const size_t ns = acc.ds.size();
+  const LinearLayout* l = L.layout_of(x);
+  if (!l) L.fail(op, "a tile has no layout (the GPU layout pass did not run)");
+  auto hw = L.hw_coords(*l);
+  for (int i = 0; i < l->num_regs(); ++i) {
+    if (Lowerer::duplicate_reg(*l, i)) continue;
+    Values xs;
+    for (const ir::Value* v : op.operands) xs.push_back(L.reg(v, i));
+    Values s = acc.init(xs, nullptr);
+    Value* at = L.linear(L.coords(*l, hw, i), shape);
+    for (size_t c = 0; c < ns; ++c) L.smem_store(acc.ds[c], base[c], at, s[c]);
+  }
+  L.barrier();
+  const int64_t nthreads = 32 * L.num_warps;
+  const int64_t rounds = (nlines + nthreads - 1) / nthreads;
+  L.counted_loop(B.getInt32(static_cast<uint32_t>(rounds)), {}, [&](Value* j, const Values&) {
+    Value* line = B.CreateAdd(L.tid, B.CreateMul(j, L.i32c(nthreads)));
+    auto* work = llvm::BasicBlock::Create(L.ctx, "scan.line", L.kernel);
+    auto* next = llvm::BasicBlock::Create(L.ctx, "scan.next", L.kernel);
+    B.CreateCondBr(B.CreateICmpULT(line, L.i32c(nlines)), work, next);
+    B.SetInsertPoint(work);
+    Value* outer = B.CreateUDiv(line, L.i32c(inner));
+    Value* in = B.CreateURem(line, L.i32c(inner));
+    Value* start = B.CreateAdd(B.CreateMul(outer, L.i32c(len * inner)), in);
+    auto at = [&](Value* k) {
+      Value* pos = reverse ? B.CreateSub(L.i32c(len - 1), k) : k;
+      return B.CreateAdd(start, B.CreateMul(pos, L.i32c(inner)));
+    };
+    auto load = [&](Value* idx) {
+      Values s;
+      for (size_t c = 0; c < ns; ++c) s.push_back(L.smem_load(acc.ds[c], base[c], idx));
+      return s;
+    };
+    L.counted_loop(L.i32c(len - 1), load(at(B.getInt32(0))), [&](Value* k1, const Values& cur) {
+      Value* idx = at(B.CreateAdd(k1, B.getInt32(1)));
+      Values s = acc.combine(cur, load(idx));
+      for (size_t c = 0; c < ns; ++c) L.smem_store(acc.ds[c], base[c], idx, s[c]);
+      return s;
+    });
+    B.CreateBr(next);
+    B.SetInsertPoint(next);
+    return Values{};
+  });
+  L.barrier();
+  return base;
+}
+
+/// Whether an in-register, shuffle and warp-order reduction along `axis` of layout l combines in
+/// index order (see the top of the file); sets `high` to the reg axis bits above every lane and
+/// warp axis bit, ascending.
+bool ordered_reduction(const LinearLayout& l, int axis, std::vector<int32_t>& high) {
+  // Each basis moving along the axis moves by one bit; lane and warp ones along the axis only.
+  auto axis_bits = [&](const char* dim, bool hw_dim, std::vector<int32_t>& out) {
+    for (const auto& basis : l.bases(dim)) {
+      int32_t a = basis[static_cast<size_t>(axis)];
+      if (a == 0) continue;
+      if ((a & (a - 1)) != 0) return false;
+      for (size_t d = 0; d < basis.size(); ++d)
+        if (hw_dim && d != static_cast<size_t>(axis) && basis[d] != 0) return false;
+      out.push_back(a);
+    }
+    return true;
+  };
+  std::vector<int32_t> regs, lanes, warps;
+  if (!axis_bits(layout::kReg, false, regs) || !axis_bits(layout::kLane, true, lanes) ||
+      !axis_bits(layout::kWarp, true, warps))
+    return false;
+  for (int32_t w : warps)
+    for (int32_t ln : lanes)
+      if (ln > w) return false;
+  std::vector<int32_t> hw = lanes;
+  hw.insert(hw.end(), warps.begin(), warps.end());
+  high.clear();
+  if (hw.empty()) return true;
+  const int32_t lo = *std::min_element(hw.begin(), hw.end()), hi = *std::max_element(hw.begin(), hw.end());
+  for (int32_t r : regs) {
+    if (r > lo && r < hi) return false;
+    if (r > hi) high.push_back(r);
+  }
+  std::sort(high.begin(), high.end());
+  return true;
+}
 
 }  // namespace
 
 void Lowerer::lower_reduce(const ir::Op& op) {
   const ir::Value* x = op.operands.at(0);
-  const ir::Value* r = op.result();
   const int axis = static_cast<int>(op.int_attr("axis"));
   const LinearLayout* l = layout_of(x);
   if (!l) fail(op, "a tile has no layout (the GPU layout pass did not run)");
-  Accum acc(*this, op, op.enum_attr<ir::ReduceKind>("kind"), x->type.dtype);
+  Accum acc(*this, op, op.enum_attr<ir::ReduceKind>("kind"));
+  const size_t nr = op.results.size();
+  ir::Shape rshape = x->type.shape;
+  rshape.erase(rshape.begin() + axis);
+  const LinearLayout* rl = rshape.empty() ? nullptr : layout_of(op.result());
+  if (!rshape.empty() && !rl) fail(op, "a tile has no layout (the GPU layout pass did not run)");
+
+  // A user combine on a layout whose order the tree would not keep: the staged scan's last elements.
+  std::vector<int32_t> high;  // reg axis bits combined last (separate partial states until then)
+  if (acc.kind == ir::ReduceKind::Combine && !ordered_reduction(*l, axis, high)) {
+    auto base = staged_scan(*this, op, acc, axis, false);
+    const int64_t len = x->type.shape[static_cast<size_t>(axis)];
+    auto last = [&](std::vector<Value*> c) {
+      c.insert(c.begin() + axis, i32c(len - 1));
+      Values s;
+      for (size_t k = 0; k < acc.ds.size(); ++k) s.push_back(smem_load(acc.ds[k], base[k], linear(c, x->type.shape)));
+      return acc.final(s);
+    };
+    std::vector<Values> out(nr);
+    if (!rl) {
+      Values v = last({});
+      for (size_t k = 0; k < nr; ++k) out[k] = {v[k]};
+    } else {
+      auto rhw = hw_coords(*rl);
+      for (int q = 0; q < rl->num_regs(); ++q) {
+        Values v = last(coords(*rl, rhw, q));
+        for (size_t k = 0; k < nr; ++k) out[k].push_back(v[k]);
+      }
+    }
+    barrier();
+    for (size_t k = 0; k < nr; ++k) regs[op.result(static_cast<unsigned>(k))] = out[k];
+    return;
+  }
   auto hw = hw_coords(*l);
+  // The partial state a register belongs to: its high reg axis bits, compressed.
+  const int nparts = 1 << high.size();
+  auto part_of = [&](int32_t a) {
+    int p = 0;
+    for (size_t j = 0; j < high.size(); ++j)
+      if (a & high[j]) p |= 1 << j;
+    return p;
+  };
 
   // 1. registers of this thread, grouped by their coordinates without the axis, in axis order.
   struct Group {
     std::vector<int32_t> key;
     std::vector<std::pair<int32_t, int>> members;  // (axis coordinate of the reg part, reg)
-    std::vector<Value*> state;
+    std::vector<Values> parts;                     // partial states, by part_of
   };
   std::map<std::vector<int32_t>, Group> groups;
   for (int i = 0; i < l->num_regs(); ++i) {
@@ -107,32 +277,44 @@ void Lowerer::lower_reduce(const ir::Op& op) {
   }
   for (auto& [k, g] : groups) {
     std::sort(g.members.begin(), g.members.end());
+    g.parts.assign(static_cast<size_t>(nparts), {});
     for (auto& [a, i] : g.members) {
       Value* idx = acc.has_index ? coords(*l, hw, i)[static_cast<size_t>(axis)] : nullptr;
-      auto s = acc.init(reg(x, i), idx);
-      g.state = g.state.empty() ? s : acc.combine(g.state, s);
+      Values xs;
+      for (const ir::Value* v : op.operands) xs.push_back(reg(v, i));
+      auto s = acc.init(xs, idx);
+      Values& st = g.parts[static_cast<size_t>(part_of(a))];
+      st = st.empty() ? s : acc.combine(st, s);
     }
+    for (auto& st : g.parts)
+      if (st.empty()) fail(op, "a partial reduction state without registers (layout invariant broken)");
   }
-  // 2. lanes: butterfly over lane bits that move along the axis only.
+  // 2. lanes: butterfly over lane bits that move along the axis only, in ascending axis order.
   const auto& lb = l->bases(layout::kLane);
+  std::vector<std::pair<int32_t, int>> axis_lane_bits;  // (basis value, bit)
   for (size_t b = 0; b < lb.size(); ++b) {
     const auto& basis = lb[b];
     if (basis[static_cast<size_t>(axis)] == 0) continue;
     for (size_t dd = 0; dd < basis.size(); ++dd)
       if (dd != static_cast<size_t>(axis) && basis[dd]) fail(op, "lane basis mixes the reduced dim with others");
-    Value* upper = B.CreateICmpNE(B.CreateAnd(lane, 1u << b), B.getInt32(0));
-    for (auto& [k, g] : groups) {
-      std::vector<Value*> other;
-      for (Value* v : g.state) other.push_back(shuffle_xor(v, 1 << b));
-      std::vector<Value*> lo, hi;
-      for (size_t c = 0; c < g.state.size(); ++c) {
-        lo.push_back(B.CreateSelect(upper, other[c], g.state[c]));
-        hi.push_back(B.CreateSelect(upper, g.state[c], other[c]));
-      }
-      g.state = acc.combine(lo, hi);
-    }
+    axis_lane_bits.push_back({basis[static_cast<size_t>(axis)], static_cast<int>(b)});
   }
-  // 3. warps: through shared memory, one slot per (warp position along the axis, result element).
+  std::sort(axis_lane_bits.begin(), axis_lane_bits.end());
+  for (auto [value, b] : axis_lane_bits) {
+    Value* upper = B.CreateICmpNE(B.CreateAnd(lane, 1u << b), B.getInt32(0));
+    for (auto& [k, g] : groups)
+      for (auto& st : g.parts) {
+        Values lo, hi;
+        for (Value* v : st) {
+          Value* other = shuffle_xor(v, 1 << b);
+          lo.push_back(B.CreateSelect(upper, other, v));
+          hi.push_back(B.CreateSelect(upper, v, other));
+        }
+        st = acc.combine(lo, hi);
+      }
+  }
+  // 3. warps: through shared memory, one slot per (part, warp position along the axis, result
+  // element).
   const auto& wb = l->bases(layout::kWarp);
   std::vector<std::pair<int32_t, int>> axis_warp_bits;  // (basis value, bit)
   for (size_t b = 0; b < wb.size(); ++b) {
@@ -142,8 +324,6 @@ void Lowerer::lower_reduce(const ir::Op& op) {
       if (dd != static_cast<size_t>(axis) && basis[dd]) fail(op, "warp basis mixes the reduced dim with others");
     axis_warp_bits.push_back({basis[static_cast<size_t>(axis)], static_cast<int>(b)});
   }
-  ir::Shape rshape = x->type.shape;
-  rshape.erase(rshape.begin() + axis);
   int64_t rnumel = 1;
   for (auto s : rshape) rnumel *= s;
   // The result coordinate of each group (reg part XOR hw part, axis removed).
@@ -162,104 +342,69 @@ void Lowerer::lower_reduce(const ir::Op& op) {
       Value* bit = B.CreateAnd(B.CreateLShr(warp, static_cast<uint64_t>(axis_warp_bits[j].second)), 1);
       wpos = B.CreateOr(wpos, B.CreateShl(bit, static_cast<uint64_t>(j)));
     }
-    auto dts = acc.dtypes();
-    std::vector<int64_t> base(dts.size());
-    int64_t off = 0;
-    for (size_t c = 0; c < dts.size(); ++c) {
-      base[c] = off;
-      off += (nslots * rnumel * byte_size(dts[c]) + 15) / 16 * 16;
-    }
-    need_smem(off);
-    for (auto& [k, g] : groups) {
-      Value* slot = B.CreateAdd(B.CreateMul(wpos, i32c(rnumel)), key_index(g.key));
-      for (size_t c = 0; c < dts.size(); ++c) smem_store(dts[c], base[c], slot, g.state[c]);
-    }
+    auto base = smem_bases(acc.ds, nparts * nslots * rnumel);
+    need_smem(base.back());
+    for (auto& [k, g] : groups)
+      for (int p = 0; p < nparts; ++p) {
+        Value* slot = B.CreateAdd(B.CreateMul(B.CreateAdd(wpos, i32c(p * nslots)), i32c(rnumel)), key_index(g.key));
+        for (size_t c = 0; c < acc.ds.size(); ++c)
+          smem_store(acc.ds[c], base[c], slot, g.parts[static_cast<size_t>(p)][c]);
+      }
     barrier();
     for (auto& [k, g] : groups) {
       Value* ki = key_index(g.key);
-      std::vector<Value*> st;
-      for (int64_t w = 0; w < nslots; ++w) {
-        Value* slot = B.CreateAdd(i32c(w * rnumel), ki);
-        std::vector<Value*> s;
-        for (size_t c = 0; c < dts.size(); ++c) s.push_back(smem_load(dts[c], base[c], slot));
-        st = st.empty() ? s : acc.combine(st, s);
+      for (int p = 0; p < nparts; ++p) {
+        Values st;
+        for (int64_t w = 0; w < nslots; ++w) {
+          Value* slot = B.CreateAdd(i32c((p * nslots + w) * rnumel), ki);
+          Values s;
+          for (size_t c = 0; c < acc.ds.size(); ++c) s.push_back(smem_load(acc.ds[c], base[c], slot));
+          st = st.empty() ? s : acc.combine(st, s);
+        }
+        g.parts[static_cast<size_t>(p)] = st;
       }
-      g.state = st;
     }
     barrier();
   }
-  // 4. result registers.
-  const LinearLayout* rl = layout_of(r);
+  // 4. the parts in order, then the result registers.
+  for (auto& [k, g] : groups)
+    for (int p = 1; p < nparts; ++p) g.parts[0] = acc.combine(g.parts[0], g.parts[static_cast<size_t>(p)]);
+  std::vector<Values> out(nr);
   if (!rl) {
     if (groups.size() != 1) fail(op, "a reduction to a scalar left several partial results");
-    regs[r] = {acc.final(groups.begin()->second.state)};
-    return;
+    Values v = acc.final(groups.begin()->second.parts[0]);
+    for (size_t c = 0; c < nr; ++c) out[c] = {v[c]};
+  } else {
+    for (int q = 0; q < rl->num_regs(); ++q) {
+      auto key = reg_coords(*rl, q);
+      auto it = groups.find(key);
+      if (it == groups.end()) fail(op, "the result layout is not the slice of the operand's (layout invariant broken)");
+      Values v = acc.final(it->second.parts[0]);
+      for (size_t c = 0; c < nr; ++c) out[c].push_back(v[c]);
+    }
   }
-  std::vector<Value*> out;
-  for (int q = 0; q < rl->num_regs(); ++q) {
-    auto key = reg_coords(*rl, q);
-    auto it = groups.find(key);
-    if (it == groups.end()) fail(op, "the result layout is not the slice of the operand's (layout invariant broken)");
-    out.push_back(acc.final(it->second.state));
-  }
-  regs[r] = out;
+  for (size_t c = 0; c < nr; ++c) regs[op.result(static_cast<unsigned>(c))] = out[c];
 }
 
 void Lowerer::lower_scan(const ir::Op& op) {
   const ir::Value* x = op.operands.at(0);
-  const ir::Value* r = op.result();
   const int axis = static_cast<int>(op.int_attr("axis"));
   const bool reverse = op.has_attr("reverse") && op.int_attr("reverse") != 0;
   auto kind = op.enum_attr<ir::ScanKind>("kind");
-  Accum acc(*this, op, kind == ir::ScanKind::Cumsum ? ir::ReduceKind::Sum : ir::ReduceKind::Combine, x->type.dtype);
-  const DType cd = acc.cd;
-  const auto& shape = x->type.shape;
-  const int64_t len = shape[static_cast<size_t>(axis)];
-  int64_t inner = 1;
-  for (size_t dd = static_cast<size_t>(axis) + 1; dd < shape.size(); ++dd) inner *= shape[dd];
-  const int64_t numel = x->type.numel();
-  const int64_t nlines = numel / len;
-  need_smem(numel * byte_size(cd));
-  // stage in the state dtype
+  Accum acc(*this, op, kind == ir::ScanKind::Cumsum ? ir::ReduceKind::Sum : ir::ReduceKind::Combine);
+  auto base = staged_scan(*this, op, acc, axis, reverse);
   const LinearLayout* l = layout_of(x);
   auto hw = hw_coords(*l);
+  std::vector<Values> out(op.results.size());
   for (int i = 0; i < l->num_regs(); ++i) {
-    if (duplicate_reg(*l, i)) continue;
-    smem_store(cd, 0, linear(coords(*l, hw, i), shape), acc.init(reg(x, i), nullptr)[0]);
+    Value* at = linear(coords(*l, hw, i), x->type.shape);
+    Values s;
+    for (size_t c = 0; c < acc.ds.size(); ++c) s.push_back(smem_load(acc.ds[c], base[c], at));
+    Values v = acc.final(s);
+    for (size_t c = 0; c < out.size(); ++c) out[c].push_back(v[c]);
   }
   barrier();
-  // one thread per line, sequentially along the axis
-  const int64_t nthreads = 32 * num_warps;
-  const int64_t rounds = (nlines + nthreads - 1) / nthreads;
-  counted_loop(B.getInt32(static_cast<uint32_t>(rounds)), {}, [&](Value* j, const std::vector<Value*>&) {
-    Value* line = B.CreateAdd(tid, B.CreateMul(j, i32c(nthreads)));
-    auto* work = llvm::BasicBlock::Create(ctx, "scan.line", kernel);
-    auto* next = llvm::BasicBlock::Create(ctx, "scan.next", kernel);
-    B.CreateCondBr(B.CreateICmpULT(line, i32c(nlines)), work, next);
-    B.SetInsertPoint(work);
-    Value* outer = B.CreateUDiv(line, i32c(inner));
-    Value* in = B.CreateURem(line, i32c(inner));
-    Value* base = B.CreateAdd(B.CreateMul(outer, i32c(len * inner)), in);
-    auto at = [&](Value* k) {
-      Value* pos = reverse ? B.CreateSub(i32c(len - 1), k) : k;
-      return B.CreateAdd(base, B.CreateMul(pos, i32c(inner)));
-    };
-    Value* first = smem_load(cd, 0, at(B.getInt32(0)));
-    counted_loop(i32c(len - 1), {first}, [&](Value* k1, const std::vector<Value*>& cur) {
-      Value* idx = at(B.CreateAdd(k1, B.getInt32(1)));
-      auto s = acc.combine({cur[0]}, {smem_load(cd, 0, idx)});
-      smem_store(cd, 0, idx, s[0]);
-      return s;
-    });
-    B.CreateBr(next);
-    B.SetInsertPoint(next);
-    return std::vector<Value*>{};
-  });
-  barrier();
-  std::vector<Value*> out;
-  for (int i = 0; i < l->num_regs(); ++i) out.push_back(acc.final({smem_load(cd, 0, linear(coords(*l, hw, i), shape))}));
-  barrier();
-  regs[r] = out;
+  for (size_t c = 0; c < out.size(); ++c) regs[op.result(static_cast<unsigned>(c))] = out[c];
 }
 
 void Lowerer::lower_dot(const ir::Op& op) {

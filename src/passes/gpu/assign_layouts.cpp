@@ -356,7 +356,10 @@ class Assigner {
       case OpKind::Broadcast: case OpKind::ExpandDims: case OpKind::Reshape: case OpKind::Permute:
         if (!op.operands[0]->type.is_scalar()) offer(op.operands[0], shape_op_operand_layout(op, l));
         break;
-      case OpKind::Scan: offer(op.operands[0], l); break;
+      case OpKind::Scan:  // all operands and results of a scan share one layout
+        for (Value* x : op.operands) offer(x, l);
+        for (auto& r : op.results) offer(r.get(), l);
+        break;
       case OpKind::Dot: offer(op.operands[2], l); break;
       case OpKind::For: {
         unsigned i = v->index;
@@ -390,10 +393,15 @@ class Assigner {
         offer(r, layout::transpose_tile(l, order));
         break;
       }
-      case OpKind::Reduce:
-        if (!r->type.is_scalar()) offer(r, layout::slice(l, static_cast<int>(op.int_attr("axis"))));
+      case OpKind::Reduce:  // the operands share one layout, the results its slice
+        for (Value* x : op.operands) offer(x, l);
+        if (!r->type.is_scalar())
+          for (auto& res : op.results) offer(res.get(), layout::slice(l, static_cast<int>(op.int_attr("axis"))));
         break;
-      case OpKind::Scan: offer(r, l); break;
+      case OpKind::Scan:
+        for (Value* x : op.operands) offer(x, l);
+        for (auto& res : op.results) offer(res.get(), l);
+        break;
       case OpKind::Dot:
         if (idx == 2) offer(r, l);
         break;
@@ -568,9 +576,16 @@ class Assigner {
               conv(0, shape_op_operand_layout(op, lay(op.result())));
             break;
           case OpKind::Reduce:
-            if (tile_result) set(op.result(), layout::slice(lay(op.operands[0]), static_cast<int>(op.int_attr("axis"))));
+            for (size_t i = 1; i < op.operands.size(); ++i) conv(i, lay(op.operands[0]));
+            if (!op.result()->type.is_scalar()) {
+              const LL sl = layout::slice(lay(op.operands[0]), static_cast<int>(op.int_attr("axis")));
+              for (auto& r : op.results) set(r.get(), sl);
+            }
             break;
-          case OpKind::Scan: conv(0, lay(op.result())); break;
+          case OpKind::Scan:
+            for (size_t i = 0; i < op.operands.size(); ++i) conv(i, lay(op.result()));
+            for (auto& r : op.results) set(r.get(), lay(op.result()));
+            break;
           case OpKind::Dot: {
             conv(2, lay(op.result()));
             if (auto w = wgmma_plans_.find(&op); w != wgmma_plans_.end()) {

@@ -67,7 +67,8 @@ class LayoutVerifier {
   }
 
   void relations(const Op& op) {
-    const Value* r = op.results.size() == 1 ? op.result() : nullptr;
+    const bool multi = op.kind == OpKind::Reduce || op.kind == OpKind::Scan;  // several results: one layout
+    const Value* r = op.results.size() == 1 || (multi && !op.results.empty()) ? op.result() : nullptr;
     const LL* rl = r ? lay(r) : nullptr;
     if (is_elementwise(op.kind)) {
       for (size_t i = 0; i < op.operands.size(); ++i) same(op, op.operands[i], rl, fmt::format("operand {}", i));
@@ -87,14 +88,20 @@ class LayoutVerifier {
         }
         break;
       case OpKind::Reduce:
+        for (size_t i = 1; i < op.operands.size(); ++i)
+          same(op, op.operands[i], lay(op.operands[0]), fmt::format("operand {}", i));
         if (rl) {
           LL want = layout::slice(*lay(op.operands[0]), static_cast<int>(op.int_attr("axis")));
-          same(op, r, &want, "the result");
+          for (size_t i = 0; i < op.results.size(); ++i)
+            same(op, op.result(static_cast<unsigned>(i)), &want, fmt::format("result {}", i));
         }
         for (auto& reg : op.regions) scalars_only(reg->body());
         break;
       case OpKind::Scan:
-        same(op, op.operands[0], rl, "operand 0");
+        for (size_t i = 0; i < op.operands.size(); ++i) {
+          same(op, op.operands[i], rl, fmt::format("operand {}", i));
+          same(op, op.result(static_cast<unsigned>(i)), rl, fmt::format("result {}", i));
+        }
         for (auto& reg : op.regions) scalars_only(reg->body());
         break;
       case OpKind::Dot: same(op, op.operands[2], rl, "the accumulator"); break;
