@@ -357,6 +357,7 @@ class Assigner {
         if (!op.operands[0]->type.is_scalar()) offer(op.operands[0], shape_op_operand_layout(op, l));
         break;
       case OpKind::Scan: offer(op.operands[0], l); break;
+      case OpKind::Gather: offer(op.operands[1], l); break;
       case OpKind::Dot: offer(op.operands[2], l); break;
       case OpKind::For: {
         unsigned i = v->index;
@@ -394,6 +395,9 @@ class Assigner {
         if (!r->type.is_scalar()) offer(r, layout::slice(l, static_cast<int>(op.int_attr("axis"))));
         break;
       case OpKind::Scan: offer(r, l); break;
+      case OpKind::Gather:
+        if (idx == 1) offer(r, l);
+        break;
       case OpKind::Dot:
         if (idx == 2) offer(r, l);
         break;
@@ -571,6 +575,7 @@ class Assigner {
             if (tile_result) set(op.result(), layout::slice(lay(op.operands[0]), static_cast<int>(op.int_attr("axis"))));
             break;
           case OpKind::Scan: conv(0, lay(op.result())); break;
+          case OpKind::Gather: conv(1, lay(op.result())); break;
           case OpKind::Dot: {
             conv(2, lay(op.result()));
             if (auto w = wgmma_plans_.find(&op); w != wgmma_plans_.end()) {
