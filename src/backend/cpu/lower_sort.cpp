@@ -13,21 +13,6 @@ namespace tle::cpu::detail {
 
 using llvm::Value;
 
-namespace {
-struct Split {
-  int64_t outer = 1, n = 1, inner = 1;
-};
-Split split(const ir::Shape& s, int64_t axis) {
-  Split r;
-  for (int64_t d = 0; d < static_cast<int64_t>(s.size()); ++d) {
-    if (d < axis) r.outer *= s[d];
-    else if (d == axis) r.n = s[d];
-    else r.inner *= s[d];
-  }
-  return r;
-}
-}  // namespace
-
 void Lowerer::lower_sort(const ir::Op& op) {
   const ir::Value* x = op.operands.at(0);
   const int64_t axis = op.int_attr("axis"), k = op.int_attr("k");
