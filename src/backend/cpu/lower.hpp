@@ -44,9 +44,9 @@ Lowered lower_function(const ir::Function& f, llvm::Module& m, const std::string
 /// registered in the JIT as absolute symbols).
 inline constexpr const char* kI64ToBf16 = "tle_cpu_i64_to_bf16";
 inline constexpr const char* kU64ToBf16 = "tle_cpu_u64_to_bf16";
-/// void (const void* keys, i32 key_bits (32/64), i64 outer, i64 n, i64 inner, i64 k, i32* perm, i32* scratch):
-/// per line of keys [outer, n, inner], the indices 0..n-1 stably sorted by ascending unsigned key;
-/// the first k into perm [outer, k, inner]. scratch holds 2n indices.
+/// void (const void* keys, i32 key_bits (32/64), i64 outer, i64 n, i64 inner, i64 k, i32* perm,
+/// i32* scratch): per line of keys [outer, n, inner], the indices 0..n-1 stably sorted by ascending
+/// unsigned key; the first k into perm [outer, k, inner]. scratch holds 2n indices.
 inline constexpr const char* kSortLines = "tle_cpu_sort_lines";
 
 /// A tile of shape s viewed as [outer, n, inner] around dim `axis` (reductions, scans, sort).

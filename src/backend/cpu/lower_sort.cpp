@@ -40,16 +40,14 @@ void Lowerer::lower_sort(const ir::Op& op) {
   if (auto* f = llvm::dyn_cast<llvm::Function>(fn.getCallee())) f->addFnAttr(llvm::Attribute::NoUnwind);
   B.CreateCall(fn, {keys, B.getInt32(static_cast<uint32_t>(kty->getIntegerBitWidth())), i64c(sp.outer), i64c(sp.n),
                     i64c(sp.inner), i64c(k), perm, scratch});
-  const ir::Value* vr = op.result(0);
-  const ir::Value* ir_ = op.result(1);
-  produce(vr, [&](Value* l) {
+  produce(op.result(0), [&](Value* l) {
     Value* o = B.CreateUDiv(l, i64c(k * sp.inner));
     Value* i = B.CreateURem(l, i64c(sp.inner));
     Value* j = B.CreateSExt(elem(Tile{perm, nullptr}, i32, l), i64);
     return elem(xt, xty, B.CreateAdd(B.CreateMul(B.CreateAdd(B.CreateMul(o, i64c(sp.n)), j), i64c(sp.inner)), i));
   });
-  if (rn == 1) tiles[ir_] = Tile{nullptr, B.CreateLoad(i32, perm)};
-  else tiles[ir_] = Tile{perm, nullptr};
+  if (rn == 1) tiles[op.result(1)] = Tile{nullptr, B.CreateLoad(i32, perm)};
+  else tiles[op.result(1)] = Tile{perm, nullptr};
 }
 
 void Lowerer::lower_gather(const ir::Op& op) {
