@@ -423,6 +423,16 @@ TEST_CASE("errors: topk with a k that is not a power of two is refused on the GP
   expect_error([&] { (void)k.ptx(90, 4, fbuf.data(), fbuf.data()); }, {"power-of-two"});
 }
 
+TEST_CASE("errors: a sort too large for shared memory is refused on the GPU at the call", "[errors][sort]") {
+  // [256, 256] f32: keys, indices and elements take 3 * 4 * 65536 bytes, beyond sm_90's 227 KB.
+  auto k = jit("err_sort_smem", [](Ptr<float> x) {
+    Tile<int32_t> off = expand_dims(arange(0, 256), 1) * 256 + expand_dims(arange(0, 256), 0);
+    Tile<float> v = load(x + off);
+    line = __LINE__; store(x + off, sort(v, 1));
+  });
+  expect_error([&] { (void)k.ptx(90, 4, fbuf.data()); }, {"bytes of shared memory per program", "this sort"});
+}
+
 // ============================================================ PTX
 
 namespace {
