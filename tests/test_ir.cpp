@@ -389,6 +389,32 @@ TEST_CASE("verifier: per-op typing rules", "[ir]") {
     k.b.constant(ty(DType::f32, {4, 0}), 1.0);
     expect_error(k.f, "result 0 has type f32[4,0] with a dimension <= 0");
   }
+  SECTION("sort: k within the axis, two results of the kept shape") {
+    Fn k;
+    Value* a = k.b.constant(ty(DType::f32, {4, 8}), 1.0);
+    k.b.create(OpKind::Sort, {a}, {ty(DType::f32, {4, 9}), ty(DType::i32, {4, 9})},
+               {{"axis", int64_t(1)}, {"descending", int64_t(0)}, {"k", int64_t(9)}});
+    expect_error(k.f, "k = 9 is outside 1..8 (dim 1 of f32[4,8])");
+  }
+  SECTION("sort: indices are i32") {
+    Fn k;
+    Value* a = k.b.constant(ty(DType::f32, {8}), 1.0);
+    k.b.create(OpKind::Sort, {a}, {ty(DType::f32, {2}), ty(DType::i64, {2})},
+               {{"axis", int64_t(0)}, {"descending", int64_t(1)}, {"k", int64_t(2)}});
+    expect_error(k.f, "indices type: i64[2] vs i32[2]");
+  }
+  SECTION("gather: integer index of the input's dims off the axis") {
+    Fn k;
+    Value* a = k.b.constant(ty(DType::f32, {4, 8}), 1.0);
+    Value* f = k.b.constant(ty(DType::f32, {2, 8}), 1.0);
+    k.b.create(OpKind::Gather, {a, f}, {ty(DType::f32, {2, 8})}, {{"axis", int64_t(0)}});
+    expect_error(k.f, "index must be an integer tile, is f32[2,8]");
+    Fn k2;
+    Value* b = k2.b.constant(ty(DType::f32, {4, 8}), 1.0);
+    Value* i = k2.b.constant(ty(DType::i32, {2, 4}), int64_t(0));
+    k2.b.create(OpKind::Gather, {b, i}, {ty(DType::f32, {2, 4})}, {{"axis", int64_t(0)}});
+    expect_error(k2.f, "index i32[2,4] and input f32[4,8] differ in dim 1");
+  }
   SECTION("no dim <= 0 on block arguments") {
     Fn k;
     k.f.entry().add_arg(ty(DType::i32, {-1}));

@@ -648,6 +648,72 @@ Tile<int32_t> histogram(const Tile<T>& x, int64_t bins, const Tile<bool>& mask, 
   return Tile<int32_t>(detail::histogram(x.value(), bins, mask.value(), l));
 }
 
+// ============================================================== sorting and gathering
+// Order (docs/semantics.md, "Sorting and gathering"): as torch.sort(stable=True). Integers by value
+// (unsigned types unsigned), bool false < true, floats by value with -0.0 == +0.0 and every NaN
+// above +inf (last ascending, first descending). Sorts are stable: equal elements keep the order
+// of their indices (lower index first, also when descending). The GPU backend sorts with a bitonic
+// network over (key, index) pairs in shared memory (Batcher 1968); the CPU backend with a stable
+// merge sort; the results are identical.
+
+/// The sorted elements and the i32 index along the axis where each one was in the input.
+template <class T> struct SortResult {
+  Tile<T> values;
+  Tile<int32_t> indices;
+};
+
+/// x (rank >= 1, any numeric or bool dtype) sorted along `axis` (negative counts from the end),
+/// ascending unless `descending`; same shape and dtype. UserError at l: axis out of range, scalar x.
+template <detail::ScalarElement T>
+Tile<T> sort(const Tile<T>& x, int axis, bool descending = false, loc_t l = loc_t::current()) {
+  detail::require_value(x.value(), l);
+  detail::V v, i;
+  detail::sort(x.value(), axis, descending, 0, &v, &i, l, "sort");
+  return Tile<T>(v);
+}
+/// The i32 indices that sort x along `axis` (stable; as sort): x's shape, result[..j..] is the
+/// index in x of the j-th smallest (largest when descending) element of its line.
+template <detail::ScalarElement T>
+Tile<int32_t> argsort(const Tile<T>& x, int axis, bool descending = false, loc_t l = loc_t::current()) {
+  detail::require_value(x.value(), l);
+  detail::V v, i;
+  detail::sort(x.value(), axis, descending, 0, &v, &i, l, "argsort");
+  return Tile<int32_t>(i);
+}
+/// Both at once, as torch.sort: `auto [values, indices] = sort_with_indices(x, axis)`. To carry
+/// another tile along, gather it with the indices: `gather(y, indices, axis)`.
+template <detail::ScalarElement T>
+SortResult<T> sort_with_indices(const Tile<T>& x, int axis, bool descending = false, loc_t l = loc_t::current()) {
+  detail::require_value(x.value(), l);
+  detail::V v, i;
+  detail::sort(x.value(), axis, descending, 0, &v, &i, l, "sort_with_indices");
+  return {Tile<T>(v), Tile<int32_t>(i)};
+}
+/// The k largest (`largest`, default) or smallest elements of each line along `axis` and their i32
+/// indices, as torch.topk(sorted=True): sorted descending (ascending for the smallest), ties by
+/// lower index, NaN larger than everything. The result has dim k along the axis; k is a trace-time
+/// value, 1 <= k <= the axis' size (UserError at l otherwise; on the GPU k must be a power of two,
+/// as every tile dim). Equal to the first k of sort_with_indices(x, axis, largest).
+template <detail::ScalarElement T>
+SortResult<T> topk(const Tile<T>& x, int64_t k, int axis = -1, bool largest = true, loc_t l = loc_t::current()) {
+  detail::require_value(x.value(), l);
+  if (k < 1) throw UserError(l, "topk: k must be at least 1, got " + std::to_string(k));
+  detail::V v, i;
+  detail::sort(x.value(), axis, largest, k, &v, &i, l, "topk");
+  return {Tile<T>(v), Tile<int32_t>(i)};
+}
+/// Triton's tl.gather: `index` is an integer tile of x's rank whose dims equal x's except along
+/// `axis`; the result has index's shape and x's dtype, result[i][j] = x[index[i][j]][j] for axis 0
+/// (likewise for any axis and rank). An index outside [0, x's size along axis) gives 0 (false,
+/// +0.0), on every backend, without faulting. UserError at l: axis out of range, index not an
+/// integer tile, rank or other dims that differ.
+template <detail::ScalarElement T, class I>
+Tile<T> gather(const Tile<T>& x, const Tile<I>& index, int axis, loc_t l = loc_t::current()) {
+  detail::require_value(x.value(), l);
+  detail::require_value(index.value(), l);
+  return Tile<T>(detail::gather(x.value(), index.value(), axis, l));
+}
+
 // ============================================================== dot
 
 /// The accumulator type of dot: i32 for i8 inputs, f64 for f64 inputs, f32 for f16/bf16/f32 inputs.

@@ -815,6 +815,46 @@ V histogram(V x, int64_t bins, V mask, const SrcLoc& loc) {
   return make(c, ir::OpKind::Histogram, ops, {scalar(DType::i32).with_shape({bins})}, {{"bins", bins}}, loc)->result();
 }
 
+// ====================================================================== sort, gather
+
+void sort(V x, int axis, bool descending, int64_t k, V* values, V* indices, const SrcLoc& loc, const char* what) {
+  auto& c = ctx(loc);
+  use(c, x, loc);
+  if (x->type.rank() == 0) throw UserError(loc, fmt::format("{}: cannot sort a scalar", what));
+  int a = norm_axis(axis, x->type.rank(), loc, what);
+  require_dtype(x->type.dtype != DType::ptr, x, loc, what, "numeric or bool");
+  const int64_t n = x->type.shape[a];
+  if (k == 0) k = n;
+  if (k < 1 || k > n)
+    throw UserError(loc, fmt::format("{}: k = {} is outside 1..{} (the size of axis {} of the {} tile)", what, k, n, a,
+                                     x->type.str()));
+  ShapeVec s = x->type.shape;
+  s[a] = k;
+  ir::Op* op = make(c, ir::OpKind::Sort, {x}, {x->type.with_shape(s), x->type.with_shape(s).with_dtype(DType::i32)},
+                    {{"axis", int64_t(a)}, {"descending", int64_t(descending)}, {"k", k}}, loc);
+  *values = op->result(0);
+  *indices = op->result(1);
+}
+
+V gather(V x, V index, int axis, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, x, loc), use(c, index, loc);
+  if (x->type.rank() == 0) throw UserError(loc, "gather: cannot gather from a scalar");
+  int a = norm_axis(axis, x->type.rank(), loc, "gather");
+  require_dtype(x->type.dtype != DType::ptr, x, loc, "gather", "numeric or bool");
+  require_dtype(is_int(index->type.dtype) && index->type.dtype != DType::i1, index, loc, "gather (index)", "integer");
+  if (index->type.rank() != x->type.rank())
+    throw UserError(loc, fmt::format("gather: the index tile {} must have the rank of the input {}", index->type.str(),
+                                     x->type.str()));
+  for (int d = 0; d < x->type.rank(); ++d)
+    if (d != a && index->type.shape[d] != x->type.shape[d])
+      throw UserError(loc, fmt::format("gather: the index tile {} and the input {} differ in dimension {}; only the "
+                                       "gather axis {} may differ",
+                                       index->type.str(), x->type.str(), d, a));
+  return make(c, ir::OpKind::Gather, {x, index}, {x->type.with_shape(index->type.shape)}, {{"axis", int64_t(a)}}, loc)
+      ->result();
+}
+
 // ====================================================================== control flow
 
 V for_begin(V lo, V hi, V step, DType index, const SrcLoc& loc, int num_stages) {

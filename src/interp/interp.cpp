@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <unordered_map>
@@ -378,6 +379,8 @@ class Interpreter {
       case K::Scan: eval_scan(op); return;
       case K::Dot: eval_dot(op); return;
       case K::Histogram: eval_histogram(op); return;
+      case K::Sort: eval_sort(op); return;
+      case K::Gather: eval_gather(op); return;
       case K::For: eval_for(op); return;
       case K::If: {
         if (in.size() != 1 || op.regions.size() != 2) fail(op, "needs one condition and two regions");
@@ -627,6 +630,67 @@ class Interpreter {
       if (v < static_cast<uint64_t>(bins)) counts[static_cast<size_t>(v)] = (counts[static_cast<size_t>(v)] + 1) & 0xFFFFFFFFu;
     }
     env_[op.result()] = TileValue{op.result()->type, std::move(counts)};
+  }
+
+  /// Whether element a sorts before element b in ascending order (docs/semantics.md, "Sorting"):
+  /// by value, -0.0 == +0.0 (`<` is false both ways), every NaN after everything else.
+  bool sorts_before(const Op& op, DType d, uint64_t a, uint64_t b) const {
+    if (d == DType::i1) return a < b;
+    const Attr va = decode(d, a), vb = decode(d, b);
+    if (is_float(d)) {
+      const bool na = std::isnan(float_of(va)), nb = std::isnan(float_of(vb));
+      if (na || nb) return !na && nb;
+    }
+    return int_of(need(passes::fold_compare(ir::CmpPred::Lt, d, va, vb), op, d)) != 0;
+  }
+
+  /// sort: per line, std::stable_sort of the indices 0..n-1 (descending: b before a), first k kept.
+  void eval_sort(const Op& op) {
+    const ir::Value* x = op.operands.at(0);
+    const int64_t axis = op.int_attr("axis"), k = op.int_attr("k");
+    const bool descending = op.int_attr("descending") != 0;
+    if (axis < 0 || axis >= x->type.rank()) fail(op, fmt::format("axis {} out of range", axis));
+    const DType d = x->type.dtype;
+    const Split sp = split(x->type.shape, axis);
+    if (k < 1 || k > sp.n) fail(op, fmt::format("k = {} out of range", k));
+    std::vector<uint64_t> values(static_cast<size_t>(sp.outer * k * sp.inner)), indices(values.size());
+    std::vector<int64_t> order(static_cast<size_t>(sp.n));
+    for (int64_t o = 0; o < sp.outer; ++o)
+      for (int64_t i = 0; i < sp.inner; ++i) {
+        auto at = [&](int64_t j) { return elem(x, (o * sp.n + j) * sp.inner + i); };
+        for (int64_t j = 0; j < sp.n; ++j) order[static_cast<size_t>(j)] = j;
+        std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+          return descending ? sorts_before(op, d, at(b), at(a)) : sorts_before(op, d, at(a), at(b));
+        });
+        for (int64_t j = 0; j < k; ++j) {
+          const auto slot = static_cast<size_t>((o * k + j) * sp.inner + i);
+          values[slot] = at(order[static_cast<size_t>(j)]);
+          indices[slot] = static_cast<uint64_t>(order[static_cast<size_t>(j)]);
+        }
+      }
+    env_[op.result(0)] = TileValue{op.result(0)->type, std::move(values)};
+    env_[op.result(1)] = TileValue{op.result(1)->type, std::move(indices)};
+  }
+
+  /// gather: x at the index along the axis, 0 (all bits clear) for an index outside [0, dim).
+  void eval_gather(const Op& op) {
+    const ir::Value* x = op.operands.at(0);
+    const ir::Value* index = op.operands.at(1);
+    const int64_t axis = op.int_attr("axis");
+    const int rank = x->type.rank();
+    if (axis < 0 || axis >= rank || index->type.rank() != rank) fail(op, "bad axis or rank");
+    if (!is_int(index->type.dtype)) fail(op, "the index must be an integer tile");
+    const ir::Shape& is = index->type.shape;
+    const std::vector<int64_t> xst = strides(x->type.shape), ist = strides(is);
+    const uint64_t dim = static_cast<uint64_t>(x->type.shape[static_cast<size_t>(axis)]);
+    produce(op, 0, [&](int64_t k) {
+      // Canonical values are sign- or zero-extended: a negative one is huge as unsigned.
+      const uint64_t v = static_cast<uint64_t>(int_of(index->type.dtype, elem(index, k)));
+      if (v >= dim) return uint64_t(0);
+      int64_t at = 0;
+      for (int d = 0; d < rank; ++d) at += (d == axis ? static_cast<int64_t>(v) : (k / ist[d]) % is[d]) * xst[d];
+      return elem(x, at);
+    });
   }
 
   void eval_for(const Op& op) {

@@ -541,6 +541,43 @@ class Verifier {
           fail(&op, fmt::format("result must be i32[{}], is {}", bins, ts(out(op))));
         break;
       }
+      case OpKind::Sort: {
+        n_operands(op, 1, 1);
+        n_results(op, 2);
+        const Type& x = in(op, 0);
+        if (x.rank() < 1 || x.dtype == DType::ptr)
+          fail(&op, fmt::format("input must be a non-pointer tile of rank >= 1, is {}", ts(x)));
+        int64_t axis = int_attr(op, "axis");
+        if (axis < 0 || axis >= x.rank()) fail(&op, fmt::format("axis {} out of range for {}", axis, ts(x)));
+        int64_t desc = int_attr(op, "descending");
+        if (desc != 0 && desc != 1) fail(&op, "descending must be 0 or 1");
+        int64_t k = int_attr(op, "k");
+        if (k < 1 || k > x.shape[axis])
+          fail(&op, fmt::format("k = {} is outside 1..{} (dim {} of {})", k, x.shape[axis], axis, ts(x)));
+        Shape s = x.shape;
+        s[axis] = k;
+        same_type(op, bare(out(op, 0)), bare(x.with_shape(s)), "values type");
+        same_type(op, bare(out(op, 1)), bare(x.with_shape(s).with_dtype(DType::i32)), "indices type");
+        break;
+      }
+      case OpKind::Gather: {
+        n_operands(op, 2, 2);
+        n_results(op, 1);
+        const Type &x = in(op, 0), &idx = in(op, 1);
+        if (x.rank() < 1 || x.dtype == DType::ptr)
+          fail(&op, fmt::format("input must be a non-pointer tile of rank >= 1, is {}", ts(x)));
+        if (!is_int(idx.dtype) || idx.dtype == DType::i1)
+          fail(&op, fmt::format("index must be an integer tile, is {}", ts(idx)));
+        if (idx.rank() != x.rank()) fail(&op, fmt::format("index {} and input {} differ in rank", ts(idx), ts(x)));
+        int64_t axis = int_attr(op, "axis");
+        if (axis < 0 || axis >= x.rank()) fail(&op, fmt::format("axis {} out of range for {}", axis, ts(x)));
+        for (int d = 0; d < x.rank(); ++d)
+          if (d != axis && idx.shape[d] != x.shape[d])
+            fail(&op, fmt::format("index {} and input {} differ in dim {} (only the axis may differ)", ts(idx), ts(x),
+                                  d));
+        same_type(op, bare(out(op)), bare(x.with_shape(idx.shape)), "result type");
+        break;
+      }
       case OpKind::For: {
         if (op.operands.size() < 3) fail(&op, fmt::format("expects lo, hi, step and inits, has {} operands", op.operands.size()));
         n_regions(op, 1);

@@ -1010,6 +1010,52 @@ class Gen {
     emit(s, DType::i32, {s.a}, Range{0, numel(shp(x))});
   }
 
+  /// sort / argsort / topk (values or indices) along a random axis: the values are elements of x.
+  void gen_sort() {
+    int x = any_var([&](int v) { return !shp(v).empty(); }, dtype_from_pool());
+    if (shp(x).empty()) return;
+    const int r = static_cast<int>(shp(x).size());
+    const int ax = static_cast<int>(uni(0, r - 1));
+    Stmt s;
+    s.kind = Kind::Sort;
+    s.args = {x};
+    s.axis = coin(0.25) ? ax - r : ax;
+    s.flag = coin(0.5);
+    s.op = static_cast<int>(uni(0, 3));
+    Shape sh = shp(x);
+    const int64_t n = sh[static_cast<size_t>(ax)];
+    if (s.op >= 2) {
+      int64_t k = uni(1, n);
+      if (opt_.pow2)
+        for (k = 1; k * 2 <= n && coin(0.6);) k *= 2;
+      s.a = k;
+      sh[static_cast<size_t>(ax)] = k;
+    }
+    if (s.op == 1 || s.op == 3) emit(s, DType::i32, sh, Range{0, n - 1});
+    else emit(s, dt(x), sh, rng_of(x));
+  }
+
+  /// gather along a random axis with an index tile of any integer dtype (out-of-range indices
+  /// give 0, so any values will do).
+  void gen_gather() {
+    int x = any_var([&](int v) { return !shp(v).empty(); }, dtype_from_pool());
+    if (shp(x).empty()) return;
+    const int r = static_cast<int>(shp(x).size());
+    const int ax = static_cast<int>(uni(0, r - 1));
+    Shape ish = shp(x);
+    ish[static_cast<size_t>(ax)] = opt_.pow2 ? int64_t(1) << uni(0, 3) : uni(1, 8);
+    if (numel(ish) > opt_.max_numel) ish = shp(x);
+    const DType id = pick(std::vector<DType>{DType::i32, DType::i64, DType::i8, DType::u8, DType::i16, DType::u32});
+    Stmt s;
+    s.kind = Kind::Gather;
+    s.axis = coin(0.25) ? ax - r : ax;
+    const int idx = operand(id, ish);
+    s.args = {x, idx};
+    MaybeRange rr = rng_of(x);
+    if (rr) rr = Range{std::min<i128>(rr->lo, 0), std::max<i128>(rr->hi, 0)};
+    emit(s, dt(x), ish, rr);
+  }
+
   /// A load of shape sh from a buffer of dtype d holding integers in [-4, 4] (in bounds).
   int small_int_load(DType d, Shape sh) {
     const int buf = buffer_for(d, std::max<int64_t>(64, numel(sh)), Buffer::Index, -4, 4);
@@ -1255,7 +1301,8 @@ class Gen {
       // NB: blocks_.back() may move when a nested block appends to an enclosing vector, so
       // statements are always appended through blocks_.back().
       int r = static_cast<int>(uni(0, 99));
-      if (r < 22) gen_binary();
+      if (r < 20) gen_binary();
+      else if (r < 22) coin(0.5) ? gen_sort() : gen_gather();
       else if (r < 30) gen_compare();
       else if (r < 37) gen_unary();
       else if (r < 40) gen_fma();

@@ -216,6 +216,15 @@ class Printer {
         if (a[1] >= 0) def(ind, s, fmt::format("tle::histogram({}, {}, {})", A(0), s.a, A(1)));
         else def(ind, s, fmt::format("tle::histogram({}, {})", A(0), s.a));
         return;
+      case Kind::Sort: {
+        const char* f = s.flag ? "true" : "false";
+        if (s.op == 0) def(ind, s, fmt::format("tle::sort({}, {}, {})", A(0), s.axis, f));
+        else if (s.op == 1) def(ind, s, fmt::format("tle::argsort({}, {}, {})", A(0), s.axis, f));
+        else
+          def(ind, s, fmt::format("tle::topk({}, {}, {}, {}).{}", A(0), s.a, s.axis, f, s.op == 2 ? "values" : "indices"));
+        return;
+      }
+      case Kind::Gather: def(ind, s, fmt::format("tle::gather({}, {}, {})", A(0), A(1), s.axis)); return;
       case Kind::Hint:
         if (s.a) def(ind, s, fmt::format("tle::multiple_of({}, {})", A(0), s.a));
         else def(ind, s, fmt::format("tle::max_contiguous({}, {})", A(0), s.b));

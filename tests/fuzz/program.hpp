@@ -63,6 +63,9 @@ enum class Kind : uint8_t {
                   // lexicographic maximum (p0 > q0, ties by the smaller p1) of the pairs
   Dot,            // result = dot(args[0], args[1] [, args[2] acc], precision = op)       (args[2] -1: none)
   Histogram,      // result = histogram(args[0], a = bins [, args[1] mask])               (args[1] -1: none)
+  Sort,           // result = sort / argsort(args[0], axis, flag = descending) (op 0 / 1), or
+                  // topk(args[0], a = k, axis, flag = largest).values / .indices (op 2 / 3)
+  Gather,         // result = gather(args[0], args[1] (an integer index tile), axis)
   Hint,           // result = multiple_of(args[0], a) if a, else max_contiguous(args[0], b) (true promises only)
   AddPtr,         // result = args[0] (a pointer parameter) + args[1]
   Load,           // result = load(args[0] [, args[1] mask [, other]])  other: args[2], or lit if flag
@@ -85,7 +88,7 @@ struct Stmt {
   Shape shape;              // Const / BroadcastTo / Reshape
   std::vector<int> order;   // Permute
   Literal lit;              // Const value; Load other
-  int64_t a = 0, b = 0;     // Arange start, end; Histogram bins (a)
+  int64_t a = 0, b = 0;     // Arange start, end; Histogram bins (a); topk k (a)
   int64_t lo = 0, hi = 0, step = 1;  // For literal bounds
   std::vector<Stmt> body, orelse;
 };

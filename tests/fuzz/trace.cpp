@@ -170,6 +170,14 @@ class Tracer {
       case Kind::Histogram:
         define(s.result, detail::histogram(val(a[0]), s.a, a[1] >= 0 ? val(a[1]) : nullptr, loc));
         return;
+      case Kind::Sort: {
+        static const char* what[] = {"sort", "argsort", "topk", "topk"};
+        V values, indices;
+        detail::sort(val(a[0]), s.axis, s.flag, s.op >= 2 ? s.a : 0, &values, &indices, loc, what[s.op]);
+        define(s.result, s.op == 0 || s.op == 2 ? values : indices);
+        return;
+      }
+      case Kind::Gather: define(s.result, detail::gather(val(a[0]), val(a[1]), s.axis, loc)); return;
       case Kind::Hint: define(s.result, detail::hint(val(a[0]), s.a, s.a ? 0 : s.b, loc)); return;
       case Kind::AddPtr: define(s.result, detail::addptr(val(a[0]), val(a[1]), loc)); return;
       case Kind::Load: {

@@ -98,6 +98,11 @@ std::vector<V> scan_combine(const std::vector<V>& xs, int axis, bool reverse, co
                             const SrcLoc& loc);
 V dot(V a, V b, V acc, ir::Precision precision, const SrcLoc& loc);
 V histogram(V x, int64_t bins, V mask, const SrcLoc& loc);
+/// Stable sort of x along axis (docs/semantics.md, "Sorting"): the first k of the sorted elements
+/// (k = 0: all) and their i32 indices in x, in *values and *indices.
+void sort(V x, int axis, bool descending, int64_t k, V* values, V* indices, const SrcLoc& loc, const char* what);
+/// result[i...] = x[i... with coordinate axis replaced by index[i...]] (0 where out of range).
+V gather(V x, V index, int axis, const SrcLoc& loc);
 
 // ---- structured control flow
 /// Opens a device loop; returns its induction variable (dtype `index`).

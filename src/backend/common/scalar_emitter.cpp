@@ -427,6 +427,29 @@ Value* ScalarEmitter::atomic_cas(DType pd, Value* ptr, Value* cmp, Value* val) {
   return pd == DType::i1 ? B.CreateICmpNE(old, B.getInt8(0)) : old;
 }
 
+llvm::Type* ScalarEmitter::sort_key_ty(DType d) const {
+  return bit_width(d) > 32 ? llvm::Type::getInt64Ty(ctx) : llvm::Type::getInt32Ty(ctx);
+}
+
+Value* ScalarEmitter::sort_key(Value* v, DType d) {
+  llvm::Type* kt = sort_key_ty(d);
+  if (d == DType::i1 || is_unsigned_int(d)) return B.CreateZExt(v, kt);
+  const unsigned w = static_cast<unsigned>(bit_width(d));
+  const llvm::APInt sign = llvm::APInt::getSignMask(w);
+  if (is_signed_int(d)) return B.CreateZExt(B.CreateXor(v, B.getInt(sign)), kt);
+  if (!is_float(d)) throw InternalError(fmt::format("sort_key: dtype {} has no order", dtype_name(d)));
+  // f16/bf16 travel as their bits; f32/f64 as floats.
+  Value* bits = d == DType::f32 || d == DType::f64 ? B.CreateBitCast(v, B.getIntNTy(w)) : v;
+  const uint64_t inf = d == DType::f16 ? 0x7C00 : d == DType::bf16 ? 0x7F80 : d == DType::f32 ? 0x7F800000
+                                                                                               : 0x7FF0000000000000;
+  Value* mag = B.CreateAnd(bits, B.getInt(~sign));
+  Value* is_nan = B.CreateICmpUGT(mag, llvm::ConstantInt::get(bits->getType(), inf));
+  bits = B.CreateSelect(B.CreateICmpEQ(bits, B.getInt(sign)), llvm::ConstantInt::get(bits->getType(), 0), bits);
+  Value* neg = B.CreateICmpNE(B.CreateAnd(bits, B.getInt(sign)), llvm::ConstantInt::get(bits->getType(), 0));
+  Value* key = B.CreateZExt(B.CreateSelect(neg, B.CreateNot(bits), B.CreateOr(bits, B.getInt(sign))), kt);
+  return B.CreateSelect(is_nan, llvm::Constant::getAllOnesValue(kt), key);
+}
+
 Value* ScalarEmitter::round_tf32(Value* x) {
   Value* bits = B.CreateBitCast(x, B.getInt32Ty());
   Value* lsb = B.CreateAnd(B.CreateLShr(bits, 13), B.getInt32(1));

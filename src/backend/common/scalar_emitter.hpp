@@ -60,6 +60,14 @@ class ScalarEmitter {
   /// One atomic compare-and-swap; returns the old value.
   llvm::Value* atomic_cas(DType pd, llvm::Value* ptr, llvm::Value* cmp, llvm::Value* val);
 
+  /// The sort key of an element of dtype d (docs/ir.md `sort`): an unsigned integer (i32 for dtypes
+  /// of up to 32 bits, i64 for 64-bit ones) whose unsigned order is the sort order. Integers:
+  /// signed ones with the sign bit flipped, unsigned and bool zero-extended; floats: -0.0 made +0.0,
+  /// negatives with every bit flipped, others with the sign bit set, every NaN all ones (above +inf).
+  llvm::Value* sort_key(llvm::Value* v, DType d);
+  /// The type sort_key returns for dtype d.
+  llvm::Type* sort_key_ty(DType d) const;
+
   /// Rounds an f32 value to tf32 (10 mantissa bits, nearest even); inf and NaN unchanged.
   llvm::Value* round_tf32(llvm::Value* f32);
 

@@ -126,6 +126,8 @@ void Lowerer::lower_op(const ir::Op& op) {
     case K::Scan: lower_scan(op); return;
     case K::Dot: lower_dot(op); return;
     case K::Histogram: lower_histogram(op); return;
+    case K::Sort: lower_sort(op); return;
+    case K::Gather: lower_gather(op); return;
     case K::For: lower_for(op); return;
     case K::If: lower_if(op); return;
     case K::InlineAsm: case K::CudaCall:

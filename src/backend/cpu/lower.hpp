@@ -9,6 +9,7 @@
 //   lower_elementwise.cpp constants, binary/unary/cmp/select/fma, casts and f16/bf16 rounding
 //   lower_memory.cpp      addptr, load, store, atomics
 //   lower_reduce.cpp      reduce, scan, dot, histogram
+//   lower_sort.cpp        sort (through the runtime helper kSortLines), gather
 #pragma once
 #include <functional>
 #include <string>
@@ -43,6 +44,24 @@ Lowered lower_function(const ir::Function& f, llvm::Module& m, const std::string
 /// registered in the JIT as absolute symbols).
 inline constexpr const char* kI64ToBf16 = "tle_cpu_i64_to_bf16";
 inline constexpr const char* kU64ToBf16 = "tle_cpu_u64_to_bf16";
+/// void (const void* keys, i32 key_bits (32/64), i64 outer, i64 n, i64 inner, i64 k, i32* perm,
+/// i32* scratch): per line of keys [outer, n, inner], the indices 0..n-1 stably sorted by ascending
+/// unsigned key; the first k into perm [outer, k, inner]. scratch holds 2n indices.
+inline constexpr const char* kSortLines = "tle_cpu_sort_lines";
+
+/// A tile of shape s viewed as [outer, n, inner] around dim `axis` (reductions, scans, sort).
+struct Split {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+inline Split split(const ir::Shape& s, int64_t axis) {
+  Split r;
+  for (int64_t d = 0; d < static_cast<int64_t>(s.size()); ++d) {
+    if (d < axis) r.outer *= s[d];
+    else if (d == axis) r.n = s[d];
+    else r.inner *= s[d];
+  }
+  return r;
+}
 
 struct Tile {
   llvm::Value* ptr = nullptr;    // array storage, or null
@@ -108,6 +127,10 @@ class Lowerer : public backend::ScalarEmitter {
   void lower_scan(const ir::Op& op);
   void lower_dot(const ir::Op& op);
   void lower_histogram(const ir::Op& op);
+
+  // ---- sort, gather (lower_sort.cpp)
+  void lower_sort(const ir::Op& op);
+  void lower_gather(const ir::Op& op);
 };
 
 }  // namespace tle::cpu::detail

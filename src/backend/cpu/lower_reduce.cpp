@@ -99,21 +99,6 @@ static Values operand_elems(Lowerer& L, const ir::Op& op, Value* at) {
   return v;
 }
 
-namespace {
-struct Split {
-  int64_t outer = 1, n = 1, inner = 1;
-};
-Split split(const ir::Shape& s, int axis) {
-  Split r;
-  for (int d = 0; d < static_cast<int>(s.size()); ++d) {
-    if (d < axis) r.outer *= s[d];
-    else if (d == axis) r.n = s[d];
-    else r.inner *= s[d];
-  }
-  return r;
-}
-}  // namespace
-
 void Lowerer::lower_reduce(const ir::Op& op) {
   const ir::Value* x = op.operands.at(0);
   const size_t nr = op.results.size();

@@ -1,10 +1,12 @@
 // src/backend/cpu/runtime_helpers.cpp - C functions the JIT-compiled code may call, registered as
 // absolute symbols so nothing depends on what libgcc/compiler-rt the process has: the f16/bf16
 // conversion libcalls LLVM emits when the CPU lacks F16C/AVX512-BF16 (x86-64 passes half/bfloat
-// in XMM registers, like _Float16; bf16 values travel in a _Float16 carrier of the same bits), and
-// tle's exact i64/u64 -> bf16 conversions. Every conversion rounds once, to nearest even.
+// in XMM registers, like _Float16; bf16 values travel in a _Float16 carrier of the same bits);
+// tle's exact i64/u64 -> bf16 conversions (every conversion rounds once, to nearest even); and the
+// stable sort of the `sort` op's lines (tle_cpu_sort_lines, lower_sort.cpp).
 #include "backend/cpu/runtime_helpers.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "support/half.hpp"
@@ -53,10 +55,43 @@ extern "C" uint16_t tle_cpu_i64_to_bf16(int64_t v) {
 }
 extern "C" uint16_t tle_cpu_u64_to_bf16(uint64_t v) { return f64_to_bf16_bits(u64_to_double_odd(v)); }
 
+namespace {
+/// Per line [outer, n, inner] of keys: a bottom-up merge sort of the indices 0..n-1 by ascending
+/// key, stable (on equal keys the left run's index comes first); the first k go to perm.
+template <class K>
+void sort_lines(const K* keys, int64_t outer, int64_t n, int64_t inner, int64_t k, int32_t* perm, int32_t* scratch) {
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      int32_t* a = scratch;
+      int32_t* b = scratch + n;
+      for (int64_t j = 0; j < n; ++j) a[j] = static_cast<int32_t>(j);
+      const K* line = keys + o * n * inner + i;
+      for (int64_t w = 1; w < n; w *= 2) {
+        for (int64_t lo = 0; lo < n; lo += 2 * w) {
+          const int64_t mid = std::min(lo + w, n), hi = std::min(lo + 2 * w, n);
+          int64_t p = lo, q = mid, out = lo;
+          while (p < mid && q < hi) b[out++] = line[a[q] * inner] < line[a[p] * inner] ? a[q++] : a[p++];
+          while (p < mid) b[out++] = a[p++];
+          while (q < hi) b[out++] = a[q++];
+        }
+        std::swap(a, b);
+      }
+      for (int64_t j = 0; j < k; ++j) perm[(o * k + j) * inner + i] = a[j];
+    }
+}
+}  // namespace
+
+extern "C" void tle_cpu_sort_lines(const void* keys, int32_t key_bits, int64_t outer, int64_t n, int64_t inner,
+                                   int64_t k, int32_t* perm, int32_t* scratch) {
+  if (key_bits == 64) sort_lines(static_cast<const uint64_t*>(keys), outer, n, inner, k, perm, scratch);
+  else sort_lines(static_cast<const uint32_t*>(keys), outer, n, inner, k, perm, scratch);
+}
+
 std::vector<std::pair<const char*, void*>> runtime_helpers() {
   std::vector<std::pair<const char*, void*>> h = {
       {"tle_cpu_i64_to_bf16", reinterpret_cast<void*>(&tle_cpu_i64_to_bf16)},
       {"tle_cpu_u64_to_bf16", reinterpret_cast<void*>(&tle_cpu_u64_to_bf16)},
+      {"tle_cpu_sort_lines", reinterpret_cast<void*>(&tle_cpu_sort_lines)},
       {"__gnu_h2f_ieee", reinterpret_cast<void*>(&gnu_h2f_ieee)},
       {"__gnu_f2h_ieee", reinterpret_cast<void*>(&gnu_f2h_ieee)},
   };

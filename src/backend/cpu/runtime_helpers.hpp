@@ -11,3 +11,5 @@ std::vector<std::pair<const char*, void*>> runtime_helpers();
 
 extern "C" uint16_t tle_cpu_i64_to_bf16(int64_t v);
 extern "C" uint16_t tle_cpu_u64_to_bf16(uint64_t v);
+extern "C" void tle_cpu_sort_lines(const void* keys, int32_t key_bits, int64_t outer, int64_t n, int64_t inner,
+                                   int64_t k, int32_t* perm, int32_t* scratch);

@@ -10,7 +10,8 @@
 // are not on tensor cores go through shared memory; an f16/bf16 dot in the mma layouts is
 // mma.sync on registers. Elementwise arithmetic is backend::ScalarEmitter, as on the CPU.
 // Files: lower.cpp (driver, elementwise, shapes, control flow, shared memory), lower_memory.cpp
-// (load/store/atomics), lower_reduce.cpp (reduce, scan, dot, histogram), lower_mma.cpp (dot on
+// (load/store/atomics), lower_reduce.cpp (reduce, scan, dot, histogram), lower_sort.cpp (sort,
+// gather), lower_mma.cpp (dot on
 // tensor cores), lower_ldmatrix.cpp (conversions to tensor-core operand layouts through swizzled
 // shared memory and ldmatrix), lower_pipeline.cpp (cp.async software pipelining of K loops).
 #pragma once
@@ -224,6 +225,10 @@ class Lowerer : public backend::ScalarEmitter {
   void lower_scan(const ir::Op& op);
   void lower_dot(const ir::Op& op);
   void lower_histogram(const ir::Op& op);
+  /// sort: a bitonic network over (key, index) pairs in shared memory; gather: x staged in shared
+  /// memory, read at the indices (lower_sort.cpp).
+  void lower_sort(const ir::Op& op);
+  void lower_gather(const ir::Op& op);
   /// inline_asm: one llvm::InlineAsm call per group of `pack` registers (lower_asm.cpp).
   void lower_inline_asm(const ir::Op& op);
   /// cuda_call: stage tiles in shared memory, call the CUDA device function from every thread,

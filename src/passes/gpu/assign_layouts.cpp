@@ -360,6 +360,7 @@ class Assigner {
         for (Value* x : op.operands) offer(x, l);
         for (auto& r : op.results) offer(r.get(), l);
         break;
+      case OpKind::Gather: offer(op.operands[1], l); break;
       case OpKind::Dot: offer(op.operands[2], l); break;
       case OpKind::For: {
         unsigned i = v->index;
@@ -401,6 +402,9 @@ class Assigner {
       case OpKind::Scan:
         for (Value* x : op.operands) offer(x, l);
         for (auto& res : op.results) offer(res.get(), l);
+        break;
+      case OpKind::Gather:
+        if (idx == 1) offer(r, l);
         break;
       case OpKind::Dot:
         if (idx == 2) offer(r, l);
@@ -586,6 +590,7 @@ class Assigner {
             for (size_t i = 0; i < op.operands.size(); ++i) conv(i, lay(op.result()));
             for (auto& r : op.results) set(r.get(), lay(op.result()));
             break;
+          case OpKind::Gather: conv(1, lay(op.result())); break;
           case OpKind::Dot: {
             conv(2, lay(op.result()));
             if (auto w = wgmma_plans_.find(&op); w != wgmma_plans_.end()) {

@@ -104,6 +104,7 @@ class LayoutVerifier {
         }
         for (auto& reg : op.regions) scalars_only(reg->body());
         break;
+      case OpKind::Gather: same(op, op.operands[1], rl, "the index"); break;
       case OpKind::Dot: same(op, op.operands[2], rl, "the accumulator"); break;
       case OpKind::Histogram:
         if (op.operands.size() > 1) same(op, op.operands[1], lay(op.operands[0]), "the mask");

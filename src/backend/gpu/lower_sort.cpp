@@ -1,0 +1,164 @@
+// src/backend/gpu/lower_sort.cpp - sort and gather through shared memory.
+//
+// sort: every thread writes the elements it holds to three shared-memory arrays in the operand's
+// row-major order - the sort key (ScalarEmitter::sort_key, bits flipped when descending, so that
+// ascending unsigned order is the wanted one), the element's index along the axis, and the
+// element itself. A bitonic sorting network (Batcher 1968; the line length n is a power of two on
+// the GPU) then sorts each line's (key, index) pairs, the CTA's threads sharing the n/2
+// compare-exchanges of every line in each step, with a barrier between steps. Comparing the pair
+// and not the key alone makes the order total, so the network's result is the stable order, as
+// the CPU's merge sort gives. Each result register then reads its index at its sorted position
+// (positions 0..k-1 for topk) and the element from the copy of x at that index.
+// gather: x is written to shared memory; each result register reads x at its coordinates with the
+// axis coordinate replaced by the index register (the index has the result's layout), 0 when the
+// index is outside [0, dim).
+#include <fmt/format.h>
+
+#include "backend/gpu/lower.hpp"
+#include "layout/named_layouts.hpp"
+
+namespace tle::gpu::detail {
+
+using layout::LinearLayout;
+using llvm::Value;
+
+namespace {
+int64_t align16(int64_t bytes) { return (bytes + 15) / 16 * 16; }
+}  // namespace
+
+void Lowerer::lower_sort(const ir::Op& op) {
+  const ir::Value* x = op.operands.at(0);
+  const int axis = static_cast<int>(op.int_attr("axis"));
+  const bool descending = op.int_attr("descending") != 0;
+  const ir::Shape& shape = x->type.shape;
+  if (axis < 0 || axis >= x->type.rank()) fail(op, fmt::format("axis {} out of range", axis));
+  const int64_t n = shape[static_cast<size_t>(axis)];
+  if (!layout::is_pow2(n)) fail(op, "the sorted dimension is not a power of two");
+  int64_t inner = 1;
+  for (size_t dd = static_cast<size_t>(axis) + 1; dd < shape.size(); ++dd) inner *= shape[dd];
+  const int64_t numel = x->type.numel();
+  const DType d = x->type.dtype;
+  const DType kd = sort_key_ty(d)->getIntegerBitWidth() == 64 ? DType::u64 : DType::u32;
+  const int64_t key_at = 0, idx_at = align16(numel * byte_size(kd)), x_at = idx_at + align16(numel * 4);
+  need_smem(x_at + numel * byte_size(d));
+
+  // 1. stage keys, indices and elements.
+  const LinearLayout* l = layout_of(x);
+  if (!l) fail(op, "a tile has no layout (the GPU layout pass did not run)");
+  auto hw = hw_coords(*l);
+  for (int q = 0; q < l->num_regs(); ++q) {
+    if (duplicate_reg(*l, q)) continue;
+    auto c = coords(*l, hw, q);
+    Value* at = linear(c, shape);
+    Value* key = sort_key(reg(x, q), d);
+    smem_store(kd, key_at, at, descending ? B.CreateNot(key) : key);
+    smem_store(DType::i32, idx_at, at, c[static_cast<size_t>(axis)]);
+    smem_store(d, x_at, at, reg(x, q));
+  }
+  barrier();
+
+  // 2. the bitonic network: for stage size 2^(s+1), s = 0..log2(n)-1, and distance 2^(s-t),
+  // t = 0..s, position i (bit log2(distance) clear) and i + distance are exchanged when out of
+  // order: ascending where bit s+1 of i is clear, descending where it is set.
+  if (n > 1) {
+    int logn = 0;
+    while ((int64_t(1) << logn) < n) ++logn;
+    const int64_t half = n / 2, pairs = numel / 2, nthreads = 32 * num_warps;
+    const int64_t rounds = (pairs + nthreads - 1) / nthreads;
+    counted_loop(i32c(logn), {}, [&](Value* s, const std::vector<Value*>&) {
+      Value* size = B.CreateShl(i32c(2), s);
+      counted_loop(B.CreateAdd(s, i32c(1)), {}, [&](Value* t, const std::vector<Value*>&) {
+        Value* jb = B.CreateSub(s, t);
+        Value* dist = B.CreateShl(i32c(1), jb);
+        counted_loop(i32c(rounds), {}, [&](Value* rr, const std::vector<Value*>&) {
+          Value* p = B.CreateAdd(tid, B.CreateMul(rr, i32c(nthreads)));
+          auto* work = llvm::BasicBlock::Create(ctx, "sort.pair", kernel);
+          auto* next = llvm::BasicBlock::Create(ctx, "sort.next", kernel);
+          B.CreateCondBr(B.CreateICmpULT(p, i32c(pairs)), work, next);
+          B.SetInsertPoint(work);
+          Value* line = B.CreateUDiv(p, i32c(half));
+          Value* qq = B.CreateURem(p, i32c(half));
+          Value* i = B.CreateOr(B.CreateShl(B.CreateLShr(qq, jb), B.CreateAdd(jb, i32c(1))),
+                                B.CreateAnd(qq, B.CreateSub(dist, i32c(1))));
+          Value* base = B.CreateAdd(B.CreateMul(B.CreateUDiv(line, i32c(inner)), i32c(n * inner)),
+                                    B.CreateURem(line, i32c(inner)));
+          Value* lo = B.CreateAdd(base, B.CreateMul(i, i32c(inner)));
+          Value* hi = B.CreateAdd(lo, B.CreateMul(dist, i32c(inner)));
+          Value* klo = smem_load(kd, key_at, lo);
+          Value* khi = smem_load(kd, key_at, hi);
+          Value* ilo = smem_load(DType::i32, idx_at, lo);
+          Value* ihi = smem_load(DType::i32, idx_at, hi);
+          Value* gt = B.CreateOr(B.CreateICmpUGT(klo, khi),
+                                 B.CreateAnd(B.CreateICmpEQ(klo, khi), B.CreateICmpSGT(ilo, ihi)));
+          Value* descending_part = B.CreateICmpNE(B.CreateAnd(i, size), i32c(0));
+          Value* swap = B.CreateXor(gt, descending_part);
+          smem_store(kd, key_at, lo, B.CreateSelect(swap, khi, klo));
+          smem_store(kd, key_at, hi, B.CreateSelect(swap, klo, khi));
+          smem_store(DType::i32, idx_at, lo, B.CreateSelect(swap, ihi, ilo));
+          smem_store(DType::i32, idx_at, hi, B.CreateSelect(swap, ilo, ihi));
+          B.CreateBr(next);
+          B.SetInsertPoint(next);
+          return std::vector<Value*>{};
+        });
+        barrier();
+        return std::vector<Value*>{};
+      });
+      return std::vector<Value*>{};
+    });
+  }
+
+  // 3. results: positions 0..k-1 of each line.
+  const ir::Shape before(shape.begin(), shape.begin() + axis), after(shape.begin() + axis + 1, shape.end());
+  for (unsigned res = 0; res < 2; ++res) {
+    const ir::Value* r = op.result(res);
+    const LinearLayout* rl = layout_of(r);
+    if (!rl) fail(op, "a result has no layout (the GPU layout pass did not run)");
+    auto rhw = hw_coords(*rl);
+    std::vector<Value*> out;
+    for (int q = 0; q < rl->num_regs(); ++q) {
+      auto c = coords(*rl, rhw, q);
+      std::vector<Value*> cb(c.begin(), c.begin() + axis), ca(c.begin() + axis + 1, c.end());
+      Value* o = cb.empty() ? i32c(0) : linear(cb, before);
+      Value* in = ca.empty() ? i32c(0) : linear(ca, after);
+      auto at = [&](Value* pos) {
+        return B.CreateAdd(B.CreateMul(B.CreateAdd(B.CreateMul(o, i32c(n)), pos), i32c(inner)), in);
+      };
+      Value* idx = smem_load(DType::i32, idx_at, at(c[static_cast<size_t>(axis)]));
+      out.push_back(res == 1 ? idx : smem_load(d, x_at, at(idx)));
+    }
+    regs[r] = out;
+  }
+  barrier();
+}
+
+void Lowerer::lower_gather(const ir::Op& op) {
+  const ir::Value* x = op.operands.at(0);
+  const ir::Value* index = op.operands.at(1);
+  const ir::Value* r = op.result();
+  const int axis = static_cast<int>(op.int_attr("axis"));
+  const ir::Shape& xs = x->type.shape;
+  const DType d = x->type.dtype, id = index->type.dtype;
+  const LinearLayout* l = layout_of(x);
+  const LinearLayout* rl = layout_of(r);
+  if (!l || !rl) fail(op, "a tile has no layout (the GPU layout pass did not run)");
+  if (!layout_of(index) || *layout_of(index) != *rl) fail(op, "the index does not have the result's layout");
+  need_smem(x->type.numel() * byte_size(d));
+  auto hw = hw_coords(*l);
+  for (int q = 0; q < l->num_regs(); ++q)
+    if (!duplicate_reg(*l, q)) smem_store(d, 0, linear(coords(*l, hw, q), xs), reg(x, q));
+  barrier();
+  auto rhw = hw_coords(*rl);
+  std::vector<Value*> out;
+  for (int q = 0; q < rl->num_regs(); ++q) {
+    auto c = coords(*rl, rhw, q);
+    // An index outside [0, dim) - negative ones are huge as unsigned - reads element 0 and gives 0.
+    Value* v = B.CreateIntCast(reg(index, q), B.getInt64Ty(), is_signed_int(id));
+    Value* ok = B.CreateICmpULT(v, B.getInt64(static_cast<uint64_t>(xs[static_cast<size_t>(axis)])));
+    c[static_cast<size_t>(axis)] = B.CreateTrunc(B.CreateSelect(ok, v, B.getInt64(0)), B.getInt32Ty());
+    out.push_back(B.CreateSelect(ok, smem_load(d, 0, linear(c, xs)), llvm::Constant::getNullValue(elem_ty(d))));
+  }
+  barrier();
+  regs[r] = out;
+}
+
+}  // namespace tle::gpu::detail
