@@ -8,11 +8,13 @@
 #include <tle/tle.hpp>
 
 #include <cmath>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "error_util.hpp"
+#include "interp/interp.hpp"
 #include "ir/ir.hpp"
 #include "ops_util.hpp"
 #include "passes/gpu/gpu_passes.hpp"
@@ -37,8 +39,7 @@ template <class T> T* fake(uintptr_t a = 0x10000) { return reinterpret_cast<T*>(
 ///     3N + 1 max(x), 3N + 2 min(-x), 3N + 3 sum of reshape(x, [1, N]) along 1.
 /// oi: 0 argmax(x), 1 argmin(-x), 2 reduce(y, a + b + 1), [3, 3 + N) its reverse scan,
 ///     [3 + N, 8 + N) histogram(y & 7, 5), [8 + N, 11 + N) atomic counts of i % 3.
-auto pad_1d() {
-  return jit("pad_1d", [](Ptr<float> x, Ptr<int32_t> y, Ptr<float> of, Ptr<int32_t> oi, Constexpr<int> N) {
+const auto pad_1d_fn = [](Ptr<float> x, Ptr<int32_t> y, Ptr<float> of, Ptr<int32_t> oi, Constexpr<int> N) {
     auto plus1 = [](Tile<int32_t> a, Tile<int32_t> b) { return a + b + 1; };
     Tile<int32_t> o = arange(0, N);
     Tile<float> xv = load(x + o);
@@ -56,16 +57,15 @@ auto pad_1d() {
     store(oi + 3 + o, associative_scan(yv, 0, plus1, true));
     store(oi + 3 + N + arange(0, 5), histogram(yv & 7, 5));
     (void)atomic_add(oi + 8 + N + o % 3, 1);
-  });
-}
+};
+auto pad_1d() { return jit("pad_1d", pad_1d_fn); }
 
 /// Reductions along each dim of an [R, C] tile (x, y row-major R x C).
 /// of: [0, RC) x * 2, [RC, 2RC) reverse cumsum(x + 1) along 1, [2RC, 3RC) the same along 0,
 ///     3RC + [0, R) max along 1, + R + [0, C) max along 0, + R + C + [0, R) sum(x + 1) along 1.
 /// oi: [0, R) argmax along 1, R + [0, C) argmax along 0, R + C + [0, R) reduce(y, a + b + 1)
 ///     along 1, 2R + C + [0, C) the same along 0.
-auto pad_2d() {
-  return jit("pad_2d", [](Ptr<float> x, Ptr<int32_t> y, Ptr<float> of, Ptr<int32_t> oi, Constexpr<int> R,
+const auto pad_2d_fn = [](Ptr<float> x, Ptr<int32_t> y, Ptr<float> of, Ptr<int32_t> oi, Constexpr<int> R,
                           Constexpr<int> C) {
     auto plus1 = [](Tile<int32_t> a, Tile<int32_t> b) { return a + b + 1; };
     Tile<int32_t> ri = arange(0, R), cj = arange(0, C);
@@ -83,39 +83,77 @@ auto pad_2d() {
     store(oi + R + cj, argmax(xv, 0));
     store(oi + R + C + ri, reduce(yv, 1, plus1));
     store(oi + 2 * R + C + cj, reduce(yv, 0, plus1));
-  });
-}
+};
+auto pad_2d() { return jit("pad_2d", pad_2d_fn); }
 
 /// c = (a + 1) @ (b + 1) for a [M, K], b [K, N] row-major: a padded K lane that were not zeroed
 /// would add (0 + 1) * (0 + 1) per pad.
-template <class T> auto pad_dot() {
-  return jit("pad_dot", [](Ptr<T> a, Ptr<T> b, Ptr<float> c, Constexpr<int> M, Constexpr<int> K, Constexpr<int> N) {
+template <class T>
+const auto pad_dot_fn = [](Ptr<T> a, Ptr<T> b, Ptr<float> c, Constexpr<int> M, Constexpr<int> K, Constexpr<int> N) {
     Tile<int32_t> m = expand_dims(arange(0, M), 1), k0 = expand_dims(arange(0, K), 0);
     Tile<int32_t> k1 = expand_dims(arange(0, K), 1), n = expand_dims(arange(0, N), 0);
     Tile<T> av = load(a + m * K + k0) + 1.0f;
     Tile<T> bv = load(b + k1 * N + n) + 1.0f;
     store(c + m * N + n, dot(av, bv));
-  });
-}
+};
+template <class T> auto pad_dot() { return jit("pad_dot", pad_dot_fn<T>); }
 
 /// reshape [R, C] -> [R * C] -> [C, R] of an i32 tile, both stored row-major after each other (each
 /// equals x): with ragged dims the padded positions differ, so the GPU moves the elements.
-auto pad_reshape() {
-  return jit("pad_reshape", [](Ptr<int32_t> x, Ptr<int32_t> out, Constexpr<int> R, Constexpr<int> C) {
+const auto pad_reshape_fn = [](Ptr<int32_t> x, Ptr<int32_t> out, Constexpr<int> R, Constexpr<int> C) {
     Tile<int32_t> off = expand_dims(arange(0, R), 1) * C + expand_dims(arange(0, C), 0);
     Tile<int32_t> flat = reshape(load(x + off), {R * C});
     store(out + arange(0, R * C), flat);
     Tile<int32_t> t = reshape(flat + 1, {C, R});
     store(out + R * C + expand_dims(arange(0, C), 1) * R + expand_dims(arange(0, R), 0), t);
-  });
-}
+};
+auto pad_reshape() { return jit("pad_reshape", pad_reshape_fn); }
 
 // --------------------------------------------------------------------------- runs and references
 
-Grid grid(std::optional<Backend> b, int warps) {
-  Grid g = Grid(1).with_warps(warps);
-  if (b) g.backend(*b);
-  return g;
+/// Where a check runs: on a backend (none: the test backend) with `warps`, or (padded_interp) the
+/// kernel's pad_shapes output on the reference interpreter, allowed to touch nothing but the
+/// buffers: the pass's IR alone must compute the references, pad lanes masked.
+struct How {
+  std::optional<Backend> b;
+  int warps = 4;
+  bool padded_interp = false;
+};
+
+struct Bytes {
+  void* p;
+  size_t n;
+};
+template <class T> Bytes bytes(const ManagedBuffer<T>& m) { return {m.data(), m.size() * sizeof(T)}; }
+
+/// Runs `call` on a Grid(1) for `how`, or traces `fn` (constexprs `cx`, pointer arguments `bufs`
+/// in order), pads it and runs it on the interpreter.
+template <class F>
+void launch(const How& how, const F& fn, const char* name, std::vector<int64_t> cx, std::vector<Bytes> bufs,
+            const std::function<void(Grid)>& call) {
+  if (!how.padded_interp) {
+    Grid g = Grid(1).with_warps(how.warps);
+    if (how.b) g.backend(*how.b);
+    call(g);
+    synchronize();
+    return;
+  }
+  auto f = tracetest::trace(name, fn, std::move(cx), true, false);
+  passes::pad_shapes(*f);
+  INFO(ir::print(*f));
+  REQUIRE_NOTHROW(ir::verify(*f));
+  std::vector<void*> ptrs;
+  for (auto& b : bufs) ptrs.push_back(b.p);
+  std::vector<void*> args;
+  for (auto& p : ptrs) args.push_back(&p);
+  interp::Options o;
+  o.check_access = [&](uintptr_t a, size_t n, bool) {
+    for (auto& b : bufs)
+      if (a >= reinterpret_cast<uintptr_t>(b.p) && a + n <= reinterpret_cast<uintptr_t>(b.p) + b.n) return true;
+    return false;
+  };
+  const int64_t one[3] = {1, 1, 1};
+  interp::run(*f, args.data(), one, o);
 }
 
 template <class T> std::vector<T> host(const ManagedBuffer<T>& m) { return std::vector<T>(m.data(), m.data() + m.size()); }
@@ -128,15 +166,15 @@ int first_max(const float* v, int n, int stride) {
   return best;
 }
 
-void check_1d(int N, std::optional<Backend> b, int warps) {
-  INFO("[" << N << "] warps " << warps);
+void check_1d(int N, const How& how) {
+  INFO("[" << N << "] warps " << how.warps << (how.padded_interp ? " padded IR on the interpreter" : ""));
   static auto k = pad_1d();
   ManagedBuffer<float> x(N), of(3 * N + 4, -7.0f);
   ManagedBuffer<int32_t> y(N), oi(11 + N, 0);
   fill(x, opstest::random_buf<float>(N, 11, -2, -1));
   fill(y, opstest::random_buf<int32_t>(N, 12, -100, 100));
-  k(grid(b, warps), x.data(), y.data(), of.data(), oi.data(), N);
-  synchronize();
+  launch(how, pad_1d_fn, "pad_1d", {N}, {bytes(x), bytes(y), bytes(of), bytes(oi)},
+         [&](Grid g) { k(g, x.data(), y.data(), of.data(), oi.data(), N); });
   std::vector<float> wf(3 * N + 4);
   std::vector<int32_t> wi(11 + N, 0);
   double run = 0, s1 = 0;
@@ -174,16 +212,16 @@ void check_1d(int N, std::optional<Backend> b, int warps) {
   CHECK(opstest::diffs(gi, wi) == "");
 }
 
-void check_2d(int R, int C, std::optional<Backend> b, int warps) {
-  INFO("[" << R << ", " << C << "] warps " << warps);
+void check_2d(int R, int C, const How& how) {
+  INFO("[" << R << ", " << C << "] warps " << how.warps << (how.padded_interp ? " padded IR on the interpreter" : ""));
   static auto k = pad_2d();
   const int RC = R * C;
   ManagedBuffer<float> x(RC), of(3 * RC + 2 * R + C, -7.0f);
   ManagedBuffer<int32_t> y(RC), oi(2 * R + 2 * C, 0);
   fill(x, opstest::random_buf<float>(RC, 21, -2, -1));
   fill(y, opstest::random_buf<int32_t>(RC, 22, -100, 100));
-  k(grid(b, warps), x.data(), y.data(), of.data(), oi.data(), R, C);
-  synchronize();
+  launch(how, pad_2d_fn, "pad_2d", {R, C}, {bytes(x), bytes(y), bytes(of), bytes(oi)},
+         [&](Grid g) { k(g, x.data(), y.data(), of.data(), oi.data(), R, C); });
   std::vector<float> wf(3 * RC + 2 * R + C);
   std::vector<int32_t> wi(2 * R + 2 * C);
   for (int r = 0; r < R; ++r) {
@@ -215,8 +253,8 @@ void check_2d(int R, int C, std::optional<Backend> b, int warps) {
   CHECK(opstest::diffs(gi, wi) == "");
 }
 
-template <class T> void check_dot(int M, int K, int N, std::optional<Backend> b, int warps) {
-  INFO("dot " << M << "x" << K << "x" << N << " warps " << warps);
+template <class T> void check_dot(int M, int K, int N, const How& how) {
+  INFO("dot " << M << "x" << K << "x" << N << " warps " << how.warps << (how.padded_interp ? " padded IR" : ""));
   static auto k = pad_dot<T>();
   ManagedBuffer<T> a(size_t(M) * K), bm(size_t(K) * N);
   ManagedBuffer<float> c(size_t(M) * N, -7.0f);
@@ -224,8 +262,8 @@ template <class T> void check_dot(int M, int K, int N, std::optional<Backend> b,
   auto ra = opstest::random_buf<int32_t>(a.size(), 31, -8, 8), rb = opstest::random_buf<int32_t>(bm.size(), 32, -8, 8);
   for (size_t i = 0; i < a.size(); ++i) a[i] = T(float(ra[i]) / 8);
   for (size_t i = 0; i < bm.size(); ++i) bm[i] = T(float(rb[i]) / 8);
-  k(grid(b, warps), a.data(), bm.data(), c.data(), M, K, N);
-  synchronize();
+  launch(how, pad_dot_fn<T>, "pad_dot", {M, K, N}, {bytes(a), bytes(bm), bytes(c)},
+         [&](Grid g) { k(g, a.data(), bm.data(), c.data(), M, K, N); });
   std::vector<float> w(size_t(M) * N);
   for (int i = 0; i < M; ++i)
     for (int j = 0; j < N; ++j) {
@@ -237,14 +275,14 @@ template <class T> void check_dot(int M, int K, int N, std::optional<Backend> b,
   CHECK(opstest::diffs(host(c), w) == "");
 }
 
-void check_reshape(int R, int C, std::optional<Backend> b, int warps) {
-  INFO("reshape [" << R << ", " << C << "] warps " << warps);
+void check_reshape(int R, int C, const How& how) {
+  INFO("reshape [" << R << ", " << C << "] warps " << how.warps << (how.padded_interp ? " padded IR" : ""));
   static auto k = pad_reshape();
   const int RC = R * C;
   ManagedBuffer<int32_t> x(RC), out(2 * RC + 1, -7);
   fill(x, opstest::random_full<int32_t>(RC, 41));
-  k(grid(b, warps), x.data(), out.data(), R, C);
-  synchronize();
+  launch(how, pad_reshape_fn, "pad_reshape", {R, C}, {bytes(x), bytes(out)},
+         [&](Grid g) { k(g, x.data(), out.data(), R, C); });
   std::vector<int32_t> w(2 * RC + 1, -7);
   for (int i = 0; i < RC; ++i) w[i] = x[i], w[RC + i] = int32_t(uint32_t(x[i]) + 1u);
   CHECK(opstest::diffs(host(out), w) == "");
@@ -464,6 +502,18 @@ TEST_CASE("pad_shapes: inline asm with side effects and 64-bit combines over a p
                              "test_pad_shapes.cpp", line);
 }
 
+TEST_CASE("pad_shapes: the padded IR computes the references on the interpreter, touching only the buffers",
+          "[gpu-pad]") {
+  const How padded{std::nullopt, 4, true};
+  for (int n : kShapes1d) check_1d(n, padded);
+  for (auto [r, c] : kShapes2d) check_2d(r, c, padded);
+  for (auto [r, c] : kReshapes) check_reshape(r, c, padded);
+  for (auto [m, n] : {std::pair{16, 16}, std::pair{5, 7}, std::pair{64, 64}}) {
+    check_dot<float>(m, 24, n, padded);
+    check_dot<f16>(m, 24, n, padded);
+  }
+}
+
 // ========================================================================================= PTX
 
 TEST_CASE("ptx: ragged tiles (pad_shapes) assemble at 1, 4 and 8 warps", "[ptx]") {
@@ -505,21 +555,21 @@ TEST_CASE("ptx: dots over K = 24 (pad_shapes) assemble: f32 FMA, f16 mma.sync an
 // ================================================================ numbers: CPU / interp / mirrored
 
 TEST_CASE("ops: ragged 1-D tiles: loads, stores, scans, reductions, combines, histogram, atomics", "[ops]") {
-  for (int n : kShapes1d) check_1d(n, std::nullopt, 4);
+  for (int n : kShapes1d) check_1d(n, How{});
 }
 
 TEST_CASE("ops: ragged 2-D tiles: reductions and reverse scans along each dim", "[ops]") {
-  for (auto [r, c] : kShapes2d) check_2d(r, c, std::nullopt, 4);
+  for (auto [r, c] : kShapes2d) check_2d(r, c, How{});
 }
 
 TEST_CASE("ops: reshapes between ragged shapes keep the row-major order", "[ops]") {
-  for (auto [r, c] : kReshapes) check_reshape(r, c, std::nullopt, 4);
+  for (auto [r, c] : kReshapes) check_reshape(r, c, How{});
 }
 
 TEST_CASE("ops: dots over ragged M, N and K = 24", "[ops]") {
   for (auto [m, n] : {std::pair{16, 16}, std::pair{5, 7}, std::pair{64, 64}}) {
-    check_dot<float>(m, 24, n, std::nullopt, 4);
-    check_dot<f16>(m, 24, n, std::nullopt, 4);
+    check_dot<float>(m, 24, n, How{});
+    check_dot<f16>(m, 24, n, How{});
   }
 }
 
@@ -531,12 +581,12 @@ TEST_CASE("gpu: ragged tiles (pad_shapes) match the C++ references at 1, 4 and 8
     return;
   }
   for (int w : {1, 4, 8}) {
-    for (int n : kShapes1d) check_1d(n, Backend::GPU, w);
-    for (auto [r, c] : kShapes2d) check_2d(r, c, Backend::GPU, w);
-    for (auto [r, c] : kReshapes) check_reshape(r, c, Backend::GPU, w);
+    for (int n : kShapes1d) check_1d(n, How{Backend::GPU, w});
+    for (auto [r, c] : kShapes2d) check_2d(r, c, How{Backend::GPU, w});
+    for (auto [r, c] : kReshapes) check_reshape(r, c, How{Backend::GPU, w});
     for (auto [m, n] : {std::pair{16, 16}, std::pair{5, 7}, std::pair{64, 64}}) {
-      check_dot<float>(m, 24, n, Backend::GPU, w);
-      check_dot<f16>(m, 24, n, Backend::GPU, w);
+      check_dot<float>(m, 24, n, How{Backend::GPU, w});
+      check_dot<f16>(m, 24, n, How{Backend::GPU, w});
     }
   }
 }

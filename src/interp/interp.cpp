@@ -278,7 +278,31 @@ class Interpreter {
         });
         return;
       }
-      case K::ExpandDims: case K::Reshape: case K::Hint: case K::ConvertLayout: {
+      case K::Reshape:
+        if (op.has_attr("real_in")) {
+          // A remapping reshape of padded tiles (GPU pass pad_shapes; docs/ir.md): result element
+          // k, when real, is the operand's real element of the same real row-major index; pads 0.
+          const ir::Shape &ri = op.ints_attr("real_in"), &ro = op.ints_attr("real_out");
+          const ir::Shape &xs = in[0]->type.shape, &rs = op.result()->type.shape;
+          if (ri.size() != xs.size() || ro.size() != rs.size()) fail(op, "real shapes do not match the ranks");
+          produce(op, 0, [&](int64_t k) -> uint64_t {
+            int64_t t = 0, rest = k;
+            std::vector<int64_t> idx(rs.size());
+            for (size_t d = rs.size(); d-- > 0;) idx[d] = rest % rs[d], rest /= rs[d];
+            for (size_t d = 0; d < rs.size(); ++d) {
+              if (idx[d] >= ro[d]) return 0;
+              t = t * ro[d] + idx[d];
+            }
+            int64_t at = 0;
+            std::vector<int64_t> src(ri.size());
+            for (size_t d = ri.size(); d-- > 0;) src[d] = t % ri[d], t /= ri[d];
+            for (size_t d = 0; d < ri.size(); ++d) at = at * xs[d] + src[d];
+            return elem(in[0], at);
+          });
+          return;
+        }
+        [[fallthrough]];
+      case K::ExpandDims: case K::Hint: case K::ConvertLayout: {
         if (in[0]->type.numel() != op.result()->type.numel()) fail(op, "element count changes");
         produce(op, 0, [&](int64_t k) { return elem(in[0], k); });
         return;
@@ -365,8 +389,10 @@ class Interpreter {
         return;
       }
       case K::AtomicCas: {
+        const ir::Value* mask = in.size() > 3 ? in[3] : nullptr;  // only from the GPU pass pad_shapes
         const DType d = in[0]->type.pointee;
-        produce(op, 0, [&](int64_t k) {
+        produce(op, 0, [&](int64_t k) -> uint64_t {
+          if (mask && !truth(mask, k)) return 0;
           const uint64_t p = elem(in[0], k);
           uint64_t old = read(op, k, p, d);
           if (old == elem(in[1], k)) write(op, k, p, d, elem(in[2], k));  // compares bits, as cmpxchg does

@@ -27,7 +27,7 @@
 // broadcast's size-1 dims stay 1, so pads stay pads).
 #include <fmt/format.h>
 
-#include <cmath>
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <unordered_map>
