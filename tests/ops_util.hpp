@@ -12,12 +12,9 @@
 // status 2 and says why. The same reference checks apply on both backends, except where a test
 // says otherwise (docs/semantics.md, "What backends may differ in").
 //
-// What does not run in gpu mode (each place says why):
-//   - tile shapes with a dimension that is not a power of two: the GPU refuses them by design
-//     (docs/semantics.md); tests pass such sizes through gpu_tile() (rounded up to a power of two
-//     on the GPU, same masks) or skip the iteration with gpu_skip_shape() (counted; main prints
-//     the count at the end);
-//   - whole test cases that check CPU-only behaviour: SKIP_ON_GPU("reason") (a WARN naming it).
+// Ragged tile shapes (dims that are not powers of two) run in gpu mode as they are: the GPU pads
+// them (src/passes/gpu/pad_shapes.cpp). What does not run in gpu mode: whole test cases that check
+// CPU-only behaviour, SKIP_ON_GPU("reason") (a WARN naming it).
 // The mirrored run is `TLE_TEST_BACKEND=gpu tle_tests "[ops],[edge],[cpu]"`
 // (scripts/device-run.sh remote). TLE_TEST_BACKEND=interp runs the same launches on the reference
 // interpreter (src/interp; main.cpp sets TLE_BACKEND=interp; host memory as on the CPU).
@@ -49,35 +46,6 @@ inline bool gpu_mode() {
     return e && (std::strcmp(e, "gpu") == 0 || std::strcmp(e, "GPU") == 0);
   }();
   return g;
-}
-
-/// Iterations not run in gpu mode (main prints the count).
-inline std::atomic<long>& gpu_skipped_iterations() {
-  static std::atomic<long> n{0};
-  return n;
-}
-
-inline bool is_pow2(long long v) { return v > 0 && (v & (v - 1)) == 0; }
-
-/// A tile dimension: n on the CPU; in gpu mode the next power of two >= n (GPU tiles need
-/// power-of-two dimensions; the kernel's masks then cover the extra lanes).
-inline int gpu_tile(int n) {
-  if (!gpu_mode() || n <= 0 || is_pow2(n)) return n;
-  int p = 1;
-  while (p < n) p *= 2;
-  return p;
-}
-
-/// True in gpu mode when a tile of these dimensions cannot run there (a dimension that is not a
-/// power of two); the caller skips the iteration. Counted in gpu_skipped_iterations().
-inline bool gpu_skip_shape(std::initializer_list<long long> dims) {
-  if (!gpu_mode()) return false;
-  for (long long d : dims)
-    if (!is_pow2(d)) {
-      ++gpu_skipped_iterations();
-      return true;
-    }
-  return false;
 }
 
 }  // namespace opstest

@@ -4,9 +4,9 @@
 // With TLE_TEST_BACKEND=gpu (tests/ops_util.hpp) run() compiles the same IR with the GPU backend
 // (gpu::compile for the device's target, 4 warps) and launches it on the GPU, so the numerical cases
 // check the GPU backend against the same references; their buffers are Vec (managed memory there).
-// Not run on the GPU, each saying why: tile shapes that are not powers of two (the GPU refuses
-// them), and the cases about the CPU backend itself (guard pages, LLVM IR text, vectorization, the
-// CPU launcher's grid checks).
+// Ragged tile shapes run there too (the GPU pads them: src/passes/gpu/pad_shapes.cpp). Not run on
+// the GPU, each saying why: the cases about the CPU backend itself (guard pages, LLVM IR text,
+// vectorization, the CPU launcher's grid checks).
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -623,8 +623,9 @@ TEST_CASE("cpu: select, fma, bitcast and constants", "[cpu]") {
 }
 
 TEST_CASE("cpu: shape ops (broadcast, expand_dims, permute, reshape)", "[cpu]") {
-  // y[r][c] = x[c][r] + row[r] for a [5,7] output from x [7,5] ([8,8] on the GPU).
-  const int64_t R = opstest::gpu_tile(5), C = opstest::gpu_tile(7);
+  // y[r][c] = x[c][r] + row[r] for a [5,7] output from x [7,5] (the flat reshape moves padded
+  // positions on the GPU: [8, 8] -> [64] with the elements through shared memory).
+  const int64_t R = 5, C = 7;
   K k("shapes");
   Value* X = k.arg(P(F32));
   Value* Row = k.arg(P(F32));
@@ -679,7 +680,7 @@ std::function<void(K&, Op*)> combine_region(BinaryOp op, DType d) {
 }  // namespace
 
 TEST_CASE("cpu: reduce (every kind, axis 0 and 1)", "[cpu]") {
-  const int64_t R = opstest::gpu_tile(7), C = opstest::gpu_tile(9);  // 8 x 16 on the GPU
+  const int64_t R = 7, C = 9;
   const bool gpu = opstest::gpu_mode();
   auto xv = random_vec<float>(R * C, -100, 100, 21);
   xv[size_t(2 * C + 4)] = NAN;  // row 2 / column 4 hold a NaN
@@ -791,7 +792,7 @@ Vec<X> run_scan(const Vec<X>& xv, int64_t R, int64_t C, int axis, bool reverse, 
 }  // namespace
 
 TEST_CASE("cpu: scan (cumsum, combine, reverse)", "[cpu]") {
-  const int64_t R = opstest::gpu_tile(6), C = opstest::gpu_tile(11);  // 8 x 16 on the GPU
+  const int64_t R = 6, C = 11;
   const bool gpu = opstest::gpu_mode();
   auto xv = random_vec<float>(R * C, -10, 10, 31);
   auto xi = random_vec<int32_t>(R * C, -100, 100, 32);
@@ -816,7 +817,7 @@ TEST_CASE("cpu: scan (cumsum, combine, reverse)", "[cpu]") {
       }
     }
   // 1-D scan of 1001 ints
-  const int n1 = opstest::gpu_tile(1001);
+  const int n1 = 1001;
   Vec<int64_t> v(n1);
   for (size_t i = 0; i < v.size(); ++i) v[i] = int64_t(i) * 3 - 500;
   auto c1 = run_scan<int64_t>(v, 1, n1, 1, false, ScanKind::Cumsum);
@@ -855,7 +856,7 @@ float to_tf32(float x) {
 
 TEST_CASE("cpu: dot (f32, bf16, i8, TF32 rounding)", "[cpu]") {
   {
-    const int64_t M = opstest::gpu_tile(5), Kd = opstest::gpu_tile(13), N = opstest::gpu_tile(17);
+    const int64_t M = 5, Kd = 13, N = 17;
     auto a = random_vec<float>(M * Kd, -3, 3, 41), b = random_vec<float>(Kd * N, -3, 3, 42),
          c = random_vec<float>(M * N, -3, 3, 43);
     for (auto prec : {Precision::IEEE, Precision::TF32}) {
@@ -893,7 +894,7 @@ TEST_CASE("cpu: dot (f32, bf16, i8, TF32 rounding)", "[cpu]") {
       }
   }
   {  // i8 inputs, i32 accumulator
-    const int64_t M = opstest::gpu_tile(3), Kd = 64, N = opstest::gpu_tile(5);
+    const int64_t M = 3, Kd = 64, N = 5;
     Vec<int8_t> a(M * Kd, -128), b(Kd * N, 127);
     a[0] = 5;
     Vec<int32_t> c(M * N, 7);
@@ -1091,7 +1092,7 @@ TEST_CASE("cpu: atomic float max propagates NaN, f16 add", "[cpu]") {
 }
 
 TEST_CASE("cpu: histogram", "[cpu]") {
-  const int64_t N = opstest::gpu_tile(1001), BINS = 16;
+  const int64_t N = 1001, BINS = 16;
   K k("hist");
   Value* X = k.arg(P(I32));
   Value* Y = k.arg(P(I32));

@@ -1,9 +1,8 @@
 // tests/test_edge_cases.cpp - edge cases E11-E27 of /work/shared/cases/edge-cases.md, through the
 // public API only (tle::jit kernels launched on Buf / Vec data). Each TEST_CASE names its case; the
 // rules they check are written in docs/semantics.md. They run on the CPU backend, and on the GPU
-// with TLE_TEST_BACKEND=gpu (tests/ops_util.hpp). On the GPU, tiles whose size is a case's data
-// size are padded to a power of two and masked (gpu_tile), a few odd widths are skipped
-// (gpu_skip_shape), and E27 has no guard page (GuardedBuffer says what replaces it).
+// with TLE_TEST_BACKEND=gpu (tests/ops_util.hpp), ragged tile shapes included (the GPU pads them,
+// src/passes/gpu/pad_shapes.cpp); there E27 has no guard page (GuardedBuffer says what replaces it).
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -353,7 +352,6 @@ template <class T, class K> Extremes run_extremes(const K& k, const Vec<double>&
 template <class T> void extremes_cases() {
   auto k = make_extremes<T>();
   for (int W : {1, 2, 63, 64, 65, 1024}) {
-    if (opstest::gpu_skip_shape({W})) continue;  // the row is the tile
     INFO(type_label<T>() << " width " << W);
     {  // one NaN, the rest +inf: NaN, its index (max and min alike)
       int at = W / 2;
@@ -530,7 +528,7 @@ TEST_CASE("E16 argmax over all-equal rows and ties", "[edge]") {
     store(amin + rows, argmin(v, 1));
     store(hot + rows, sum(onehot.to<int32_t>(), 1));
   });
-  const int R = opstest::gpu_tile(3);  // 4 on the GPU: row 3 repeats row 0 (all equal)
+  const int R = 3;
   for (int W : {2, 4, 8, 32, 64, 128}) {
     INFO("width " << W);
     Vec<float> x(size_t(R) * W, 7.0f);
@@ -717,7 +715,7 @@ template <class T> void division_cases() {
   };
 
   // Runtime: operands loaded from memory. Unfused: q and r by two kernels; fused: one kernel.
-  // NP = n, or the next power of two on the GPU (lanes past n masked off).
+  // NP = n (the tile's length; lanes past n masked off).
   auto kq = jit("e19_div", [](Ptr<T> a, Ptr<T> b, Ptr<T> q, Tile<int32_t> n, Constexpr<int> NP) {
     Tile<int32_t> o = arange(0, NP);
     store(q + o, load(a + o, o < n) / load(b + o, o < n), o < n);
@@ -735,7 +733,7 @@ template <class T> void division_cases() {
     store(r + o, rr, m);
     store(back + o, qq * y + rr, m);  // == a in wrapping arithmetic, for every pair including b == 0
   });
-  const int np = opstest::gpu_tile(n);
+  const int np = n;
   Vec<T> q1(n), r1(n), q2(n), r2(n), back(n);
   kq(Grid(1), as.data(), bs.data(), q1.data(), n, np);
   kr(Grid(1), as.data(), bs.data(), r1.data(), n, np);
@@ -759,7 +757,7 @@ template <class T> void division_cases() {
   for (int a = -8; a <= 8; ++a) a17[a + 8] = T(a);
   Vec<T> qm(17 * 4), rm(17 * 4);
   auto km = jit("e19_literal_divisor", [](Ptr<T> a, Ptr<T> q, Ptr<T> r, Constexpr<int> NP) {
-    Tile<int32_t> o = arange(0, NP);  // 17 lanes (32 on the GPU, masked)
+    Tile<int32_t> o = arange(0, NP);  // 17 lanes
     Tile<bool> m = o < 17;
     Tile<T> x = load(a + o, m);
     int j = 0;
@@ -769,7 +767,7 @@ template <class T> void division_cases() {
       ++j;
     }
   });
-  km(Grid(1), a17.data(), qm.data(), rm.data(), opstest::gpu_tile(17));
+  km(Grid(1), a17.data(), qm.data(), rm.data(), 17);
 
   for (int i = 0; i < n; ++i) {
     INFO(type_label<T>() << " a " << int64_t(as[i]) << " b " << int64_t(bs[i]));
@@ -1294,7 +1292,7 @@ TEST_CASE("E26 narrowing conversions round once: run time", "[edge]") {
   auto k = jit("e26_runtime", [](Ptr<double> xd, Ptr<float> xf, Ptr<f16> hd, Ptr<f16> hf, Ptr<bf16> bd, Ptr<bf16> bfo,
                                  Ptr<float> fd, Ptr<int32_t> id, Ptr<int32_t> ifo, Ptr<uint8_t> uf, Ptr<int64_t> ld,
                                  Tile<int32_t> n, Constexpr<int> NP) {
-    Tile<int32_t> o = arange(0, NP);  // n values; NP = n, or the next power of two on the GPU
+    Tile<int32_t> o = arange(0, NP);  // n values; NP = n
     Tile<bool> m = o < n;
     Tile<double> d = load(xd + o, m);
     Tile<float> f = load(xf + o, m);
@@ -1323,7 +1321,7 @@ TEST_CASE("E26 narrowing conversions round once: run time", "[edge]") {
   Vec<uint8_t> uf(N);
   Vec<int64_t> ld(N);
   k(Grid(1), xs.data(), xf.data(), hd.data(), hf.data(), bd.data(), bfo.data(), fd.data(), id.data(), ifo.data(),
-    uf.data(), ld.data(), N, opstest::gpu_tile(N));
+    uf.data(), ld.data(), N, N);
   auto sat = [](double v, double lo, double hi) -> double {
     if (std::isnan(v)) return 0;
     if (v <= lo) return lo;

@@ -662,11 +662,13 @@ TEST_CASE("errors: other invalid requests", "[errors]") {
 
 // ============================================================================ Kernel::ptx, Kernel::ir
 
-TEST_CASE("errors: a constexpr the GPU refuses (not a power of two) names the op and, in a note, the call", "[errors]") {
+TEST_CASE("errors: a constexpr the GPU refuses (a pointer reshape of padded tiles) names the op and, in a note, the call",
+          "[errors]") {
   line = 0;
   auto k = jit("err_block24", [](Ptr<float> x, Constexpr<int> BLOCK) {
-    line = __LINE__; Tile<int32_t> o = arange(0, BLOCK);
-    store(x + o, 1.0f);
+    Ptr<float> p = x + expand_dims(arange(0, 3), 1) * BLOCK + expand_dims(arange(0, BLOCK), 0);
+    line = __LINE__; Ptr<float> flat = reshape(p, {3 * BLOCK});
+    store(flat, 1.0f);
   });
   const int call_line = __LINE__ + 2;
   errtest::expect_user_error(

@@ -6,9 +6,8 @@
 using namespace tle;
 using namespace opstest;
 
-// Fixed tile sizes of the tests below: 17 and 33 on the CPU, the next power of two on the GPU
-// (TLE_TEST_BACKEND=gpu, see ops_util.hpp).
-static const int N17 = gpu_tile(17), N33 = gpu_tile(33);
+// Fixed ragged tile sizes of the tests below (the GPU pads them: src/passes/gpu/pad_shapes.cpp).
+static const int N17 = 17, N33 = 33;
 
 // ============================================================ program_id / num_programs
 
@@ -49,7 +48,6 @@ TEST_CASE("ops: arange with any bounds", "[ops]") {
   });
   struct R { int s, e; };
   for (R r : {R{0, 1}, R{0, 17}, R{-3, 14}, R{5, 1006}, R{-1001, 0}, R{1000000, 1000017}}) {
-    r.e = r.s + gpu_tile(r.e - r.s);  // a power-of-two length on the GPU
     CAPTURE(r.s, r.e);
     Buf<int32_t> out(size_t(r.e - r.s), -7);
     std::vector<int32_t> want;
@@ -72,7 +70,7 @@ template <class T> void full_case(T value) {
     store(p + 2 * M * N, s);
   });
   for (auto [m0_, n0_] : {std::pair{1, 1}, std::pair{17, 3}, std::pair{1, 1001}, std::pair{33, 17}}) {
-    const int m = gpu_tile(m0_), n = gpu_tile(n0_);  // powers of two on the GPU
+    const int m = m0_, n = n0_;
     CAPTURE(m, n);
     size_t cnt = size_t(m) * n;
     Buf<T> out(cnt * 3);
@@ -183,7 +181,6 @@ TEST_CASE("ops: 2-D masked load with a literal other, broadcast mask, scalar sto
   });
   struct S { int R, C, BM, BN; };
   for (S s : {S{1, 1, 1, 1}, S{17, 17, 32, 32}, S{5, 1001, 8, 1024}, S{17, 3, 17, 3}}) {
-    s.BM = gpu_tile(s.BM), s.BN = gpu_tile(s.BN);  // the tile; R x C stays the data
     CAPTURE(s.R, s.C, s.BM, s.BN);
     Buf<float> x = random_buf<float>(size_t(s.R) * s.C, 77);
     Buf<float> out(size_t(s.BM) * s.BN, 5.f), out_s(size_t(s.BM) * s.BN, 5.f);
@@ -274,7 +271,7 @@ template <class T> void arith2d_case(unsigned seed) {
   auto k = make_arith2d<T>();
   const int nops = std::is_integral_v<T> ? 5 : 4;
   for (auto [m0_, n0_] : {std::pair{1, 1}, std::pair{17, 1}, std::pair{1, 17}, std::pair{17, 33}, std::pair{3, 1001}}) {
-    const int m = gpu_tile(m0_), n = gpu_tile(n0_);  // powers of two on the GPU
+    const int m = m0_, n = n0_;
     CAPTURE(m, n);
     Buf<T> a, b;
     if constexpr (std::is_integral_v<T>) {
@@ -744,7 +741,7 @@ TEST_CASE("ops: where with broadcasting, literals and promotion", "[ops]") {
     store(out + 2 * M * N + i * N + j, where(j < 2, row, -1));   // literal second
   });
   for (auto [m0_, n0_] : {std::pair{1, 1}, std::pair{17, 33}, std::pair{2, 1001}}) {
-    const int m = gpu_tile(m0_), n = gpu_tile(n0_);  // powers of two on the GPU
+    const int m = m0_, n = n0_;
     CAPTURE(m, n);
     Buf<float> a = random_buf<float>(n, 1);
     Buf<int32_t> b = random_buf<int32_t>(m, 2, -100, 100);

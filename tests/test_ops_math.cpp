@@ -7,9 +7,8 @@
 using namespace tle;
 using namespace opstest;
 
-// Fixed tile sizes of the tests below: 17 and 33 on the CPU, the next power of two on the GPU
-// (TLE_TEST_BACKEND=gpu, see ops_util.hpp).
-static const int N17 = gpu_tile(17), N33 = gpu_tile(33);
+// Fixed ragged tile sizes of the tests below (the GPU pads them: src/passes/gpu/pad_shapes.cpp).
+static const int N17 = 17, N33 = 33;
 
 namespace {
 
@@ -344,7 +343,7 @@ template <class T> auto make_reduce2d() {
 template <class T> void reduce2d_case(unsigned seed, bool ties) {
   auto k = make_reduce2d<T>();
   for (auto [M0_, N0_] : {std::pair{1, 1}, std::pair{17, 1}, std::pair{1, 17}, std::pair{17, 33}, std::pair{3, 1001}}) {
-    const int M = gpu_tile(M0_), N = gpu_tile(N0_);  // powers of two on the GPU
+    const int M = M0_, N = N0_;
     CAPTURE(M, N, ties);
     Buf<T> x = ties ? random_buf<T>(size_t(M) * N, seed, 0, 3) : random_buf<T>(size_t(M) * N, seed, -100, 100);
     if constexpr (std::is_integral_v<T> && sizeof(T) <= 2)
@@ -527,7 +526,7 @@ TEST_CASE("ops: reduce with a user combine function", "[ops]") {
           reduce(vi & 1, 1, [](Tile<int32_t> acc, Tile<int32_t> e) { return acc * 2 + e; }));
   });
   for (auto [M0_, N0_] : {std::pair{1, 1}, std::pair{17, 5}, std::pair{4, 17}, std::pair{2, 29}}) {
-    const int M = gpu_tile(M0_), N = gpu_tile(N0_);  // powers of two on the GPU
+    const int M = M0_, N = N0_;
     CAPTURE(M, N);
     Buf<float> x = random_buf<float>(size_t(M) * N, 1, -1.5, 1.5);
     for (size_t t = 0; t < x.size(); ++t) x[t] = x[t] >= 0 ? x[t] + 0.25f : x[t] - 0.25f;
@@ -586,7 +585,7 @@ TEST_CASE("ops: cumsum over axis 0/1, forward and reverse", "[ops]") {
     store(outf + MN + o, cumsum(vf, 0, true));
   });
   for (auto [M0_, N0_] : {std::pair{1, 1}, std::pair{17, 1}, std::pair{1, 17}, std::pair{17, 33}, std::pair{2, 1001}}) {
-    const int M = gpu_tile(M0_), N = gpu_tile(N0_);  // powers of two on the GPU
+    const int M = M0_, N = N0_;
     CAPTURE(M, N);
     size_t mn = size_t(M) * N;
     Buf<int32_t> x = random_full<int32_t>(mn, 3);  // wraps
@@ -665,7 +664,7 @@ TEST_CASE("ops: associative_scan with a combine function", "[ops]") {
     store(outf + MN + o, associative_scan(vf, 1, [](Tile<float> a, Tile<float> b) { return minimum(a, b); }, true));
   });
   for (auto [M0_, N0_] : {std::pair{1, 1}, std::pair{17, 1}, std::pair{3, 17}, std::pair{17, 33}, std::pair{2, 1001}}) {
-    const int M = gpu_tile(M0_), N = gpu_tile(N0_);  // powers of two on the GPU
+    const int M = M0_, N = N0_;
     CAPTURE(M, N);
     size_t mn = size_t(M) * N;
     Buf<int32_t> x = random_buf<int32_t>(mn, 5, -1000, 1000);
@@ -734,7 +733,6 @@ template <class T> void dot_case(unsigned seed, bool tf32 = false) {
   auto k = make_dot<T>();
   struct S { int M, N, K; };
   for (S s : {S{16, 33, 17}, S{16, 17, 33}, S{1, 1, 1}, S{17, 5, 64}, S{2, 3, 1}, S{32, 32, 32}}) {
-    s.M = gpu_tile(s.M), s.N = gpu_tile(s.N), s.K = gpu_tile(s.K);  // powers of two on the GPU
     for (bool use_acc : {false, true}) {
       CAPTURE(s.M, s.N, s.K, use_acc, tf32);
       Buf<T> a, b;

@@ -59,7 +59,7 @@ TEST_CASE("ops: tuple reduce and associative_scan of a linear recurrence (u32, n
   auto k = make_recurrence();
   for (auto [M0, N0] : {std::pair{1, 1}, std::pair{1, 17}, std::pair{17, 1}, std::pair{3, 1001}, std::pair{1001, 2},
                         std::pair{17, 33}}) {
-    const int M = gpu_tile(M0), N = gpu_tile(N0);
+    const int M = M0, N = N0;
     const size_t mn = size_t(M) * N;
     Buf<uint32_t> a = random_full<uint32_t>(mn, 11), b = random_full<uint32_t>(mn, 12);
     using P = std::pair<uint32_t, uint32_t>;
@@ -125,7 +125,7 @@ TEST_CASE("ops: tuple reduce and scan over mixed dtypes (i32 signs, f64 and f32 
     store(of + 1 + i, cf);
   });
   for (int N0 : {1, 17, 1001, 4096}) {
-    const int N = gpu_tile(N0);
+    const int N = N0;
     Buf<int32_t> s = random_buf<int32_t>(size_t(N), 21, 0, 1);
     for (size_t t = 0; t < s.size(); ++t) s[t] = s[t] > 0 ? 1 : -1;
     Buf<double> v(static_cast<size_t>(N));
@@ -223,7 +223,7 @@ TEST_CASE("ops: tuple reduce and scan of 2x2 matrix products mod 2^32 along eith
   });
   for (auto [M0, N0] :
        {std::pair{1, 1001}, std::pair{17, 17}, std::pair{1001, 1}, std::pair{32, 32}, std::pair{4, 512}}) {
-    const int M = gpu_tile(M0), N = gpu_tile(N0);
+    const int M = M0, N = N0;
     const size_t mn = size_t(M) * N;
     Buf<uint32_t> m = random_full<uint32_t>(4 * mn, 31);
     auto X = [&](int i, int j) {
@@ -269,7 +269,7 @@ TEST_CASE("ops: single-tile reduce with an associative, not commutative combine 
     store(fout + M + cm, associative_scan(c, 0, first_nz));
   });
   for (auto [M0, N0] : {std::pair{1, 17}, std::pair{17, 1}, std::pair{16, 129}, std::pair{64, 16}, std::pair{32, 8}}) {
-    const int M = gpu_tile(M0), N = gpu_tile(N0);
+    const int M = M0, N = N0;
     const size_t mn = size_t(M) * N;
     Buf<int32_t> x = random_buf<int32_t>(mn, 41, -3, 3);
     for (size_t t = 0; t < mn; ++t)

@@ -128,7 +128,7 @@ TEST_CASE("random: randint4x, randint, rand and randn match the reference on rag
     }
     Buf<uint32_t> bits(wb.size());
     Buf<float> u(wu.size()), g(wg.size());
-    k(Grid(1), offs.data(), bits.data(), u.data(), g.data(), s32, s64, su, n, gpu_tile(n));
+    k(Grid(1), offs.data(), bits.data(), u.data(), g.data(), s32, s64, su, n, n);
     CHECK(diffs(bits, wb) == "");
     CHECK(diffs(u, wu) == "");                // integer bits, one conversion, an exact product
     CHECK(diffs(g, wg, 2e-6, 2e-6) == "");  // f32 log, sqrt, cos: the backend's math library

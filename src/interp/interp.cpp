@@ -279,7 +279,31 @@ class Interpreter {
         });
         return;
       }
-      case K::ExpandDims: case K::Reshape: case K::Hint: case K::ConvertLayout: {
+      case K::Reshape:
+        if (op.has_attr("real_in")) {
+          // A remapping reshape of padded tiles (GPU pass pad_shapes; docs/ir.md): result element
+          // k, when real, is the operand's real element of the same real row-major index; pads 0.
+          const ir::Shape &ri = op.ints_attr("real_in"), &ro = op.ints_attr("real_out");
+          const ir::Shape &xs = in[0]->type.shape, &rs = op.result()->type.shape;
+          if (ri.size() != xs.size() || ro.size() != rs.size()) fail(op, "real shapes do not match the ranks");
+          produce(op, 0, [&](int64_t k) -> uint64_t {
+            int64_t t = 0, rest = k;
+            std::vector<int64_t> idx(rs.size());
+            for (size_t d = rs.size(); d-- > 0;) idx[d] = rest % rs[d], rest /= rs[d];
+            for (size_t d = 0; d < rs.size(); ++d) {
+              if (idx[d] >= ro[d]) return 0;
+              t = t * ro[d] + idx[d];
+            }
+            int64_t at = 0;
+            std::vector<int64_t> src(ri.size());
+            for (size_t d = ri.size(); d-- > 0;) src[d] = t % ri[d], t /= ri[d];
+            for (size_t d = 0; d < ri.size(); ++d) at = at * xs[d] + src[d];
+            return elem(in[0], at);
+          });
+          return;
+        }
+        [[fallthrough]];
+      case K::ExpandDims: case K::Hint: case K::ConvertLayout: {
         if (in[0]->type.numel() != op.result()->type.numel()) fail(op, "element count changes");
         produce(op, 0, [&](int64_t k) { return elem(in[0], k); });
         return;
@@ -366,8 +390,10 @@ class Interpreter {
         return;
       }
       case K::AtomicCas: {
+        const ir::Value* mask = in.size() > 3 ? in[3] : nullptr;  // only from the GPU pass pad_shapes
         const DType d = in[0]->type.pointee;
-        produce(op, 0, [&](int64_t k) {
+        produce(op, 0, [&](int64_t k) -> uint64_t {
+          if (mask && !truth(mask, k)) return 0;
           const uint64_t p = elem(in[0], k);
           uint64_t old = read(op, k, p, d);
           if (old == elem(in[1], k)) write(op, k, p, d, elem(in[2], k));  // compares bits, as cmpxchg does
@@ -655,11 +681,15 @@ class Interpreter {
     if (k < 1 || k > sp.n) fail(op, fmt::format("k = {} out of range", k));
     std::vector<uint64_t> values(static_cast<size_t>(sp.outer * k * sp.inner)), indices(values.size());
     std::vector<int64_t> order(static_cast<size_t>(sp.n));
+    // The optional mask (pad_shapes: "element is real"): masked-off elements sort after every other.
+    const ir::Value* mask = op.operands.size() > 1 ? op.operands[1] : nullptr;
     for (int64_t o = 0; o < sp.outer; ++o)
       for (int64_t i = 0; i < sp.inner; ++i) {
         auto at = [&](int64_t j) { return elem(x, (o * sp.n + j) * sp.inner + i); };
+        auto real = [&](int64_t j) { return !mask || elem(mask, (o * sp.n + j) * sp.inner + i) != 0; };
         for (int64_t j = 0; j < sp.n; ++j) order[static_cast<size_t>(j)] = j;
         std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+          if (real(a) != real(b)) return real(a);
           return descending ? sorts_before(op, d, at(b), at(a)) : sorts_before(op, d, at(a), at(b));
         });
         for (int64_t j = 0; j < k; ++j) {
@@ -682,7 +712,9 @@ class Interpreter {
     if (!is_int(index->type.dtype)) fail(op, "the index must be an integer tile");
     const ir::Shape& is = index->type.shape;
     const std::vector<int64_t> xst = strides(x->type.shape), ist = strides(is);
-    const uint64_t dim = static_cast<uint64_t>(x->type.shape[static_cast<size_t>(axis)]);
+    // pad_shapes' real_dim: the axis' real length (an index into the padding is out of range)
+    const uint64_t dim = static_cast<uint64_t>(op.has_attr("real_dim") ? op.int_attr("real_dim")
+                                                                        : x->type.shape[static_cast<size_t>(axis)]);
     produce(op, 0, [&](int64_t k) {
       // Canonical values are sign- or zero-extended: a negative one is huge as unsigned.
       const uint64_t v = static_cast<uint64_t>(int_of(index->type.dtype, elem(index, k)));

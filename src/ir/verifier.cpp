@@ -117,6 +117,12 @@ class Verifier {
       fail(&op, fmt::format("missing integer attribute '{}'", k));
     return std::get<int64_t>(it->second);
   }
+  static const std::vector<int64_t>& ints_attr(const Op& op, const char* k) {
+    auto it = op.attrs.find(k);
+    if (it == op.attrs.end() || !std::holds_alternative<std::vector<int64_t>>(it->second))
+      fail(&op, fmt::format("missing int-list attribute '{}'", k));
+    return std::get<std::vector<int64_t>>(it->second);
+  }
   static void opt_int_attr(const Op& op, const char* k) {
     auto it = op.attrs.find(k);
     if (it != op.attrs.end() && !std::holds_alternative<int64_t>(it->second))
@@ -259,7 +265,27 @@ class Verifier {
         n_results(op, 1);
         const Type &x = in(op, 0), &r = out(op);
         same_type(op, bare(x.with_shape(r.shape)), bare(r), "result element type differs from the operand's");
-        if (x.numel() != r.numel()) fail(&op, fmt::format("cannot reshape {} to {}", ts(x), ts(r)));
+        if (op.has_attr("real_in") || op.has_attr("real_out")) {
+          // A remapping reshape of padded tiles (GPU pass pad_shapes): the real shapes reshape, and
+          // each type is its real shape padded to powers of two.
+          const Shape &ri = ints_attr(op, "real_in"), &ro = ints_attr(op, "real_out");
+          auto numel = [](const Shape& s) {
+            int64_t n = 1;
+            for (auto d : s) n *= d;
+            return n;
+          };
+          auto pads_to = [](const Shape& real, const Shape& p) {
+            if (real.size() != p.size()) return false;
+            for (size_t i = 0; i < p.size(); ++i)
+              if (real[i] < 1 || p[i] < real[i] || (p[i] & (p[i] - 1)) || p[i] >= 2 * real[i]) return false;
+            return true;
+          };
+          if (numel(ri) != numel(ro) || !pads_to(ri, x.shape) || !pads_to(ro, r.shape))
+            fail(&op, fmt::format("remapping reshape: real shapes [{}] -> [{}] do not fit {} -> {}", fmt::join(ri, ","),
+                                  fmt::join(ro, ","), ts(x), ts(r)));
+        } else if (x.numel() != r.numel()) {
+          fail(&op, fmt::format("cannot reshape {} to {}", ts(x), ts(r)));
+        }
         break;
       }
       case OpKind::Permute: {
@@ -463,7 +489,8 @@ class Verifier {
         break;
       }
       case OpKind::AtomicCas: {
-        n_operands(op, 3, 3);
+        n_operands(op, 3, 4);  // the mask: only from the GPU pass pad_shapes
+        if (op.operands.size() > 3) is_mask(op, 3, in(op, 0));
         n_results(op, 1);
         is_ptr(op, 0);
         same_type(op, in(op, 1), pointee_type(in(op, 0)), "compare value type is not the pointee type");
@@ -542,9 +569,10 @@ class Verifier {
         break;
       }
       case OpKind::Sort: {
-        n_operands(op, 1, 1);
+        n_operands(op, 1, 2);  // the mask: only pad_shapes makes one (masked-off elements sort last)
         n_results(op, 2);
         const Type& x = in(op, 0);
+        if (op.operands.size() > 1) is_mask(op, 1, x);
         if (x.rank() < 1 || x.dtype == DType::ptr)
           fail(&op, fmt::format("input must be a non-pointer tile of rank >= 1, is {}", ts(x)));
         int64_t axis = int_attr(op, "axis");

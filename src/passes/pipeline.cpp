@@ -125,6 +125,16 @@ void run_pipeline(ir::Function& f, const PipelineOptions& options) {
 void run_gpu_pipeline(ir::Function& f, int num_warps, int num_stages, bool wgmma) {
   const PipelineOptions options = default_pipeline_options();
   Dumper dump(f, options, 50);
+  if (pad_shapes(f)) {
+    dump.stage("gpu_pad");
+    if (options.verify) {
+      try {
+        ir::verify(f);
+      } catch (const InternalError& e) {
+        throw InternalError(fmt::format("after pass pad_shapes: {}", e.what()));
+      }
+    }
+  }
   assign_layouts(f, num_warps, wgmma);
   dump.stage("gpu_layouts");
   dce(f);

@@ -445,7 +445,11 @@ void Lowerer::lower_op(const ir::Op& op) {
       if (wgmma_source(op.result())) return;  // a pipelined load's transpose: the wgmma dot reads its buffer
       lower_shape(op);
       return;
-    case K::Broadcast: case K::ExpandDims: case K::Reshape: case K::Hint:
+    case K::Reshape:
+      if (op.has_attr("real_in")) lower_remap(op);
+      else lower_shape(op);
+      return;
+    case K::Broadcast: case K::ExpandDims: case K::Hint:
       lower_shape(op);
       return;
     case K::ConvertLayout: lower_convert(op); return;
@@ -511,6 +515,38 @@ void Lowerer::lower_shape(const ir::Op& op) {
   if (num_regs(x) != n && num_regs(x) != 1) fail(op, "operand and result registers differ (layout invariant broken)");
   std::vector<Value*> out;
   for (int i = 0; i < n; ++i) out.push_back(reg(x, i));
+  regs[r] = out;
+}
+
+void Lowerer::lower_remap(const ir::Op& op) {
+  // A reshape of padded tiles whose real elements change padded positions (pad_shapes.cpp): every
+  // thread writes its real elements to shared memory at their row-major index in the real operand
+  // shape (pad elements to one spare slot after them), then reads each result element at its
+  // index in the real result shape (pad elements read the spare slot: values nothing observes).
+  const ir::Value* x = op.operands.at(0);
+  const ir::Value* r = op.result();
+  const LinearLayout* lx = layout_of(x);
+  const LinearLayout* lr = layout_of(r);
+  if (!lx || !lr) fail(op, "a remapping reshape needs tile operand and result");
+  const ir::Shape rin = op.ints_attr("real_in"), rout = op.ints_attr("real_out");
+  const DType d = x->type.dtype;
+  int64_t n = 1;
+  for (auto e : rin) n *= e;
+  need_smem((n + 1) * byte_size(d));
+  auto index = [&](const LinearLayout& l, const std::vector<Value*>& hw, int q, const ir::Shape& real) {
+    std::vector<Value*> c = coords(l, hw, q);
+    Value* ok = B.getTrue();
+    for (size_t k = 0; k < c.size(); ++k) ok = B.CreateAnd(ok, B.CreateICmpULT(c[k], i32c(real[k])));
+    return B.CreateSelect(ok, linear(c, real), i32c(n));
+  };
+  auto hx = hw_coords(*lx);
+  for (int q = 0; q < num_regs(x); ++q)
+    if (!duplicate_reg(*lx, q)) smem_store(d, 0, index(*lx, hx, q, rin), reg(x, q));
+  barrier();
+  auto hr = hw_coords(*lr);
+  std::vector<Value*> out;
+  for (int q = 0; q < num_regs(r); ++q) out.push_back(smem_load(d, 0, index(*lr, hr, q, rout)));
+  barrier();
   regs[r] = out;
 }
 

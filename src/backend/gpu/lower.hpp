@@ -192,6 +192,7 @@ class Lowerer : public backend::ScalarEmitter {
   void lower_elementwise(const ir::Op& op);
   void lower_shape(const ir::Op& op);
   void lower_convert(const ir::Op& op);
+  void lower_remap(const ir::Op& op);  // a reshape pad_shapes marked with real_in / real_out
   void lower_for(const ir::Op& op);
   /// What a loop adds to lower_for_body: extra loop-carried LLVM values (after the carried tiles'
   /// registers), `begin(k, extra)` run first in each iteration (k: the i64 trip index) and

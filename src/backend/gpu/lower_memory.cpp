@@ -341,7 +341,8 @@ void Lowerer::lower_atomic(const ir::Op& op) {
   const LinearLayout* l = layout_of(p);
   const int n = num_regs(r);
   const bool rmw = op.kind == ir::OpKind::AtomicRMW;
-  const ir::Value* mask = rmw && op.operands.size() > 2 ? op.operands[2] : nullptr;
+  const size_t mask_at = rmw ? 2 : 3;  // atomic_cas: the mask pad_shapes adds
+  const ir::Value* mask = op.operands.size() > mask_at ? op.operands[mask_at] : nullptr;
   Value* own = owner(l);
   llvm::Type* et = elem_ty(pd);
   std::vector<Value*> out;

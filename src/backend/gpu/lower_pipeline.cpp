@@ -164,7 +164,7 @@ std::vector<const ir::Op*> copy_slice(const ir::Op& loop, const std::vector<Pipe
 /// register-wise, no shared memory or barrier (a convert_layout, reduction... would wait for the
 /// compute warps), no memory writes; loads are allowed.
 bool producer_recomputable(const ir::Op& o) {
-  if (!o.regions.empty()) return false;
+  if (!o.regions.empty() || o.has_attr("real_in")) return false;  // a remapping reshape uses shared memory
   switch (o.kind) {
     case ir::OpKind::Constant: case ir::OpKind::Arange: case ir::OpKind::ProgramId: case ir::OpKind::NumPrograms:
     case ir::OpKind::Broadcast: case ir::OpKind::ExpandDims: case ir::OpKind::Reshape: case ir::OpKind::Permute:

@@ -3,7 +3,8 @@
 // sort: every thread writes the elements it holds to three shared-memory arrays in the operand's
 // row-major order - the sort key (ScalarEmitter::sort_key, bits flipped when descending, so that
 // ascending unsigned order is the wanted one), the element's index along the axis, and the
-// element itself. A bitonic sorting network (Batcher 1968; the line length n is a power of two on
+// element itself (with pad_shapes' mask operand, a pad lane's key is the largest, so pads sort
+// last). A bitonic sorting network (Batcher 1968; the line length n is a power of two on
 // the GPU) then sorts each line's (key, index) pairs, the CTA's threads sharing the n/2
 // compare-exchanges of every line in each step, with a barrier between steps. Comparing the pair
 // and not the key alone makes the order total, so the network's result is the stable order, as
@@ -51,7 +52,11 @@ void Lowerer::lower_sort(const ir::Op& op) {
     auto c = coords(*l, hw, q);
     Value* at = linear(c, shape);
     Value* key = sort_key(reg(x, q), d);
-    smem_store(kd, key_at, at, descending ? B.CreateNot(key) : key);
+    if (descending) key = B.CreateNot(key);
+    // A masked-off element (pad_shapes' mask: a pad lane, at the end of its line) gets the largest
+    // key: it sorts after every real element, which wins a tie on the key by its lower index.
+    if (op.operands.size() > 1) key = B.CreateSelect(reg(op.operands[1], q), key, llvm::ConstantInt::getAllOnesValue(key->getType()));
+    smem_store(kd, key_at, at, key);
     smem_store(DType::i32, idx_at, at, c[static_cast<size_t>(axis)]);
     smem_store(d, x_at, at, reg(x, q));
   }
@@ -152,8 +157,10 @@ void Lowerer::lower_gather(const ir::Op& op) {
   for (int q = 0; q < rl->num_regs(); ++q) {
     auto c = coords(*rl, rhw, q);
     // An index outside [0, dim) - negative ones are huge as unsigned - reads element 0 and gives 0.
+    // dim: the real one where pad_shapes padded the axis (attribute real_dim), so a pad is out of range.
+    const int64_t dim = op.has_attr("real_dim") ? op.int_attr("real_dim") : xs[static_cast<size_t>(axis)];
     Value* v = B.CreateIntCast(reg(index, q), B.getInt64Ty(), is_signed_int(id));
-    Value* ok = B.CreateICmpULT(v, B.getInt64(static_cast<uint64_t>(xs[static_cast<size_t>(axis)])));
+    Value* ok = B.CreateICmpULT(v, B.getInt64(static_cast<uint64_t>(dim)));
     c[static_cast<size_t>(axis)] = B.CreateTrunc(B.CreateSelect(ok, v, B.getInt64(0)), B.getInt32Ty());
     out.push_back(B.CreateSelect(ok, smem_load(d, 0, linear(c, xs)), llvm::Constant::getNullValue(elem_ty(d))));
   }

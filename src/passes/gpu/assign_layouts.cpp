@@ -2,7 +2,7 @@
 //
 // The approach follows Triton's coalescing + layout propagation (Coalesce.cpp,
 // RemoveLayoutConversions.cpp); the code is ours:
-//  0. every tile dimension must be a power of two (UserError at the op otherwise);
+//  0. every tile dimension must be a power of two (pad_shapes.cpp makes them so; InternalError);
 //  1. axis info (axis_info.hpp) for every integer / pointer value;
 //  2. anchors: a dot that can run on tensor cores (layout_rules.hpp: mma_v3_plan on targets with
 //     wgmma, else mma_v2_plan) offers the wgmma or mma.sync accumulator layout to its result and
@@ -58,10 +58,9 @@ std::string shape_str(const ir::Shape& s) { return fmt::format("[{}]", fmt::join
 void check_type_pow2(const ir::Type& t, const Op& op) {
   for (auto d : t.shape)
     if (!layout::is_pow2(d))
-      throw UserError(op.loc, fmt::format("{}: tile shape {} has a dimension that is not a power of two; GPU tiles "
-                                          "need power-of-two dimensions (pad the tile to a power of two and mask the "
-                                          "extra elements)",
-                                          op_mnemonic(op.kind), shape_str(t.shape)));
+      throw InternalError(fmt::format("assign_layouts: {} has tile shape {}, a dimension that is not a power of two "
+                                      "(pad_shapes runs first and pads it)",
+                                      op_mnemonic(op.kind), shape_str(t.shape)));
 }
 void check_pow2(Block& b) {
   for (auto& op : b.ops) {
@@ -120,6 +119,7 @@ int mask_index(const Op& op) {
     case OpKind::Load: return op.operands.size() > 1 ? 1 : -1;
     case OpKind::Store:
     case OpKind::AtomicRMW: return op.operands.size() > 2 ? 2 : -1;
+    case OpKind::AtomicCas: return op.operands.size() > 3 ? 3 : -1;
     default: return -1;
   }
 }
@@ -354,7 +354,7 @@ class Assigner {
     }
     switch (op.kind) {
       case OpKind::Broadcast: case OpKind::ExpandDims: case OpKind::Reshape: case OpKind::Permute:
-        if (!op.operands[0]->type.is_scalar()) offer(op.operands[0], shape_op_operand_layout(op, l));
+        if (!op.operands[0]->type.is_scalar() && !is_remap(op)) offer(op.operands[0], shape_op_operand_layout(op, l));
         break;
       case OpKind::Scan:  // all operands and results of a scan share one layout
         for (Value* x : op.operands) offer(x, l);
@@ -386,7 +386,7 @@ class Assigner {
     switch (op.kind) {
       case OpKind::ExpandDims: offer(r, insert_dim(l, static_cast<int>(op.int_attr("axis")))); break;
       case OpKind::Reshape:
-        if (!r->type.is_scalar()) offer(r, layout::reshape_tile(l, r->type.shape));
+        if (!r->type.is_scalar() && !is_remap(op)) offer(r, layout::reshape_tile(l, r->type.shape));
         break;
       case OpKind::Permute: {
         std::vector<int32_t> order;
@@ -461,7 +461,7 @@ class Assigner {
   }
 
   static bool cheap(const Op& op) {
-    if (op.results.size() != 1 || !op.regions.empty()) return false;
+    if (op.results.size() != 1 || !op.regions.empty() || is_remap(op)) return false;
     switch (op.kind) {
       case OpKind::Constant: case OpKind::Arange: case OpKind::Broadcast: case OpKind::ExpandDims:
       case OpKind::Reshape: case OpKind::Permute: case OpKind::Compare: case OpKind::Select:
@@ -576,7 +576,7 @@ class Assigner {
       } else {
         switch (op.kind) {
           case OpKind::Broadcast: case OpKind::ExpandDims: case OpKind::Reshape: case OpKind::Permute:
-            if (tile_result && !op.operands[0]->type.is_scalar())
+            if (tile_result && !op.operands[0]->type.is_scalar() && !is_remap(op))
               conv(0, shape_op_operand_layout(op, lay(op.result())));
             break;
           case OpKind::Reduce:
@@ -607,6 +607,7 @@ class Assigner {
             break;
           }
           case OpKind::Histogram:
+          case OpKind::Sort:  // the mask (pad_shapes) is read register by register with x
             if (op.operands.size() > 1) conv(1, lay(op.operands[0]));
             break;
           case OpKind::For:

@@ -289,6 +289,7 @@ class Analysis {
         return x;
       }
       case OpKind::Reshape: {
+        if (op.has_attr("real_in")) return unknown(t);  // moves elements (pad_shapes.cpp)
         const ir::Type& xt = op.operands[0]->type;
         Info x = get(op.operands[0], xt);
         // Only size-1 dims added or removed keeps the per-dim facts.

@@ -5,6 +5,24 @@
 
 namespace tle::passes {
 
+/// Power-of-two tile shapes (pad_shapes.cpp; the first GPU pass, before assign_layouts): every
+/// tile dim that is not a power of two is padded, at its end, to the next power of two (value
+/// types, arange `end`, histogram `bins`), and each op that could observe the pad elements gets
+/// the tile's "element is real" predicate (`arange(0, P) < R` per padded dim, built once per
+/// shape at the start of the function): loads, stores, atomics (atomic_cas takes the optional 4th
+/// operand, its mask) and histograms and it into their mask; reductions and reverse scans over a
+/// padded dim select their identity on pads, or, with a combine region, carry a validity flag
+/// (elements packed into i64, the region wrapped to skip pads); a dot over a padded K selects
+/// -0.0 / +0.0 (0 for i8) in a / b; a reshape that moves real elements between padded positions
+/// (e.g. [3, 5] -> [15]) gets int-list attributes real_in / real_out, its real shapes (the
+/// lowering moves the elements through shared memory). Afterwards every tile dim is a power of two
+/// and the program computes, on the real elements, what it computed before (docs/ir.md, "GPU
+/// passes"). Throws UserError at the op, saying what to change, for what it cannot pad: such a
+/// reshape of pointer tiles, cuda_call or inline asm with side effects on a padded tile, a combine
+/// reduction / reverse scan over a padded dim of 64-bit elements, an arange whose padded values
+/// pass the i32 range. Returns whether it changed f (power-of-two kernels are left as they are).
+bool pad_shapes(ir::Function& f);
+
 /// Assigns a register layout (src/layout) to every value of rank >= 1 and inserts convert_layout
 /// ops where an op's operands must share a layout they do not have. Afterwards:
 ///  - every rank >= 1 op result and block argument has a layout with inputs reg, lane (32), warp
@@ -18,7 +36,7 @@ namespace tle::passes {
 /// With `wgmma` (an sm_90a target), a dot that fits gpu_rules::mma_v3_plan gets the wgmma
 /// accumulator layout on its result and acc and keeps a and b in whatever layout they have (the
 /// lowering reads them from shared memory); other f16/bf16 dots take the mma.sync layouts.
-/// First of all, throws UserError at the op's location if a tile dimension is not a power of two.
+/// Needs power-of-two tile dims (pad_shapes first): throws InternalError otherwise.
 /// num_warps: a power of two in [1, 32]. Runs verify_layouts at the end in debug builds (and when
 /// TLE_VERIFY=1).
 void assign_layouts(ir::Function& f, int num_warps, bool wgmma = false);

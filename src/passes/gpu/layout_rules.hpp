@@ -27,6 +27,10 @@ inline bool is_memory(ir::OpKind k) {
   return k == ir::OpKind::Load || k == ir::OpKind::Store || k == ir::OpKind::AtomicRMW || k == ir::OpKind::AtomicCas;
 }
 
+/// A reshape of padded tiles that moves elements (pad_shapes.cpp: attributes real_in / real_out):
+/// its operand and result take any layouts, and the lowering goes through shared memory.
+inline bool is_remap(const ir::Op& op) { return op.kind == ir::OpKind::Reshape && op.has_attr("real_in"); }
+
 /// `l` with every basis component along the listed dims zeroed and those out dims sized 1.
 LL project(const LL& l, const std::vector<int>& dims);
 /// `l` without output dim `axis` (which must have size 1); later dims renamed down.

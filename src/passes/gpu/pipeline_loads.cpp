@@ -58,7 +58,7 @@ using ir::Value;
 
 /// Ops the lowering may re-run for a later iteration: pure, no regions, no memory, cheap.
 bool recomputable(const Op& op) {
-  if (!op.regions.empty() || !op.is_pure()) return false;
+  if (!op.regions.empty() || !op.is_pure() || gpu_rules::is_remap(op)) return false;  // a remap uses shared memory
   switch (op.kind) {
     case OpKind::Constant: case OpKind::Arange: case OpKind::ProgramId: case OpKind::NumPrograms:
     case OpKind::Broadcast: case OpKind::ExpandDims: case OpKind::Reshape: case OpKind::Permute:

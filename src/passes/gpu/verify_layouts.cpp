@@ -82,7 +82,7 @@ class LayoutVerifier {
     }
     switch (op.kind) {
       case OpKind::Broadcast: case OpKind::ExpandDims: case OpKind::Reshape: case OpKind::Permute:
-        if (rl && !op.operands[0]->type.is_scalar()) {
+        if (rl && !op.operands[0]->type.is_scalar() && !is_remap(op)) {
           LL want = shape_op_operand_layout(op, *rl);
           same(op, op.operands[0], &want, "operand 0");
         }
@@ -107,6 +107,7 @@ class LayoutVerifier {
       case OpKind::Gather: same(op, op.operands[1], rl, "the index"); break;
       case OpKind::Dot: same(op, op.operands[2], rl, "the accumulator"); break;
       case OpKind::Histogram:
+      case OpKind::Sort:
         if (op.operands.size() > 1) same(op, op.operands[1], lay(op.operands[0]), "the mask");
         break;
       case OpKind::For: {
