@@ -26,7 +26,8 @@
 # FUZZ_SEED (first seed, default 1), FUZZ_JOBS (worker threads, default 16), FUZZ_TIMEOUT (seconds
 # for the fuzz step, default STEP_TIMEOUT; tle_fuzz stops starting programs a little before it and
 # reports the seeds it ran), FUZZ_ONE_CONFIG=1 (each program at one GPU configuration, not all),
-# SKIP_FUZZ=1 to leave the fuzz step out. Failing fuzz programs are
+# SKIP_FUZZ=1 to leave the fuzz step out; SKIP_TESTS=1 leaves out the [.gpu] and mirrored tests,
+# SKIP_EXAMPLES=1 the examples (to spend a call on the fuzzer or the sanitizers alone). Failing fuzz programs are
 # written as C++ to $OUT/fuzz-gpu/ (/tmp/fuzz-gpu without $OUT). SANITIZE_TESTS (catch2 filter
 # for the compute-sanitizer memcheck/racecheck/synccheck/initcheck steps), SKIP_SANITIZE=1 to leave them out.
 set -uo pipefail
@@ -127,10 +128,12 @@ remote)
   uname -a
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv 2>&1 || echo "(no nvidia-smi)"
   ldd "$bin/tle_tests" | grep -E 'libtle|not found'
-  step "tle_tests $TESTS" "$bin/tle_tests" "$TESTS" --durations yes
-  # The CPU numerical tests mirrored on the GPU (tests/ops_util.hpp: managed memory, blocking launches).
-  step "tle_tests $MIRROR_TESTS on the gpu" env TLE_TEST_BACKEND=gpu TLE_LAUNCH_BLOCKING=1 \
-    "$bin/tle_tests" "$MIRROR_TESTS" --durations yes
+  if [ "${SKIP_TESTS:-0}" != 1 ]; then
+    step "tle_tests $TESTS" "$bin/tle_tests" "$TESTS" --durations yes
+    # The CPU numerical tests mirrored on the GPU (tests/ops_util.hpp: managed memory, blocking launches).
+    step "tle_tests $MIRROR_TESTS on the gpu" env TLE_TEST_BACKEND=gpu TLE_LAUNCH_BLOCKING=1 \
+      "$bin/tle_tests" "$MIRROR_TESTS" --durations yes
+  fi
   # The fuzzer's GPU stage (tests/fuzz, docs/testing.md): portable programs on the interpreter and
   # on the GPU backend at 1, 4 and 8 warps (and pipelining depths for K loops); the last line of its
   # output is `programs=N mismatches=M seeds=[a,b)`.
@@ -148,10 +151,12 @@ remote)
       failed=1
     fi
   fi
-  for e in "${EXAMPLES[@]}"; do
-    step "$e (gpu, default sizes)" env TLE_BACKEND=gpu "$bin/$e"
-  done
-  if [ "${SKIP_GPU_SIZES:-0}" != 1 ]; then
+  if [ "${SKIP_EXAMPLES:-0}" != 1 ]; then
+    for e in "${EXAMPLES[@]}"; do
+      step "$e (gpu, default sizes)" env TLE_BACKEND=gpu "$bin/$e"
+    done
+  fi
+  if [ "${SKIP_GPU_SIZES:-0}" != 1 ] && [ "${SKIP_EXAMPLES:-0}" != 1 ]; then
     for e in "${EXAMPLES[@]}"; do
       step "$e (gpu, --gpu-sizes)" env TLE_BACKEND=gpu "$bin/$e" --gpu-sizes
     done
