@@ -692,8 +692,8 @@ SortResult<T> sort_with_indices(const Tile<T>& x, int axis, bool descending = fa
 /// The k largest (`largest`, default) or smallest elements of each line along `axis` and their i32
 /// indices, as torch.topk(sorted=True): sorted descending (ascending for the smallest), ties by
 /// lower index, NaN larger than everything. The result has dim k along the axis; k is a trace-time
-/// value, 1 <= k <= the axis' size (UserError at l otherwise; on the GPU k must be a power of two,
-/// as every tile dim). Equal to the first k of sort_with_indices(x, axis, largest).
+/// value, 1 <= k <= the axis' size (UserError at l otherwise). Equal to the first k of
+/// sort_with_indices(x, axis, largest).
 template <detail::ScalarElement T>
 SortResult<T> topk(const Tile<T>& x, int64_t k, int axis = -1, bool largest = true, loc_t l = loc_t::current()) {
   detail::require_value(x.value(), l);
