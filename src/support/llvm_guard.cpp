@@ -50,6 +50,6 @@ std::optional<std::string> catch_llvm_fatal_errors(const std::function<void()>& 
   return std::nullopt;
 }
 
-void report_llvm_fatal_error(const std::string& reason) { llvm::report_fatal_error(llvm::Twine(reason), false); }
+void report_llvm_fatal_error(const char* reason) { llvm::report_fatal_error(reason, false); }
 
 }  // namespace tle::support

@@ -25,7 +25,8 @@ namespace tle::support {
 /// the error).
 std::optional<std::string> catch_llvm_fatal_errors(const std::function<void()>& fn);
 
-/// llvm::report_fatal_error(reason, false): for the guard's tests (tests do not link LLVM).
-[[noreturn]] void report_llvm_fatal_error(const std::string& reason);
+/// llvm::report_fatal_error(reason, false): for the guard's tests (tests do not link LLVM). Takes a
+/// C string: a std::string argument would be one more object the jump back leaks.
+[[noreturn]] void report_llvm_fatal_error(const char* reason);
 
 }  // namespace tle::support
