@@ -458,19 +458,6 @@ class Interpreter {
 
   // ---- reductions, scans, dot, histogram
 
-  /// x viewed as [outer, n, inner] around `axis`.
-  struct Split {
-    int64_t outer = 1, n = 1, inner = 1;
-  };
-  static Split split(const ir::Shape& s, int64_t axis) {
-    Split r;
-    for (int64_t d = 0; d < static_cast<int64_t>(s.size()); ++d) {
-      if (d < axis) r.outer *= s[d];
-      else if (d == axis) r.n = s[d];
-      else r.inner *= s[d];
-    }
-    return r;
-  }
 
   /// The state of a reduction or scan: a value (in compute_dtype(d) for Sum/Max/Min, else in d) and,
   /// for Argmax/Argmin, an index.
@@ -504,7 +491,7 @@ class Interpreter {
     const int64_t axis = op.int_attr("axis");
     if (axis < 0 || axis >= t0.rank()) fail(op, fmt::format("axis {} out of range", axis));
     const bool reverse = scan && op.has_attr("reverse") && op.int_attr("reverse") != 0;
-    Split sp = split(t0.shape, axis);
+    ir::AxisSplit sp = ir::split_at_axis(t0.shape, axis);
     std::vector<std::vector<uint64_t>> out(n);
     if (scan)
       for (auto& o : out) o.resize(static_cast<size_t>(t0.numel()));
@@ -576,7 +563,7 @@ class Interpreter {
     if (axis < 0 || axis >= x->type.rank()) fail(op, fmt::format("axis {} out of range", axis));
     const auto kind = op.enum_attr<ir::ReduceKind>("kind");
     const DType d = x->type.dtype;
-    Split sp = split(x->type.shape, axis);
+    ir::AxisSplit sp = ir::split_at_axis(x->type.shape, axis);
     std::vector<uint64_t> out;
     for (int64_t o = 0; o < sp.outer; ++o)
       for (int64_t i = 0; i < sp.inner; ++i) {
@@ -596,7 +583,7 @@ class Interpreter {
     const bool reverse = op.has_attr("reverse") && op.int_attr("reverse") != 0;
     const auto kind = ir::ReduceKind::Sum;
     const DType d = x->type.dtype;
-    Split sp = split(x->type.shape, axis);
+    ir::AxisSplit sp = ir::split_at_axis(x->type.shape, axis);
     std::vector<uint64_t> out(static_cast<size_t>(x->type.numel()));
     for (int64_t o = 0; o < sp.outer; ++o)
       for (int64_t i = 0; i < sp.inner; ++i) {
@@ -677,7 +664,7 @@ class Interpreter {
     const bool descending = op.int_attr("descending") != 0;
     if (axis < 0 || axis >= x->type.rank()) fail(op, fmt::format("axis {} out of range", axis));
     const DType d = x->type.dtype;
-    const Split sp = split(x->type.shape, axis);
+    const ir::AxisSplit sp = ir::split_at_axis(x->type.shape, axis);
     if (k < 1 || k > sp.n) fail(op, fmt::format("k = {} out of range", k));
     std::vector<uint64_t> values(static_cast<size_t>(sp.outer * k * sp.inner)), indices(values.size());
     std::vector<int64_t> order(static_cast<size_t>(sp.n));

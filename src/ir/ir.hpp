@@ -153,6 +153,21 @@ struct Function {
   const Block& entry() const { return body.body(); }
 };
 
+/// A tile of shape s viewed as [outer, n, inner] around dim `axis` (reductions, scans and sort on
+/// the CPU backend and the interpreter).
+struct AxisSplit {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+inline AxisSplit split_at_axis(const Shape& s, int64_t axis) {
+  AxisSplit r;
+  for (int64_t d = 0; d < static_cast<int64_t>(s.size()); ++d) {
+    if (d < axis) r.outer *= s[d];
+    else if (d == axis) r.n = s[d];
+    else r.inner *= s[d];
+  }
+  return r;
+}
+
 /// Replace every use of `from` by `to` in ops nested under `root` (operands of all ops, at any depth).
 void replace_all_uses(Block& root, Value* from, Value* to);
 /// Number of uses of every value under `root`.

@@ -72,6 +72,16 @@ class Dumper {
   int index_;
 };
 
+/// ir::verify(f) (and verify_layouts when num_warps > 0), a failure rethrown as "<where>: ...".
+void verify_at(const ir::Function& f, const std::string& where, int num_warps = 0) {
+  try {
+    ir::verify(f);
+    if (num_warps > 0) verify_layouts(f, num_warps);
+  } catch (const InternalError& e) {
+    throw InternalError(fmt::format("{}: {}", where, e.what()));
+  }
+}
+
 }  // namespace
 
 const std::vector<Pass>& pipeline_passes() {
@@ -97,26 +107,14 @@ void run_pipeline(ir::Function& f) { run_pipeline(f, default_pipeline_options())
 void run_pipeline(ir::Function& f, const PipelineOptions& options) {
   Dumper dump(f, options);
   dump.stage("trace");
-  if (options.verify) {
-    try {
-      ir::verify(f);
-    } catch (const InternalError& e) {
-      throw InternalError(fmt::format("traced IR: {}", e.what()));
-    }
-  }
+  if (options.verify) verify_at(f, "traced IR");
   for (int round = 0; round < kMaxRounds; ++round) {
     bool changed = false;
     for (const Pass& p : pipeline_passes()) {
       bool c = p.run(f);
       changed |= c;
       dump.stage(p.name);
-      if (options.verify) {
-        try {
-          ir::verify(f);
-        } catch (const InternalError& e) {
-          throw InternalError(fmt::format("after pass {}: {}", p.name, e.what()));
-        }
-      }
+      if (options.verify) verify_at(f, fmt::format("after pass {}", p.name));
     }
     if (!changed) break;
   }
@@ -127,13 +125,7 @@ void run_gpu_pipeline(ir::Function& f, int num_warps, int num_stages, bool wgmma
   Dumper dump(f, options, 50);
   if (pad_shapes(f)) {
     dump.stage("gpu_pad");
-    if (options.verify) {
-      try {
-        ir::verify(f);
-      } catch (const InternalError& e) {
-        throw InternalError(fmt::format("after pass pad_shapes: {}", e.what()));
-      }
-    }
+    if (options.verify) verify_at(f, "after pass pad_shapes");
   }
   assign_layouts(f, num_warps, wgmma);
   dump.stage("gpu_layouts");
@@ -144,14 +136,7 @@ void run_gpu_pipeline(ir::Function& f, int num_warps, int num_stages, bool wgmma
   pipeline_loads(f, num_warps, num_stages, wgmma);
   dump.stage("gpu_pipeline");
   check_tile_registers(f, num_warps);
-  if (options.verify) {
-    try {
-      ir::verify(f);
-      verify_layouts(f, num_warps);
-    } catch (const InternalError& e) {
-      throw InternalError(fmt::format("after the GPU passes: {}", e.what()));
-    }
-  }
+  if (options.verify) verify_at(f, "after the GPU passes", num_warps);
 }
 
 }  // namespace tle::passes

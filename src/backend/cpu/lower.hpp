@@ -49,19 +49,6 @@ inline constexpr const char* kU64ToBf16 = "tle_cpu_u64_to_bf16";
 /// unsigned key; the first k into perm [outer, k, inner]. scratch holds 2n indices.
 inline constexpr const char* kSortLines = "tle_cpu_sort_lines";
 
-/// A tile of shape s viewed as [outer, n, inner] around dim `axis` (reductions, scans, sort).
-struct Split {
-  int64_t outer = 1, n = 1, inner = 1;
-};
-inline Split split(const ir::Shape& s, int64_t axis) {
-  Split r;
-  for (int64_t d = 0; d < static_cast<int64_t>(s.size()); ++d) {
-    if (d < axis) r.outer *= s[d];
-    else if (d == axis) r.n = s[d];
-    else r.inner *= s[d];
-  }
-  return r;
-}
 
 struct Tile {
   llvm::Value* ptr = nullptr;    // array storage, or null

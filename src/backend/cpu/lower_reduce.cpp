@@ -106,7 +106,7 @@ void Lowerer::lower_reduce(const ir::Op& op) {
   if (axis < 0 || axis >= x->type.rank()) fail(op, fmt::format("axis {} out of range", axis));
   auto kind = op.enum_attr<ir::ReduceKind>("kind");
   Accum acc = make_accum(*this, op, static_cast<int>(kind), op.regions.empty() ? nullptr : &op.region(0));
-  Split sp = split(x->type.shape, static_cast<int>(axis));
+  ir::AxisSplit sp = ir::split_at_axis(x->type.shape, static_cast<int>(axis));
   const Tile xt = tile(x);
   if (xt.splat && kind != ir::ReduceKind::Combine && kind != ir::ReduceKind::Sum) {
     // max/min of a splat is the splat; argmax/argmin is index 0.
@@ -163,7 +163,7 @@ void Lowerer::lower_scan(const ir::Op& op) {
   const bool reverse = op.has_attr("reverse") && op.int_attr("reverse") != 0;
   auto kind = op.enum_attr<ir::ScanKind>("kind");
   Accum acc = make_accum(*this, op, kind == ir::ScanKind::Cumsum ? 0 : 5, op.regions.empty() ? nullptr : &op.region(0));
-  Split sp = split(x->type.shape, static_cast<int>(axis));
+  ir::AxisSplit sp = ir::split_at_axis(x->type.shape, static_cast<int>(axis));
   auto xs = [&](Value* at) { return operand_elems(*this, op, at); };
   const int64_t rn = x->type.numel();
   if (rn == 1) {

@@ -18,7 +18,7 @@ void Lowerer::lower_sort(const ir::Op& op) {
   const int64_t axis = op.int_attr("axis"), k = op.int_attr("k");
   const bool descending = op.int_attr("descending") != 0;
   if (axis < 0 || axis >= x->type.rank()) fail(op, fmt::format("axis {} out of range", axis));
-  const Split sp = split(x->type.shape, axis);
+  const ir::AxisSplit sp = ir::split_at_axis(x->type.shape, axis);
   if (k < 1 || k > sp.n) fail(op, fmt::format("k = {} out of range", k));
   const DType d = x->type.dtype;
   const Tile xt = tile(x);
