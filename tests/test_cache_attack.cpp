@@ -8,15 +8,10 @@
 // every element of every launch against a host reference).
 //
 // The children are tests/cache_helper.cpp (tle_cache_helper, next to tle_tests), started with
-// posix_spawn: a fresh process each (the global cache reads TLE_CACHE_DIR once), and no fork() of
-// a process running LLVM's threads. The unit tests of DiskCache itself are in test_runtime.cpp.
+// posix_spawn by proctest::Child (helper_process.hpp): a fresh process each.
+// The unit tests of DiskCache itself are in test_runtime.cpp.
 #include <catch2/catch.hpp>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,12 +29,12 @@
 
 #include "cache_artifact.hpp"
 #include "file_util.hpp"
+#include "helper_process.hpp"
 #include "runtime/disk_cache.hpp"
 #include "runtime/launch.hpp"
 
-extern char** environ;
-
 namespace fs = std::filesystem;
+using proctest::Child;
 using tle::detail::DiskCache;
 
 namespace {
@@ -62,78 +57,6 @@ class TempDir {
 
  private:
   std::string path_;
-};
-
-std::string helper_path() {
-  return (fs::read_symlink("/proc/self/exe").parent_path() / "tle_cache_helper").string();
-}
-
-/// A running tle_cache_helper; its stdout and stderr go to one pipe (a pipe is not subject to
-/// RLIMIT_FSIZE, which some children set).
-class Child {
- public:
-  Child(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
-    static const std::string helper = helper_path();
-    REQUIRE(fs::exists(helper));
-    std::vector<std::string> argv_s = {helper};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& s : argv_s) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    std::vector<std::string> env_s;
-    for (char** e = environ; *e; ++e) {
-      std::string kv = *e;
-      std::string k = kv.substr(0, kv.find('='));
-      if (k == "TLE_CACHE" || k == "TLE_CACHE_DIR" || env.count(k)) continue;
-      env_s.push_back(kv);
-    }
-    for (auto& [k, v] : env) env_s.push_back(k + "=" + v);
-    std::vector<char*> envp;
-    for (auto& s : env_s) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    int fds[2];
-    REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
-    int rc = ::posix_spawn(&pid_, helper.c_str(), &fa, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&fa);
-    ::close(fds[1]);
-    fd_ = fds[0];
-    REQUIRE(rc == 0);
-  }
-  ~Child() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      finish();
-    }
-  }
-  void kill9() { ::kill(pid_, SIGKILL); }
-  /// Waits for the child; its exit status (128 + signal when killed) and output.
-  int finish() {
-    char buf[4096];
-    for (;;) {
-      ssize_t n = ::read(fd_, buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      out_.append(buf, static_cast<size_t>(n));
-    }
-    ::close(fd_);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    return status_;
-  }
-  const std::string& output() const { return out_; }
-  int status() const { return status_; }
-
- private:
-  pid_t pid_ = -1;
-  int fd_ = -1;
-  int status_ = -1;
-  std::string out_;
 };
 
 struct Result {

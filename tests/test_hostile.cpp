@@ -13,10 +13,7 @@
 // TLE_HOSTILE_SEED (default 1), TLE_HOSTILE_COUNT (default 3000) and TLE_HOSTILE_VERBOSE=1 (print
 // each case before running it: the last line before a crash is the culprit) reproduce a run.
 #include <catch2/catch.hpp>
-#include <fcntl.h>
-#include <spawn.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,10 +32,10 @@
 
 #include <fmt/format.h>
 
+#include "helper_process.hpp"
 #include "tle/tle.hpp"
 
 using namespace tle;
-extern char** environ;
 namespace d = tle::detail;
 
 namespace {
@@ -591,36 +588,11 @@ TEST_CASE("hostile: raw CUDA kernels whose source or target is bad are clean tle
 TEST_CASE("hostile: a raw kernel compile without NVRTC is a RuntimeError naming NVRTC, not a crash", "[hostile]") {
   // A fresh process (NVRTC is loaded once per process): tle_cache_helper raw-ptx with
   // TLE_LIBNVRTC naming a missing library.
-  const std::string helper =
-      (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "tle_cache_helper").string();
-  REQUIRE(std::filesystem::exists(helper));
-  std::string cache = "TLE_CACHE=0", lib = "TLE_LIBNVRTC=/nonexistent/libnvrtc.so.13";
-  std::vector<char*> envp = {cache.data(), lib.data()};
-  for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "TLE_LIBNVRTC=", 13) != 0 && std::strncmp(*e, "TLE_CACHE=", 10) != 0) envp.push_back(*e);
-  envp.push_back(nullptr);
-  std::string a0 = helper, a1 = "raw-ptx";
-  char* argv[] = {a0.data(), a1.data(), nullptr};
-  int fds[2];
-  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
-  pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, helper.c_str(), &fa, nullptr, argv, envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  ::close(fds[1]);
-  REQUIRE(rc == 0);
-  std::string out;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, size_t(n));
-  ::close(fds[0]);
-  int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  proctest::Child child({"raw-ptx"}, {{"TLE_CACHE", "0"}, {"TLE_LIBNVRTC", "/nonexistent/libnvrtc.so.13"}});
+  const int status = child.finish();
+  const std::string& out = child.output();
   INFO(out);
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 3);  // a RuntimeError, caught
+  CHECK(status == 3);  // a RuntimeError, caught (not a signal: those read 128 + signal)
   CHECK(out.find("RuntimeError call=nvrtc") != std::string::npos);
   CHECK(out.find("/nonexistent/libnvrtc.so.13") != std::string::npos);
 }
