@@ -362,7 +362,8 @@ template <class F> class Kernel {
                           h.size(), grid.loc);
   }
   /// The PTX of the specialization these arguments select, compiled for sm_<target_sm> (80 or newer;
-  /// 90 means sm_90a) with `num_warps` warps per program and the default 3 pipeline stages (K loops
+  /// 90 means sm_90a; above 90, sm_90 PTX without the `a` features - LLVM 19 emits nothing newer,
+  /// and a launch on such a device JIT-compiles that PTX forward) with `num_warps` warps per program and the default 3 pipeline stages (K loops
   /// feeding tensor-core dots get cp.async copies; the Grid overload below chooses). Needs no GPU and no driver: pointer arguments may
   /// be host pointers (only their 16-byte alignment matters). Nothing is cached or launched. For
   /// tests and inspection; throws as a launch would for bad arguments (UserError at the caller's
