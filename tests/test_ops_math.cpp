@@ -645,6 +645,116 @@ TEST_CASE("ops: cumsum on a masked 1-D block across dtypes", "[ops]") {
   }
 }
 
+// Exclusive / reverse cumsum with the line total (FlagTree's cumsum forms) on every axis of a 3-D
+// tile: integers exactly against a plain loop; floats bit for bit against the same launch's
+// inclusive scan (exclusive i == inclusive i -+ 1, total == the line's last inclusive element) and
+// to rounding against a double reference.
+TEST_CASE("ops: cumsum exclusive and reverse with the total on every axis of a 3-D tile", "[ops]") {
+  auto k = jit("cumsum_forms", [](Ptr<int32_t> x, Ptr<float> xf, Ptr<int32_t> out, Ptr<float> outf, Constexpr<int> A,
+                                  Constexpr<int> B, Constexpr<int> C, Constexpr<int> AXIS) {
+    Tile<int32_t> ia = reshape(arange(0, A), {A, 1, 1}), ib = reshape(arange(0, B), {1, B, 1}),
+                  ic = reshape(arange(0, C), {1, 1, C});
+    Tile<int32_t> o = ia * (B * C) + ib * C + ic;
+    Tile<int32_t> v = load(x + o);
+    Tile<float> vf = load(xf + o);
+    const int n = A * B * C;
+    int slot = 0;
+    for (bool rev : {false, true})
+      for (bool excl : {false, true}) {
+        auto [s, t] = cumsum_total(v, AXIS, {.exclusive = excl, .reverse = rev});
+        auto [sf, tf] = cumsum_total(vf, AXIS - 3, {.exclusive = excl, .reverse = rev});  // negative axis
+        store(out + slot * n + o, s);
+        store(outf + slot * n + o, sf);
+        ++slot;
+        // The total, one per line, broadcast back over the line.
+        store(out + slot * n + o, broadcast_to(expand_dims(t, AXIS), {A, B, C}));
+        store(outf + slot * n + o, broadcast_to(expand_dims(tf, AXIS), {A, B, C}));
+        ++slot;
+      }
+    store(out + slot * n + o, cumsum(v, AXIS, {.exclusive = true}));  // the Tile-returning form
+  });
+  for (auto [A, B, C] : {std::tuple{1, 1, 1}, std::tuple{1, 1, 17}, std::tuple{3, 5, 7}, std::tuple{2, 17, 33}})
+    for (int axis = 0; axis < 3; ++axis) {
+      CAPTURE(A, B, C, axis);
+      const size_t n = size_t(A) * B * C;
+      Buf<int32_t> x = random_full<int32_t>(n, 11);  // wraps
+      Buf<float> xf = random_buf<float>(n, 12, -1, 1);
+      Buf<int32_t> out(9 * n);
+      Buf<float> outf(8 * n);
+      k(Grid(1), x.data(), xf.data(), out.data(), outf.data(), A, B, C, axis);
+      const int dims[3] = {A, B, C}, len = dims[axis];
+      std::vector<int32_t> w(9 * n);
+      std::vector<double> wf(8 * n);
+      auto at = [&](int a, int b, int c) { return (size_t(a) * B + b) * C + c; };
+      for (int a = 0; a < A; ++a)
+        for (int b = 0; b < B; ++b)
+          for (int c = 0; c < C; ++c) {
+            if ((axis == 0 && a) || (axis == 1 && b) || (axis == 2 && c)) continue;  // one line each
+            auto idx = [&](int i) {
+              int q[3] = {a, b, c};
+              q[axis] = i;
+              return at(q[0], q[1], q[2]);
+            };
+            int slot = 0;
+            for (bool rev : {false, true})
+              for (bool excl : {false, true}) {
+                uint32_t s = 0;
+                double sf = 0;
+                for (int step = 0; step < len; ++step) {
+                  const int i = rev ? len - 1 - step : step;
+                  if (excl) w[slot * n + idx(i)] = int32_t(s), wf[slot * n + idx(i)] = sf;
+                  s += uint32_t(x[idx(i)]), sf += xf[idx(i)];
+                  if (!excl) w[slot * n + idx(i)] = int32_t(s), wf[slot * n + idx(i)] = sf;
+                }
+                for (int i = 0; i < len; ++i) w[(slot + 1) * n + idx(i)] = int32_t(s), wf[(slot + 1) * n + idx(i)] = sf;
+                slot += 2;
+              }
+            for (int i = 0; i < len; ++i) w[8 * n + idx(i)] = w[2 * n + idx(i)];
+            // Bit for bit: exclusive == the inclusive scan shifted, total == its last element.
+            for (int rev = 0; rev < 2; ++rev) {
+              const size_t incl = size_t(4 * rev) * n, excl = incl + 2 * n;
+              const int first = rev ? len - 1 : 0, last = rev ? 0 : len - 1;
+              for (int i = 0; i < len; ++i) {
+                const int prev = rev ? i + 1 : i - 1;
+                const float want_ex = i == first ? 0.0f : outf[incl + idx(prev)];
+                if (std::memcmp(&outf[excl + idx(i)], &want_ex, 4) != 0) {
+                  FAIL_CHECK("exclusive f32 element " << i << " (reverse " << rev << "): " << outf[excl + idx(i)]
+                                                      << ", the inclusive scan's neighbour is " << want_ex);
+                  break;
+                }
+                CHECK(std::memcmp(&outf[incl + n + idx(i)], &outf[incl + idx(last)], 4) == 0);
+                CHECK(std::memcmp(&outf[excl + n + idx(i)], &outf[incl + idx(last)], 4) == 0);
+              }
+            }
+          }
+      CHECK(diffs(out, w) == "");
+      std::vector<float> wff(wf.begin(), wf.end());
+      CHECK(diffs(outf, wff, 0, 1e-6 * std::max({A, B, C})) == "");
+    }
+}
+
+TEST_CASE("ops: exclusive cumsum of a masked 1-D block and its scalar total", "[ops]") {
+  auto k = jit("cumsum_total1d", [](Ptr<int64_t> x, Ptr<int64_t> out, Ptr<int64_t> total, Tile<int32_t> n,
+                                    Constexpr<int> BLOCK) {
+    Tile<int32_t> r = arange(0, BLOCK);
+    Tile<bool> m = r < n;
+    auto [s, t] = cumsum_total(load(x + r, m, int64_t(0)), 0, {.exclusive = true});
+    store(out + r, s, m);
+    store(total, t);
+  });
+  for (int n : kSizes) {
+    CAPTURE(n);
+    Buf<int64_t> x = random_buf<int64_t>(n, 5, -1e15, 1e15);
+    Buf<int64_t> out(n), total(1);
+    std::vector<int64_t> w(n);
+    int64_t s = 0;
+    for (int i = 0; i < n; ++i) w[i] = s, s += x[i];
+    k(Grid(1), x.data(), out.data(), total.data(), n, 1024);
+    CHECK(diffs(out, w) == "");
+    CHECK(total[0] == s);
+  }
+}
+
 TEST_CASE("ops: associative_scan with a combine function", "[ops]") {
   auto k = jit("scan_combine", [](Ptr<int32_t> x, Ptr<float> xf, Ptr<int32_t> out, Ptr<float> outf,
                                   Constexpr<int> M, Constexpr<int> N) {

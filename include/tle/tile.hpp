@@ -616,6 +616,52 @@ template <detail::Arith T> Tile<T> cumsum(const Tile<T>& x, int axis, bool rever
   detail::require_value(x.value(), l);
   return Tile<T>(detail::scan(x.value(), axis, reverse, l));
 }
+/// Options of the cumsum forms below (FlagTree TLE-Lite's cumsum: exclusive, reverse, total).
+struct CumsumOptions {
+  bool exclusive = false;  ///< element i sums the elements before i (after i when reverse); the first is 0
+  bool reverse = false;    ///< scan from the end of the axis (Triton's reverse=True)
+};
+/// A cumsum and the total of its line (`auto [scan, total] = cumsum_total(x, axis, {.exclusive =
+/// true})`, FlagTree's return_total): `total` has x's shape without `axis` (a scalar tile for a 1-D
+/// x) and holds, bit for bit, the inclusive scan's last element along the axis (its first when
+/// reverse), i.e. the sum of the whole line in the scan's order. When the total (or the scan) is
+/// unused, its code is removed with the rest of the dead code.
+template <detail::Arith T> struct CumsumTotal {
+  Tile<T> scan;
+  Tile<T> total;
+};
+template <detail::Arith T>
+CumsumTotal<T> cumsum_total(const Tile<T>& x, int axis, CumsumOptions o = {}, loc_t l = loc_t::current()) {
+  Tile<T> incl = cumsum(x, axis, o.reverse, l);  // checks the axis
+  Shape shape = x.shape(l);
+  const int rank = static_cast<int>(shape.size());
+  if (axis < 0) axis += rank;
+  const int64_t n = shape[static_cast<size_t>(axis)];
+  Shape line(static_cast<size_t>(rank), 1);  // 1 everywhere but along the axis
+  line[static_cast<size_t>(axis)] = n;
+  Shape one = shape;  // x's shape with 1 along the axis
+  one[static_cast<size_t>(axis)] = 1;
+  Shape without = shape;
+  without.erase(without.begin() + axis);
+  // The inclusive scan's element at the line's end: one gather index per line.
+  Tile<int32_t> last = full<int32_t>(one, static_cast<int32_t>(o.reverse ? 0 : n - 1), l);
+  Tile<T> total = reshape(gather(incl, last, axis, l), without, l);
+  if (!o.exclusive) return {incl, total};
+  // Exclusive: element i reads the inclusive scan at i - 1 (i + 1 reversed); the first reads 0.
+  Tile<int32_t> i = broadcast_to(reshape(arange(0, n, l), line, l), shape, l);
+  Tile<bool> has_prev = o.reverse ? i < static_cast<int32_t>(n - 1) : i > 0;
+  Tile<int32_t> prev = where(has_prev, o.reverse ? i + 1 : i - 1, 0, l);
+  return {where(has_prev, gather(incl, prev, axis, l), T(0), l), total};
+}
+/// Prefix sum along `axis` (negative counts from the end) of a tile of any rank, inclusive or
+/// exclusive, forward or reverse. The exclusive scan's element i is bit for bit the inclusive
+/// scan's element i - 1 (i + 1 when reverse) - the same sums in the same order - and 0 at the
+/// first element; integers wrap as in the inclusive form. Throws UserError (at this call) for an
+/// axis outside the tile's rank.
+template <detail::Arith T>
+Tile<T> cumsum(const Tile<T>& x, int axis, CumsumOptions o, loc_t l = loc_t::current()) {
+  return cumsum_total(x, axis, o, l).scan;
+}
 /// Inclusive scan with a user combine function (as in reduce) along `axis`: element i is
 /// x[0] o x[1] o ... o x[i]. reverse scans from the end, as Triton's reverse=True (the scan of the
 /// tile flipped along the axis, flipped back): element i is x[n-1] o x[n-2] o ... o x[i], the left
