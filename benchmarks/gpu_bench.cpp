@@ -1085,9 +1085,11 @@ int ptx_check(const std::string& dir) {
     namespace mk = ops::detail_moe;
     alignas(256) static int32_t ii[64];
     one("topk select f32", [&] { return tk::select_kernel<float>().ptx(90, 8, f, ii, 131072, 2048, true); });
-    one("topk hist f32 pass 0", [&] { return tk::hist_kernel<float>().ptx(90, 8, f, ii, 131072, 2048, 16, 8192, 40000, 0, true); });
-    one("topk hist bf16 pass 1", [&] { return tk::hist_kernel<bf16>().ptx(90, 8, h, ii, 131072, 2048, 16, 8192, 40000, 1, true); });
-    one("topk gather f32", [&] { return tk::gather_kernel<float>().ptx(90, 8, f, ii, ii, 131072, 2048, 16, 8192, 40000, true); });
+    one("topk hist0 f32", [&] { return tk::coop_hist0_kernel<float>().ptx(90, 8, f, ii, 131072, 16, 8192, 300000, true); });
+    one("topk filter f32", [&] { return tk::coop_filter_kernel<float>().ptx(90, 8, f, ii, ii, 131072, 2048, 16, 8192, 300000, true); });
+    one("topk filter bf16", [&] { return tk::coop_filter_kernel<bf16>().ptx(90, 8, h, ii, ii, 131072, 2048, 16, 8192, 300000, true); });
+    one("topk cand_hist f32 pass 2", [&] { return tk::coop_cand_hist_kernel<float>().ptx(90, 8, ii, 131072, 2048, 16, 8192, 300000, 2); });
+    one("topk gather f32", [&] { return tk::coop_gather_kernel<float>().ptx(90, 8, ii, ii, 131072, 2048, 16, 8192, 300000); });
     one("topk sort f32 K=2048", [&] { return tk::sort_kernel<float>().ptx(90, 8, f, f, ii, 131072, 2048, true); });
     one("topk direct f32 N=2048 K=128", [&] { return tk::direct_kernel<float>().ptx(90, 4, f, f, ii, 2048, 2048, 128, true); });
     one("moe count E=256", [&] { return mk::count_kernel().ptx(90, 4, ii, ii, ii, 131072, 2048, 147200, 2300, 256, true); });

@@ -36,23 +36,30 @@
 //      the output positions);
 //   4. a sort of the k survivors per row by (key descending, index ascending) (tle::argsort over a
 //      [k] tile) that writes values and indices.
-// Launches: a row of n <= 2048 is one kernel (the whole row in one tile, tle::topk). Otherwise,
-// with one program per row (batches that fill the machine: rows >= 2 * number of SMs on the GPU),
-// steps 1-3 are one kernel that reads the row once per pass plus once for the gather, then the sort
-// kernel: two launches. With several programs per row (small batches, e.g. 1 x 131072), each
-// program takes a slice of the row and the programs cooperate through counters in global memory:
-// a kernel zeroing the workspace, one kernel per pass (each program adds its slice's histogram to
-// the row's with atomic_add and stores it for step 3, and recomputes the digits found so far from
-// the previous passes' histograms), the gather kernel (an atomic counter reserves the positions of
-// the larger elements; the equal ones take positions after those of the lower slices, read from
-// the stored per-slice histograms), then the sort kernel: f32 six launches, f16/bf16 five.
+// Launches (how a shape runs, TopkOptions::programs_per_row):
+//   - n <= 2048: one kernel, the whole row in one tile (tle::topk on the tile);
+//   - one program per row (programs_per_row = 1, or chosen for a batch that fills the machine
+//     alone when the matrix is under 4 MB): steps 1-3 in one kernel that reads its row once per pass
+//     and once more for the gather, then the sort kernel: two launches;
+//   - cooperative (several programs per row, or one per row on larger matrices): each program
+//     takes a slice of its row and the programs of a row meet in global memory (the workspace).
+//     A kernel zeroes the counters and histograms; pass 0 histograms the first digit (each
+//     program adds its slice's to the row's with atomic_add); pass 1 reads the row a second and
+//     last time: elements whose first digit is above the k-th's go straight into `indices`
+//     (positions from an atomic counter), those with its first digit (the candidates; for random
+//     data about n / 2048 per row) are copied with their keys, in index order, to the slice's part
+//     of the workspace and histogrammed by the second digit; the remaining passes and the gather
+//     read only the candidates (the elements equal to the k-th key take positions after those of
+//     the lower slices, counted by the stored per-slice histograms of the last pass); then the
+//     sort kernel. Every program recomputes the digits found so far from the row's histograms.
+//     f32: six launches (zero, 3 passes, gather, sort), f16/bf16: five.
 //
-// Workspace: only the cooperative path (programs_per_row > 1) needs one:
-// topk_workspace_size(rows, n, k, options) int32 elements, on the backend's memory. Pass it as
-// TopkOptions::workspace; without it, topk allocates one for the call (on the GPU a DeviceBuffer,
-// and the call then waits for its stream before freeing it, so it is synchronous).
+// Workspace: the cooperative path needs topk_workspace_size(rows, n, k, options) int32 elements
+// (about rows * (2n + 5000)), on the backend's memory. Pass it as TopkOptions::workspace; without
+// it, topk allocates one for the call (on the GPU a DeviceBuffer, and the call then waits for its
+// stream before freeing it, so it is synchronous). Its contents need not be initialized.
 //
-// Errors (tle::UserError at the caller's line): k < 1, k > n, k > 8192, n < 1 or n >= 2^31,
+// Errors (tle::UserError at the caller's line): k < 1, k > n, k > 8192, n < 1 or n > 2^30,
 // rows < 0, a null pointer while rows > 0, programs_per_row < 0, a DeviceBuffer smaller than the
 // matrix it should hold. Launch errors (a host pointer on the GPU backend, misalignment) are
 // UserErrors at the caller's line too.
@@ -77,9 +84,11 @@ struct TopkOptions {
   bool largest = true;
   /// GPU: the CUstream the kernels are queued on (null: the legacy default stream). Ignored on the CPU.
   void* stream = nullptr;
-  /// Programs cooperating on one row: 0 chooses from the shape (1 when the batch alone fills the
-  /// machine); 1 forces one program per row; more splits each row into that many slices (capped at
-  /// one slice per 2048 elements). Rows of n <= 2048 always take the one-kernel path unless this is >= 2.
+  /// Programs cooperating on one row: 0 chooses from the shape (about two programs per SM on the
+  /// GPU, one per core on the CPU, at most one per 8192 elements of a row); 1 forces the
+  /// one-program-per-row kernel; more takes the cooperative path with that many slices per row
+  /// (capped at one slice per 2048 elements). Rows of n <= 2048 take the one-kernel path unless
+  /// this is >= 2. Results do not depend on it.
   int programs_per_row = 0;
   /// Workspace of the cooperative path: topk_workspace_size(...) int32 elements (or null).
   int32_t* workspace = nullptr;
@@ -153,26 +162,23 @@ inline void select_digit(const Tile<int32_t>& h, int w, Tile<int32_t>& krem, Til
   prefix = (prefix << w) | d.to<uint32_t>();
 }
 
-/// Step 3 over the elements [lo, hi) of a row: indices of keys > kth to irow[gt positions], of keys
-/// == kth to irow[base_eq + their rank] while that is < k. The gt positions come from
-/// `counter` (atomic, several programs per row) or from a running count (one program per row).
+/// Step 3 over a whole row (one program per row): indices of keys > kth to irow[their rank among
+/// them], of keys == kth to irow[base_eq + their rank] while that is < k.
 template <class T>
-void gather_survivors(const Ptr<T>& xrow, const Tile<int32_t>& lo, const Tile<int32_t>& hi, const Tile<uint32_t>& kth,
-                      Tile<int32_t> base_eq, const Tile<int32_t>& k, const Ptr<int32_t>& irow,
-                      const Ptr<int32_t>* counter, bool largest) {
+void gather_survivors(const Ptr<T>& xrow, const Tile<int32_t>& n, const Tile<uint32_t>& kth, Tile<int32_t> base_eq,
+                      const Tile<int32_t>& k, const Ptr<int32_t>& irow, bool largest) {
   Tile<int32_t> base_gt = 0;
-  for (auto i : range(lo, hi, kBlock)) {
+  for (auto i : range(0, n, kBlock)) {
     Tile<int32_t> offs = i + arange(0, kBlock);
-    Tile<bool> m = offs < hi;
+    Tile<bool> m = offs < n;
     Tile<uint32_t> key = radix_key(load(xrow + offs, m), largest);
     Tile<int32_t> gt = (m & (key > kth)).to<int32_t>();
     Tile<int32_t> eq = (m & (key == kth)).to<int32_t>();
-    Tile<int32_t> first = counter ? atomic_add(*counter, sum(gt, 0)) : base_gt;
-    store(irow + (first + cumsum(gt, 0) - 1), offs, gt != 0);
+    store(irow + (base_gt + cumsum(gt, 0) - 1), offs, gt != 0);
     Tile<int32_t> pe = base_eq + cumsum(eq, 0) - 1;
     store(irow + pe, offs, (eq != 0) & (pe < k));
     base_eq = base_eq + sum(eq, 0);
-    if (!counter) base_gt = base_gt + sum(gt, 0);
+    base_gt = base_gt + sum(gt, 0);
   }
 }
 
@@ -218,57 +224,154 @@ template <class T> const auto& select_kernel() {
     Tile<int32_t> krem = kk;
     for (int p = 0; p < num_passes(kb); ++p)
       select_digit(hist_pass(xrow, zero, n, prefix, p, LARGEST), pass_bits(kb, p), krem, prefix);
-    gather_survivors(xrow, zero, n, prefix, kk - krem, kk, ind + row * kk, nullptr, LARGEST);
+    gather_survivors(xrow, n, prefix, kk - krem, kk, ind + row * kk, LARGEST);
   });
   return k;
 }
 
-template <class T> const auto& hist_kernel() {
-  static const auto k = jit("tle_ops_topk_hist", [](Ptr<T> x, Ptr<int32_t> ws, Tile<int32_t> n, Tile<int32_t> kk,
-                                                   Tile<int32_t> ppr, Tile<int32_t> slice, Tile<int32_t> ws_row,
-                                                   Constexpr<int> PASS, Constexpr<bool> LARGEST) {
-    constexpr int kb = key_bits(sizeof(T));
+/// The cooperative path's view of one workspace row (row `row`, slice `s` of `ppr`): trace-time
+/// offsets of the counters and pass histograms, run-time offsets of the per-slice parts.
+/// Layout: [0, 16) counters (slot 0: the output positions of the elements above the k-th key);
+/// the totals of every pass's histogram; the per-slice histograms of the last pass [ppr][2^w];
+/// the per-slice candidate counts [ppr]; candidate keys [n] and indices [n] (slice s's at s * slice).
+template <class T> struct CoopRow {
+  static constexpr int kb = key_bits(sizeof(T));
+  static constexpr int last = num_passes(kb) - 1;
+  static constexpr int wl = pass_bits(kb, last);
+  Tile<int32_t> row, s, lo, hi;
+  Ptr<int32_t> wrow, counts, keys, idx;
+  CoopRow(const Ptr<int32_t>& ws, const Tile<int32_t>& n, const Tile<int32_t>& ppr, const Tile<int32_t>& slice,
+          const Tile<int32_t>& ws_row) {
     Tile<int32_t> pid = program_id(0);
-    Tile<int32_t> row = pid / ppr, s = pid % ppr;
-    Ptr<T> xrow = x + row.to<int64_t>() * n;
-    Ptr<int32_t> wrow = ws + row.to<int64_t>() * ws_row;
-    Tile<int32_t> krem;
-    Tile<uint32_t> prefix;
-    digits_from_workspace<T>(wrow, PASS, kk, krem, prefix);
-    Tile<int32_t> lo = s * slice;
-    Tile<int32_t> hi = minimum(lo + slice, n);
-    const int w = pass_bits(kb, PASS);
-    Tile<int32_t> h = hist_pass(xrow, lo, hi, prefix, PASS, LARGEST);
-    Tile<int32_t> bins = arange(0, int64_t(1) << w);
-    atomic_add(wrow + hist_offset(kb, PASS) + bins, h, h != 0);
-    if (PASS == num_passes(kb) - 1) store(wrow + hist_offset(kb, PASS + 1) + s * (1 << w) + bins, h);
+    row = pid / ppr;
+    s = pid % ppr;
+    lo = s * slice;
+    hi = minimum(lo + slice, n);
+    wrow = ws + row.to<int64_t>() * ws_row;
+    counts = wrow + hist_offset(kb, last + 1) + ppr * (1 << wl);
+    keys = counts + ppr + lo;
+    idx = counts + ppr + n + lo;
+  }
+  Ptr<int32_t> partial(const Tile<int32_t>& slice_index) const { return wrow + hist_offset(kb, last + 1) + slice_index * (1 << wl); }
+};
+
+/// Adds a slice's histogram of pass `pass` to the row's (atomically) and, for the last pass,
+/// stores it as the slice's own.
+template <class T> void publish_hist(const CoopRow<T>& c, const Tile<int32_t>& h, int pass) {
+  constexpr int kb = key_bits(sizeof(T));
+  Tile<int32_t> bins = arange(0, int64_t(1) << pass_bits(kb, pass));
+  atomic_add(c.wrow + hist_offset(kb, pass) + bins, h, h != 0);
+  if (pass == num_passes(kb) - 1) store(c.partial(c.s) + bins, h);
+}
+
+/// Cooperative pass 0: the slice's histogram of the first digit.
+template <class T> const auto& coop_hist0_kernel() {
+  static const auto k = jit("tle_ops_topk_hist0", [](Ptr<T> x, Ptr<int32_t> ws, Tile<int32_t> n, Tile<int32_t> ppr,
+                                                    Tile<int32_t> slice, Tile<int32_t> ws_row, Constexpr<bool> LARGEST) {
+    CoopRow<T> c(ws, n, ppr, slice, ws_row);
+    Ptr<T> xrow = x + c.row.template to<int64_t>() * n;
+    publish_hist(c, hist_pass(xrow, c.lo, c.hi, Tile<uint32_t>(0u), 0, LARGEST), 0);
   });
   return k;
 }
 
-template <class T> const auto& gather_kernel() {
-  static const auto k = jit("tle_ops_topk_gather", [](Ptr<T> x, Ptr<int32_t> ind, Ptr<int32_t> ws, Tile<int32_t> n,
+/// Cooperative pass 1, the last read of the row: elements whose first digit is above the k-th's are
+/// in the result (their indices go straight to the output, positions from the row's counter); those
+/// with its first digit are the candidates, copied (key, index) in index order to the slice's part
+/// of the workspace and counted by the second digit.
+template <class T> const auto& coop_filter_kernel() {
+  static const auto k = jit("tle_ops_topk_filter", [](Ptr<T> x, Ptr<int32_t> ind, Ptr<int32_t> ws, Tile<int32_t> n,
                                                      Tile<int32_t> kk, Tile<int32_t> ppr, Tile<int32_t> slice,
                                                      Tile<int32_t> ws_row, Constexpr<bool> LARGEST) {
     constexpr int kb = key_bits(sizeof(T));
-    constexpr int last = num_passes(kb) - 1;
-    Tile<int32_t> pid = program_id(0);
-    Tile<int32_t> row = pid / ppr, s = pid % ppr;
-    Ptr<T> xrow = x + row.to<int64_t>() * n;
-    Ptr<int32_t> wrow = ws + row.to<int64_t>() * ws_row;
+    CoopRow<T> c(ws, n, ppr, slice, ws_row);
+    Ptr<T> xrow = x + c.row.template to<int64_t>() * n;
+    Ptr<int32_t> irow = ind + c.row.template to<int64_t>() * kk;
+    Tile<int32_t> krem;
+    Tile<uint32_t> d0;
+    digits_from_workspace<T>(c.wrow, 1, kk, krem, d0);
+    const int w = pass_bits(kb, 1);
+    Tile<int32_t> h = zeros<int32_t>({int64_t(1) << w});
+    Tile<int32_t> count = 0;
+    for (auto i : range(c.lo, c.hi, kBlock)) {
+      Tile<int32_t> offs = i + arange(0, kBlock);
+      Tile<bool> m = offs < c.hi;
+      Tile<uint32_t> key = radix_key(load(xrow + offs, m), LARGEST);
+      Tile<uint32_t> top = key >> pass_shift(kb, 0);
+      Tile<int32_t> gt = (m & (top > d0)).to<int32_t>();
+      Tile<int32_t> cand = (m & (top == d0)).to<int32_t>();
+      Tile<int32_t> first = atomic_add(c.wrow, sum(gt, 0));
+      store(irow + (first + cumsum(gt, 0) - 1), offs, gt != 0);
+      Tile<int32_t> pc = count + cumsum(cand, 0) - 1;
+      store(c.keys + pc, bitcast<int32_t>(key), cand != 0);
+      store(c.idx + pc, offs, cand != 0);
+      Tile<int32_t> d = ((key >> pass_shift(kb, 1)) & ((1u << w) - 1u)).to<int32_t>();
+      h = h + histogram(d, int64_t(1) << w, cand != 0);
+      count = count + sum(cand, 0);
+    }
+    store(c.counts + c.s, count);
+    publish_hist(c, h, 1);
+  });
+  return k;
+}
+
+/// Cooperative passes 2..: the histogram of pass PASS's digit over the slice's candidates that
+/// match the digits found so far.
+template <class T> const auto& coop_cand_hist_kernel() {
+  static const auto k = jit("tle_ops_topk_cand_hist", [](Ptr<int32_t> ws, Tile<int32_t> n, Tile<int32_t> kk,
+                                                        Tile<int32_t> ppr, Tile<int32_t> slice, Tile<int32_t> ws_row,
+                                                        Constexpr<int> PASS) {
+    constexpr int kb = key_bits(sizeof(T));
+    CoopRow<T> c(ws, n, ppr, slice, ws_row);
+    Tile<int32_t> krem;
+    Tile<uint32_t> prefix;
+    digits_from_workspace<T>(c.wrow, PASS, kk, krem, prefix);
+    const int w = pass_bits(kb, PASS);
+    Tile<int32_t> h = zeros<int32_t>({int64_t(1) << w});
+    Tile<int32_t> count = load(c.counts + c.s);
+    for (auto i : range(0, count, kBlock)) {
+      Tile<int32_t> offs = i + arange(0, kBlock);
+      Tile<bool> m = offs < count;
+      Tile<uint32_t> key = bitcast<uint32_t>(load(c.keys + offs, m));
+      m = m & ((key >> pass_shift(kb, PASS - 1)) == prefix);
+      h = h + histogram(((key >> pass_shift(kb, PASS)) & ((1u << w) - 1u)).to<int32_t>(), int64_t(1) << w, m);
+    }
+    publish_hist(c, h, PASS);
+  });
+  return k;
+}
+
+/// Cooperative gather: the slice's candidates above the k-th key (positions from the row's
+/// counter) and those equal to it, after the equal ones of the lower slices, while within k.
+template <class T> const auto& coop_gather_kernel() {
+  static const auto k = jit("tle_ops_topk_gather", [](Ptr<int32_t> ind, Ptr<int32_t> ws, Tile<int32_t> n,
+                                                     Tile<int32_t> kk, Tile<int32_t> ppr, Tile<int32_t> slice,
+                                                     Tile<int32_t> ws_row) {
+    constexpr int kb = key_bits(sizeof(T));
+    CoopRow<T> c(ws, n, ppr, slice, ws_row);
+    Ptr<int32_t> irow = ind + c.row.template to<int64_t>() * kk;
     Tile<int32_t> krem;
     Tile<uint32_t> kth;
-    digits_from_workspace<T>(wrow, last + 1, kk, krem, kth);
-    // Elements equal to the k-th key in the lower slices: their last digit's bin in the stored
-    // per-slice histograms of the last pass.
-    const int w = pass_bits(kb, last);
-    Tile<int32_t> dl = (kth & ((1u << w) - 1u)).to<int32_t>();
-    Tile<int32_t> eq_before = 0;
-    for (auto q : range(0, s)) eq_before = eq_before + load(wrow + hist_offset(kb, last + 1) + q * (1 << w) + dl);
-    Tile<int32_t> lo = s * slice;
-    Tile<int32_t> hi = minimum(lo + slice, n);
-    Ptr<int32_t> counter = wrow;
-    gather_survivors(xrow, lo, hi, kth, kk - krem + eq_before, kk, ind + row.to<int64_t>() * kk, &counter, LARGEST);
+    digits_from_workspace<T>(c.wrow, CoopRow<T>::last + 1, kk, krem, kth);
+    // Elements equal to the k-th key in the lower slices: the k-th key's last-digit bin of their
+    // last-pass histograms.
+    Tile<int32_t> dl = (kth & ((1u << CoopRow<T>::wl) - 1u)).template to<int32_t>();
+    Tile<int32_t> base_eq = kk - krem;
+    for (auto q : range(0, c.s)) base_eq = base_eq + load(c.partial(q) + dl);
+    Tile<int32_t> count = load(c.counts + c.s);
+    for (auto i : range(0, count, kBlock)) {
+      Tile<int32_t> offs = i + arange(0, kBlock);
+      Tile<bool> m = offs < count;
+      Tile<uint32_t> key = bitcast<uint32_t>(load(c.keys + offs, m));
+      Tile<int32_t> index = load(c.idx + offs, m);
+      Tile<int32_t> gt = (m & (key > kth)).to<int32_t>();
+      Tile<int32_t> eq = (m & (key == kth)).to<int32_t>();
+      Tile<int32_t> first = atomic_add(c.wrow, sum(gt, 0));
+      store(irow + (first + cumsum(gt, 0) - 1), index, gt != 0);
+      Tile<int32_t> pe = base_eq + cumsum(eq, 0) - 1;
+      store(irow + pe, index, (eq != 0) & (pe < kk));
+      base_eq = base_eq + sum(eq, 0);
+    }
   });
   return k;
 }
@@ -289,19 +392,35 @@ template <class T> const auto& sort_kernel() {
   return k;
 }
 
+/// Zeroes the first `header` int32 of each workspace row (counters and pass histograms).
 inline const auto& zero_kernel() {
-  static const auto k = jit("tle_ops_zero_i32", [](Ptr<int32_t> p, Tile<int64_t> count, Constexpr<int> B) {
-    Tile<int64_t> offs = program_id(0).to<int64_t>() * int(B) + arange(0, B);
-    store(p + offs, 0, offs < count);
+  static const auto k = jit("tle_ops_topk_zero", [](Ptr<int32_t> ws, Tile<int32_t> header, Tile<int32_t> ws_row) {
+    Ptr<int32_t> wrow = ws + program_id(0).to<int64_t>() * ws_row;
+    for (auto i : range(0, header, 1024)) {
+      Tile<int32_t> offs = i + arange(0, 1024);
+      store(wrow + offs, 0, offs < header);
+    }
   });
   return k;
 }
 
-/// Programs per row and slice length (a multiple of kBlock) for the shape.
-inline void plan(int64_t rows, int64_t n, int requested, Backend backend, int64_t& ppr, int64_t& slice) {
+/// How a shape runs: one kernel (Direct), one program per row (Select: steps 1-3 in one kernel),
+/// or the cooperative kernels (Coop) with `ppr` programs per row, each on `slice` elements.
+struct Plan {
+  enum Mode { Direct, Select, Coop } mode = Direct;
+  int64_t ppr = 1, slice = 0;
+};
+
+inline Plan plan(int64_t rows, int64_t n, int elem_bytes, int requested, Backend backend) {
+  Plan p;
+  if (n <= kDirectMaxN && requested < 2) return p;
   const int64_t max_ppr = std::max<int64_t>(1, (n + kBlock - 1) / kBlock);
-  if (requested > 0) {
-    ppr = std::min<int64_t>(requested, max_ppr);
+  if (requested == 1) {
+    p.mode = Plan::Select;
+    return p;
+  }
+  if (requested > 1) {
+    p.ppr = std::min<int64_t>(requested, max_ppr);
   } else {
     int64_t units = 1;
     if (backend == Backend::GPU) {
@@ -313,21 +432,30 @@ inline void plan(int64_t rows, int64_t n, int requested, Backend backend, int64_
     } else if (backend == Backend::CPU) {
       units = std::max(1u, std::thread::hardware_concurrency());
     }
-    ppr = std::clamp<int64_t>((units + rows - 1) / std::max<int64_t>(rows, 1), 1, std::max<int64_t>(1, n / 8192));
+    p.ppr = std::clamp<int64_t>((units + rows - 1) / std::max<int64_t>(rows, 1), 1, std::max<int64_t>(1, n / 8192));
+    // One program per row on a small matrix: one kernel re-reading its row (from cache) beats the
+    // cooperative path's extra launches.
+    if (p.ppr == 1 && rows * n * elem_bytes < (int64_t(4) << 20)) {
+      p.mode = Plan::Select;
+      return p;
+    }
   }
-  slice = ((n + ppr - 1) / ppr + kBlock - 1) / kBlock * kBlock;
-  ppr = (n + slice - 1) / slice;
+  p.mode = Plan::Coop;
+  p.slice = ((n + p.ppr - 1) / p.ppr + kBlock - 1) / kBlock * kBlock;
+  p.ppr = (n + p.slice - 1) / p.slice;
+  return p;
 }
 
-inline int64_t ws_row_size(int elem_bytes, int64_t ppr) {
+/// int32 elements of one workspace row of the cooperative path (CoopRow's layout).
+inline int64_t ws_row_size(int elem_bytes, int64_t ppr, int64_t n) {
   const int kb = key_bits(elem_bytes), last = num_passes(kb) - 1;
-  return hist_offset(kb, last + 1) + ppr * (int64_t(1) << pass_bits(kb, last));
+  return hist_offset(kb, last + 1) + ppr * (int64_t(1) << pass_bits(kb, last)) + ppr + 2 * n;
 }
 
 inline void check_shape(int64_t rows, int64_t n, int64_t k, const TopkOptions& o, const SrcLoc& l) {
   if (rows < 0) throw UserError(l, "tle::ops::topk: rows = " + std::to_string(rows) + " is negative");
-  if (n < 1 || n > std::numeric_limits<int32_t>::max())
-    throw UserError(l, "tle::ops::topk: n = " + std::to_string(n) + " is outside 1..2^31-1 (the row length)");
+  if (n < 1 || n > (int64_t(1) << 30))
+    throw UserError(l, "tle::ops::topk: n = " + std::to_string(n) + " is outside 1..2^30 (the row length)");
   if (k < 1 || k > n)
     throw UserError(l, "tle::ops::topk: k = " + std::to_string(k) + " is outside 1..n = " + std::to_string(n) +
                            "; ask for at most n elements per row");
@@ -341,18 +469,16 @@ inline void check_shape(int64_t rows, int64_t n, int64_t k, const TopkOptions& o
 
 }  // namespace detail_topk
 
-/// The number of int32 elements of workspace that topk needs for this shape and these options
-/// (0 when it needs none: rows of n <= 2048, or one program per row). Same errors as topk.
+/// The number of int32 elements of workspace that topk needs for this shape and these options:
+/// 0 when it needs none (rows of n <= 2048, or one program per row), else about rows * (2n + 5000)
+/// (the cooperative path's candidates and histograms). Same errors as topk.
 template <class T>
 size_t topk_workspace_size(int64_t rows, int64_t n, int64_t k, const TopkOptions& o = {}, loc_t l = loc_t::current()) {
   using namespace detail_topk;
   check_shape(rows, n, k, o, l);
-  const Backend b = o.backend ? *o.backend : default_backend();
-  if (n <= kDirectMaxN && o.programs_per_row < 2) return 0;
-  int64_t ppr, slice;
-  plan(rows, n, o.programs_per_row, b, ppr, slice);
-  if (ppr <= 1) return 0;
-  return static_cast<size_t>(rows * ws_row_size(sizeof(T), ppr));
+  const Plan p = plan(rows, n, sizeof(T), o.programs_per_row, o.backend ? *o.backend : default_backend());
+  if (p.mode != Plan::Coop) return 0;
+  return static_cast<size_t>(rows * ws_row_size(sizeof(T), p.ppr, n));
 }
 
 /// The k largest (smallest) elements of each row of the row-major [rows, n] matrix x and their
@@ -376,42 +502,42 @@ void topk(const T* x, int64_t rows, int64_t n, int64_t k, T* values, int32_t* in
     return g;
   };
   const int N32 = static_cast<int>(n), K = static_cast<int>(k);
-  if (n <= kDirectMaxN && o.programs_per_row < 2) {
-    const int np2 = static_cast<int>(next_power_of_2(n));
-    direct_kernel<T>()(grid(rows, 4), x, values, indices, N32, np2, K, o.largest);
+  const Plan p = plan(rows, n, sizeof(T), o.programs_per_row, b);
+  if (p.mode == Plan::Direct) {
+    direct_kernel<T>()(grid(rows, 4), x, values, indices, N32, static_cast<int>(next_power_of_2(n)), K, o.largest);
     return;
   }
-  int64_t ppr, slice;
-  plan(rows, n, o.programs_per_row, b, ppr, slice);
-  if (ppr <= 1) {
+  if (p.mode == Plan::Select) {
     select_kernel<T>()(grid(rows, 8), x, indices, N32, K, o.largest);
-  } else {
-    const int64_t row_ws = ws_row_size(sizeof(T), ppr), total = rows * row_ws;
-    if (rows * ppr > std::numeric_limits<int32_t>::max() || total > std::numeric_limits<int32_t>::max() * int64_t(64))
-      throw UserError(l, "tle::ops::topk: rows * programs_per_row is too large; use fewer programs per row");
-    std::vector<int32_t> host_ws;
-    DeviceBuffer<int32_t> dev_ws;
-    int32_t* ws = o.workspace;
-    if (!ws) {
-      if (b == Backend::GPU) {
-        dev_ws = DeviceBuffer<int32_t>(static_cast<size_t>(total), l);
-        ws = dev_ws.data();
-      } else {
-        host_ws.resize(static_cast<size_t>(total));
-        ws = host_ws.data();
-      }
-    }
-    constexpr int kb = key_bits(sizeof(T));
-    zero_kernel()(grid((total + 1023) / 1024, 4), ws, total, 1024);
-    const int P = static_cast<int>(ppr), S = static_cast<int>(slice), R = static_cast<int>(row_ws);
-    for (int p = 0; p < num_passes(kb); ++p)
-      hist_kernel<T>()(grid(rows * ppr, 8), x, ws, N32, K, P, S, R, p, o.largest);
-    gather_kernel<T>()(grid(rows * ppr, 8), x, indices, ws, N32, K, P, S, R, o.largest);
     sort_kernel<T>()(grid(rows, 8), x, values, indices, N32, K, o.largest);
-    if (!dev_ws.empty()) Stream::wrap(o.stream).synchronize();
     return;
   }
+  const int64_t row_ws = ws_row_size(sizeof(T), p.ppr, n), total = rows * row_ws;
+  if (rows * p.ppr > std::numeric_limits<int32_t>::max() || row_ws > std::numeric_limits<int32_t>::max())
+    throw UserError(l, "tle::ops::topk: rows * programs_per_row or the workspace row is too large; use fewer "
+                       "programs per row or shorter rows");
+  std::vector<int32_t> host_ws;
+  DeviceBuffer<int32_t> dev_ws;
+  int32_t* ws = o.workspace;
+  if (!ws) {
+    if (b == Backend::GPU) {
+      dev_ws = DeviceBuffer<int32_t>(static_cast<size_t>(total), l);
+      ws = dev_ws.data();
+    } else {
+      host_ws.resize(static_cast<size_t>(total));
+      ws = host_ws.data();
+    }
+  }
+  constexpr int kb = key_bits(sizeof(T));
+  const int P = static_cast<int>(p.ppr), S = static_cast<int>(p.slice), R = static_cast<int>(row_ws);
+  const int64_t programs = rows * p.ppr;
+  zero_kernel()(grid(rows, 4), ws, hist_offset(kb, num_passes(kb)), R);
+  coop_hist0_kernel<T>()(grid(programs, 8), x, ws, N32, P, S, R, o.largest);
+  coop_filter_kernel<T>()(grid(programs, 8), x, indices, ws, N32, K, P, S, R, o.largest);
+  for (int pass = 2; pass < num_passes(kb); ++pass) coop_cand_hist_kernel<T>()(grid(programs, 8), ws, N32, K, P, S, R, pass);
+  coop_gather_kernel<T>()(grid(programs, 8), indices, ws, N32, K, P, S, R);
   sort_kernel<T>()(grid(rows, 8), x, values, indices, N32, K, o.largest);
+  if (!dev_ws.empty()) Stream::wrap(o.stream).synchronize();
 }
 
 /// As above on DeviceBuffers (GPU backend): x holds at least rows * n elements, values and indices
