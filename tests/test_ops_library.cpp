@@ -3,8 +3,7 @@
 // path of topk (one kernel for short rows, one program per row, several programs per row), NaN,
 // +-inf, -0.0 / +0.0, duplicates and all-equal rows, f16 and bf16; routing with empty experts,
 // every token on one expert, no tokens; the user errors at the caller's line.
-#include <tle/ops/moe_align.hpp>
-#include <tle/ops/topk.hpp>
+#include <tle/ops.hpp>
 
 #include <algorithm>
 #include <cstring>
@@ -267,4 +266,58 @@ TEST_CASE("errors: tle::ops::moe_align_block_size refuses bad ids and sizes at t
                              {"topk = 0 must be at least 1"}, "test_ops_library.cpp", line);
   errtest::expect_user_error([&] { line = __LINE__; (void)ops::moe_align_sizes(10, 2, 0, 4); },
                              {"num_experts = 0 is outside 1..4096"}, "test_ops_library.cpp", line);
+}
+
+// ---------------------------------------------------------------- GPU: device memory and a stream
+
+TEST_CASE("gpu: tle::ops::topk and moe_align_block_size on DeviceBuffers and a stream", "[.gpu]") {
+  REQUIRE(default_backend() == Backend::GPU);
+  Stream stream(/*non_blocking=*/true);
+  for (int ppr : {0, 1, 4}) {
+    const int64_t rows = 3, n = 40000, k = 300;
+    Buf<float> host = topk_data<float>(size_t(rows * n), 7 + ppr, 1);
+    std::vector<float> hx(host.begin(), host.end());
+    DeviceBuffer<float> x(hx), v(size_t(rows * k));
+    DeviceBuffer<int32_t> i(size_t(rows * k));
+    ops::TopkOptions o;
+    o.stream = stream.handle();
+    o.programs_per_row = ppr;
+    const size_t wsn = ops::topk_workspace_size<float>(rows, n, k, o);
+    DeviceBuffer<int32_t> ws(std::max<size_t>(wsn, 1));
+    if (wsn) o.workspace = ws.data();
+    ops::topk(x, rows, n, k, v, i, o);
+    stream.synchronize();
+    std::vector<float> want_v;
+    std::vector<int32_t> want_i;
+    ref_topk(host, rows, n, k, true, want_v, want_i);
+    CHECK(i.to_host() == want_i);
+    auto got_v = v.to_host();
+    CHECK(std::memcmp(got_v.data(), want_v.data(), want_v.size() * sizeof(float)) == 0);
+  }
+  // Routing on raw device pointers; an out-of-range id is ignored on the GPU.
+  const int64_t tokens = 1000, topk = 4, E = 64, bs = 16;
+  std::mt19937 g(5);
+  Buf<int32_t> ids(size_t(tokens * topk));
+  for (auto& v : ids) v = int32_t(g() % E);
+  const ops::MoeAlignSizes s = ops::moe_align_sizes(tokens, topk, E, bs);
+  MoeRef r = ref_moe(ids, s.numel, E, bs);
+  std::vector<int32_t> with_bad(ids.begin(), ids.end());
+  DeviceBuffer<int32_t> d_ids(with_bad), sorted(size_t(s.sorted_token_ids)), experts(size_t(s.expert_ids)), post(1);
+  ops::MoeAlignOptions o;
+  o.stream = stream.handle();
+  ops::moe_align_block_size(d_ids.data(), tokens, topk, E, bs, sorted.data(), experts.data(), post.data(), o);
+  stream.synchronize();
+  CHECK(post.to_host()[0] == r.post);
+  CHECK(sorted.to_host() == r.sorted);
+  CHECK(experts.to_host() == r.experts);
+  // Entry 5 moved out of range: not counted, not placed.
+  with_bad[5] = int32_t(E + 3);
+  d_ids.copy_from_host(with_bad);
+  DeviceBuffer<int32_t> counts(static_cast<size_t>(E));
+  ops::expert_count(d_ids.data(), tokens, topk, E, counts.data(), o);
+  stream.synchronize();
+  std::vector<int32_t> want_counts(size_t(E), 0);
+  for (int64_t j = 0; j < s.numel; ++j)
+    if (j != 5) want_counts[size_t(ids[j])]++;
+  CHECK(counts.to_host() == want_counts);
 }
