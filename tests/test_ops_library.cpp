@@ -170,6 +170,41 @@ TEST_CASE("errors: tle::ops::topk refuses k outside 1..n at the caller's line", 
                              {"k = 9000 is larger than 8192"}, "test_ops_library.cpp", line);
 }
 
+TEST_CASE("ops library: topk on DLPack tensors", "[ops][ops-library]") {
+  const int64_t rows = 3, n = 5000, k = 40;
+  Buf<bf16> x = topk_data<bf16>(size_t(rows * n), 77, 0);
+  Buf<bf16> v(size_t(rows * k));
+  Buf<int32_t> idx(size_t(rows * k));
+  int64_t xs[2] = {rows, n}, os[2] = {rows, k};
+  const DLDevice dev{gpu_mode() ? kDLCUDAManaged : kDLCPU, 0};
+  DLTensor tx{x.data(), dev, 2, DLDataType{kDLBfloat, 16, 1}, xs, nullptr, 0};
+  DLTensor tv{v.data(), dev, 2, DLDataType{kDLBfloat, 16, 1}, os, nullptr, 0};
+  DLTensor ti{idx.data(), dev, 2, DLDataType{kDLInt, 32, 1}, os, nullptr, 0};
+  ops::topk(&tx, k, &tv, &ti);
+  std::vector<bf16> want_v;
+  std::vector<int32_t> want_i;
+  ref_topk(x, rows, n, k, true, want_v, want_i);
+  CHECK(diffs(idx, want_i) == "");
+  CHECK(bit_diffs(v, want_v) == "");
+}
+
+TEST_CASE("errors: tle::ops::topk on DLPack tensors of the wrong dtype or shape", "[errors][ops-library]") {
+  Buf<float> x(100), v(10);
+  Buf<int32_t> idx(10);
+  int64_t xs[2] = {2, 50}, os[2] = {2, 5}, bad[2] = {2, 4};
+  const DLDevice dev{kDLCPU, 0};
+  DLTensor tx{x.data(), dev, 2, DLDataType{kDLFloat, 32, 1}, xs, nullptr, 0};
+  DLTensor tv{v.data(), dev, 2, DLDataType{kDLFloat, 32, 1}, os, nullptr, 0};
+  DLTensor ti{idx.data(), dev, 2, DLDataType{kDLInt, 64, 1}, os, nullptr, 0};
+  int line = 0;
+  errtest::expect_user_error([&] { line = __LINE__; ops::topk(&tx, 5, &tv, &ti, {.backend = Backend::CPU}); },
+                             {"indices tensor must be int32"}, "test_ops_library.cpp", line);
+  ti.dtype.bits = 32;
+  ti.shape = bad;
+  errtest::expect_user_error([&] { line = __LINE__; ops::topk(&tx, 5, &tv, &ti, {.backend = Backend::CPU}); },
+                             {"values and indices must be [2, 5]"}, "test_ops_library.cpp", line);
+}
+
 // ---------------------------------------------------------------- MoE routing
 
 namespace {

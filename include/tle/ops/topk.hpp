@@ -2,6 +2,7 @@
 //
 //   tle::ops::topk(x, rows, n, k, values, indices);                     // k largest of each row
 //   tle::ops::topk(x, rows, n, k, values, indices, {.largest = false, .stream = s});
+//   tle::ops::topk(x_dl, k, values_dl, indices_dl);                     // DLPack tensors
 //
 // x is a row-major [rows, n] matrix of float, tle::f16 or tle::bf16; values [rows, k] (x's dtype)
 // and indices [rows, k] (int32, the column in x) receive, for each row, the k largest (or, with
@@ -74,6 +75,7 @@
 #include <vector>
 
 #include "tle/device.hpp"
+#include "tle/dlpack.hpp"
 #include "tle/kernel.hpp"
 
 namespace tle::ops {
@@ -556,6 +558,71 @@ void topk(const DeviceBuffer<T>& x, int64_t rows, int64_t n, int64_t k, DeviceBu
   need(indices.size(), rows * k, "indices");
   if (!o.backend) o.backend = Backend::GPU;
   topk(x.data(), rows, n, k, values.data(), indices.data(), o, l);
+}
+
+namespace detail_topk {
+/// The element count of a row-major contiguous DLPack tensor of rank 1 or 2 as (rows, cols), or a
+/// UserError naming `what`.
+inline void dl_matrix(const DLTensor* t, const char* what, int64_t& rows, int64_t& cols, const SrcLoc& l) {
+  auto bad = [&](const std::string& why) {
+    throw UserError(l, std::string("tle::ops::topk: the ") + what + " DLPack tensor " + why);
+  };
+  if (!t) bad("is null");
+  if (t->ndim != 1 && t->ndim != 2) bad("has rank " + std::to_string(t->ndim) + "; pass a [rows, n] matrix or a [n] row");
+  if (t->dtype.lanes != 1) bad("has vector lanes; view it as scalars");
+  rows = t->ndim == 2 ? t->shape[0] : 1;
+  cols = t->shape[t->ndim - 1];
+  if (t->strides) {
+    const bool ok = t->strides[t->ndim - 1] == 1 || cols == 1;
+    const bool ok_rows = t->ndim == 1 || rows == 1 || t->strides[0] == cols;
+    if (!ok || !ok_rows) bad("is not contiguous row-major; make it contiguous first");
+  }
+}
+inline bool dl_device_fits(const DLTensor* t, Backend b) {
+  const int d = static_cast<int>(t->device.device_type);
+  if (b == Backend::GPU) return d == kDLCUDA || d == kDLCUDAManaged || d == kDLCUDAHost;
+  return d == kDLCPU || d == kDLCUDAHost;
+}
+}  // namespace detail_topk
+
+/// As above on DLPack tensors: x a contiguous row-major [rows, n] (or [n]) tensor of float32,
+/// float16 or bfloat16; values of x's dtype and indices of int32, both contiguous [rows, k] (or [k]).
+/// The backend is options.backend, else tle::default_backend(); the tensors' device must suit it
+/// (kDLCPU or kDLCUDAHost on the CPU backend and the interpreter; kDLCUDA, kDLCUDAManaged or
+/// kDLCUDAHost on the GPU). UserError at the caller's line for another rank or dtype, a
+/// non-contiguous tensor, shapes that do not match, a device that does not suit the backend,
+/// and topk's own errors.
+inline void topk(const DLTensor* x, int64_t k, DLTensor* values, DLTensor* indices, TopkOptions o = {},
+                 loc_t l = loc_t::current()) {
+  using namespace detail_topk;
+  int64_t rows, n, vr, vk, ir, ik;
+  dl_matrix(x, "input", rows, n, l);
+  dl_matrix(values, "values", vr, vk, l);
+  dl_matrix(indices, "indices", ir, ik, l);
+  if (vr != rows || vk != k || ir != rows || ik != k)
+    throw UserError(l, "tle::ops::topk: values and indices must be [" + std::to_string(rows) + ", " + std::to_string(k) +
+                           "] for an input of " + std::to_string(rows) + " rows and k = " + std::to_string(k));
+  if (values->dtype.code != x->dtype.code || values->dtype.bits != x->dtype.bits)
+    throw UserError(l, "tle::ops::topk: the values tensor's dtype differs from the input's");
+  if (indices->dtype.code != kDLInt || indices->dtype.bits != 32)
+    throw UserError(l, "tle::ops::topk: the indices tensor must be int32 (DLPack kDLInt, 32 bits)");
+  if (!o.backend) o.backend = default_backend();
+  for (const DLTensor* t : {x, static_cast<const DLTensor*>(values), static_cast<const DLTensor*>(indices)})
+    if (!dl_device_fits(t, *o.backend))
+      throw UserError(l, std::string("tle::ops::topk: a DLPack tensor's device does not suit the ") +
+                             backend_name(*o.backend) + " backend");
+  auto at = [](const DLTensor* t) { return static_cast<char*>(t->data) + t->byte_offset; };
+  int32_t* iptr = reinterpret_cast<int32_t*>(at(indices));
+  const int code = x->dtype.code, bits = x->dtype.bits;
+  if (code == kDLFloat && bits == 32)
+    topk(reinterpret_cast<const float*>(at(x)), rows, n, k, reinterpret_cast<float*>(at(values)), iptr, o, l);
+  else if (code == kDLFloat && bits == 16)
+    topk(reinterpret_cast<const f16*>(at(x)), rows, n, k, reinterpret_cast<f16*>(at(values)), iptr, o, l);
+  else if (code == kDLBfloat && bits == 16)
+    topk(reinterpret_cast<const bf16*>(at(x)), rows, n, k, reinterpret_cast<bf16*>(at(values)), iptr, o, l);
+  else
+    throw UserError(l, "tle::ops::topk: the input's DLPack dtype (code " + std::to_string(code) + ", " +
+                           std::to_string(bits) + " bits) is not float32, float16 or bfloat16");
 }
 
 }  // namespace tle::ops
