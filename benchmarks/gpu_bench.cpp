@@ -990,7 +990,9 @@ void moe_case(bench::Timer& tm, int tokens, int topk, int experts, int block_siz
     if (eids.to_host() != want_experts) return emit_error(c, "wrong expert_ids");
     Json extra;
     extra.num("chunks", double(s.chunks));
-    emit_ok(c, tm.time(run), "2 kernels, " + std::to_string(s.chunks) + " programs", Json(), extra);
+    const bool fused = s.numel <= ops::detail_moe::kFusedMax;
+    emit_ok(c, tm.time(run), std::string(fused ? "1 kernel, " : "2 kernels, ") + std::to_string(s.chunks) + " programs",
+            Json(), extra);
   });
 }
 
@@ -1094,7 +1096,12 @@ int ptx_check(const std::string& dir) {
     one("topk direct f32 N=2048 K=128", [&] { return tk::direct_kernel<float>().ptx(90, 4, f, f, ii, 2048, 2048, 128, true); });
     one("moe count E=256", [&] { return mk::count_kernel().ptx(90, 4, ii, ii, ii, 131072, 2048, 147200, 2300, 256, true); });
     one("moe align E=256 BS=64", [&] {
-      return mk::align_kernel().ptx(90, 4, ii, ii, ii, ii, ii, 131072, 2048, 64, 2300, 36, 256, 64, mk::block_tile(256));
+      return mk::align_kernel().ptx(90, 4, ii, ii, ii, ii, ii, 131072, 2048, 64, 2300, 36, 147200, 256, 64,
+                                    mk::block_tile(256), mk::pad_tile(256, 64), false);
+    });
+    one("moe align fused E=256 BS=64", [&] {
+      return mk::align_kernel().ptx(90, 4, ii, ii, ii, ii, ii, 2048, 1024, 2, 290, 145, 18176, 256, 64,
+                                    mk::block_tile(256), mk::pad_tile(256, 64), true);
     });
   }
   std::printf("ptx-check: %d failure(s)\n", failures);

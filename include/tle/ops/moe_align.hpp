@@ -27,23 +27,28 @@
 // (no host round trip) the entry is ignored: not counted, not placed, as vLLM ignores ids >=
 // num_experts.
 //
-// Kernels (no host round trip; the counting kernel's results reach the second through global
-// memory): the entries are split into C <= 64 chunks, one program each.
-//   1. count: each program histograms its chunk (tle::histogram over [num_experts] bins) into the
-//      workspace row c, and fills its share of sorted_token_ids with the sentinel;
-//   2. align: each program sums the C chunk histograms (total counts) and those of the chunks before
-//      its own (its entries' offsets within each expert), computes the padded starts (cumsum),
-//      writes its share of expert_ids (block b's expert: the last expert whose start is <= b *
-//      block_size) and, program 0, num_tokens_post_padded; then places its chunk in tiles of 1024:
-//      a stable argsort of the tile by expert gives each entry's rank among the tile's entries of
-//      its expert, and its slot is start + (entries of its expert in earlier chunks and tiles) +
-//      that rank.
-// expert_count is kernel 1 without the fill, then one program summing the chunk histograms.
+// Kernels (no host round trip): the entries are split into C <= 64 chunks of a multiple of 1024,
+// one program each.
+//   - Up to 8192 entries: one kernel. Each program counts all entries itself (tle::histogram over
+//     [num_experts] bins), so it knows every expert's total and the entries of its expert in the
+//     chunks before its own; it computes the padded starts (cumsum), writes its share of
+//     expert_ids (block b's expert: the last expert whose start is <= b * block_size; -1 past the
+//     end) and, program 0, num_tokens_post_padded; writes the sentinel into the padding slots of
+//     the experts e with e % C == its index and into its share of the tail; and places its chunk
+//     in tiles of 1024: a stable argsort of the tile by expert gives each entry's rank among the
+//     tile's entries of its expert, and its slot is start + (entries of its expert in earlier
+//     chunks and tiles) + that rank. No slot is written twice.
+//   - More entries: two kernels. The first histograms each chunk into row c of the workspace and
+//     fills its share of sorted_token_ids with the sentinel; the second sums the C rows (totals,
+//     and the rows before its own for its offsets) and does the rest as above, its token slots
+//     overwriting the sentinel.
+// expert_count is the counting kernel without the fill, then one program summing the rows.
 //
 // Memory and streams as tle::ops::topk (tle/ops/topk.hpp): device memory and asynchronous on the
-// GPU, host memory and synchronous on the CPU backend and the interpreter. Both need a workspace of
+// GPU, host memory and synchronous on the CPU backend and the interpreter. Both take a workspace of
 // moe_align_sizes(...).workspace int32 elements (MoeAlignOptions::workspace; without one the call
-// allocates it, and on the GPU waits for its stream before freeing it).
+// allocates it when it needs one - expert_count always, moe_align_block_size above 8192 entries -
+// and on the GPU then waits for its stream before freeing it).
 //
 // num_tokens = 0 writes the empty result (num_tokens_post_padded = 0, every slot the sentinel 0,
 // every block -1). Errors (UserError at the caller's line): num_tokens < 0, topk < 1, num_experts
@@ -84,8 +89,13 @@ constexpr int kSub = 1024;       // entries per tile
 constexpr int kMaxChunks = 64;   // programs (each sums all chunks' histograms: C * E loads)
 constexpr int kFill = 1024;      // sentinel stores per tile
 
+constexpr int64_t kFusedMax = 8192;  // up to this many entries: one kernel (each program counts all)
+
 inline int block_tile(int64_t num_experts) {  // blocks per [BB, E] tile of the expert_ids search
   return static_cast<int>(std::max<int64_t>(1, 4096 / next_power_of_2(num_experts)));
+}
+inline int pad_tile(int64_t num_experts, int64_t block_size) {  // slots per [E, JB] tile of the padding fill
+  return static_cast<int>(std::min<int64_t>({16, block_size, std::max<int64_t>(1, 4096 / next_power_of_2(num_experts))}));
 }
 
 inline const auto& count_kernel() {
@@ -119,17 +129,43 @@ inline const auto& align_kernel() {
                                                    Ptr<int32_t> expert_ids, Ptr<int32_t> post_pad,
                                                    Tile<int32_t> numel, Tile<int32_t> chunk, Tile<int32_t> chunks,
                                                    Tile<int32_t> num_blocks, Tile<int32_t> block_share,
-                                                   Constexpr<int> E, Constexpr<int> BS, Constexpr<int> BB) {
+                                                   Tile<int32_t> slots, Constexpr<int> E, Constexpr<int> BS,
+                                                   Constexpr<int> BB, Constexpr<int> JB, Constexpr<bool> FUSED) {
     Tile<int32_t> c = program_id(0);
     Tile<int32_t> ae = arange(0, E);
     Tile<int32_t> total = zeros<int32_t>({int64_t(E)});
     Tile<int32_t> before = zeros<int32_t>({int64_t(E)});
-    for (auto q : range(0, c)) before = before + load(partial + q * int(E) + ae);
-    for (auto q : range(0, chunks)) total = total + load(partial + q * int(E) + ae);
+    if (FUSED) {
+      // Few entries: every program counts them all itself (no counting kernel, no workspace).
+      Tile<int32_t> mine_lo = c * chunk;
+      for (auto i : range(0, numel, kSub)) {
+        Tile<int32_t> offs = i + arange(0, kSub);
+        Tile<bool> m = offs < numel;
+        Tile<int32_t> h = histogram(load(ids + offs, m, -1), E, m);
+        total = total + h;
+        before = before + h * (i < mine_lo).to<int32_t>();
+      }
+    } else {
+      for (auto q : range(0, c)) before = before + load(partial + q * int(E) + ae);
+      for (auto q : range(0, chunks)) total = total + load(partial + q * int(E) + ae);
+    }
     Tile<int32_t> padded = (total + (int(BS) - 1)) / int(BS) * int(BS);
     Tile<int32_t> start = cumsum(padded, 0) - padded;
     Tile<int32_t> total_padded = sum(padded, 0);
     store(post_pad, total_padded, c == 0);
+    if (FUSED) {
+      // The sentinel in the slots no entry takes: each expert's padding (expert e by program
+      // e % chunks) and the tail after total_padded (strided over the programs).
+      Tile<bool> mine = expand_dims(ae % chunks == c, 1);  // [E, 1]
+      for (auto j : range(0, int(BS), int(JB))) {
+        Tile<int32_t> pos = expand_dims(total, 1) + expand_dims(j + arange(0, JB), 0);  // [E, JB]
+        store(sorted + (expand_dims(start, 1) + pos), numel, mine & (pos < expand_dims(padded, 1)));
+      }
+      for (auto t : range(total_padded + c * kFill, slots, chunks * kFill)) {
+        Tile<int32_t> offs = t + arange(0, kFill);
+        store(sorted + offs, numel, offs < slots);
+      }
+    }
     // expert_ids of this program's share of the blocks.
     Tile<int32_t> blo = c * block_share;
     Tile<int32_t> bhi = minimum(blo + block_share, num_blocks);
@@ -242,7 +278,7 @@ inline void moe_align_block_size(const int32_t* topk_ids, int64_t num_tokens, in
                        "num_tokens_post_padded)");
   const Backend b = o.backend ? *o.backend : default_backend();
   check_ids(topk_ids, s.numel, num_experts, b, l);
-  Workspace ws(o.workspace, s.workspace, b, l);
+  Workspace ws(o.workspace, s.numel <= kFusedMax ? 0 : s.workspace, b, l);
   auto grid = [&](int64_t programs) {
     Grid g(programs, 1, 1, l);
     g.on_stream(o.stream).backend(b);
@@ -253,10 +289,13 @@ inline void moe_align_block_size(const int32_t* topk_ids, int64_t num_tokens, in
   const int64_t fill_share = (s.sorted_token_ids + C - 1) / C, block_share = (s.expert_ids + C - 1) / C;
   // A null topk_ids (num_tokens = 0) is never read; pass a valid address for the launch checks.
   const int32_t* ids = topk_ids ? topk_ids : sorted_token_ids;
-  count_kernel()(grid(C), ids, ws.p, sorted_token_ids, int32_t(s.numel), int32_t(s.chunk),
-                 int32_t(s.sorted_token_ids), int32_t(fill_share), E, true);
-  align_kernel()(grid(C), ids, ws.p, sorted_token_ids, expert_ids, num_tokens_post_padded, int32_t(s.numel),
-                 int32_t(s.chunk), C, int32_t(s.expert_ids), int32_t(block_share), E, BS, block_tile(num_experts));
+  const bool fused = s.numel <= kFusedMax;
+  if (!fused)
+    count_kernel()(grid(C), ids, ws.p, sorted_token_ids, int32_t(s.numel), int32_t(s.chunk),
+                   int32_t(s.sorted_token_ids), int32_t(fill_share), E, true);
+  align_kernel()(grid(C), ids, fused ? sorted_token_ids : ws.p, sorted_token_ids, expert_ids, num_tokens_post_padded,
+                 int32_t(s.numel), int32_t(s.chunk), C, int32_t(s.expert_ids), int32_t(block_share),
+                 int32_t(s.sorted_token_ids), E, BS, block_tile(num_experts), pad_tile(num_experts, block_size), fused);
   if (!ws.dev.empty()) Stream::wrap(o.stream).synchronize();
 }
 
