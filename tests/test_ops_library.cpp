@@ -293,7 +293,9 @@ TEST_CASE("errors: tle::ops::moe_align_block_size refuses bad ids and sizes at t
   Buf<int32_t> ids{0, 3, 8, 1}, sorted(100), experts(100), post(1), counts(8);
   int line = 0;
   errtest::expect_user_error(
-      [&] { line = __LINE__; ops::moe_align_block_size(ids.data(), 2, 2, 8, 4, sorted.data(), experts.data(), post.data()); },
+      [&] {
+        line = __LINE__; ops::moe_align_block_size(ids.data(), 2, 2, 8, 4, sorted.data(), experts.data(), post.data());
+      },
       {"topk_ids[2] = 8 is not an expert id in 0..7"}, "test_ops_library.cpp", line);
   ids[2] = -1;
   errtest::expect_user_error([&] { line = __LINE__; ops::expert_count(ids.data(), 4, 1, 8, counts.data()); },

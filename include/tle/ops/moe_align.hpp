@@ -95,7 +95,8 @@ inline int block_tile(int64_t num_experts) {  // blocks per [BB, E] tile of the 
   return static_cast<int>(std::max<int64_t>(1, 4096 / next_power_of_2(num_experts)));
 }
 inline int pad_tile(int64_t num_experts, int64_t block_size) {  // slots per [E, JB] tile of the padding fill
-  return static_cast<int>(std::min<int64_t>({16, block_size, std::max<int64_t>(1, 4096 / next_power_of_2(num_experts))}));
+  const int64_t fit = std::max<int64_t>(1, 4096 / next_power_of_2(num_experts));
+  return static_cast<int>(std::min<int64_t>({16, block_size, fit}));
 }
 
 inline const auto& count_kernel() {
@@ -246,7 +247,8 @@ inline MoeAlignSizes moe_align_sizes(int64_t num_tokens, int64_t topk, int64_t n
   auto bad = [&](const std::string& what) { throw UserError(l, "tle::ops::moe_align_block_size: " + what); };
   if (num_tokens < 0) bad("num_tokens = " + std::to_string(num_tokens) + " is negative");
   if (topk < 1) bad("topk = " + std::to_string(topk) + " must be at least 1");
-  if (num_experts < 1 || num_experts > 4096) bad("num_experts = " + std::to_string(num_experts) + " is outside 1..4096");
+  if (num_experts < 1 || num_experts > 4096)
+    bad("num_experts = " + std::to_string(num_experts) + " is outside 1..4096");
   if (block_size < 1) bad("block_size = " + std::to_string(block_size) + " must be at least 1");
   MoeAlignSizes s;
   if (num_tokens > (int64_t(1) << 31) / topk) bad("num_tokens * topk does not fit in int32");

@@ -254,7 +254,10 @@ template <class T> struct CoopRow {
     keys = counts + ppr + lo;
     idx = counts + ppr + n + lo;
   }
-  Ptr<int32_t> partial(const Tile<int32_t>& slice_index) const { return wrow + hist_offset(kb, last + 1) + slice_index * (1 << wl); }
+  /// Slice `slice_index`'s histogram of the last pass.
+  Ptr<int32_t> partial(const Tile<int32_t>& slice_index) const {
+    return wrow + hist_offset(kb, last + 1) + slice_index * (1 << wl);
+  }
 };
 
 /// Adds a slice's histogram of pass `pass` to the row's (atomically) and, for the last pass,
@@ -269,7 +272,8 @@ template <class T> void publish_hist(const CoopRow<T>& c, const Tile<int32_t>& h
 /// Cooperative pass 0: the slice's histogram of the first digit.
 template <class T> const auto& coop_hist0_kernel() {
   static const auto k = jit("tle_ops_topk_hist0", [](Ptr<T> x, Ptr<int32_t> ws, Tile<int32_t> n, Tile<int32_t> ppr,
-                                                    Tile<int32_t> slice, Tile<int32_t> ws_row, Constexpr<bool> LARGEST) {
+                                                    Tile<int32_t> slice, Tile<int32_t> ws_row,
+                                                    Constexpr<bool> LARGEST) {
     CoopRow<T> c(ws, n, ppr, slice, ws_row);
     Ptr<T> xrow = x + c.row.template to<int64_t>() * n;
     publish_hist(c, hist_pass(xrow, c.lo, c.hi, Tile<uint32_t>(0u), 0, LARGEST), 0);
@@ -536,7 +540,8 @@ void topk(const T* x, int64_t rows, int64_t n, int64_t k, T* values, int32_t* in
   zero_kernel()(grid(rows, 4), ws, hist_offset(kb, num_passes(kb)), R);
   coop_hist0_kernel<T>()(grid(programs, 8), x, ws, N32, P, S, R, o.largest);
   coop_filter_kernel<T>()(grid(programs, 8), x, indices, ws, N32, K, P, S, R, o.largest);
-  for (int pass = 2; pass < num_passes(kb); ++pass) coop_cand_hist_kernel<T>()(grid(programs, 8), ws, N32, K, P, S, R, pass);
+  for (int pass = 2; pass < num_passes(kb); ++pass)
+    coop_cand_hist_kernel<T>()(grid(programs, 8), ws, N32, K, P, S, R, pass);
   coop_gather_kernel<T>()(grid(programs, 8), indices, ws, N32, K, P, S, R);
   sort_kernel<T>()(grid(rows, 8), x, values, indices, N32, K, o.largest);
   if (!dev_ws.empty()) Stream::wrap(o.stream).synchronize();
@@ -568,7 +573,8 @@ inline void dl_matrix(const DLTensor* t, const char* what, int64_t& rows, int64_
     throw UserError(l, std::string("tle::ops::topk: the ") + what + " DLPack tensor " + why);
   };
   if (!t) bad("is null");
-  if (t->ndim != 1 && t->ndim != 2) bad("has rank " + std::to_string(t->ndim) + "; pass a [rows, n] matrix or a [n] row");
+  if (t->ndim != 1 && t->ndim != 2)
+    bad("has rank " + std::to_string(t->ndim) + "; pass a [rows, n] matrix or a [n] row");
   if (t->dtype.lanes != 1) bad("has vector lanes; view it as scalars");
   rows = t->ndim == 2 ? t->shape[0] : 1;
   cols = t->shape[t->ndim - 1];
@@ -600,8 +606,9 @@ inline void topk(const DLTensor* x, int64_t k, DLTensor* values, DLTensor* indic
   dl_matrix(values, "values", vr, vk, l);
   dl_matrix(indices, "indices", ir, ik, l);
   if (vr != rows || vk != k || ir != rows || ik != k)
-    throw UserError(l, "tle::ops::topk: values and indices must be [" + std::to_string(rows) + ", " + std::to_string(k) +
-                           "] for an input of " + std::to_string(rows) + " rows and k = " + std::to_string(k));
+    throw UserError(l, "tle::ops::topk: values and indices must be [" + std::to_string(rows) + ", " +
+                           std::to_string(k) + "] for an input of " + std::to_string(rows) + " rows and k = " +
+                           std::to_string(k));
   if (values->dtype.code != x->dtype.code || values->dtype.bits != x->dtype.bits)
     throw UserError(l, "tle::ops::topk: the values tensor's dtype differs from the input's");
   if (indices->dtype.code != kDLInt || indices->dtype.bits != 32)
