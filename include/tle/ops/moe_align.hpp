@@ -32,8 +32,8 @@
 //   - Up to 8192 entries: one kernel. Each program counts all entries itself (tle::histogram over
 //     [num_experts] bins), so it knows every expert's total and the entries of its expert in the
 //     chunks before its own; it computes the padded starts (cumsum), writes its share of
-//     expert_ids (block b's expert: the last expert whose start is <= b * block_size; -1 past the
-//     end) and, program 0, num_tokens_post_padded; writes the sentinel into the padding slots of
+//     expert_ids (block b's expert: the last expert whose start is <= b * block_size, found by a
+//     binary search over the starts with tle::gather; -1 past the end) and, program 0, num_tokens_post_padded; writes the sentinel into the padding slots of
 //     the experts e with e % C == its index and into its share of the tail; and places its chunk
 //     in tiles of 1024: a stable argsort of the tile by expert gives each entry's rank among the
 //     tile's entries of its expert, and its slot is start + (entries of its expert in earlier
@@ -91,9 +91,6 @@ constexpr int kFill = 1024;      // sentinel stores per tile
 
 constexpr int64_t kFusedMax = 8192;  // up to this many entries: one kernel (each program counts all)
 
-inline int block_tile(int64_t num_experts) {  // blocks per [BB, E] tile of the expert_ids search
-  return static_cast<int>(std::max<int64_t>(1, 4096 / next_power_of_2(num_experts)));
-}
 inline int pad_tile(int64_t num_experts, int64_t block_size) {  // slots per [E, JB] tile of the padding fill
   const int64_t fit = std::max<int64_t>(1, 4096 / next_power_of_2(num_experts));
   return static_cast<int>(std::min<int64_t>({16, block_size, fit}));
@@ -131,7 +128,7 @@ inline const auto& align_kernel() {
                                                    Tile<int32_t> numel, Tile<int32_t> chunk, Tile<int32_t> chunks,
                                                    Tile<int32_t> num_blocks, Tile<int32_t> block_share,
                                                    Tile<int32_t> slots, Constexpr<int> E, Constexpr<int> BS,
-                                                   Constexpr<int> BB, Constexpr<int> JB, Constexpr<bool> FUSED) {
+                                                   Constexpr<int> JB, Constexpr<bool> FUSED) {
     Tile<int32_t> c = program_id(0);
     Tile<int32_t> ae = arange(0, E);
     Tile<int32_t> total = zeros<int32_t>({int64_t(E)});
@@ -170,11 +167,18 @@ inline const auto& align_kernel() {
     // expert_ids of this program's share of the blocks.
     Tile<int32_t> blo = c * block_share;
     Tile<int32_t> bhi = minimum(blo + block_share, num_blocks);
-    for (auto b : range(blo, bhi, int(BB))) {
-      Tile<int32_t> blk = b + arange(0, BB);
+    int64_t top = 1;  // binary lifting over the starts: the largest power of two <= E first
+    while (top * 2 <= E) top *= 2;
+    for (auto b : range(blo, bhi, kSub)) {
+      Tile<int32_t> blk = b + arange(0, kSub);
       Tile<int32_t> slot = blk * int(BS);
-      Tile<bool> le = expand_dims(start, 0) <= expand_dims(slot, 1);  // [BB, E]
-      Tile<int32_t> e = sum(le.to<int32_t>(), 1) - 1;
+      // The last expert whose start is <= slot (starts never decrease; an empty expert shares its
+      // start with the next one, so the last is the one the block belongs to).
+      Tile<int32_t> e = zeros<int32_t>({int64_t(kSub)});
+      for (int64_t step = top; step >= 1; step /= 2) {
+        Tile<int32_t> cand = e + int(step);
+        e = where((cand < int(E)) & (gather(start, minimum(cand, int(E) - 1), 0) <= slot), cand, e);
+      }
       store(expert_ids + blk, where(slot < total_padded, e, -1), blk < bhi);
     }
     // Place this chunk's entries.
@@ -297,7 +301,7 @@ inline void moe_align_block_size(const int32_t* topk_ids, int64_t num_tokens, in
                    int32_t(s.sorted_token_ids), int32_t(fill_share), E, true);
   align_kernel()(grid(C), ids, fused ? sorted_token_ids : ws.p, sorted_token_ids, expert_ids, num_tokens_post_padded,
                  int32_t(s.numel), int32_t(s.chunk), C, int32_t(s.expert_ids), int32_t(block_share),
-                 int32_t(s.sorted_token_ids), E, BS, block_tile(num_experts), pad_tile(num_experts, block_size), fused);
+                 int32_t(s.sorted_token_ids), E, BS, pad_tile(num_experts, block_size), fused);
   if (!ws.dev.empty()) Stream::wrap(o.stream).synchronize();
 }
 
