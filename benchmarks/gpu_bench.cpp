@@ -9,7 +9,8 @@
 //                                  writing DIR/<kernel>.ptx if DIR is given
 //
 // Groups: copy, vector_add, softmax, layernorm, matmul, attention, compile, launch, raw (TLE-Raw: inline-PTX
-// softmax vs the tile softmax, CUDA device functions from tile code). Every case first checks
+// softmax vs the tile softmax, CUDA device functions from tile code), topk and moe_align (the library
+// kernels of include/tle/ops/; moe_align also times the launch floor, an empty kernel). Every case first checks
 // its result against a host reference (or, for launch overhead, against x + y), then times the
 // kernel with CUDA events on a stream: warm-up, >= 100 repetitions (--reps), a 256 MB buffer
 // written between repetitions to flush L2 (not timed), median and spread (bench_util.hpp). Each
@@ -40,10 +41,13 @@
 #include <filesystem>
 #include <optional>
 #include <functional>
+#include <random>
 #include <set>
 
 #include "../examples/kernels.hpp"
 #include "../examples/raw_kernels.hpp"
+#include "tle/ops/moe_align.hpp"
+#include "tle/ops/topk.hpp"
 #include "bench_util.hpp"
 
 extern char** environ;
@@ -854,6 +858,167 @@ void group_launch(bench::Timer& tm) {
   if (module) d.cuModuleUnload(module);
 }
 
+// ------------------------------------------------------------------------------- topk, moe_align
+
+/// Host reference of tle::ops::topk (largest): per row, the first k of a stable descending sort
+/// with NaN above everything and -0.0 == +0.0 (torch.topk's order, ties by lower index).
+template <class T> std::vector<int32_t> topk_reference(const std::vector<T>& x, int rows, int n, int k) {
+  std::vector<int32_t> out(size_t(rows) * k), order(n);
+  for (int r = 0; r < rows; ++r) {
+    const T* row = x.data() + size_t(r) * n;
+    auto val = [&](int32_t i) { return double(static_cast<float>(row[i])); };
+    for (int i = 0; i < n; ++i) order[i] = i;
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+      const double va = val(a), vb = val(b);
+      const bool na = std::isnan(va), nb = std::isnan(vb);
+      if (na != nb) return na;
+      if (!na && va != vb) return va > vb;
+      return a < b;
+    });
+    std::copy(order.begin(), order.begin() + k, out.begin() + size_t(r) * k);
+  }
+  return out;
+}
+
+template <class T> void topk_case(bench::Timer& tm, int rows, int n, int k, const std::string& dtype) {
+  const double esize = sizeof(T);
+  CaseInfo c{"topk/" + dtype + "/" + shape2(rows, n) + "/k" + std::to_string(k), "topk", shape2(rows, n), dtype,
+             esize * rows * n + (esize + 4) * rows * k, 0};
+  guarded(c, [&] {
+    auto xf = bench::random_f32(size_t(rows) * n, 41 + n + k);
+    std::vector<T> x(xf.size());
+    for (size_t i = 0; i < x.size(); ++i) x[i] = T(xf[i]);
+    const std::vector<int32_t> want = topk_reference(x, rows, n, k);
+    DeviceBuffer<T> dx(x), dv(size_t(rows) * k);
+    DeviceBuffer<int32_t> di(size_t(rows) * k);
+    // programs_per_row: the library's choice (0) and a small sweep; each checked before it is timed.
+    std::optional<Timing> best;
+    std::string best_cfg;
+    for (int ppr : {0, 1, 2, 4, 8, 16, 32}) {
+      ops::TopkOptions o;
+      o.stream = tm.stream().handle();
+      o.backend = Backend::GPU;
+      o.programs_per_row = ppr;
+      if (ppr > 1 && int64_t(ppr) * 2048 > n) continue;
+      const size_t wsn = ops::topk_workspace_size<T>(rows, n, k, o);
+      DeviceBuffer<int32_t> ws(std::max<size_t>(wsn, 1));
+      if (wsn) o.workspace = ws.data();
+      auto run = [&] { ops::topk(dx.data(), rows, n, k, dv.data(), di.data(), o); };
+      run();
+      tm.stream().synchronize();
+      auto got = di.to_host();
+      auto vals = dv.to_host();
+      for (size_t i = 0; i < want.size(); ++i) {
+        const size_t r = i / k;
+        if (got[i] != want[i] || std::memcmp(&vals[i], &x[r * n + want[i]], sizeof(T)) != 0)
+          return emit_error(c, "programs_per_row=" + std::to_string(ppr) + ": wrong index or value at [" +
+                                   std::to_string(r) + ", " + std::to_string(i % k) + "]: index " +
+                                   std::to_string(got[i]) + ", want " + std::to_string(want[i]));
+      }
+      Timing t = tm.time(run);
+      const std::string cfg = ppr == 0 ? "programs_per_row=auto" : "programs_per_row=" + std::to_string(ppr);
+      if (!best || t.median < best->median) best = t, best_cfg = cfg;
+      if (n <= 2048) break;  // one kernel, whole row in one tile: nothing to sweep
+    }
+    Json extra;
+    extra.str("what", "values and int32 indices of the k largest per row, sorted (torch.topk's order)");
+    emit_ok(c, *best, best_cfg, Json(), extra);
+  });
+}
+
+void group_topk(bench::Timer& tm) {
+  topk_case<float>(tm, 64, 131072, 2048, "f32");
+  topk_case<float>(tm, 1, 131072, 2048, "f32");
+  topk_case<float>(tm, 256, 32768, 64, "f32");
+  topk_case<float>(tm, 64, 129280, 50, "f32");
+  topk_case<float>(tm, 4096, 8192, 8, "f32");
+  topk_case<bf16>(tm, 64, 131072, 2048, "bf16");
+  // FlagTree's sets (docs/benchmarks.md: its H800 times).
+  topk_case<f16>(tm, 64, 128, 8, "f16");
+  topk_case<f16>(tm, 64, 1024, 32, "f16");
+  topk_case<f16>(tm, 64, 8192, 128, "f16");
+  topk_case<f16>(tm, 128, 32768, 256, "f16");
+  topk_case<float>(tm, 64, 4096, 128, "f32");
+  topk_case<float>(tm, 64, 8192, 256, "f32");
+  topk_case<float>(tm, 64, 32768, 1024, "f32");
+  topk_case<float>(tm, 64, 32768, 2048, "f32");
+}
+
+/// Router output: each token's topk distinct experts, uniformly at random.
+std::vector<int32_t> router_ids(int tokens, int topk, int experts, unsigned seed) {
+  std::mt19937 g(seed);
+  std::vector<int32_t> ids(size_t(tokens) * topk), perm(experts);
+  for (int t = 0; t < tokens; ++t) {
+    for (int e = 0; e < experts; ++e) perm[e] = e;
+    for (int j = 0; j < topk; ++j) {
+      std::swap(perm[j], perm[j + g() % (experts - j)]);
+      ids[size_t(t) * topk + j] = perm[j];
+    }
+  }
+  return ids;
+}
+
+void moe_case(bench::Timer& tm, int tokens, int topk, int experts, int block_size) {
+  CaseInfo c{"moe_align/i32/" + shape2(tokens, topk) + "/e" + std::to_string(experts) + "/bs" + std::to_string(block_size),
+             "moe_align", shape2(tokens, topk), "i32", 0, 0};
+  guarded(c, [&] {
+    const auto ids = router_ids(tokens, topk, experts, 7 + tokens);
+    const ops::MoeAlignSizes s = ops::moe_align_sizes(tokens, topk, experts, block_size);
+    // Reference (vLLM's contract, entries of an expert by increasing flat index).
+    std::vector<int32_t> want_sorted(s.sorted_token_ids, int32_t(s.numel)), want_experts(s.expert_ids, -1);
+    std::vector<std::vector<int32_t>> per(experts);
+    for (int64_t i = 0; i < s.numel; ++i) per[ids[i]].push_back(int32_t(i));
+    int64_t start = 0;
+    for (int e = 0; e < experts; ++e) {
+      std::copy(per[e].begin(), per[e].end(), want_sorted.begin() + start);
+      const int64_t padded = (int64_t(per[e].size()) + block_size - 1) / block_size * block_size;
+      for (int64_t b = start / block_size; b < (start + padded) / block_size; ++b) want_experts[b] = e;
+      start += padded;
+    }
+    DeviceBuffer<int32_t> dids(ids), sorted(s.sorted_token_ids), eids(s.expert_ids), post(1), ws(s.workspace);
+    ops::MoeAlignOptions o;
+    o.stream = tm.stream().handle();
+    o.backend = Backend::GPU;
+    o.workspace = ws.data();
+    auto run = [&] {
+      ops::moe_align_block_size(dids.data(), tokens, topk, experts, block_size, sorted.data(), eids.data(), post.data(), o);
+    };
+    run();
+    tm.stream().synchronize();
+    if (post.to_host()[0] != start) return emit_error(c, "wrong num_tokens_post_padded");
+    if (sorted.to_host() != want_sorted) return emit_error(c, "wrong sorted_token_ids");
+    if (eids.to_host() != want_experts) return emit_error(c, "wrong expert_ids");
+    Json extra;
+    extra.num("chunks", double(s.chunks));
+    const bool fused = s.numel <= ops::detail_moe::kFusedMax;
+    emit_ok(c, tm.time(run), std::string(fused ? "1 kernel, " : "2 kernels, ") + std::to_string(s.chunks) + " programs",
+            Json(), extra);
+  });
+}
+
+/// The launch floor: an empty 1-program kernel, timed like every case (events around the launch).
+void launch_floor_case(bench::Timer& tm) {
+  CaseInfo c{"launch_floor/empty", "empty", "1", "-", 0, 0};
+  guarded(c, [&] {
+    static const auto empty = jit("empty", [](Ptr<int32_t>) {});
+    DeviceBuffer<int32_t> p(1);
+    auto run = [&] { empty(Grid(1).on(tm.stream()), p); };
+    run();
+    tm.stream().synchronize();
+    Json extra;
+    extra.str("what", "GPU time of an empty 1-program kernel between two events (the floor of a launch)");
+    emit_ok(c, tm.time(run), "1 program, 4 warps", Json(), extra);
+  });
+}
+
+void group_moe_align(bench::Timer& tm) {
+  launch_floor_case(tm);
+  for (int bs : {64, 128})
+    for (int tokens : {16384, 256, 1}) moe_case(tm, tokens, 8, 256, bs);
+  moe_case(tm, 4096, 2, 8, 64);
+  moe_case(tm, 163840, 8, 512, 16);
+}
+
 // --ptx-check: compiles every kernel and configuration above to PTX for sm_90a (no GPU needed;
 // host pointers stand in for device memory, only their alignment matters). Prints one line each.
 int ptx_check(const std::string& dir) {
@@ -917,6 +1082,28 @@ int ptx_check(const std::string& dir) {
         return attn.ptx(90, g, h, h, h, h, 4096, 0.1f, 128, bn, 128, causal);
       });
     }
+  {
+    namespace tk = ops::detail_topk;
+    namespace mk = ops::detail_moe;
+    alignas(256) static int32_t ii[64];
+    one("topk select f32", [&] { return tk::select_kernel<float>().ptx(90, 8, f, ii, 131072, 2048, true); });
+    one("topk hist0 f32", [&] { return tk::coop_hist0_kernel<float>().ptx(90, 8, f, ii, 131072, 16, 8192, 300000, true); });
+    one("topk filter f32", [&] { return tk::coop_filter_kernel<float>().ptx(90, 8, f, ii, ii, 131072, 2048, 16, 8192, 300000, true); });
+    one("topk filter bf16", [&] { return tk::coop_filter_kernel<bf16>().ptx(90, 8, h, ii, ii, 131072, 2048, 16, 8192, 300000, true); });
+    one("topk cand_hist f32 pass 2", [&] { return tk::coop_cand_hist_kernel<float>().ptx(90, 8, ii, 131072, 2048, 16, 8192, 300000, 2); });
+    one("topk gather f32", [&] { return tk::coop_gather_kernel<float>().ptx(90, 8, ii, ii, 131072, 2048, 16, 8192, 300000); });
+    one("topk sort f32 K=2048", [&] { return tk::sort_kernel<float>().ptx(90, 8, f, f, ii, 131072, 2048, true); });
+    one("topk direct f32 N=2048 K=128", [&] { return tk::direct_kernel<float>().ptx(90, 4, f, f, ii, 2048, 2048, 128, true); });
+    one("moe count E=256", [&] { return mk::count_kernel().ptx(90, 4, ii, ii, ii, 131072, 2048, 147200, 2300, 256, true); });
+    one("moe align E=256 BS=64", [&] {
+      return mk::align_kernel().ptx(90, 4, ii, ii, ii, ii, ii, 131072, 2048, 64, 2300, 36, 147200, 256, 64,
+                                    mk::pad_tile(256, 64), false);
+    });
+    one("moe align fused E=256 BS=64", [&] {
+      return mk::align_kernel().ptx(90, 4, ii, ii, ii, ii, ii, 2048, 1024, 2, 290, 145, 18176, 256, 64,
+                                    mk::pad_tile(256, 64), true);
+    });
+  }
   std::printf("ptx-check: %d failure(s)\n", failures);
   return failures ? 1 : 0;
 }
@@ -944,6 +1131,15 @@ const std::vector<Group>& groups() {
         "compile_disk/matmul", "compile_mem/matmul"}},
       {"launch", group_launch, {"launch_host/vector_add", "launch_sync/vector_add"}},
       {"raw", group_raw, {"raw_softmax/f32/8192x8192", "sort_rows/f32/16384x1000"}},
+      {"topk", group_topk,
+       {"topk/f32/64x131072/k2048", "topk/f32/1x131072/k2048", "topk/f32/256x32768/k64", "topk/f32/64x129280/k50",
+        "topk/f32/4096x8192/k8", "topk/bf16/64x131072/k2048", "topk/f16/64x128/k8", "topk/f16/64x1024/k32",
+        "topk/f16/64x8192/k128", "topk/f16/128x32768/k256", "topk/f32/64x4096/k128", "topk/f32/64x8192/k256",
+        "topk/f32/64x32768/k1024", "topk/f32/64x32768/k2048"}},
+      {"moe_align", group_moe_align,
+       {"launch_floor/empty", "moe_align/i32/16384x8/e256/bs64", "moe_align/i32/256x8/e256/bs64",
+        "moe_align/i32/1x8/e256/bs64", "moe_align/i32/16384x8/e256/bs128", "moe_align/i32/256x8/e256/bs128",
+        "moe_align/i32/1x8/e256/bs128", "moe_align/i32/4096x2/e8/bs64", "moe_align/i32/163840x8/e512/bs16"}},
   };
   return g;
 }

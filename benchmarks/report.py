@@ -28,9 +28,10 @@ import math
 import os
 import sys
 
-LATENCY_PREFIXES = ("compile_cold/", "compile_disk/", "compile_mem/", "launch_host/", "launch_sync/")
+LATENCY_PREFIXES = ("compile_cold/", "compile_disk/", "compile_mem/", "launch_host/", "launch_sync/", "launch_floor/",
+                    "moe_align/")
 US_PREFIXES = ("compile_mem/", "launch_host/", "launch_sync/")
-PEER_ORDER = ["cublas", "torch", "torch_flash", "triton", "triton_tma", "cuMemcpyDtoD", "cuLaunchKernel"]
+PEER_ORDER = ["cublas", "torch", "torch_flash", "torch_sort", "triton", "triton_tma", "cuMemcpyDtoD", "cuLaunchKernel"]
 
 
 def read_jsonl(path):
@@ -78,6 +79,10 @@ def case_work(case):
     if kernel == "matmul":
         m, n, k = dims
         return esize * (m * k + k * n + m * n), 2 * m * n * k, "gemm"
+    if kernel == "topk":  # rows x n, "/k<k>": the matrix read once, values and int32 indices written
+        rows, n = dims
+        k = int(parts[3][1:]) if len(parts) > 3 and parts[3].startswith("k") else 0
+        return esize * rows * n + (esize + 4) * rows * k, 0, "bandwidth"
     if kernel == "attention":  # batch x heads x S x D, "/causal": half the score matrix
         b, h, s, d = dims
         causal = len(parts) > 3 and parts[3] == "causal"

@@ -22,6 +22,9 @@ bf16: cuBLAS through PyTorch), "triton" (kernels written as in Triton's tutorial
 latency: Triton cold (a new JITFunction and a fresh, empty TRITON_CACHE_DIR), disk (a new
 JITFunction, the populated cache dir) and memory hit (host time of a launch of a compiled kernel).
 Launch overhead: host time of a 1-program Triton launch (and torch.add on 128 elements).
+Library kernels: topk against torch.topk ("torch") and torch.sort ("torch_sort"); moe_align against
+a torch composition (bincount + cumsum + stable argsort, "torch") and a Triton kernel in the
+structure of vLLM's Triton moe_align path ("triton"); the launch floor, an empty Triton kernel.
 
 Needs a CUDA GPU, torch and triton; no network.
 
@@ -52,7 +55,7 @@ except Exception as e:  # noqa: BLE001 - report any import failure as a per-case
     class tl:  # noqa: N801 - stand-in so the kernel definitions below still evaluate
         constexpr = "constexpr"
 
-GROUPS = ["copy", "vector_add", "softmax", "layernorm", "matmul", "attention", "compile", "launch"]
+GROUPS = ["copy", "vector_add", "softmax", "layernorm", "matmul", "attention", "compile", "launch", "topk", "moe_align"]
 
 
 # ----------------------------------------------------------------------------------- output
@@ -398,6 +401,11 @@ class TK:
         self.matmul = triton.autotune(configs=matmul_autotune_configs(), key=["M", "N", "K"])(
             triton.jit(_matmul_kernel_src))
         self.attention = triton.jit(_attention_kernel_src)
+        self.empty = triton.jit(_empty_src)
+        self.moe1 = triton.jit(_moe_stage1_src)
+        self.moe2 = triton.jit(_moe_stage2_src)
+        self.moe3 = triton.jit(_moe_stage3_src)
+        self.moe4 = triton.jit(_moe_stage4_src)
         self.matmul_tma = triton.autotune(configs=matmul_tma_autotune_configs(), key=["M", "N", "K"])(
             triton.jit(_matmul_tma_persistent_src))
         from triton.runtime import driver
@@ -847,9 +855,202 @@ def group_launch(tm):
             emit_error(c, "torch", "%s: %s" % (type(e).__name__, e))
 
 
+# ----------------------------------------------------------------------------------- topk, moe_align
+
+def _empty_src(x_ptr):
+    pass
+
+
+# MoE alignment in the structure of vLLM's Triton moe_align_block_size path (four stages, one
+# program per expert; written for this suite): 1. each program counts the experts of its slice of
+# the entries into row pid + 1 of cnts [(P + 1), E]; 2. per expert, an inclusive scan over the
+# rows (so row p holds the entries of slices < p); 3. one program: the padded cumsum over experts;
+# 4. each program writes its expert's blocks of expert_ids and places its slice's entries.
+def _moe_stage1_src(ids_ptr, cnts_ptr, numel, per_prog, E: tl.constexpr):
+    pid = tl.program_id(0)
+    start = pid * per_prog
+    end = tl.minimum(start + per_prog, numel)
+    row = (pid + 1) * E
+    for i in range(start, end):
+        e = tl.load(ids_ptr + i)
+        c = tl.load(cnts_ptr + row + e)
+        tl.store(cnts_ptr + row + e, c + 1)
+
+
+def _moe_stage2_src(cnts_ptr, P, E: tl.constexpr):
+    pid = tl.program_id(0)
+    acc = 0
+    for p in range(1, P + 1):
+        acc += tl.load(cnts_ptr + p * E + pid)
+        tl.store(cnts_ptr + p * E + pid, acc)
+
+
+def _moe_stage3_src(post_ptr, cnts_ptr, cumsum_ptr, P, E: tl.constexpr, BS: tl.constexpr):
+    acc = 0
+    for e in range(E):
+        c = tl.load(cnts_ptr + P * E + e)
+        acc += tl.cdiv(c, BS) * BS
+        tl.store(cumsum_ptr + e + 1, acc)
+    tl.store(post_ptr, acc)
+
+
+def _moe_stage4_src(ids_ptr, sorted_ptr, expert_ids_ptr, cnts_ptr, cumsum_ptr, numel, per_prog, E: tl.constexpr,
+                    BS: tl.constexpr):
+    pid = tl.program_id(0)
+    s = tl.load(cumsum_ptr + pid)
+    t = tl.load(cumsum_ptr + pid + 1)
+    for b in range(s, t, BS):
+        tl.store(expert_ids_ptr + b // BS, pid)
+    start = pid * per_prog
+    end = tl.minimum(start + per_prog, numel)
+    row = pid * E
+    for i in range(start, end):
+        e = tl.load(ids_ptr + i)
+        r = tl.load(cnts_ptr + row + e)
+        tl.store(sorted_ptr + tl.load(cumsum_ptr + e) + r, i)
+        tl.store(cnts_ptr + row + e, r + 1)
+
+
+def triton_moe_align(ids, E, bs, sorted_ids, expert_ids, post, cnts, cumsum):
+    """The whole call as a user of this path pays it: buffers reset, four launches."""
+    k = tk()
+    numel = ids.numel()
+    per_prog = triton.cdiv(numel, E)
+    sorted_ids.fill_(numel)
+    expert_ids.fill_(-1)
+    cnts.zero_()
+    cumsum.zero_()
+    k.moe1[(E,)](ids, cnts, numel, per_prog, E=E)
+    k.moe2[(E,)](cnts, E, E=E)
+    k.moe3[(1,)](post, cnts, cumsum, E, E=E, BS=bs)
+    k.moe4[(E,)](ids, sorted_ids, expert_ids, cnts, cumsum, numel, per_prog, E=E, BS=bs)
+
+
+def torch_moe_align(ids, E, bs, sorted_ids, expert_ids, post):
+    """bincount + cumsum + stable argsort, entries of an expert by increasing flat index."""
+    flat = ids.flatten().long()
+    numel = flat.numel()
+    counts = torch.bincount(flat, minlength=E)
+    padded = (counts + bs - 1) // bs * bs
+    ends = torch.cumsum(padded, 0)
+    order = torch.argsort(flat, stable=True)
+    se = flat[order]
+    first = torch.cumsum(counts, 0) - counts
+    pos = (ends - padded)[se] + torch.arange(numel, device=flat.device) - first[se]
+    sorted_ids.fill_(numel)
+    sorted_ids[pos] = order.to(torch.int32)
+    blocks = torch.arange(expert_ids.numel(), device=flat.device) * bs
+    eid = torch.searchsorted(ends, blocks, right=True)
+    expert_ids.copy_(torch.where(blocks < ends[-1], eid, -1).to(torch.int32))
+    post.copy_(ends[-1:].to(torch.int32))
+
+
+TOPK_CASES = [("f32", 64, 131072, 2048), ("f32", 1, 131072, 2048), ("f32", 256, 32768, 64), ("f32", 64, 129280, 50),
+              ("f32", 4096, 8192, 8), ("bf16", 64, 131072, 2048), ("f16", 64, 128, 8), ("f16", 64, 1024, 32),
+              ("f16", 64, 8192, 128), ("f16", 128, 32768, 256), ("f32", 64, 4096, 128), ("f32", 64, 8192, 256),
+              ("f32", 64, 32768, 1024), ("f32", 64, 32768, 2048)]
+
+MOE_CASES = [(16384, 8, 256, 64), (256, 8, 256, 64), (1, 8, 256, 64), (16384, 8, 256, 128), (256, 8, 256, 128),
+             (1, 8, 256, 128), (4096, 2, 8, 64), (163840, 8, 512, 16)]
+
+
+def group_topk(tm):
+    dtypes = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+    for dt, rows, n, k in TOPK_CASES:
+        case = "topk/%s/%dx%d/k%d" % (dt, rows, n, k)
+        x = random_nonzero((rows, n), torch.float32, seed=41 + n + k).to(dtypes[dt])
+        want_v, _ = torch.topk(x, k, dim=1)
+        torch.cuda.synchronize()
+
+        def torch_case():
+            f = lambda: torch.topk(x, k, dim=1)  # noqa: E731
+            emit_ok(case, "torch", tm.time(f), config="torch.topk(dim=1, largest=True, sorted=True)")
+
+        def sort_case():
+            f = lambda: torch.sort(x, dim=1, descending=True, stable=True)  # noqa: E731
+            v, _ = f()
+            torch.cuda.synchronize()
+            if not torch.equal(v[:, :k], want_v):
+                raise AssertionError("torch.sort's first k values differ from torch.topk's")
+            emit_ok(case, "torch_sort", tm.time(f), config="torch.sort(dim=1, descending=True, stable=True), first k")
+
+        guarded(case, "torch", torch_case)
+        guarded(case, "torch_sort", sort_case)
+        del x, want_v
+        torch.cuda.empty_cache()
+
+
+def router_ids(tokens, topk, experts, seed):
+    """Each token's topk distinct experts, uniformly at random (as a router's top-k)."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    scores = torch.rand((tokens, experts), device="cuda", generator=g)
+    return torch.topk(scores, topk, dim=1).indices.to(torch.int32).contiguous()
+
+
+def group_moe_align(tm):
+    def floor_case():
+        k = tk().empty
+        x = torch.zeros(1, dtype=torch.int32, device="cuda")
+        f = lambda: k[(1,)](x)  # noqa: E731
+        f()
+        torch.cuda.synchronize()
+        emit_ok("launch_floor/empty", "triton", tm.time(f), config="empty @triton.jit kernel, 1 program")
+
+    guarded("launch_floor/empty", "triton", floor_case)
+    for tokens, topk, E, bs in MOE_CASES:
+        case = "moe_align/i32/%dx%d/e%d/bs%d" % (tokens, topk, E, bs)
+        ids = router_ids(tokens, topk, E, 7 + tokens)
+        numel = ids.numel()
+        max_padded = numel + E * (bs - 1)
+        nblocks = (max_padded + bs - 1) // bs
+        want_s = torch.empty(max_padded, dtype=torch.int32, device="cuda")
+        want_e = torch.empty(nblocks, dtype=torch.int32, device="cuda")
+        want_p = torch.empty(1, dtype=torch.int32, device="cuda")
+        torch_moe_align(ids, E, bs, want_s, want_e, want_p)
+        # The reference, checked against a plain loop on the host for the small cases.
+        if numel <= 4096:
+            h = ids.flatten().tolist()
+            start, ref_s, ref_e = 0, [numel] * max_padded, [-1] * nblocks
+            for e in range(E):
+                mine = [i for i, v in enumerate(h) if v == e]
+                ref_s[start:start + len(mine)] = mine
+                padded = (len(mine) + bs - 1) // bs * bs
+                for b in range(start // bs, (start + padded) // bs):
+                    ref_e[b] = e
+                start += padded
+            if want_s.tolist() != ref_s or want_e.tolist() != ref_e or want_p.item() != start:
+                raise AssertionError("%s: the torch composition disagrees with the plain loop" % case)
+        s = torch.empty_like(want_s)
+        e_ = torch.empty_like(want_e)
+        p = torch.empty_like(want_p)
+
+        def check(what):
+            torch.cuda.synchronize()
+            if not (torch.equal(s, want_s) and torch.equal(e_, want_e) and torch.equal(p, want_p)):
+                raise AssertionError(what + ": wrong sorted_token_ids, expert_ids or num_tokens_post_padded")
+
+        def torch_case():
+            f = lambda: torch_moe_align(ids, E, bs, s, e_, p)  # noqa: E731
+            f()
+            check("torch composition")
+            emit_ok(case, "torch", tm.time(f), config="bincount + cumsum + argsort(stable) + searchsorted")
+
+        def triton_case():
+            cnts = torch.zeros((E + 1) * E, dtype=torch.int32, device="cuda")
+            cumsum = torch.zeros(E + 1, dtype=torch.int32, device="cuda")
+            f = lambda: triton_moe_align(ids, E, bs, s, e_, p, cnts, cumsum)  # noqa: E731
+            f()
+            check("triton moe_align")
+            emit_ok(case, "triton", tm.time(f), config="4 stages, one program per expert (vLLM's Triton structure)")
+
+        guarded(case, "torch", torch_case)
+        guarded(case, "triton", triton_case)
+        torch.cuda.empty_cache()
+
+
 GROUP_FNS = {"copy": group_copy, "vector_add": group_vector_add, "softmax": group_softmax,
              "layernorm": group_layernorm, "matmul": group_matmul, "attention": group_attention,
-             "compile": group_compile, "launch": group_launch}
+             "compile": group_compile, "launch": group_launch, "topk": group_topk, "moe_align": group_moe_align}
 
 
 def main():

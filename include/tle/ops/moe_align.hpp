@@ -1,0 +1,332 @@
+// tle/ops/moe_align.hpp - MoE routing kernels, written in tle itself (header only):
+// moe_align_block_size (vLLM's contract) and expert_count.
+//
+//   auto sz = tle::ops::moe_align_sizes(num_tokens, topk, num_experts, block_size);
+//   // sorted_token_ids: sz.sorted_token_ids int32, expert_ids: sz.expert_ids int32, post_pad: 1 int32
+//   tle::ops::moe_align_block_size(topk_ids, num_tokens, topk, num_experts, block_size,
+//                                  sorted_token_ids, expert_ids, post_pad, {.stream = s});
+//
+// topk_ids is the router's [num_tokens, topk] int32 matrix (row-major): entry i = t * topk + j is
+// the j-th expert chosen for token t. Outputs, as vLLM's moe_align_block_size
+// (vllm/model_executor/layers/fused_moe/moe_align_block_size.py and csrc/moe/moe_align_sum_kernels.cu):
+//   - num_tokens_post_padded[0] = sum over experts e of round_up(count[e], block_size), where
+//     count[e] is the number of entries equal to e;
+//   - sorted_token_ids [numel + num_experts * (block_size - 1)] (numel = num_tokens * topk): expert
+//     e's entries occupy [start[e], start[e] + count[e]) with start[e] = the sum of the padded counts of
+//     the experts before e, each slot holding the flat index i of an entry; every other slot (the
+//     padding of each expert up to a multiple of block_size, and the tail after
+//     num_tokens_post_padded) holds the sentinel numel. Unlike vLLM's atomics, the entries of one
+//     expert are in increasing order of i (the output is deterministic);
+//   - expert_ids [cdiv(numel + num_experts * (block_size - 1), block_size)]: block b (slots
+//     [b * block_size, (b + 1) * block_size)) belongs to expert expert_ids[b]; blocks at or after
+//     num_tokens_post_padded / block_size hold -1 (vLLM's inactive expert id).
+// expert_count writes count[e] for every expert (num_experts int32).
+//
+// Expert ids outside [0, num_experts): on the CPU backend and the interpreter a UserError at the
+// caller's line naming the first such entry (checked on the host before launching); on the GPU
+// (no host round trip) the entry is ignored: not counted, not placed, as vLLM ignores ids >=
+// num_experts.
+//
+// Kernels (no host round trip): the entries are split into C <= 64 chunks of a multiple of 1024,
+// one program each.
+//   - Up to 8192 entries: one kernel. Each program counts all entries itself (tle::histogram over
+//     [num_experts] bins), so it knows every expert's total and the entries of its expert in the
+//     chunks before its own; it computes the padded starts (cumsum), writes its share of
+//     expert_ids (block b's expert: the last expert whose start is <= b * block_size, found by a
+//     binary search over the starts with tle::gather; -1 past the end) and, program 0, num_tokens_post_padded; writes the sentinel into the padding slots of
+//     the experts e with e % C == its index and into its share of the tail; and places its chunk
+//     in tiles of 1024: a stable argsort of the tile by expert gives each entry's rank among the
+//     tile's entries of its expert, and its slot is start + (entries of its expert in earlier
+//     chunks and tiles) + that rank. No slot is written twice.
+//   - More entries: two kernels. The first histograms each chunk into row c of the workspace and
+//     fills its share of sorted_token_ids with the sentinel; the second sums the C rows (totals,
+//     and the rows before its own for its offsets) and does the rest as above, its token slots
+//     overwriting the sentinel.
+// expert_count is the counting kernel without the fill, then one program summing the rows.
+//
+// Memory and streams as tle::ops::topk (tle/ops/topk.hpp): device memory and asynchronous on the
+// GPU, host memory and synchronous on the CPU backend and the interpreter. Both take a workspace of
+// moe_align_sizes(...).workspace int32 elements (MoeAlignOptions::workspace; without one the call
+// allocates it when it needs one - expert_count always, moe_align_block_size above 8192 entries -
+// and on the GPU then waits for its stream before freeing it).
+//
+// num_tokens = 0 writes the empty result (num_tokens_post_padded = 0, every slot the sentinel 0,
+// every block -1). Errors (UserError at the caller's line): num_tokens < 0, topk < 1, num_experts
+// outside 1..4096, block_size < 1, numel + num_experts * (block_size - 1) >= 2^31, a null pointer.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tle/device.hpp"
+#include "tle/kernel.hpp"
+
+namespace tle::ops {
+
+/// Options of moe_align_block_size and expert_count.
+struct MoeAlignOptions {
+  /// GPU: the CUstream the kernels are queued on (null: the legacy default stream).
+  void* stream = nullptr;
+  /// moe_align_sizes(...).workspace int32 elements on the backend's memory, or null.
+  int32_t* workspace = nullptr;
+  /// The backend to run on (unset: tle::default_backend()).
+  std::optional<Backend> backend;
+};
+
+/// Buffer sizes (in int32 elements) for one moe_align_block_size / expert_count call.
+struct MoeAlignSizes {
+  int64_t numel = 0;             ///< num_tokens * topk; also the sentinel of sorted_token_ids
+  int64_t sorted_token_ids = 0;  ///< numel + num_experts * (block_size - 1)
+  int64_t expert_ids = 0;        ///< cdiv(sorted_token_ids, block_size)
+  int64_t workspace = 0;         ///< chunks * num_experts
+  int64_t chunks = 0, chunk = 0; ///< programs and entries per program
+};
+
+namespace detail_moe {
+constexpr int kSub = 1024;       // entries per tile
+constexpr int kMaxChunks = 64;   // programs (each sums all chunks' histograms: C * E loads)
+constexpr int kFill = 1024;      // sentinel stores per tile
+
+constexpr int64_t kFusedMax = 8192;  // up to this many entries: one kernel (each program counts all)
+
+inline int pad_tile(int64_t num_experts, int64_t block_size) {  // slots per [E, JB] tile of the padding fill
+  const int64_t fit = std::max<int64_t>(1, 4096 / next_power_of_2(num_experts));
+  return static_cast<int>(std::min<int64_t>({16, block_size, fit}));
+}
+
+inline const auto& count_kernel() {
+  static const auto k = jit("tle_ops_moe_count", [](Ptr<int32_t> ids, Ptr<int32_t> partial, Ptr<int32_t> sorted,
+                                                   Tile<int32_t> numel, Tile<int32_t> chunk, Tile<int32_t> slots,
+                                                   Tile<int32_t> fill_share, Constexpr<int> E, Constexpr<bool> FILL) {
+    Tile<int32_t> c = program_id(0);
+    Tile<int32_t> lo = c * chunk;
+    Tile<int32_t> hi = minimum(lo + chunk, numel);
+    Tile<int32_t> h = zeros<int32_t>({int64_t(E)});
+    for (auto i : range(lo, hi, kSub)) {
+      Tile<int32_t> offs = i + arange(0, kSub);
+      Tile<bool> m = offs < hi;
+      h = h + histogram(load(ids + offs, m, -1), E, m);  // ids outside [0, E) are not counted
+    }
+    store(partial + c * int(E) + arange(0, E), h);
+    if (FILL) {
+      Tile<int32_t> flo = c * fill_share;
+      Tile<int32_t> fhi = minimum(flo + fill_share, slots);
+      for (auto j : range(flo, fhi, kFill)) {
+        Tile<int32_t> offs = j + arange(0, kFill);
+        store(sorted + offs, numel, offs < fhi);
+      }
+    }
+  });
+  return k;
+}
+
+inline const auto& align_kernel() {
+  static const auto k = jit("tle_ops_moe_align", [](Ptr<int32_t> ids, Ptr<int32_t> partial, Ptr<int32_t> sorted,
+                                                   Ptr<int32_t> expert_ids, Ptr<int32_t> post_pad,
+                                                   Tile<int32_t> numel, Tile<int32_t> chunk, Tile<int32_t> chunks,
+                                                   Tile<int32_t> num_blocks, Tile<int32_t> block_share,
+                                                   Tile<int32_t> slots, Constexpr<int> E, Constexpr<int> BS,
+                                                   Constexpr<int> JB, Constexpr<bool> FUSED) {
+    Tile<int32_t> c = program_id(0);
+    Tile<int32_t> ae = arange(0, E);
+    Tile<int32_t> total = zeros<int32_t>({int64_t(E)});
+    Tile<int32_t> before = zeros<int32_t>({int64_t(E)});
+    if (FUSED) {
+      // Few entries: every program counts them all itself (no counting kernel, no workspace).
+      Tile<int32_t> mine_lo = c * chunk;
+      for (auto i : range(0, numel, kSub)) {
+        Tile<int32_t> offs = i + arange(0, kSub);
+        Tile<bool> m = offs < numel;
+        Tile<int32_t> h = histogram(load(ids + offs, m, -1), E, m);
+        total = total + h;
+        before = before + h * (i < mine_lo).to<int32_t>();
+      }
+    } else {
+      for (auto q : range(0, c)) before = before + load(partial + q * int(E) + ae);
+      for (auto q : range(0, chunks)) total = total + load(partial + q * int(E) + ae);
+    }
+    Tile<int32_t> padded = (total + (int(BS) - 1)) / int(BS) * int(BS);
+    Tile<int32_t> start = cumsum(padded, 0) - padded;
+    Tile<int32_t> total_padded = sum(padded, 0);
+    store(post_pad, total_padded, c == 0);
+    if (FUSED) {
+      // The sentinel in the slots no entry takes: each expert's padding (expert e by program
+      // e % chunks) and the tail after total_padded (strided over the programs).
+      Tile<bool> mine = expand_dims(ae % chunks == c, 1);  // [E, 1]
+      for (auto j : range(0, int(BS), int(JB))) {
+        Tile<int32_t> pos = expand_dims(total, 1) + expand_dims(j + arange(0, JB), 0);  // [E, JB]
+        store(sorted + (expand_dims(start, 1) + pos), numel, mine & (pos < expand_dims(padded, 1)));
+      }
+      for (auto t : range(total_padded + c * kFill, slots, chunks * kFill)) {
+        Tile<int32_t> offs = t + arange(0, kFill);
+        store(sorted + offs, numel, offs < slots);
+      }
+    }
+    // expert_ids of this program's share of the blocks.
+    Tile<int32_t> blo = c * block_share;
+    Tile<int32_t> bhi = minimum(blo + block_share, num_blocks);
+    int64_t top = 1;  // binary lifting over the starts: the largest power of two <= E first
+    while (top * 2 <= E) top *= 2;
+    for (auto b : range(blo, bhi, kSub)) {
+      Tile<int32_t> blk = b + arange(0, kSub);
+      Tile<int32_t> slot = blk * int(BS);
+      // The last expert whose start is <= slot (starts never decrease; an empty expert shares its
+      // start with the next one, so the last is the one the block belongs to).
+      Tile<int32_t> e = zeros<int32_t>({int64_t(kSub)});
+      for (int64_t step = top; step >= 1; step /= 2) {
+        Tile<int32_t> cand = e + int(step);
+        e = where((cand < int(E)) & (gather(start, minimum(cand, int(E) - 1), 0) <= slot), cand, e);
+      }
+      store(expert_ids + blk, where(slot < total_padded, e, -1), blk < bhi);
+    }
+    // Place this chunk's entries.
+    Tile<int32_t> run = start + before;
+    Tile<int32_t> lo = c * chunk;
+    Tile<int32_t> hi = minimum(lo + chunk, numel);
+    for (auto i : range(lo, hi, kSub)) {
+      Tile<int32_t> offs = i + arange(0, kSub);
+      Tile<bool> m = offs < hi;
+      Tile<int32_t> v = load(ids + offs, m, int(E));
+      Tile<bool> valid = m & (v >= 0) & (v < int(E));
+      v = where(valid, v, int(E));                       // not placed: sorts last, never stored
+      Tile<int32_t> order = argsort(v, 0);               // stable: entries of one expert by flat index
+      Tile<int32_t> sv = gather(v, order, 0);
+      Tile<int32_t> h = histogram(v, E, valid);
+      Tile<int32_t> tile_start = cumsum(h, 0) - h;       // first sorted position of each expert
+      Tile<int32_t> dest = gather(run - tile_start, sv, 0) + arange(0, kSub);
+      store(sorted + dest, gather(offs, order, 0), sv < int(E));
+      run = run + h;
+    }
+  });
+  return k;
+}
+
+inline const auto& sum_kernel() {
+  static const auto k = jit("tle_ops_moe_sum", [](Ptr<int32_t> partial, Ptr<int32_t> counts, Tile<int32_t> chunks,
+                                                 Constexpr<int> E) {
+    Tile<int32_t> ae = arange(0, E);
+    Tile<int32_t> total = zeros<int32_t>({int64_t(E)});
+    for (auto q : range(0, chunks)) total = total + load(partial + q * int(E) + ae);
+    store(counts + ae, total);
+  });
+  return k;
+}
+
+/// CPU backend and interpreter: the first entry outside [0, num_experts) is a UserError.
+inline void check_ids(const int32_t* ids, int64_t numel, int64_t num_experts, Backend b, const SrcLoc& l) {
+  if (b == Backend::GPU) return;
+  for (int64_t i = 0; i < numel; ++i)
+    if (ids[i] < 0 || ids[i] >= num_experts)
+      throw UserError(l, "tle::ops: topk_ids[" + std::to_string(i) + "] = " + std::to_string(ids[i]) +
+                             " is not an expert id in 0.." + std::to_string(num_experts - 1) +
+                             " (on the GPU such entries are ignored)");
+}
+
+/// The workspace: the caller's, or one allocated for the call (host vector or DeviceBuffer).
+struct Workspace {
+  int32_t* p = nullptr;
+  std::vector<int32_t> host;
+  DeviceBuffer<int32_t> dev;
+  Workspace(int32_t* given, int64_t size, Backend b, loc_t l) : p(given) {
+    if (p) return;
+    if (b == Backend::GPU) {
+      dev = DeviceBuffer<int32_t>(static_cast<size_t>(size), l);
+      p = dev.data();
+    } else {
+      host.resize(static_cast<size_t>(size));
+      p = host.data();
+    }
+  }
+};
+}  // namespace detail_moe
+
+/// The sizes of moe_align_block_size's outputs and workspace. UserError at the caller's line for
+/// num_tokens < 0, topk < 1, num_experts outside 1..4096, block_size < 1, or
+/// num_tokens * topk + num_experts * (block_size - 1) >= 2^31.
+inline MoeAlignSizes moe_align_sizes(int64_t num_tokens, int64_t topk, int64_t num_experts, int64_t block_size,
+                                     loc_t l = loc_t::current()) {
+  using namespace detail_moe;
+  auto bad = [&](const std::string& what) { throw UserError(l, "tle::ops::moe_align_block_size: " + what); };
+  if (num_tokens < 0) bad("num_tokens = " + std::to_string(num_tokens) + " is negative");
+  if (topk < 1) bad("topk = " + std::to_string(topk) + " must be at least 1");
+  if (num_experts < 1 || num_experts > 4096)
+    bad("num_experts = " + std::to_string(num_experts) + " is outside 1..4096");
+  if (block_size < 1) bad("block_size = " + std::to_string(block_size) + " must be at least 1");
+  MoeAlignSizes s;
+  if (num_tokens > (int64_t(1) << 31) / topk) bad("num_tokens * topk does not fit in int32");
+  s.numel = num_tokens * topk;
+  s.sorted_token_ids = s.numel + num_experts * (block_size - 1);
+  if (s.sorted_token_ids >= (int64_t(1) << 31))
+    bad("num_tokens * topk + num_experts * (block_size - 1) = " + std::to_string(s.sorted_token_ids) +
+        " does not fit in int32");
+  s.expert_ids = (s.sorted_token_ids + block_size - 1) / block_size;
+  const int64_t per = std::max<int64_t>(kSub, (s.numel + kMaxChunks - 1) / kMaxChunks);
+  s.chunk = (per + kSub - 1) / kSub * kSub;
+  s.chunks = std::max<int64_t>(1, (s.numel + s.chunk - 1) / s.chunk);
+  s.workspace = s.chunks * num_experts;
+  return s;
+}
+
+/// vLLM's moe_align_block_size (see the top of this file): topk_ids [num_tokens, topk] int32 ->
+/// sorted_token_ids [sizes.sorted_token_ids], expert_ids [sizes.expert_ids],
+/// num_tokens_post_padded [1], all int32, sizes = moe_align_sizes(num_tokens, topk, num_experts,
+/// block_size). Two kernels.
+inline void moe_align_block_size(const int32_t* topk_ids, int64_t num_tokens, int64_t topk, int64_t num_experts,
+                                 int64_t block_size, int32_t* sorted_token_ids, int32_t* expert_ids,
+                                 int32_t* num_tokens_post_padded, const MoeAlignOptions& o = {},
+                                 loc_t l = loc_t::current()) {
+  using namespace detail_moe;
+  const MoeAlignSizes s = moe_align_sizes(num_tokens, topk, num_experts, block_size, l);
+  if ((!topk_ids && s.numel) || !sorted_token_ids || !expert_ids || !num_tokens_post_padded)
+    throw UserError(l, "tle::ops::moe_align_block_size: a null pointer (topk_ids, sorted_token_ids, expert_ids or "
+                       "num_tokens_post_padded)");
+  const Backend b = o.backend ? *o.backend : default_backend();
+  check_ids(topk_ids, s.numel, num_experts, b, l);
+  Workspace ws(o.workspace, s.numel <= kFusedMax ? 0 : s.workspace, b, l);
+  auto grid = [&](int64_t programs) {
+    Grid g(programs, 1, 1, l);
+    g.on_stream(o.stream).backend(b);
+    return g;
+  };
+  const int E = static_cast<int>(num_experts), BS = static_cast<int>(block_size);
+  const int C = static_cast<int>(s.chunks);
+  const int64_t fill_share = (s.sorted_token_ids + C - 1) / C, block_share = (s.expert_ids + C - 1) / C;
+  // A null topk_ids (num_tokens = 0) is never read; pass a valid address for the launch checks.
+  const int32_t* ids = topk_ids ? topk_ids : sorted_token_ids;
+  const bool fused = s.numel <= kFusedMax;
+  if (!fused)
+    count_kernel()(grid(C), ids, ws.p, sorted_token_ids, int32_t(s.numel), int32_t(s.chunk),
+                   int32_t(s.sorted_token_ids), int32_t(fill_share), E, true);
+  align_kernel()(grid(C), ids, fused ? sorted_token_ids : ws.p, sorted_token_ids, expert_ids, num_tokens_post_padded,
+                 int32_t(s.numel), int32_t(s.chunk), C, int32_t(s.expert_ids), int32_t(block_share),
+                 int32_t(s.sorted_token_ids), E, BS, pad_tile(num_experts, block_size), fused);
+  if (!ws.dev.empty()) Stream::wrap(o.stream).synchronize();
+}
+
+/// counts[e] = the number of entries of topk_ids [num_tokens, topk] equal to e, for e in
+/// [0, num_experts) (counts: num_experts int32). Errors and ids outside [0, num_experts) as
+/// moe_align_block_size (block_size plays no part). Two kernels.
+inline void expert_count(const int32_t* topk_ids, int64_t num_tokens, int64_t topk, int64_t num_experts,
+                         int32_t* counts, const MoeAlignOptions& o = {}, loc_t l = loc_t::current()) {
+  using namespace detail_moe;
+  const MoeAlignSizes s = moe_align_sizes(num_tokens, topk, num_experts, 1, l);
+  if ((!topk_ids && s.numel) || !counts)
+    throw UserError(l, "tle::ops::expert_count: a null pointer (topk_ids or counts)");
+  const Backend b = o.backend ? *o.backend : default_backend();
+  check_ids(topk_ids, s.numel, num_experts, b, l);
+  Workspace ws(o.workspace, s.workspace, b, l);
+  auto grid = [&](int64_t programs) {
+    Grid g(programs, 1, 1, l);
+    g.on_stream(o.stream).backend(b);
+    return g;
+  };
+  const int E = static_cast<int>(num_experts), C = static_cast<int>(s.chunks);
+  const int32_t* ids = topk_ids ? topk_ids : counts;
+  count_kernel()(grid(C), ids, ws.p, counts, int32_t(s.numel), int32_t(s.chunk), 0, 1, E, false);
+  sum_kernel()(grid(1), ws.p, counts, C, E);
+  if (!ws.dev.empty()) Stream::wrap(o.stream).synchronize();
+}
+
+}  // namespace tle::ops

@@ -1,0 +1,635 @@
+// tle/ops/topk.hpp - top-k of each row of a matrix, written in tle itself (header only).
+//
+//   tle::ops::topk(x, rows, n, k, values, indices);                     // k largest of each row
+//   tle::ops::topk(x, rows, n, k, values, indices, {.largest = false, .stream = s});
+//   tle::ops::topk(x_dl, k, values_dl, indices_dl);                     // DLPack tensors
+//
+// x is a row-major [rows, n] matrix of float, tle::f16 or tle::bf16; values [rows, k] (x's dtype)
+// and indices [rows, k] (int32, the column in x) receive, for each row, the k largest (or, with
+// largest = false, smallest) elements, in torch.topk(sorted=True)'s order and tle's sort order
+// (docs/semantics.md, "Sorting and gathering"):
+//   - sorted: descending for the largest, ascending for the smallest;
+//   - ties broken by the lower index (the element with the lower column comes first, and is the
+//     one kept when only some of the tied elements fit in k);
+//   - every NaN is larger than +inf (so NaNs come first with largest = true and are taken last with
+//     largest = false); -0.0 and +0.0 are equal (a tie); values are copied, keeping their bits.
+// The result equals the first k elements of tle::sort_with_indices(row, 0, largest), i.e. of a
+// stable sort, on every backend.
+//
+// Memory: on the GPU backend x, values, indices (and the workspace) are device memory (raw device
+// pointers from cudaMalloc / DeviceBuffer::data() / ManagedBuffer, or the DeviceBuffer overload),
+// and the kernels are queued on TopkOptions::stream (asynchronous, as every tle GPU launch; no host
+// round trip); on the CPU backend and the interpreter they are host memory and the call returns
+// when the result is written. The backend is TopkOptions::backend, else tle::default_backend().
+//
+// Algorithm (radix select, as in RAFT's AIR top-k and FlagTree's radix-select example):
+//   1. each element's order-preserving integer image (the key: the float's bits with the sign bit
+//      flipped for positives and all bits flipped for negatives; every NaN made the largest key,
+//      -0.0 made +0.0; all bits inverted for largest = false) so that the k wanted elements are
+//      those with the k largest keys, ties by lower index;
+//   2. the key of the k-th element, found digit by digit from the most significant end: per pass
+//      a histogram of one 11-bit digit (the 32-bit keys of f32 take 3 passes of 11, 11 and 10
+//      bits, the 16-bit keys of f16/bf16 2 passes of 11 and 5) over the elements whose higher
+//      digits equal the digits found so far (tle::histogram), and a reverse cumsum that picks the
+//      digit holding the k-th element;
+//   3. a gather of the survivors into `indices`: every element whose key is larger than the k-th
+//      key, plus the lowest-index elements equal to it until there are k (in-tile cumsums give
+//      the output positions);
+//   4. a sort of the k survivors per row by (key descending, index ascending) (tle::argsort over a
+//      [k] tile) that writes values and indices.
+// Launches (how a shape runs, TopkOptions::programs_per_row):
+//   - n <= 2048: one kernel, the whole row in one tile (tle::topk on the tile);
+//   - one program per row (programs_per_row = 1, or chosen for a batch that fills the machine
+//     alone when the matrix is under 4 MB): steps 1-3 in one kernel that reads its row once per pass
+//     and once more for the gather, then the sort kernel: two launches;
+//   - cooperative (several programs per row, or one per row on larger matrices): each program
+//     takes a slice of its row and the programs of a row meet in global memory (the workspace).
+//     A kernel zeroes the counters and histograms; pass 0 histograms the first digit (each
+//     program adds its slice's to the row's with atomic_add); pass 1 reads the row a second and
+//     last time: elements whose first digit is above the k-th's go straight into `indices`
+//     (positions from an atomic counter), those with its first digit (the candidates; for random
+//     data about n / 2048 per row) are copied with their keys, in index order, to the slice's part
+//     of the workspace and histogrammed by the second digit; the remaining passes and the gather
+//     read only the candidates (the elements equal to the k-th key take positions after those of
+//     the lower slices, counted by the stored per-slice histograms of the last pass); then the
+//     sort kernel. Every program recomputes the digits found so far from the row's histograms.
+//     f32: six launches (zero, 3 passes, gather, sort), f16/bf16: five.
+//
+// Workspace: the cooperative path needs topk_workspace_size(rows, n, k, options) int32 elements
+// (about rows * (2n + 5000)), on the backend's memory. Pass it as TopkOptions::workspace; without
+// it, topk allocates one for the call (on the GPU a DeviceBuffer, and the call then waits for its
+// stream before freeing it, so it is synchronous). Its contents need not be initialized.
+//
+// Errors (tle::UserError at the caller's line): k < 1, k > n, k > 8192, n < 1 or n > 2^30,
+// rows < 0, a null pointer while rows > 0, programs_per_row < 0, a DeviceBuffer smaller than the
+// matrix it should hold. Launch errors (a host pointer on the GPU backend, misalignment) are
+// UserErrors at the caller's line too.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "tle/device.hpp"
+#include "tle/dlpack.hpp"
+#include "tle/kernel.hpp"
+
+namespace tle::ops {
+
+/// Options of tle::ops::topk.
+struct TopkOptions {
+  /// true: the k largest, sorted descending; false: the k smallest, sorted ascending.
+  bool largest = true;
+  /// GPU: the CUstream the kernels are queued on (null: the legacy default stream). Ignored on the CPU.
+  void* stream = nullptr;
+  /// Programs cooperating on one row: 0 chooses from the shape (about two programs per SM on the
+  /// GPU, one per core on the CPU, at most one per 8192 elements of a row); 1 forces the
+  /// one-program-per-row kernel; more takes the cooperative path with that many slices per row
+  /// (capped at one slice per 2048 elements). Rows of n <= 2048 take the one-kernel path unless
+  /// this is >= 2. Results do not depend on it.
+  int programs_per_row = 0;
+  /// Workspace of the cooperative path: topk_workspace_size(...) int32 elements (or null).
+  int32_t* workspace = nullptr;
+  /// The backend to run on (unset: tle::default_backend()).
+  std::optional<Backend> backend;
+};
+
+namespace detail_topk {
+
+constexpr int kRadixBits = 11;
+constexpr int kBlock = 2048;        // elements per tile in the row loops
+constexpr int64_t kDirectMaxN = 2048;  // rows up to this length: one kernel, the whole row in one tile
+constexpr int64_t kMaxK = 8192;     // the sort of the survivors must fit a GPU program's shared memory
+constexpr int kCounterSlots = 16;   // workspace row: [counter, pad..][pass histograms][per-slice last histograms]
+
+constexpr int key_bits(int elem_bytes) { return elem_bytes * 8; }
+constexpr int num_passes(int kb) { return (kb + kRadixBits - 1) / kRadixBits; }
+constexpr int pass_shift(int kb, int p) { return kb - kRadixBits * (p + 1) < 0 ? 0 : kb - kRadixBits * (p + 1); }
+constexpr int pass_bits(int kb, int p) { return kb - kRadixBits * p - pass_shift(kb, p); }
+/// Offset of pass p's histogram in a workspace row.
+constexpr int hist_offset(int kb, int p) {
+  int off = kCounterSlots;
+  for (int q = 0; q < p; ++q) off += 1 << pass_bits(kb, q);
+  return off;
+}
+
+/// The order-preserving key of each element (u32; 16-bit types use the low 16 bits): the wanted
+/// elements are those of the largest keys. NaN -> all ones, -0.0 -> +0.0's key, inverted for the
+/// smallest.
+template <class T> Tile<uint32_t> radix_key(const Tile<T>& x, bool largest) {
+  constexpr int kb = key_bits(sizeof(T));
+  Tile<uint32_t> b;
+  if constexpr (sizeof(T) == 4) b = bitcast<uint32_t>(x);
+  else b = bitcast<uint16_t>(x).template to<uint32_t>();
+  const uint32_t sign = 1u << (kb - 1);
+  const uint32_t all = kb == 32 ? 0xFFFFFFFFu : 0xFFFFu;
+  Tile<uint32_t> key = where((b & sign) != 0u, b ^ all, b | sign);
+  key = where(x == 0, sign, key);
+  key = where(x != x, all, key);
+  if (!largest) key = key ^ all;
+  return key;
+}
+
+/// The histogram of pass `pass`'s digit over the elements [lo, hi) of a row whose higher digits
+/// equal `prefix`.
+template <class T>
+Tile<int32_t> hist_pass(const Ptr<T>& xrow, const Tile<int32_t>& lo, const Tile<int32_t>& hi,
+                        const Tile<uint32_t>& prefix, int pass, bool largest) {
+  constexpr int kb = key_bits(sizeof(T));
+  const int w = pass_bits(kb, pass), sh = pass_shift(kb, pass);
+  Tile<int32_t> h = zeros<int32_t>({int64_t(1) << w});
+  for (auto i : range(lo, hi, kBlock)) {
+    Tile<int32_t> offs = i + arange(0, kBlock);
+    Tile<bool> m = offs < hi;
+    Tile<uint32_t> key = radix_key(load(xrow + offs, m), largest);
+    if (pass > 0) m = m & ((key >> pass_shift(kb, pass - 1)) == prefix);
+    Tile<int32_t> d = ((key >> sh) & ((1u << w) - 1u)).template to<int32_t>();
+    h = h + histogram(d, int64_t(1) << w, m);
+  }
+  return h;
+}
+
+/// From a pass's histogram h (2^w bins) and the rank krem (1-based, counted from the largest) of
+/// the wanted element among the elements it counts: appends the digit holding it to `prefix` and
+/// makes krem its rank among the elements with that digit.
+inline void select_digit(const Tile<int32_t>& h, int w, Tile<int32_t>& krem, Tile<uint32_t>& prefix) {
+  Tile<int32_t> at_or_above = cumsum(h, 0, /*reverse=*/true);
+  Tile<int32_t> d = sum((at_or_above >= krem).to<int32_t>(), 0) - 1;
+  Tile<int32_t> above = sum(where(arange(0, int64_t(1) << w) > d, h, 0), 0);
+  krem = krem - above;
+  prefix = (prefix << w) | d.to<uint32_t>();
+}
+
+/// Step 3 over a whole row (one program per row): indices of keys > kth to irow[their rank among
+/// them], of keys == kth to irow[base_eq + their rank] while that is < k.
+template <class T>
+void gather_survivors(const Ptr<T>& xrow, const Tile<int32_t>& n, const Tile<uint32_t>& kth, Tile<int32_t> base_eq,
+                      const Tile<int32_t>& k, const Ptr<int32_t>& irow, bool largest) {
+  Tile<int32_t> base_gt = 0;
+  for (auto i : range(0, n, kBlock)) {
+    Tile<int32_t> offs = i + arange(0, kBlock);
+    Tile<bool> m = offs < n;
+    Tile<uint32_t> key = radix_key(load(xrow + offs, m), largest);
+    Tile<int32_t> gt = (m & (key > kth)).to<int32_t>();
+    Tile<int32_t> eq = (m & (key == kth)).to<int32_t>();
+    store(irow + (base_gt + cumsum(gt, 0) - 1), offs, gt != 0);
+    Tile<int32_t> pe = base_eq + cumsum(eq, 0) - 1;
+    store(irow + pe, offs, (eq != 0) & (pe < k));
+    base_eq = base_eq + sum(eq, 0);
+    base_gt = base_gt + sum(gt, 0);
+  }
+}
+
+/// The digits of the k-th key found by the passes before `passes` (their histograms complete in
+/// the workspace row), and the rank of the wanted element among the elements with those digits.
+template <class T>
+void digits_from_workspace(const Ptr<int32_t>& wrow, int passes, const Tile<int32_t>& k, Tile<int32_t>& krem,
+                           Tile<uint32_t>& prefix) {
+  constexpr int kb = key_bits(sizeof(T));
+  krem = k;
+  prefix = Tile<uint32_t>(0u);
+  for (int q = 0; q < passes; ++q) {
+    const int w = pass_bits(kb, q);
+    Tile<int32_t> h = load(wrow + hist_offset(kb, q) + arange(0, int64_t(1) << w));
+    select_digit(h, w, krem, prefix);
+  }
+}
+
+template <class T> const auto& direct_kernel() {
+  static const auto k = jit("tle_ops_topk_direct", [](Ptr<T> x, Ptr<T> vals, Ptr<int32_t> ind, Tile<int32_t> n,
+                                                     Constexpr<int> N, Constexpr<int> K, Constexpr<bool> LARGEST) {
+    Tile<int64_t> row = program_id(0).to<int64_t>();
+    Tile<int32_t> a = arange(0, N);
+    // Padding that sorts after every real element (ties with real -inf / NaN keep the lower index first).
+    const double pad = LARGEST ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
+    Tile<T> v = load(x + row * n + a, a < n, pad);
+    auto [tv, ti] = topk(v, K, 0, LARGEST);
+    Tile<int32_t> o = arange(0, K);
+    store(vals + row * int(K) + o, tv);
+    store(ind + row * int(K) + o, ti);
+  });
+  return k;
+}
+
+template <class T> const auto& select_kernel() {
+  static const auto k = jit("tle_ops_topk_select", [](Ptr<T> x, Ptr<int32_t> ind, Tile<int32_t> n, Tile<int32_t> kk,
+                                                     Constexpr<bool> LARGEST) {
+    constexpr int kb = key_bits(sizeof(T));
+    Tile<int64_t> row = program_id(0).to<int64_t>();
+    Ptr<T> xrow = x + row * n;
+    Tile<int32_t> zero = 0;
+    Tile<uint32_t> prefix = 0u;
+    Tile<int32_t> krem = kk;
+    for (int p = 0; p < num_passes(kb); ++p)
+      select_digit(hist_pass(xrow, zero, n, prefix, p, LARGEST), pass_bits(kb, p), krem, prefix);
+    gather_survivors(xrow, n, prefix, kk - krem, kk, ind + row * kk, LARGEST);
+  });
+  return k;
+}
+
+/// The cooperative path's view of one workspace row (row `row`, slice `s` of `ppr`): trace-time
+/// offsets of the counters and pass histograms, run-time offsets of the per-slice parts.
+/// Layout: [0, 16) counters (slot 0: the output positions of the elements above the k-th key);
+/// the totals of every pass's histogram; the per-slice histograms of the last pass [ppr][2^w];
+/// the per-slice candidate counts [ppr]; candidate keys [n] and indices [n] (slice s's at s * slice).
+template <class T> struct CoopRow {
+  static constexpr int kb = key_bits(sizeof(T));
+  static constexpr int last = num_passes(kb) - 1;
+  static constexpr int wl = pass_bits(kb, last);
+  Tile<int32_t> row, s, lo, hi;
+  Ptr<int32_t> wrow, counts, keys, idx;
+  CoopRow(const Ptr<int32_t>& ws, const Tile<int32_t>& n, const Tile<int32_t>& ppr, const Tile<int32_t>& slice,
+          const Tile<int32_t>& ws_row) {
+    Tile<int32_t> pid = program_id(0);
+    row = pid / ppr;
+    s = pid % ppr;
+    lo = s * slice;
+    hi = minimum(lo + slice, n);
+    wrow = ws + row.to<int64_t>() * ws_row;
+    counts = wrow + hist_offset(kb, last + 1) + ppr * (1 << wl);
+    keys = counts + ppr + lo;
+    idx = counts + ppr + n + lo;
+  }
+  /// Slice `slice_index`'s histogram of the last pass.
+  Ptr<int32_t> partial(const Tile<int32_t>& slice_index) const {
+    return wrow + hist_offset(kb, last + 1) + slice_index * (1 << wl);
+  }
+};
+
+/// Adds a slice's histogram of pass `pass` to the row's (atomically) and, for the last pass,
+/// stores it as the slice's own.
+template <class T> void publish_hist(const CoopRow<T>& c, const Tile<int32_t>& h, int pass) {
+  constexpr int kb = key_bits(sizeof(T));
+  Tile<int32_t> bins = arange(0, int64_t(1) << pass_bits(kb, pass));
+  atomic_add(c.wrow + hist_offset(kb, pass) + bins, h, h != 0);
+  if (pass == num_passes(kb) - 1) store(c.partial(c.s) + bins, h);
+}
+
+/// Cooperative pass 0: the slice's histogram of the first digit.
+template <class T> const auto& coop_hist0_kernel() {
+  static const auto k = jit("tle_ops_topk_hist0", [](Ptr<T> x, Ptr<int32_t> ws, Tile<int32_t> n, Tile<int32_t> ppr,
+                                                    Tile<int32_t> slice, Tile<int32_t> ws_row,
+                                                    Constexpr<bool> LARGEST) {
+    CoopRow<T> c(ws, n, ppr, slice, ws_row);
+    Ptr<T> xrow = x + c.row.template to<int64_t>() * n;
+    publish_hist(c, hist_pass(xrow, c.lo, c.hi, Tile<uint32_t>(0u), 0, LARGEST), 0);
+  });
+  return k;
+}
+
+/// Cooperative pass 1, the last read of the row: elements whose first digit is above the k-th's are
+/// in the result (their indices go straight to the output, positions from the row's counter); those
+/// with its first digit are the candidates, copied (key, index) in index order to the slice's part
+/// of the workspace and counted by the second digit.
+template <class T> const auto& coop_filter_kernel() {
+  static const auto k = jit("tle_ops_topk_filter", [](Ptr<T> x, Ptr<int32_t> ind, Ptr<int32_t> ws, Tile<int32_t> n,
+                                                     Tile<int32_t> kk, Tile<int32_t> ppr, Tile<int32_t> slice,
+                                                     Tile<int32_t> ws_row, Constexpr<bool> LARGEST) {
+    constexpr int kb = key_bits(sizeof(T));
+    CoopRow<T> c(ws, n, ppr, slice, ws_row);
+    Ptr<T> xrow = x + c.row.template to<int64_t>() * n;
+    Ptr<int32_t> irow = ind + c.row.template to<int64_t>() * kk;
+    Tile<int32_t> krem;
+    Tile<uint32_t> d0;
+    digits_from_workspace<T>(c.wrow, 1, kk, krem, d0);
+    const int w = pass_bits(kb, 1);
+    Tile<int32_t> h = zeros<int32_t>({int64_t(1) << w});
+    Tile<int32_t> count = 0;
+    for (auto i : range(c.lo, c.hi, kBlock)) {
+      Tile<int32_t> offs = i + arange(0, kBlock);
+      Tile<bool> m = offs < c.hi;
+      Tile<uint32_t> key = radix_key(load(xrow + offs, m), LARGEST);
+      Tile<uint32_t> top = key >> pass_shift(kb, 0);
+      Tile<int32_t> gt = (m & (top > d0)).to<int32_t>();
+      Tile<int32_t> cand = (m & (top == d0)).to<int32_t>();
+      Tile<int32_t> first = atomic_add(c.wrow, sum(gt, 0));
+      store(irow + (first + cumsum(gt, 0) - 1), offs, gt != 0);
+      Tile<int32_t> pc = count + cumsum(cand, 0) - 1;
+      store(c.keys + pc, bitcast<int32_t>(key), cand != 0);
+      store(c.idx + pc, offs, cand != 0);
+      Tile<int32_t> d = ((key >> pass_shift(kb, 1)) & ((1u << w) - 1u)).to<int32_t>();
+      h = h + histogram(d, int64_t(1) << w, cand != 0);
+      count = count + sum(cand, 0);
+    }
+    store(c.counts + c.s, count);
+    publish_hist(c, h, 1);
+  });
+  return k;
+}
+
+/// Cooperative passes 2..: the histogram of pass PASS's digit over the slice's candidates that
+/// match the digits found so far.
+template <class T> const auto& coop_cand_hist_kernel() {
+  static const auto k = jit("tle_ops_topk_cand_hist", [](Ptr<int32_t> ws, Tile<int32_t> n, Tile<int32_t> kk,
+                                                        Tile<int32_t> ppr, Tile<int32_t> slice, Tile<int32_t> ws_row,
+                                                        Constexpr<int> PASS) {
+    constexpr int kb = key_bits(sizeof(T));
+    CoopRow<T> c(ws, n, ppr, slice, ws_row);
+    Tile<int32_t> krem;
+    Tile<uint32_t> prefix;
+    digits_from_workspace<T>(c.wrow, PASS, kk, krem, prefix);
+    const int w = pass_bits(kb, PASS);
+    Tile<int32_t> h = zeros<int32_t>({int64_t(1) << w});
+    Tile<int32_t> count = load(c.counts + c.s);
+    for (auto i : range(0, count, kBlock)) {
+      Tile<int32_t> offs = i + arange(0, kBlock);
+      Tile<bool> m = offs < count;
+      Tile<uint32_t> key = bitcast<uint32_t>(load(c.keys + offs, m));
+      m = m & ((key >> pass_shift(kb, PASS - 1)) == prefix);
+      h = h + histogram(((key >> pass_shift(kb, PASS)) & ((1u << w) - 1u)).to<int32_t>(), int64_t(1) << w, m);
+    }
+    publish_hist(c, h, PASS);
+  });
+  return k;
+}
+
+/// Cooperative gather: the slice's candidates above the k-th key (positions from the row's
+/// counter) and those equal to it, after the equal ones of the lower slices, while within k.
+template <class T> const auto& coop_gather_kernel() {
+  static const auto k = jit("tle_ops_topk_gather", [](Ptr<int32_t> ind, Ptr<int32_t> ws, Tile<int32_t> n,
+                                                     Tile<int32_t> kk, Tile<int32_t> ppr, Tile<int32_t> slice,
+                                                     Tile<int32_t> ws_row) {
+    constexpr int kb = key_bits(sizeof(T));
+    CoopRow<T> c(ws, n, ppr, slice, ws_row);
+    Ptr<int32_t> irow = ind + c.row.template to<int64_t>() * kk;
+    Tile<int32_t> krem;
+    Tile<uint32_t> kth;
+    digits_from_workspace<T>(c.wrow, CoopRow<T>::last + 1, kk, krem, kth);
+    // Elements equal to the k-th key in the lower slices: the k-th key's last-digit bin of their
+    // last-pass histograms.
+    Tile<int32_t> dl = (kth & ((1u << CoopRow<T>::wl) - 1u)).template to<int32_t>();
+    Tile<int32_t> base_eq = kk - krem;
+    for (auto q : range(0, c.s)) base_eq = base_eq + load(c.partial(q) + dl);
+    Tile<int32_t> count = load(c.counts + c.s);
+    for (auto i : range(0, count, kBlock)) {
+      Tile<int32_t> offs = i + arange(0, kBlock);
+      Tile<bool> m = offs < count;
+      Tile<uint32_t> key = bitcast<uint32_t>(load(c.keys + offs, m));
+      Tile<int32_t> index = load(c.idx + offs, m);
+      Tile<int32_t> gt = (m & (key > kth)).to<int32_t>();
+      Tile<int32_t> eq = (m & (key == kth)).to<int32_t>();
+      Tile<int32_t> first = atomic_add(c.wrow, sum(gt, 0));
+      store(irow + (first + cumsum(gt, 0) - 1), index, gt != 0);
+      Tile<int32_t> pe = base_eq + cumsum(eq, 0) - 1;
+      store(irow + pe, index, (eq != 0) & (pe < kk));
+      base_eq = base_eq + sum(eq, 0);
+    }
+  });
+  return k;
+}
+
+template <class T> const auto& sort_kernel() {
+  static const auto k = jit("tle_ops_topk_sort", [](Ptr<T> x, Ptr<T> vals, Ptr<int32_t> ind, Tile<int32_t> n,
+                                                   Constexpr<int> K, Constexpr<bool> LARGEST) {
+    Tile<int64_t> row = program_id(0).to<int64_t>();
+    Tile<int32_t> a = arange(0, K);
+    Tile<int32_t> idx = load(ind + row * int(K) + a);
+    Tile<T> v = load(x + row * n + idx);
+    // Key descending, then index ascending: one u64 per survivor, sorted descending.
+    Tile<uint64_t> comp = (radix_key(v, LARGEST).template to<uint64_t>() << 32) | (~idx.to<uint32_t>()).to<uint64_t>();
+    Tile<int32_t> order = argsort(comp, 0, /*descending=*/true);
+    store(ind + row * int(K) + a, gather(idx, order, 0));
+    store(vals + row * int(K) + a, gather(v, order, 0));
+  });
+  return k;
+}
+
+/// Zeroes the first `header` int32 of each workspace row (counters and pass histograms).
+inline const auto& zero_kernel() {
+  static const auto k = jit("tle_ops_topk_zero", [](Ptr<int32_t> ws, Tile<int32_t> header, Tile<int32_t> ws_row) {
+    Ptr<int32_t> wrow = ws + program_id(0).to<int64_t>() * ws_row;
+    for (auto i : range(0, header, 1024)) {
+      Tile<int32_t> offs = i + arange(0, 1024);
+      store(wrow + offs, 0, offs < header);
+    }
+  });
+  return k;
+}
+
+/// How a shape runs: one kernel (Direct), one program per row (Select: steps 1-3 in one kernel),
+/// or the cooperative kernels (Coop) with `ppr` programs per row, each on `slice` elements.
+struct Plan {
+  enum Mode { Direct, Select, Coop } mode = Direct;
+  int64_t ppr = 1, slice = 0;
+};
+
+inline Plan plan(int64_t rows, int64_t n, int elem_bytes, int requested, Backend backend) {
+  Plan p;
+  if (n <= kDirectMaxN && requested < 2) return p;
+  const int64_t max_ppr = std::max<int64_t>(1, (n + kBlock - 1) / kBlock);
+  if (requested == 1) {
+    p.mode = Plan::Select;
+    return p;
+  }
+  if (requested > 1) {
+    p.ppr = std::min<int64_t>(requested, max_ppr);
+  } else {
+    int64_t units = 1;
+    if (backend == Backend::GPU) {
+      static const int sms = [] {
+        auto info = gpu_info(0);
+        return info ? info->num_sms : 1;
+      }();
+      units = 2 * int64_t(sms);
+    } else if (backend == Backend::CPU) {
+      units = std::max(1u, std::thread::hardware_concurrency());
+    }
+    p.ppr = std::clamp<int64_t>((units + rows - 1) / std::max<int64_t>(rows, 1), 1, std::max<int64_t>(1, n / 8192));
+    // One program per row on a small matrix: one kernel re-reading its row (from cache) beats the
+    // cooperative path's extra launches.
+    if (p.ppr == 1 && rows * n * elem_bytes < (int64_t(4) << 20)) {
+      p.mode = Plan::Select;
+      return p;
+    }
+  }
+  p.mode = Plan::Coop;
+  p.slice = ((n + p.ppr - 1) / p.ppr + kBlock - 1) / kBlock * kBlock;
+  p.ppr = (n + p.slice - 1) / p.slice;
+  return p;
+}
+
+/// int32 elements of one workspace row of the cooperative path (CoopRow's layout).
+inline int64_t ws_row_size(int elem_bytes, int64_t ppr, int64_t n) {
+  const int kb = key_bits(elem_bytes), last = num_passes(kb) - 1;
+  return hist_offset(kb, last + 1) + ppr * (int64_t(1) << pass_bits(kb, last)) + ppr + 2 * n;
+}
+
+inline void check_shape(int64_t rows, int64_t n, int64_t k, const TopkOptions& o, const SrcLoc& l) {
+  if (rows < 0) throw UserError(l, "tle::ops::topk: rows = " + std::to_string(rows) + " is negative");
+  if (n < 1 || n > (int64_t(1) << 30))
+    throw UserError(l, "tle::ops::topk: n = " + std::to_string(n) + " is outside 1..2^30 (the row length)");
+  if (k < 1 || k > n)
+    throw UserError(l, "tle::ops::topk: k = " + std::to_string(k) + " is outside 1..n = " + std::to_string(n) +
+                           "; ask for at most n elements per row");
+  if (k > kMaxK)
+    throw UserError(l, "tle::ops::topk: k = " + std::to_string(k) + " is larger than " + std::to_string(kMaxK) +
+                           " (the survivors of a row are sorted in one program, which must fit the GPU's "
+                           "shared memory); split the selection or use a full sort");
+  if (o.programs_per_row < 0)
+    throw UserError(l, "tle::ops::topk: programs_per_row = " + std::to_string(o.programs_per_row) + " is negative");
+}
+
+}  // namespace detail_topk
+
+/// The number of int32 elements of workspace that topk needs for this shape and these options:
+/// 0 when it needs none (rows of n <= 2048, or one program per row), else about rows * (2n + 5000)
+/// (the cooperative path's candidates and histograms). Same errors as topk.
+template <class T>
+size_t topk_workspace_size(int64_t rows, int64_t n, int64_t k, const TopkOptions& o = {}, loc_t l = loc_t::current()) {
+  using namespace detail_topk;
+  check_shape(rows, n, k, o, l);
+  const Plan p = plan(rows, n, sizeof(T), o.programs_per_row, o.backend ? *o.backend : default_backend());
+  if (p.mode != Plan::Coop) return 0;
+  return static_cast<size_t>(rows * ws_row_size(sizeof(T), p.ppr, n));
+}
+
+/// The k largest (smallest) elements of each row of the row-major [rows, n] matrix x and their
+/// column indices, sorted (see the top of this file for order, memory, algorithm and errors).
+/// T is float, tle::f16 or tle::bf16; values is [rows, k] of T, indices [rows, k] of int32.
+template <class T>
+void topk(const T* x, int64_t rows, int64_t n, int64_t k, T* values, int32_t* indices, const TopkOptions& o = {},
+          loc_t l = loc_t::current()) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>,
+                "tle::ops::topk takes float, tle::f16 or tle::bf16 matrices");
+  using namespace detail_topk;
+  check_shape(rows, n, k, o, l);
+  if (rows == 0) return;
+  if (!x || !values || !indices)
+    throw UserError(l, std::string("tle::ops::topk: the ") + (!x ? "input" : !values ? "values" : "indices") +
+                           " pointer is null");
+  const Backend b = o.backend ? *o.backend : default_backend();
+  auto grid = [&](int64_t programs, int warps) {
+    Grid g(programs, 1, 1, l);
+    g.on_stream(o.stream).backend(b).with_warps(warps);
+    return g;
+  };
+  const int N32 = static_cast<int>(n), K = static_cast<int>(k);
+  const Plan p = plan(rows, n, sizeof(T), o.programs_per_row, b);
+  if (p.mode == Plan::Direct) {
+    direct_kernel<T>()(grid(rows, 4), x, values, indices, N32, static_cast<int>(next_power_of_2(n)), K, o.largest);
+    return;
+  }
+  if (p.mode == Plan::Select) {
+    select_kernel<T>()(grid(rows, 8), x, indices, N32, K, o.largest);
+    sort_kernel<T>()(grid(rows, 8), x, values, indices, N32, K, o.largest);
+    return;
+  }
+  const int64_t row_ws = ws_row_size(sizeof(T), p.ppr, n), total = rows * row_ws;
+  if (rows * p.ppr > std::numeric_limits<int32_t>::max() || row_ws > std::numeric_limits<int32_t>::max())
+    throw UserError(l, "tle::ops::topk: rows * programs_per_row or the workspace row is too large; use fewer "
+                       "programs per row or shorter rows");
+  std::vector<int32_t> host_ws;
+  DeviceBuffer<int32_t> dev_ws;
+  int32_t* ws = o.workspace;
+  if (!ws) {
+    if (b == Backend::GPU) {
+      dev_ws = DeviceBuffer<int32_t>(static_cast<size_t>(total), l);
+      ws = dev_ws.data();
+    } else {
+      host_ws.resize(static_cast<size_t>(total));
+      ws = host_ws.data();
+    }
+  }
+  constexpr int kb = key_bits(sizeof(T));
+  const int P = static_cast<int>(p.ppr), S = static_cast<int>(p.slice), R = static_cast<int>(row_ws);
+  const int64_t programs = rows * p.ppr;
+  zero_kernel()(grid(rows, 4), ws, hist_offset(kb, num_passes(kb)), R);
+  coop_hist0_kernel<T>()(grid(programs, 8), x, ws, N32, P, S, R, o.largest);
+  coop_filter_kernel<T>()(grid(programs, 8), x, indices, ws, N32, K, P, S, R, o.largest);
+  for (int pass = 2; pass < num_passes(kb); ++pass)
+    coop_cand_hist_kernel<T>()(grid(programs, 8), ws, N32, K, P, S, R, pass);
+  coop_gather_kernel<T>()(grid(programs, 8), indices, ws, N32, K, P, S, R);
+  sort_kernel<T>()(grid(rows, 8), x, values, indices, N32, K, o.largest);
+  if (!dev_ws.empty()) Stream::wrap(o.stream).synchronize();
+}
+
+/// As above on DeviceBuffers (GPU backend): x holds at least rows * n elements, values and indices
+/// at least rows * k (UserError at the caller's line otherwise).
+template <class T>
+void topk(const DeviceBuffer<T>& x, int64_t rows, int64_t n, int64_t k, DeviceBuffer<T>& values,
+          DeviceBuffer<int32_t>& indices, TopkOptions o = {}, loc_t l = loc_t::current()) {
+  detail_topk::check_shape(rows, n, k, o, l);
+  auto need = [&](size_t have, int64_t want, const char* what) {
+    if (static_cast<int64_t>(have) < want)
+      throw UserError(l, std::string("tle::ops::topk: the ") + what + " DeviceBuffer holds " + std::to_string(have) +
+                             " elements, fewer than the " + std::to_string(want) + " of the matrix");
+  };
+  need(x.size(), rows * n, "input");
+  need(values.size(), rows * k, "values");
+  need(indices.size(), rows * k, "indices");
+  if (!o.backend) o.backend = Backend::GPU;
+  topk(x.data(), rows, n, k, values.data(), indices.data(), o, l);
+}
+
+namespace detail_topk {
+/// The element count of a row-major contiguous DLPack tensor of rank 1 or 2 as (rows, cols), or a
+/// UserError naming `what`.
+inline void dl_matrix(const DLTensor* t, const char* what, int64_t& rows, int64_t& cols, const SrcLoc& l) {
+  auto bad = [&](const std::string& why) {
+    throw UserError(l, std::string("tle::ops::topk: the ") + what + " DLPack tensor " + why);
+  };
+  if (!t) bad("is null");
+  if (t->ndim != 1 && t->ndim != 2)
+    bad("has rank " + std::to_string(t->ndim) + "; pass a [rows, n] matrix or a [n] row");
+  if (t->dtype.lanes != 1) bad("has vector lanes; view it as scalars");
+  rows = t->ndim == 2 ? t->shape[0] : 1;
+  cols = t->shape[t->ndim - 1];
+  if (t->strides) {
+    const bool ok = t->strides[t->ndim - 1] == 1 || cols == 1;
+    const bool ok_rows = t->ndim == 1 || rows == 1 || t->strides[0] == cols;
+    if (!ok || !ok_rows) bad("is not contiguous row-major; make it contiguous first");
+  }
+}
+inline bool dl_device_fits(const DLTensor* t, Backend b) {
+  const int d = static_cast<int>(t->device.device_type);
+  if (b == Backend::GPU) return d == kDLCUDA || d == kDLCUDAManaged || d == kDLCUDAHost;
+  return d == kDLCPU || d == kDLCUDAHost;
+}
+}  // namespace detail_topk
+
+/// As above on DLPack tensors: x a contiguous row-major [rows, n] (or [n]) tensor of float32,
+/// float16 or bfloat16; values of x's dtype and indices of int32, both contiguous [rows, k] (or [k]).
+/// The backend is options.backend, else tle::default_backend(); the tensors' device must suit it
+/// (kDLCPU or kDLCUDAHost on the CPU backend and the interpreter; kDLCUDA, kDLCUDAManaged or
+/// kDLCUDAHost on the GPU). UserError at the caller's line for another rank or dtype, a
+/// non-contiguous tensor, shapes that do not match, a device that does not suit the backend,
+/// and topk's own errors.
+inline void topk(const DLTensor* x, int64_t k, DLTensor* values, DLTensor* indices, TopkOptions o = {},
+                 loc_t l = loc_t::current()) {
+  using namespace detail_topk;
+  int64_t rows, n, vr, vk, ir, ik;
+  dl_matrix(x, "input", rows, n, l);
+  dl_matrix(values, "values", vr, vk, l);
+  dl_matrix(indices, "indices", ir, ik, l);
+  if (vr != rows || vk != k || ir != rows || ik != k)
+    throw UserError(l, "tle::ops::topk: values and indices must be [" + std::to_string(rows) + ", " +
+                           std::to_string(k) + "] for an input of " + std::to_string(rows) + " rows and k = " +
+                           std::to_string(k));
+  if (values->dtype.code != x->dtype.code || values->dtype.bits != x->dtype.bits)
+    throw UserError(l, "tle::ops::topk: the values tensor's dtype differs from the input's");
+  if (indices->dtype.code != kDLInt || indices->dtype.bits != 32)
+    throw UserError(l, "tle::ops::topk: the indices tensor must be int32 (DLPack kDLInt, 32 bits)");
+  if (!o.backend) o.backend = default_backend();
+  for (const DLTensor* t : {x, static_cast<const DLTensor*>(values), static_cast<const DLTensor*>(indices)})
+    if (!dl_device_fits(t, *o.backend))
+      throw UserError(l, std::string("tle::ops::topk: a DLPack tensor's device does not suit the ") +
+                             backend_name(*o.backend) + " backend");
+  auto at = [](const DLTensor* t) { return static_cast<char*>(t->data) + t->byte_offset; };
+  int32_t* iptr = reinterpret_cast<int32_t*>(at(indices));
+  const int code = x->dtype.code, bits = x->dtype.bits;
+  if (code == kDLFloat && bits == 32)
+    topk(reinterpret_cast<const float*>(at(x)), rows, n, k, reinterpret_cast<float*>(at(values)), iptr, o, l);
+  else if (code == kDLFloat && bits == 16)
+    topk(reinterpret_cast<const f16*>(at(x)), rows, n, k, reinterpret_cast<f16*>(at(values)), iptr, o, l);
+  else if (code == kDLBfloat && bits == 16)
+    topk(reinterpret_cast<const bf16*>(at(x)), rows, n, k, reinterpret_cast<bf16*>(at(values)), iptr, o, l);
+  else
+    throw UserError(l, "tle::ops::topk: the input's DLPack dtype (code " + std::to_string(code) + ", " +
+                           std::to_string(bits) + " bits) is not float32, float16 or bfloat16");
+}
+
+}  // namespace tle::ops

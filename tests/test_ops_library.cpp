@@ -1,0 +1,361 @@
+// tests/test_ops_library.cpp - the library kernels of include/tle/ops/ (tle::ops::topk,
+// moe_align_block_size, expert_count) against plain C++ references: ragged row lengths, every
+// path of topk (one kernel for short rows, one program per row, several programs per row), NaN,
+// +-inf, -0.0 / +0.0, duplicates and all-equal rows, f16 and bf16; routing with empty experts,
+// every token on one expert, no tokens; the user errors at the caller's line.
+#include <tle/ops.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "error_util.hpp"
+#include "ops_util.hpp"
+
+using namespace tle;
+using namespace opstest;
+
+namespace {
+
+bool interp_mode() {
+  const char* e = std::getenv("TLE_TEST_BACKEND");
+  return e && (std::strcmp(e, "interp") == 0 || std::strcmp(e, "INTERP") == 0);
+}
+
+/// a sorts strictly after b in torch.topk(largest=True)'s order: NaN above everything, -0.0 == +0.0.
+template <class T> bool greater(T a, T b) {
+  const double x = to_d(a), y = to_d(b);
+  const bool nx = std::isnan(x), ny = std::isnan(y);
+  if (nx || ny) return nx && !ny;
+  return x > y;
+}
+
+/// The reference: per row, the first k of a stable sort (descending for the largest), by
+/// std::partial_sort over (value, index) with the index as the tie break.
+template <class T>
+void ref_topk(const Buf<T>& x, int64_t rows, int64_t n, int64_t k, bool largest, std::vector<T>& vals,
+              std::vector<int32_t>& idx) {
+  vals.assign(size_t(rows * k), T());
+  idx.assign(size_t(rows * k), 0);
+  std::vector<int32_t> order(static_cast<size_t>(n));
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* row = x.data() + r * n;
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+      const bool ab = largest ? greater(row[a], row[b]) : greater(row[b], row[a]);
+      const bool ba = largest ? greater(row[b], row[a]) : greater(row[a], row[b]);
+      return ab || (!ba && a < b);
+    });
+    for (int64_t j = 0; j < k; ++j) {
+      idx[size_t(r * k + j)] = order[size_t(j)];
+      vals[size_t(r * k + j)] = row[order[size_t(j)]];
+    }
+  }
+}
+
+/// Data: 0 uniform in [-1000, 1000], 1 a small pool with NaN of both signs, +-inf, +-0.0 and
+/// repeated values, 2 all equal (-0.0 and +0.0 mixed).
+template <class T> Buf<T> topk_data(size_t count, unsigned seed, int mode) {
+  std::mt19937_64 g(seed);
+  Buf<T> b(count);
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  const double pool[] = {nan, -nan, inf, -inf, 0.0, -0.0, 1.0, -1.0, 0.5, -2.0, 3.0, 1e-3, 7.0, -7.0};
+  std::uniform_real_distribution<double> d(-1000, 1000);
+  for (size_t i = 0; i < count; ++i) {
+    if (mode == 0) b[i] = from_d<T>(d(g));
+    else if (mode == 1) b[i] = from_d<T>(pool[g() % 14]);
+    else b[i] = from_d<T>(g() % 2 ? 0.0 : -0.0);
+  }
+  return b;
+}
+
+template <class T> std::string bit_diffs(const Buf<T>& got, const std::vector<T>& want) {
+  for (size_t i = 0; i < want.size(); ++i)
+    if (std::memcmp(&got[i], &want[i], sizeof(T)) != 0)
+      return "first differing value at [" + std::to_string(i) + "]: got " + show<T>(got[i]) + ", want " +
+             show<T>(want[i]);
+  return "";
+}
+
+template <class T>
+void check_topk(int64_t rows, int64_t n, int64_t k, bool largest, int mode, int ppr, unsigned seed) {
+  INFO("rows " << rows << " n " << n << " k " << k << " largest " << largest << " mode " << mode
+                << " programs_per_row " << ppr);
+  Buf<T> x = topk_data<T>(size_t(rows * n), seed, mode);
+  Buf<T> vals(size_t(rows * k));
+  Buf<int32_t> idx(size_t(rows * k), -1);
+  ops::TopkOptions o;
+  o.largest = largest;
+  o.programs_per_row = ppr;
+  const size_t ws_size = ops::topk_workspace_size<T>(rows, n, k, o);
+  Buf<int32_t> ws(std::max<size_t>(ws_size, 1), 12345);  // garbage: the kernels zero what they use
+  if (ws_size) o.workspace = ws.data();
+  ops::topk(x.data(), rows, n, k, vals.data(), idx.data(), o);
+  std::vector<T> want_v;
+  std::vector<int32_t> want_i;
+  ref_topk(x, rows, n, k, largest, want_v, want_i);
+  CHECK(diffs(idx, want_i) == "");
+  CHECK(bit_diffs(vals, want_v) == "");
+}
+
+}  // namespace
+
+TEST_CASE("ops library: topk f32 ragged rows, every path", "[ops][ops-library]") {
+  const bool slow = interp_mode();
+  struct Shape { int64_t rows, n; };
+  std::vector<Shape> shapes = {{1, 1}, {3, 17}, {64, 17}, {3, 1000}, {64, 1000}, {3, 4100}, {1, 129280}};
+  if (!slow) shapes.push_back({64, 4100}), shapes.push_back({3, 129280});
+  unsigned seed = 1;
+  for (const Shape& s : shapes)
+    for (int64_t k : {1, 7, 50, 2048}) {
+      if (k > s.n) continue;
+      for (int ppr : {0, 1, 3}) {
+        if (slow && s.n > 5000 && ppr == 1) continue;
+        check_topk<float>(s.rows, s.n, k, true, 0, ppr, seed++);
+      }
+    }
+}
+
+TEST_CASE("ops library: topk f32 smallest, k = n and one element rows", "[ops][ops-library]") {
+  unsigned seed = 100;
+  for (int ppr : {0, 1, 2}) {
+    check_topk<float>(5, 1, 1, false, 0, ppr, seed++);
+    check_topk<float>(3, 17, 17, false, 0, ppr, seed++);
+    check_topk<float>(2, 3000, 3000, true, 0, ppr, seed++);
+    check_topk<float>(3, 4100, 50, false, 0, ppr, seed++);
+    check_topk<float>(2, 5000, 2048, false, 0, ppr, seed++);
+  }
+}
+
+TEST_CASE("ops library: topk NaN, infinities, signed zeros, duplicates, all-equal rows", "[ops][ops-library]") {
+  unsigned seed = 200;
+  for (int mode : {1, 2})
+    for (bool largest : {true, false})
+      for (int ppr : {0, 1, 4}) {
+        check_topk<float>(3, 17, 7, largest, mode, ppr, seed++);
+        check_topk<float>(2, 4100, 50, largest, mode, ppr, seed++);
+        check_topk<float>(2, 9000, 2048, largest, mode, ppr, seed++);
+        check_topk<float>(1, 9000, 9000 > 8192 ? 8192 : 9000, largest, mode, ppr, seed++);
+      }
+}
+
+TEST_CASE("ops library: topk f16 and bf16", "[ops][ops-library]") {
+  unsigned seed = 300;
+  for (int mode : {0, 1})
+    for (bool largest : {true, false})
+      for (int ppr : {0, 1, 3}) {
+        check_topk<f16>(3, 17, 7, largest, mode, ppr, seed++);
+        check_topk<f16>(3, 4100, 50, largest, mode, ppr, seed++);
+        check_topk<bf16>(3, 1000, 7, largest, mode, ppr, seed++);
+        check_topk<bf16>(2, 20000, 2048, largest, mode, ppr, seed++);
+      }
+}
+
+TEST_CASE("errors: tle::ops::topk refuses k outside 1..n at the caller's line", "[errors][ops-library]") {
+  Buf<float> x(100), v(200);
+  Buf<int32_t> i(200);
+  int line = 0;
+  errtest::expect_user_error([&] { line = __LINE__; ops::topk(x.data(), 1, 100, 101, v.data(), i.data()); },
+                             {"k = 101 is outside 1..n = 100"}, "test_ops_library.cpp", line);
+  errtest::expect_user_error([&] { line = __LINE__; ops::topk(x.data(), 1, 100, 0, v.data(), i.data()); },
+                             {"k = 0 is outside 1..n"}, "test_ops_library.cpp", line);
+  errtest::expect_user_error([&] { line = __LINE__; ops::topk(x.data(), 1, 0, 1, v.data(), i.data()); },
+                             {"n = 0 is outside 1..2^30"}, "test_ops_library.cpp", line);
+  errtest::expect_user_error(
+      [&] { line = __LINE__; ops::topk(x.data(), 1, 100, 5, v.data(), static_cast<int32_t*>(nullptr)); },
+      {"indices pointer is null"}, "test_ops_library.cpp", line);
+  Buf<float> big(10000), bv(9000);
+  Buf<int32_t> bi(9000);
+  errtest::expect_user_error([&] { line = __LINE__; ops::topk(big.data(), 1, 10000, 9000, bv.data(), bi.data()); },
+                             {"k = 9000 is larger than 8192"}, "test_ops_library.cpp", line);
+}
+
+TEST_CASE("ops library: topk on DLPack tensors", "[ops][ops-library]") {
+  const int64_t rows = 3, n = 5000, k = 40;
+  Buf<bf16> x = topk_data<bf16>(size_t(rows * n), 77, 0);
+  Buf<bf16> v(size_t(rows * k));
+  Buf<int32_t> idx(size_t(rows * k));
+  int64_t xs[2] = {rows, n}, os[2] = {rows, k};
+  const DLDevice dev{gpu_mode() ? kDLCUDAManaged : kDLCPU, 0};
+  DLTensor tx{x.data(), dev, 2, DLDataType{kDLBfloat, 16, 1}, xs, nullptr, 0};
+  DLTensor tv{v.data(), dev, 2, DLDataType{kDLBfloat, 16, 1}, os, nullptr, 0};
+  DLTensor ti{idx.data(), dev, 2, DLDataType{kDLInt, 32, 1}, os, nullptr, 0};
+  ops::topk(&tx, k, &tv, &ti);
+  std::vector<bf16> want_v;
+  std::vector<int32_t> want_i;
+  ref_topk(x, rows, n, k, true, want_v, want_i);
+  CHECK(diffs(idx, want_i) == "");
+  CHECK(bit_diffs(v, want_v) == "");
+}
+
+TEST_CASE("errors: tle::ops::topk on DLPack tensors of the wrong dtype or shape", "[errors][ops-library]") {
+  Buf<float> x(100), v(10);
+  Buf<int32_t> idx(10);
+  int64_t xs[2] = {2, 50}, os[2] = {2, 5}, bad[2] = {2, 4};
+  const DLDevice dev{kDLCPU, 0};
+  DLTensor tx{x.data(), dev, 2, DLDataType{kDLFloat, 32, 1}, xs, nullptr, 0};
+  DLTensor tv{v.data(), dev, 2, DLDataType{kDLFloat, 32, 1}, os, nullptr, 0};
+  DLTensor ti{idx.data(), dev, 2, DLDataType{kDLInt, 64, 1}, os, nullptr, 0};
+  int line = 0;
+  errtest::expect_user_error([&] { line = __LINE__; ops::topk(&tx, 5, &tv, &ti, {.backend = Backend::CPU}); },
+                             {"indices tensor must be int32"}, "test_ops_library.cpp", line);
+  ti.dtype.bits = 32;
+  ti.shape = bad;
+  errtest::expect_user_error([&] { line = __LINE__; ops::topk(&tx, 5, &tv, &ti, {.backend = Backend::CPU}); },
+                             {"values and indices must be [2, 5]"}, "test_ops_library.cpp", line);
+}
+
+// ---------------------------------------------------------------- MoE routing
+
+namespace {
+
+/// vLLM's contract as a plain loop: entries of one expert in increasing flat index.
+struct MoeRef {
+  std::vector<int32_t> sorted, experts, counts;
+  int32_t post = 0;
+};
+MoeRef ref_moe(const Buf<int32_t>& ids, int64_t numel, int64_t E, int64_t BS) {
+  const ops::MoeAlignSizes s = ops::moe_align_sizes(numel, 1, E, BS);
+  MoeRef r;
+  r.counts.assign(size_t(E), 0);
+  for (int64_t i = 0; i < numel; ++i) r.counts[size_t(ids[i])]++;
+  r.sorted.assign(size_t(s.sorted_token_ids), int32_t(numel));
+  r.experts.assign(size_t(s.expert_ids), -1);
+  int64_t start = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    int64_t pos = start;
+    for (int64_t i = 0; i < numel; ++i)
+      if (ids[i] == e) r.sorted[size_t(pos++)] = int32_t(i);
+    const int64_t padded = (r.counts[size_t(e)] + BS - 1) / BS * BS;
+    for (int64_t b = start / BS; b < (start + padded) / BS; ++b) r.experts[size_t(b)] = int32_t(e);
+    start += padded;
+  }
+  r.post = int32_t(start);
+  return r;
+}
+
+/// mode 0 uniform experts, 1 every entry on expert E-1, 2 only even experts (odd ones empty).
+void check_moe(int64_t tokens, int64_t topk, int64_t E, int64_t BS, int mode, unsigned seed) {
+  INFO("tokens " << tokens << " topk " << topk << " experts " << E << " block_size " << BS << " mode " << mode);
+  std::mt19937 g(seed);
+  const ops::MoeAlignSizes s = ops::moe_align_sizes(tokens, topk, E, BS);
+  Buf<int32_t> ids(size_t(std::max<int64_t>(s.numel, 1)));
+  for (int64_t i = 0; i < s.numel; ++i)
+    ids[i] = mode == 0 ? int32_t(g() % E) : mode == 1 ? int32_t(E - 1) : int32_t((g() % ((E + 1) / 2)) * 2);
+  Buf<int32_t> sorted(size_t(s.sorted_token_ids), -7), experts(size_t(s.expert_ids), -7), post(1, -7);
+  Buf<int32_t> ws(size_t(s.workspace), 999), counts(size_t(E), -7);
+  ops::MoeAlignOptions o;
+  o.workspace = ws.data();
+  ops::moe_align_block_size(ids.data(), tokens, topk, E, BS, sorted.data(), experts.data(), post.data(), o);
+  ops::expert_count(ids.data(), tokens, topk, E, counts.data(), o);
+  MoeRef r = ref_moe(ids, s.numel, E, BS);
+  CHECK(post[0] == r.post);
+  CHECK(diffs(sorted, r.sorted) == "");
+  CHECK(diffs(experts, r.experts) == "");
+  CHECK(diffs(counts, r.counts) == "");
+}
+
+}  // namespace
+
+TEST_CASE("ops library: moe_align_block_size and expert_count against a plain loop", "[ops][ops-library]") {
+  unsigned seed = 1;
+  const bool slow = interp_mode();
+  for (int mode : {0, 1, 2}) {
+    check_moe(1, 8, 256, 64, mode, seed++);
+    check_moe(17, 2, 8, 16, mode, seed++);
+    check_moe(256, 8, 256, 128, mode, seed++);
+    check_moe(1001, 3, 7, 5, mode, seed++);
+    check_moe(4096, 2, 8, 64, mode, seed++);  // 8192 entries: the last one-kernel size
+    check_moe(3001, 3, 7, 5, mode, seed++);   // 9003 entries: the counting kernel, then 9 programs
+    if (!slow) check_moe(16384, 8, 256, 64, mode, seed++);
+  }
+  check_moe(3, 1, 1, 1, 0, seed++);
+}
+
+TEST_CASE("ops library: moe_align_block_size with no tokens writes the empty result", "[ops][ops-library]") {
+  for (int64_t bs : {1, 16, 64}) {
+    const ops::MoeAlignSizes s = ops::moe_align_sizes(0, 8, 32, bs);
+    Buf<int32_t> sorted(size_t(std::max<int64_t>(s.sorted_token_ids, 1)), -7), experts(size_t(s.expert_ids + 1), -7);
+    Buf<int32_t> post(1, -7), counts(32, -7);
+    ops::moe_align_block_size(static_cast<const int32_t*>(nullptr), 0, 8, 32, bs, sorted.data(), experts.data(),
+                              post.data());
+    ops::expert_count(static_cast<const int32_t*>(nullptr), 0, 8, 32, counts.data());
+    CHECK(post[0] == 0);
+    for (int64_t i = 0; i < s.sorted_token_ids; ++i) CHECK(sorted[i] == 0);
+    for (int64_t b = 0; b < s.expert_ids; ++b) CHECK(experts[b] == -1);
+    CHECK(experts[s.expert_ids] == -7);  // nothing written past the end
+    for (int e = 0; e < 32; ++e) CHECK(counts[e] == 0);
+  }
+}
+
+TEST_CASE("errors: tle::ops::moe_align_block_size refuses bad ids and sizes at the caller's line",
+          "[errors][ops-library]") {
+  Buf<int32_t> ids{0, 3, 8, 1}, sorted(100), experts(100), post(1), counts(8);
+  int line = 0;
+  errtest::expect_user_error(
+      [&] {
+        line = __LINE__; ops::moe_align_block_size(ids.data(), 2, 2, 8, 4, sorted.data(), experts.data(), post.data());
+      },
+      {"topk_ids[2] = 8 is not an expert id in 0..7"}, "test_ops_library.cpp", line);
+  ids[2] = -1;
+  errtest::expect_user_error([&] { line = __LINE__; ops::expert_count(ids.data(), 4, 1, 8, counts.data()); },
+                             {"topk_ids[2] = -1 is not an expert id"}, "test_ops_library.cpp", line);
+  errtest::expect_user_error([&] { line = __LINE__; (void)ops::moe_align_sizes(10, 0, 8, 4); },
+                             {"topk = 0 must be at least 1"}, "test_ops_library.cpp", line);
+  errtest::expect_user_error([&] { line = __LINE__; (void)ops::moe_align_sizes(10, 2, 0, 4); },
+                             {"num_experts = 0 is outside 1..4096"}, "test_ops_library.cpp", line);
+}
+
+// ---------------------------------------------------------------- GPU: device memory and a stream
+
+TEST_CASE("gpu: tle::ops::topk and moe_align_block_size on DeviceBuffers and a stream", "[.gpu]") {
+  REQUIRE(default_backend() == Backend::GPU);
+  Stream stream(/*non_blocking=*/true);
+  for (int ppr : {0, 1, 4}) {
+    const int64_t rows = 3, n = 40000, k = 300;
+    Buf<float> host = topk_data<float>(size_t(rows * n), 7 + ppr, 1);
+    std::vector<float> hx(host.begin(), host.end());
+    DeviceBuffer<float> x(hx), v(size_t(rows * k));
+    DeviceBuffer<int32_t> i(size_t(rows * k));
+    ops::TopkOptions o;
+    o.stream = stream.handle();
+    o.programs_per_row = ppr;
+    const size_t wsn = ops::topk_workspace_size<float>(rows, n, k, o);
+    DeviceBuffer<int32_t> ws(std::max<size_t>(wsn, 1));
+    if (wsn) o.workspace = ws.data();
+    ops::topk(x, rows, n, k, v, i, o);
+    stream.synchronize();
+    std::vector<float> want_v;
+    std::vector<int32_t> want_i;
+    ref_topk(host, rows, n, k, true, want_v, want_i);
+    CHECK(i.to_host() == want_i);
+    auto got_v = v.to_host();
+    CHECK(std::memcmp(got_v.data(), want_v.data(), want_v.size() * sizeof(float)) == 0);
+  }
+  // Routing on raw device pointers; an out-of-range id is ignored on the GPU.
+  const int64_t tokens = 1000, topk = 4, E = 64, bs = 16;
+  std::mt19937 g(5);
+  Buf<int32_t> ids(size_t(tokens * topk));
+  for (auto& v : ids) v = int32_t(g() % E);
+  const ops::MoeAlignSizes s = ops::moe_align_sizes(tokens, topk, E, bs);
+  MoeRef r = ref_moe(ids, s.numel, E, bs);
+  std::vector<int32_t> with_bad(ids.begin(), ids.end());
+  DeviceBuffer<int32_t> d_ids(with_bad), sorted(size_t(s.sorted_token_ids)), experts(size_t(s.expert_ids)), post(1);
+  ops::MoeAlignOptions o;
+  o.stream = stream.handle();
+  ops::moe_align_block_size(d_ids.data(), tokens, topk, E, bs, sorted.data(), experts.data(), post.data(), o);
+  stream.synchronize();
+  CHECK(post.to_host()[0] == r.post);
+  CHECK(sorted.to_host() == r.sorted);
+  CHECK(experts.to_host() == r.experts);
+  // Entry 5 moved out of range: not counted, not placed.
+  with_bad[5] = int32_t(E + 3);
+  d_ids.copy_from_host(with_bad);
+  DeviceBuffer<int32_t> counts(static_cast<size_t>(E));
+  ops::expert_count(d_ids.data(), tokens, topk, E, counts.data(), o);
+  stream.synchronize();
+  std::vector<int32_t> want_counts(size_t(E), 0);
+  for (int64_t j = 0; j < s.numel; ++j)
+    if (j != 5) want_counts[size_t(ids[j])]++;
+  CHECK(counts.to_host() == want_counts);
+}
