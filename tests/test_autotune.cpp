@@ -6,6 +6,7 @@
 #include <tle/autotune.hpp>
 #include <tle/tle.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -367,11 +368,39 @@ TEST_CASE("autotune end to end: a row sum tuned on the CPU backend, cached, reus
     const auto want2 = row_sums(x2, rows, 100);
     for (int r = 0; r < rows; ++r) CHECK(out[r] == Approx(want2[r]).margin(1e-3));
     CHECK(tc.entries().size() == 2);
+    REQUIRE(tuned.last_report().times.size() == 6);
+    for (auto& [c, ms] : tuned.last_report().times) CHECK((ms > 0 && ms < 1e4));
+  }
+  // Triton's early_config_prune: only the configs it returns are measured.
+  {
+    AutotuneOptions p = opts;
+    p.prune = [](std::vector<Config> cs) {
+      std::vector<Config> keep;
+      for (auto& c : cs)
+        if (c["BLOCK"] >= 256) keep.push_back(c);
+      return keep;
+    };
+    auto tuned = autotune("rowsum_pruned", space, cols_key, launch, p);
+    std::vector<float> out(rows);
+    tuned(x.data(), out.data(), rows, cols);
+    check_out(out);
+    CHECK(tuned.last_report().measured == 3);
+    CHECK(tuned.last_report().best["BLOCK"] >= 256);
+    p.prune = [](std::vector<Config>) { return std::vector<Config>(); };
+    const int line = __LINE__ + 1;
+    auto empty = autotune("rowsum_pruned_all", space, cols_key, launch, p);
+    errtest::expect_user_error([&] { empty(x.data(), out.data(), rows, cols); }, {"prune hook returned no config"},
+                               "test_autotune.cpp", line);
   }
   // A fresh tuner (as a second process would be) finds the config on disk and measures nothing.
   {
     auto tuned = autotune("rowsum", space, cols_key, launch, opts);
     std::vector<float> out(rows, -1.0f);
+    const auto t0 = std::chrono::steady_clock::now();
+    const Config c = tuned.select(x.data(), out.data(), rows, cols);  // trace probe + disk read
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    WARN("a fresh tuner's disk-cache lookup took " << ms << " ms");
+    CHECK(c == best);
     tuned(x.data(), out.data(), rows, cols);
     check_out(out);
     CHECK(tuned.last_report().from_cache);
@@ -404,11 +433,11 @@ TEST_CASE("autotune end to end: a row sum tuned on the CPU backend, cached, reus
   }
   // Export the database, import it into an empty cache: a fresh tuner hits.
   const std::string db = tc.dir + "/db.tletune";
-  CHECK(tune_db_export(db) == 2);
+  CHECK(tune_db_export(db) == 3);  // cols=1024 and cols=128 of rowsum, cols=1024 of rowsum_pruned
   TempCache other;
   CHECK(other.entries().empty());
-  CHECK(tune_db_import(db) == 2);
-  CHECK(other.entries().size() == 2);
+  CHECK(tune_db_import(db) == 3);
+  CHECK(other.entries().size() == 3);
   {
     auto tuned = autotune("rowsum", space, cols_key, launch, opts);
     std::vector<float> out(rows);
@@ -539,6 +568,7 @@ TEST_CASE("autotune on the GPU: a bf16 matmul over a space of more than 5000 con
   REQUIRE(space.size() >= 5000);
   AutotuneOptions opts;
   opts.backend = Backend::GPU;
+  opts.budget = 48;  // each config compiles (~0.3 s): keep the test near a minute
   auto key = [](const bf16*, const bf16*, float*, int m, int n, int k) {
     return TuneKey().add("M", pow2_bucket(m)).add("N", pow2_bucket(n)).add("K", pow2_bucket(k));
   };
@@ -553,7 +583,8 @@ TEST_CASE("autotune on the GPU: a bf16 matmul over a space of more than 5000 con
   const TuneReport r = tuned.last_report();
   INFO("best " << r.best.str() << " " << r.best_ms << " ms, measured " << r.measured << " of " << r.valid
                << ", pruned " << r.pruned << (r.used_model ? ", model" : ", no model"));
-  CHECK(uint64_t(r.measured) <= std::max<uint64_t>(32, r.valid / 20));
+  CHECK(r.measured <= 48);
+  CHECK(r.valid >= 5000);
   CHECK(r.best_ms > 0);
   for (int i : {0, 1000, M - 1})
     for (int j : {0, 777, N - 1}) {

@@ -173,6 +173,9 @@ struct TuneReport {
   bool from_cache = false;         ///< the config came from the disk cache or a database
   bool used_model = false;         ///< the XGBoost ranking model guided the search
   std::vector<std::string> prune_reasons;  ///< "CONFIG: why", one per pruned config
+  /// Every config timed, in measuring order, with its median in ms (+infinity when pruned; the
+  /// partial median when timing stopped early).
+  std::vector<std::pair<Config, double>> times;
 };
 
 /// Options of tle::autotune. Defaults follow Triton (warm-up, repeats) and FlagTune (GA).

@@ -197,6 +197,9 @@ class TunerCore {
       const cuda::Driver& d = cuda::require_driver("autotune");
       if (!stream) check_cu(d.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
       if (!flush) check_cu(d.cuMemAlloc(&flush, kFlushBytes), "cuMemAlloc");
+      // The private stream does not wait for the legacy default stream: let the work that wrote
+      // the inputs finish first.
+      check_cu(d.cuCtxSynchronize(), "cuCtxSynchronize");
     }
     // Outputs a benchmark run overwrites: saved now, restored after each config and at the end.
     std::vector<std::string> saved;
@@ -293,8 +296,11 @@ class TunerCore {
       return t;
     };
     const tune::SearchResult r = tune::search(space, so, measure, ranker, [&](uint64_t n) { progress.start(n); });
+    // Launches after tuning go to the caller's stream, which does not wait for the private one.
+    if (gpu) check_cu(cuda::require_driver("autotune").cuStreamSynchronize(stream), "cuStreamSynchronize");
     last.valid = r.valid;
     last.measured = static_cast<int>(r.measured.size());
+    last.times = r.measured;
     if (!(r.best_time < kFailed)) {
       std::string why;
       for (size_t i = 0; i < last.prune_reasons.size() && i < 4; ++i) why += "\n  " + last.prune_reasons[i];
