@@ -488,6 +488,41 @@ TEST_CASE("autotune: configs that fail to compile are pruned and reported, resto
                              "test_autotune.cpp", line);
 }
 
+TEST_CASE("autotune: genetic search of a real kernel on the CPU backend, the second key ranked by a model trained on "
+          "the first",
+          "[tune]") {
+  TempCache tc;
+  auto rowsum = make_rowsum();
+  Space space;
+  space.pow2("BLOCK", 16, 1024).pow2("num_warps", 1, 8);  // 28 configs (num_warps is ignored on the CPU)
+  AutotuneOptions opts;
+  opts.repeats = 3, opts.warmup = 1;
+  opts.exhaustive_limit = 4;  // force the genetic search on this small space
+  opts.budget = 10;
+  auto tuned = autotune("rowsum_ga", space, cols_key,
+                        [&](const Config& c, const float* px, float* out, int nrows, int ncols) {
+                          rowsum(c.grid(nrows), px, out, ncols, int(c["BLOCK"]));
+                        },
+                        opts);
+  const int rows = 9;
+  for (int cols : {1001, 77}) {
+    const std::vector<float> x = ramp(size_t(rows) * cols);
+    const std::vector<double> want = row_sums(x, rows, cols);
+    std::vector<float> out(rows, -1.0f);
+    tuned(x.data(), out.data(), rows, cols);
+    for (int r = 0; r < rows; ++r) CHECK(out[r] == Approx(want[r]).margin(1e-3));
+    const TuneReport r = tuned.last_report();
+    CHECK(r.valid == 28);
+    CHECK(r.measured <= 10);
+    CHECK(r.measured >= 1);
+    CHECK(space.valid(r.best));
+    // The first key has no stored measurements to learn from; the second has the first's 10.
+    if (cols == 77 && tune::xgboost()) CHECK(r.used_model);
+    if (cols == 1001) CHECK_FALSE(r.used_model);
+  }
+  CHECK(tc.entries().size() == 2);
+}
+
 // ---- GPU (hidden tag: run on the H200 by the lead)
 
 TEST_CASE("autotune on the GPU: softmax over BLOCK and num_warps", "[.gpu]") {

@@ -21,8 +21,8 @@
 // early_config_prune and `restore` is restore_value. The search follows FlagTune (FlagTree PRs
 // #782/#850): exhaustive for small spaces, else a genetic algorithm whose children are ranked by
 // an XGBoost rank:pairwise model trained on every measurement tle has stored (docs/autotune.md
-// lists the features); libxgboost is opened with dlopen, and without it the search runs without
-// the model (one notice on stderr).
+// lists the features); libxgboost is opened with dlopen ($TLE_LIBXGBOOST, else libxgboost.so.0),
+// and without it the search runs without the model (one notice on stderr).
 //
 // Measurement: on the GPU, CUDA events on a private stream, `warmup` runs, then `repeats` timed
 // runs each after an L2 flush (a 256 MB memset), the median; a config whose fastest run is

@@ -1,5 +1,6 @@
 // src/runtime/autotune/model.cpp - the ranking model's features and libxgboost, opened with
-// dlopen (as the CUDA driver in src/runtime/cuda/driver.cpp) so that libtle needs no XGBoost.
+// dlopen (as the CUDA driver in src/runtime/cuda/driver.cpp) so that libtle needs no XGBoost:
+// $TLE_LIBXGBOOST if set (only that file), else libxgboost.so.0, else libxgboost.so.
 //
 // The C API used is xgboost/c_api.h of XGBoost 1.7 (Debian's libxgboost-dev 1.7.4): the types
 // below mirror its declarations (bst_ulong is uint64_t, handles are void*), so tle builds without
@@ -104,9 +105,12 @@ std::string g_why;
 
 std::unique_ptr<XGBoost> load_xgboost() {
   std::vector<std::string> names;
-  if (const char* p = std::getenv("TLE_LIBXGBOOST"); p && *p) names.push_back(p);
-  names.push_back("libxgboost.so.0");
-  names.push_back("libxgboost.so");
+  if (const char* p = std::getenv("TLE_LIBXGBOOST"); p && *p) {
+    names.push_back(p);  // only this one (as TLE_LIBCUDA)
+  } else {
+    names.push_back("libxgboost.so.0");
+    names.push_back("libxgboost.so");
+  }
   void* h = nullptr;
   std::string err;
   for (auto& n : names) {
