@@ -460,6 +460,7 @@ TEST_CASE("autotune: configs that fail to compile are pruned and reported, resto
   const std::vector<double> want = row_sums(x, rows, cols);
   AutotuneOptions opts;
   opts.repeats = 3, opts.warmup = 1;
+  opts.compile_ahead = GENERATE(0, 1);  // compiles on the measuring thread, or on the tuner's thread
   auto tuned = autotune("rowsum_acc", space, cols_key,
                         [&](const Config& c, const float* px, float* out, int nrows, int ncols) {
                           acc(c.grid(nrows), px, out, ncols, int(c["BLOCK"]));
@@ -499,6 +500,7 @@ TEST_CASE("autotune: genetic search of a real kernel on the CPU backend, the sec
   opts.repeats = 3, opts.warmup = 1;
   opts.exhaustive_limit = 4;  // force the genetic search on this small space
   opts.budget = 10;
+  opts.compile_ahead = 1;
   auto tuned = autotune("rowsum_ga", space, cols_key,
                         [&](const Config& c, const float* px, float* out, int nrows, int ncols) {
                           rowsum(c.grid(nrows), px, out, ncols, int(c["BLOCK"]));

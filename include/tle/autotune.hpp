@@ -30,8 +30,9 @@
 // interpreter, wall-clock time of the same calls (no flush). Before any timing every config is
 // compiled (its launches are compiled, not run); a config whose compile throws (UserError,
 // RuntimeError) or that exceeds the GPU's shared memory or registers is pruned and reported, not
-// fatal. Compiles run on the measuring thread: tle compiles one kernel's specializations under one
-// lock (src/runtime/kernel.cpp, compile_mu), so a pool would not compile them in parallel.
+// fatal. On the GPU the next configs compile on a tuner thread while the current one is timed
+// (AutotuneOptions::compile_ahead); one thread, not a pool: tle compiles one kernel's
+// specializations under one lock (src/runtime/kernel.cpp, compile_mu).
 //
 // Cache: the best config and every measurement of a (kernel, key) are stored in
 // <TLE_CACHE_DIR>/tune/ (next to the kernel cache; src/runtime/disk_cache.hpp names the directory),
@@ -193,6 +194,11 @@ struct AutotuneOptions {
   std::function<std::vector<Config>(std::vector<Config>)> prune;
   /// The backend to tune for (default: default_backend()); Config::grid applies it.
   std::optional<Backend> backend;
+  /// Compile the next configs on a tuner thread while the current one is timed: -1 (default) on
+  /// the GPU only (host compiles would compete with CPU-backend timing for the cores), 0 never, 1
+  /// always. The launcher then runs on two threads at once (for a config being compiled: its
+  /// launches compile and do not run); a launcher that only launches tle kernels is safe.
+  int compile_ahead = -1;
 };
 
 namespace detail {

@@ -31,6 +31,7 @@ class Search {
       res_.exhaustive = true;
       res_.valid = o_.candidates->size();
       if (before) before(o_.candidates->size());
+      if (o_.prepare) o_.prepare(*o_.candidates);
       for (const Config& c : *o_.candidates) eval_config(c);
       return std::move(res_);
     }
@@ -45,6 +46,7 @@ class Search {
       if (valid_.size() <= o_.exhaustive_limit) {
         res_.exhaustive = true;
         if (before) before(valid_.size());
+        announce(valid_, valid_.size());
         for (auto& idx : valid_) eval(idx);
         return std::move(res_);
       }
@@ -79,6 +81,14 @@ class Search {
     return idx;
   }
   bool valid(const Idx& idx) const { return space_.valid(space_.config_of(idx)); }
+  /// Tells SearchOptions::prepare the first n of idxs not yet measured (the next batch).
+  void announce(const std::vector<Idx>& idxs, uint64_t n) const {
+    if (!o_.prepare) return;
+    std::vector<Config> cs;
+    for (size_t i = 0; i < idxs.size() && cs.size() < n; ++i)
+      if (!seen_.count(idxs[i])) cs.push_back(space_.config_of(idxs[i]));
+    if (!cs.empty()) o_.prepare(cs);
+  }
   bool full() const { return res_.measured.size() >= budget_; }
 
   void eval_config(const Config& c) {
@@ -138,6 +148,7 @@ class Search {
     }
     order(pool);
     const uint64_t ga_budget = std::max<uint64_t>(budget_ * 3 / 4, std::min<uint64_t>(budget_, o_.population));
+    announce(pool, std::min<uint64_t>(o_.population, ga_budget));
     for (size_t i = 0; i < pool.size() && static_cast<int>(i) < o_.population && res_.measured.size() < ga_budget; ++i)
       eval(pool[i]);
     int stale = 0;
@@ -174,6 +185,7 @@ class Search {
         children.push_back(std::move(c));
       }
       order(children);
+      announce(children, std::min<uint64_t>(o_.offspring, ga_budget - res_.measured.size()));
       int added = 0;
       for (size_t i = 0; i < children.size() && static_cast<int>(i) < o_.offspring && res_.measured.size() < ga_budget;
            ++i)
@@ -200,6 +212,7 @@ class Search {
           if (!seen_.count(c) && valid(c)) nb.push_back(std::move(c));
         }
       order(nb);
+      announce(nb, budget_ - res_.measured.size());
       for (auto& c : nb) {
         if (full()) break;
         eval(c);

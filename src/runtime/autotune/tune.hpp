@@ -26,6 +26,9 @@ struct SearchOptions {
   double mutation = 0.3;  ///< per-knob mutation probability (FlagTune: 0.3)
   /// Pre-computed valid configs (from prune); when set the search measures them all.
   std::optional<std::vector<Config>> candidates;
+  /// Told the configs about to be measured, in order, before each batch (the tuner compiles
+  /// them ahead on another thread). May be empty.
+  std::function<void(const std::vector<Config>&)> prepare;
 };
 
 /// Ranks configs: lower score = predicted faster. Empty = no model.

@@ -9,6 +9,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <set>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -79,6 +83,86 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 }  // namespace
+
+/// Compiles configs ahead of their measurement on one thread of its own (SearchOptions::prepare
+/// queues them): the compile probe of config i + 1 runs while config i is timed. One thread, not a
+/// pool: tle compiles one kernel's specializations under one lock (kernel.cpp, compile_mu), while
+/// launches of compiled specializations do not take it. The result of each probe (its stats, or
+/// the error it threw) waits in `done` for measure().
+class CompileAhead {
+ public:
+  struct Result {
+    std::vector<KernelStatsData> stats;
+    std::string error;  ///< what the probe threw ("" when it compiled)
+  };
+  using Probe = std::function<Result(const Config&)>;
+
+  /// `init` runs first on the thread (making the tuner's CUDA context current there).
+  CompileAhead(Probe probe, std::function<void()> init)
+      : probe_(std::move(probe)), init_(std::move(init)), worker_([this] { work(); }) {}
+  ~CompileAhead() {
+    {
+      std::lock_guard lk(m_);
+      stop_ = true;
+      queue_.clear();
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+  void enqueue(const std::vector<Config>& cs) {
+    {
+      std::lock_guard lk(m_);
+      for (auto& c : cs)
+        if (!done_.count(c.str()) && !queued_.count(c.str())) queue_.push_back(c), queued_.insert(c.str());
+    }
+    cv_.notify_all();
+  }
+  /// The probe's result for c: waits while it is queued or compiling; runs it here when it is
+  /// neither (a config the search did not announce).
+  Result take(const Config& c) {
+    std::unique_lock lk(m_);
+    const std::string k = c.str();
+    cv_.wait(lk, [&] { return done_.count(k) || (!queued_.count(k)); });
+    if (auto it = done_.find(k); it != done_.end()) {
+      Result r = std::move(it->second);
+      done_.erase(it);
+      return r;
+    }
+    lk.unlock();
+    return probe_(c);
+  }
+
+ private:
+  void work() {
+    if (init_) try {
+        init_();
+      } catch (...) {  // a probe then reports what fails
+      }
+    std::unique_lock lk(m_);
+    for (;;) {
+      cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      Config c = std::move(queue_.front());
+      queue_.pop_front();
+      lk.unlock();
+      Result r = probe_(c);
+      lk.lock();
+      const std::string k = c.str();
+      queued_.erase(k);
+      done_[k] = std::move(r);
+      cv_.notify_all();
+    }
+  }
+  Probe probe_;
+  std::function<void()> init_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<Config> queue_;
+  std::set<std::string> queued_;  // queued or compiling
+  std::map<std::string, Result> done_;
+  bool stop_ = false;
+  std::thread worker_;  // last: starts after the members it uses
+};
 
 class TunerCore {
  public:
@@ -258,6 +342,32 @@ class TunerCore {
       };
     last.used_model = static_cast<bool>(model);
 
+    // The compile probe of one config: its launches compiled, not run (on the calling thread).
+    auto compile_probe = [&](const Config& c0) {
+      Config c = c0;
+      c.backend = static_cast<int>(backend);
+      CompileAhead::Result r;
+      try {
+        LaunchProbe p;
+        p.mode = LaunchProbe::Compile;
+        probe(p, c, run, backend);
+        r.stats = std::move(p.stats);
+      } catch (const std::exception& e) {
+        r.error = e.what();
+        if (r.error.empty()) r.error = "failed to compile";
+      }
+      return r;
+    };
+    // Compiles run ahead of measurement on the GPU (host compiles overlap GPU timing); on the host
+    // they would compete with the timed runs for the cores (AutotuneOptions::compile_ahead).
+    std::optional<CompileAhead> ahead;
+    if (opts.compile_ahead == 1 || (opts.compile_ahead < 0 && gpu)) {
+      CUcontext ctx = gpu ? cuda::ensure_context() : nullptr;
+      ahead.emplace(compile_probe, [ctx] {
+        if (ctx) check_cu(cuda::require_driver("autotune").cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+      });
+      so.prepare = [&](const std::vector<Config>& cs) { ahead->enqueue(cs); };
+    }
     Progress progress(fmt::format("{} [{}]", name, key));
     Config best_c;
     double best_t = kFailed;
@@ -267,11 +377,10 @@ class TunerCore {
       c.stream = gpu ? stream : nullptr;
       double t = kFailed;
       try {
-        LaunchProbe p;
-        p.mode = LaunchProbe::Compile;
-        probe(p, c, run, backend);
+        const CompileAhead::Result compiled = ahead ? ahead->take(c) : compile_probe(c);
+        if (!compiled.error.empty()) throw RuntimeError("compile", compiled.error);
         if (gpu && info)
-          for (auto& s : p.stats) {
+          for (auto& s : compiled.stats) {
             if (static_cast<size_t>(s.shared_bytes) > info->shared_mem_per_block_optin)
               throw RuntimeError("autotune", fmt::format("needs {} bytes of shared memory, the GPU has {}",
                                                          s.shared_bytes, info->shared_mem_per_block_optin));
