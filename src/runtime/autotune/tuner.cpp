@@ -222,12 +222,21 @@ class TunerCore {
                                          device_identity(backend), TLE_VERSION);
     const std::string dir = tune::tune_directory();
     if (mode != "force")
-      if (auto e = tune::load(dir, ckey); e && space.valid(e->best) && e->best.values().size() == space.knobs().size()) {
+      if (auto e = tune::load(dir, ckey); e && in_domains(e->best) && space.valid(e->best)) {
         last.best = e->best, last.best_ms = e->best_ms, last.from_cache = true;
         return cache[key] = e->best;
       }
     tune_key(key, key_numbers, run, regions, backend, ckey, dir, ir_text, cands);
     return cache[key] = last.best;
+  }
+
+  /// Whether c has exactly the space's knobs, each with a value of its domain.
+  bool in_domains(const Config& c) const {
+    if (c.values().size() != space.knobs().size()) return false;
+    for (auto& k : space.knobs())
+      if (!c.has(k.name) || std::find(k.domain.begin(), k.domain.end(), c.get(k.name, 0)) == k.domain.end())
+        return false;
+    return true;
   }
 
   /// The valid configs after prune, or empty for spaces too large to enumerate (the GA samples).
@@ -319,8 +328,11 @@ class TunerCore {
                          tune::why_no_xgboost().c_str());
         });
       } else {
+        // Measurements of this device only (FlagTune's models are per platform too).
         std::vector<tune::Group> groups;
+        const std::string device = " | " + device_identity(backend) + " | ";
         for (auto& e : tune::load_all(dir)) {
+          if (e.key.find(device) == std::string::npos) continue;
           tune::Group g;
           for (auto& [c, ms] : e.measured) {
             g.rows.push_back(tune::features(e.ir, e.key_numbers, space_of(e), c));
