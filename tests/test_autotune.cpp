@@ -277,9 +277,12 @@ TEST_CASE("autotune model: XGBoost rank:pairwise learns a ranking of synthetic d
     return out;
   };
   auto r = tune::search(s, o, [&](const Config& c, double) { return synthetic_cost(c); }, rank);
-  WARN("model: Spearman rho " << rho << ", guided search measured " << r.measured.size());
+  auto cold = tune::search(s, o, [&](const Config& c, double) { return synthetic_cost(c); });
+  WARN("model: Spearman rho " << rho << ", guided search measured " << r.measured.size() << ", unguided "
+                              << cold.measured.size() << " (same seed)");
   CHECK(r.best.str() == "BM=128 BN=64 BK=32 num_warps=4 num_stages=3 GM=8");
   CHECK(r.measured.size() <= r.valid / 20);
+  CHECK(3 * r.measured.size() <= cold.measured.size());  // the model transfers: >= 3x fewer measurements
 }
 
 TEST_CASE("autotune cache: entry round trip and damaged entries", "[tune]") {

@@ -152,7 +152,10 @@ class Search {
     for (size_t i = 0; i < pool.size() && static_cast<int>(i) < o_.population && res_.measured.size() < ga_budget; ++i)
       eval(pool[i]);
     int stale = 0;
-    while (res_.measured.size() < ga_budget && stale < 8) {
+    // Stop after generations that found nothing faster: 8, or 4 when the model ranks the children
+    // (its picks are better, so a stall means more).
+    const int patience = rank_ ? 4 : 8;
+    while (res_.measured.size() < ga_budget && stale < patience) {
       // Parents: the fastest `population` configs measured so far.
       std::vector<std::pair<Idx, double>> elite;
       for (auto& t : times_)
