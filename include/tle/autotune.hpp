@@ -206,10 +206,11 @@ namespace detail {
 class TunerCore;
 TunerCore* tuner_create(std::string name, Space space, AutotuneOptions opts, const SrcLoc& loc);
 void tuner_destroy(TunerCore* t) noexcept;
-/// The config for `key` (tuning on a miss). `run` launches once with a config; `restore` puts the
-/// saved regions back (may be empty); `regions` lists the regions to save (may be empty).
+/// The config for `key` (tuning on a miss). `run` launches once with a config; `regions` (called
+/// only when tuning; may be empty) lists the memory the runs overwrite, saved and restored.
 Config tuner_select(TunerCore* t, const std::string& key, const std::vector<int64_t>& key_numbers,
-                    const std::function<void(const Config&)>& run, const std::vector<Region>& regions);
+                    const std::function<void(const Config&)>& run,
+                    const std::function<std::vector<Region>()>& regions);
 void tuner_force(TunerCore* t, const Config& c, const SrcLoc& loc);
 TuneReport tuner_last_report(const TunerCore* t);
 const SrcLoc& tuner_loc(const TunerCore* t);
@@ -262,10 +263,9 @@ template <class... A> class Autotuned<std::tuple<A...>> {
     }
     std::string key = k.str();
     (void)std::initializer_list<int>{(append_type(key, args), 0)...};
-    std::vector<Region> regions;
-    if (restore_) regions = restore_(args...);
     return detail::tuner_select(
-        core_.get(), key, k.numbers(), [&](const Config& c) { launch_(c, args...); }, regions);
+        core_.get(), key, k.numbers(), [&](const Config& c) { launch_(c, args...); },
+        [&] { return restore_ ? restore_(args...) : std::vector<Region>(); });
   }
   /// Outputs a benchmark run overwrites (Triton's restore_value): saved before tuning and
   /// restored after each measured config.

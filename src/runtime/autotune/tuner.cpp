@@ -186,7 +186,7 @@ class TunerCore {
   }
 
   Config select(const std::string& key, const std::vector<int64_t>& key_numbers,
-                const std::function<void(const Config&)>& run, const std::vector<Region>& regions) {
+                const std::function<void(const Config&)>& run, const std::function<std::vector<Region>()>& regions) {
     std::lock_guard lk(mu);
     if (auto it = cache.find(key); it != cache.end()) return it->second;
     last = TuneReport{};
@@ -279,7 +279,7 @@ class TunerCore {
   }
 
   void tune_key(const std::string& key, const std::vector<int64_t>& key_numbers,
-                const std::function<void(const Config&)>& run, const std::vector<Region>& regions, Backend backend,
+                const std::function<void(const Config&)>& run, const std::function<std::vector<Region>()>& regions, Backend backend,
                 const std::string& ckey, const std::string& dir, const std::string& ir_text,
                 const std::vector<Config>& cands) {
     const bool gpu = backend == Backend::GPU;
@@ -304,12 +304,13 @@ class TunerCore {
       else
         std::memcpy(dst, src, n);
     };
-    for (auto& r : regions) {
+    const std::vector<Region> rs = regions ? regions() : std::vector<Region>();
+    for (auto& r : rs) {
       saved.emplace_back(r.bytes, '\0');
       copy(saved.back().data(), r.ptr, r.bytes);
     }
     auto restore = [&] {
-      for (size_t i = 0; i < regions.size(); ++i) copy(regions[i].ptr, saved[i].data(), regions[i].bytes);
+      for (size_t i = 0; i < rs.size(); ++i) copy(rs[i].ptr, saved[i].data(), rs[i].bytes);
     };
 
     const std::vector<float> irf = tune::ir_features(ir_text);
@@ -546,7 +547,7 @@ TunerCore* tuner_create(std::string name, Space space, AutotuneOptions opts, con
 void tuner_destroy(TunerCore* t) noexcept { delete t; }
 
 Config tuner_select(TunerCore* t, const std::string& key, const std::vector<int64_t>& key_numbers,
-                    const std::function<void(const Config&)>& run, const std::vector<Region>& regions) {
+                    const std::function<void(const Config&)>& run, const std::function<std::vector<Region>()>& regions) {
   return t->select(key, key_numbers, run, regions);
 }
 
