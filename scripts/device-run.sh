@@ -38,7 +38,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 mode=${1:-}
 EXAMPLES=(vector_add softmax layernorm matmul attention raw_softmax raw_device_function)
-BENCHMARKS=(compile_latency gpu_bench)
+BENCHMARKS=(compile_latency gpu_bench tune_report)  # tune_report: after the suite, on the tuning cache it filled
 LIMIT=$((64 * 1024 * 1024))
 
 case "$mode" in

@@ -84,6 +84,17 @@ std::vector<float> features(const std::vector<float>& ir, const std::vector<int6
   return f;
 }
 
+Group group_of(const Entry& e) {
+  Space knobs;  // the entry's knob names (features read knobs by name; domains do not matter)
+  for (auto& k : e.knobs) knobs.values(k, {0});
+  Group g;
+  for (auto& [c, ms] : e.measured) {
+    g.rows.push_back(features(e.ir, e.key_numbers, knobs, c));
+    g.times.push_back(ms);
+  }
+  return g;
+}
+
 // ---- libxgboost
 
 struct XGBoost {

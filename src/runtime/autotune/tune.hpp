@@ -64,6 +64,10 @@ std::vector<float> ir_features(const std::string& ir_text);
 std::vector<float> features(const std::vector<float>& ir, const std::vector<int64_t>& key_numbers,
                             const Space& space, const Config& c);
 constexpr int kNumFeatures = 26;
+/// The ranking group of a stored entry: the feature rows of its measured configs and their times.
+struct Group;
+struct Entry;
+Group group_of(const Entry& e);
 
 /// libxgboost opened with dlopen (libxgboost.so.0, then libxgboost.so; TLE_LIBXGBOOST overrides).
 /// Null when missing: why_no_xgboost() says why.

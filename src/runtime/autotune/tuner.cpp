@@ -334,12 +334,7 @@ class TunerCore {
         const std::string device = " | " + device_identity(backend) + " | ";
         for (auto& e : tune::load_all(dir)) {
           if (e.key.find(device) == std::string::npos) continue;
-          tune::Group g;
-          for (auto& [c, ms] : e.measured) {
-            g.rows.push_back(tune::features(e.ir, e.key_numbers, space_of(e), c));
-            g.times.push_back(ms);
-          }
-          groups.push_back(std::move(g));
+          groups.push_back(tune::group_of(e));
         }
         model = tune::Model::train(groups);
       }
@@ -436,13 +431,6 @@ class TunerCore {
     for (auto& k : space.knobs()) e.knobs.push_back(k.name);
     e.measured = r.measured;
     tune::store(dir, e);
-  }
-
-  /// A Space with the knobs of a stored entry (for its features; constraints do not matter).
-  static Space space_of(const tune::Entry& e) {
-    Space s;
-    for (auto& k : e.knobs) s.values(k, {0});
-    return s;
   }
 
   double time_host(const Config& c, const std::function<void(const Config&)>& run, double best) {
