@@ -161,6 +161,8 @@ TEST_CASE("autotune space errors are UserErrors at the user's line", "[tune]") {
       {"no knobs"}, "test_autotune.cpp", line);
   errtest::expect_user_error([&] { Config c({{"A", 1}}); line = __LINE__; (void)c.at("B"); }, {"no knob 'B'", "A"},
                              "test_autotune.cpp", line);
+  errtest::expect_user_error([&] { Config c({{"A", 1}}); line = __LINE__; (void)c["C"]; }, {"no knob 'C'"},
+                             "test_autotune.cpp", line);
   // A key function that throws: UserError at autotune()'s line.
   TempCache tc;
   Space s;

@@ -20,8 +20,8 @@
 // are added to the key automatically, as Triton adds str(dtype) of tensor arguments), `prune` is
 // early_config_prune and `restore` is restore_value. The search follows FlagTune (FlagTree PRs
 // #782/#850): exhaustive for small spaces, else a genetic algorithm whose children are ranked by
-// an XGBoost rank:pairwise model trained on every measurement tle has stored (docs/autotune.md
-// lists the features); libxgboost is opened with dlopen ($TLE_LIBXGBOOST, else libxgboost.so.0),
+// an XGBoost rank:pairwise model trained on every measurement tle has stored for this device
+// (docs/autotune.md lists the features); libxgboost is opened with dlopen ($TLE_LIBXGBOOST, else libxgboost.so.0),
 // and without it the search runs without the model (one notice on stderr).
 //
 // Measurement: on the GPU, CUDA events on a private stream, `warmup` runs, then `repeats` timed
@@ -37,7 +37,7 @@
 // Cache: the best config and every measurement of a (kernel, key) are stored in
 // <TLE_CACHE_DIR>/tune/ (next to the kernel cache; src/runtime/disk_cache.hpp names the directory),
 // keyed by the hash of the traced IR of the kernels the launcher runs, the tuning key, the device
-// (GPU name, or the host CPU) and driver, and the tle build; atomic writes; a damaged entry is
+// (GPU name, or the host CPU) and driver, and the tle version; atomic writes; a damaged entry is
 // ignored with a notice. TLE_AUTOTUNE=0 uses the forced config (autotune_config) or the first
 // valid config without measuring; 1 (default) tunes on a miss; force retunes once per key and
 // process, ignoring the disk. Progress on stderr while tuning when it is a terminal and TLE_QUIET
@@ -60,6 +60,16 @@
 
 namespace tle {
 
+/// A knob name that records where it was written (so that `c["BLOCK"]` reports a missing knob at
+/// the caller's line).
+struct KnobName {
+  std::string_view name;
+  loc_t loc;
+  KnobName(const char* n, loc_t l = loc_t::current()) : name(n), loc(l) {}
+  KnobName(std::string_view n, loc_t l = loc_t::current()) : name(n), loc(l) {}
+  KnobName(const std::string& n, loc_t l = loc_t::current()) : name(n), loc(l) {}
+};
+
 /// One configuration: a value per knob of a Space, in the Space's knob order.
 class Config {
  public:
@@ -68,7 +78,7 @@ class Config {
 
   /// The value of knob `name`. UserError at the caller's line if the config has no such knob.
   int64_t at(std::string_view name, loc_t l = loc_t::current()) const;
-  int64_t operator[](std::string_view name) const { return at(name); }
+  int64_t operator[](KnobName k) const { return at(k.name, k.loc); }
   /// The value of `name`, or `fallback` when the config has no such knob.
   int64_t get(std::string_view name, int64_t fallback) const;
   bool has(std::string_view name) const;
