@@ -130,7 +130,9 @@ class Space {
   /// The number of configs before constraints (saturates at 2^63).
   uint64_t size() const;
   /// Config number `index` (0 <= index < size()) in mixed radix, the first knob varying slowest.
-  Config config_at(uint64_t index) const;
+  Config config_at(uint64_t index) const { return config_of(indices_at(index)); }
+  /// The domain indices of config number `index`.
+  std::vector<int> indices_at(uint64_t index) const;
   /// A config of indices into each knob's domain.
   Config config_of(const std::vector<int>& idx) const;
   /// Whether every constraint accepts c (false if one throws).

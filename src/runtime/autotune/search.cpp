@@ -39,7 +39,7 @@ class Search {
     // ones are sampled.
     if (n <= (uint64_t(1) << 22)) {
       for (uint64_t i = 0; i < n; ++i) {
-        Idx idx = index_of(i);
+        Idx idx = space_.indices_at(i);
         if (space_.valid(space_.config_of(idx))) valid_.push_back(std::move(idx));
       }
       res_.valid = valid_.size();
@@ -64,15 +64,6 @@ class Search {
   }
 
  private:
-  Idx index_of(uint64_t i) const {
-    Idx idx(space_.knobs().size());
-    for (size_t k = idx.size(); k-- > 0;) {
-      const uint64_t d = space_.knobs()[k].domain.size();
-      idx[k] = static_cast<int>(i % d);
-      i /= d;
-    }
-    return idx;
-  }
   int pick(int n) { return static_cast<int>(rng_() % static_cast<uint64_t>(n)); }
   double uniform() { return double(rng_() >> 11) * (1.0 / 9007199254740992.0); }
   Idx random_idx() {

@@ -95,14 +95,14 @@ uint64_t Space::size() const {
   return n;
 }
 
-Config Space::config_at(uint64_t index) const {
+std::vector<int> Space::indices_at(uint64_t index) const {
   std::vector<int> idx(knobs_.size());
   for (size_t i = knobs_.size(); i-- > 0;) {
     const uint64_t d = knobs_[i].domain.size();
     idx[i] = static_cast<int>(index % d);
     index /= d;
   }
-  return config_of(idx);
+  return idx;
 }
 
 Config Space::config_of(const std::vector<int>& idx) const {
