@@ -318,7 +318,7 @@ class TunerCore {
     so.exhaustive_limit = opts.exhaustive_limit, so.budget = opts.budget, so.seed = opts.seed;
     const bool small = space.size() <= (uint64_t(1) << 22) && cands.size() <= opts.exhaustive_limit;
     if (small) so.candidates = cands;
-    // The ranking model: trained on every measurement stored in the tuning cache (all kernels).
+    // The ranking model: trained on every measurement of this device in the tuning cache.
     std::optional<tune::Model> model;
     if (!small) {
       if (!tune::xgboost()) {
