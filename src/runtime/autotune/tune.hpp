@@ -102,6 +102,9 @@ class Model {
 
 // ---- the tuning cache (tune_cache.cpp)
 
+/// TLE_QUIET=1: no progress line, no notices.
+bool quiet();
+
 /// One stored tuning: the best config of a (kernel, key, device) and every measurement.
 struct Entry {
   std::string key;       ///< the full cache key (hashed for the file name)

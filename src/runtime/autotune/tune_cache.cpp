@@ -89,11 +89,15 @@ std::string one_line(std::string s) {
 }
 void notice_once(const std::string& msg) {
   static std::atomic<bool> said{false};
-  if (said.exchange(true)) return;
-  if (const char* q = std::getenv("TLE_QUIET"); q && std::string(q) == "1") return;
+  if (said.exchange(true) || quiet()) return;
   std::fprintf(stderr, "tle: autotune: %s\n", msg.c_str());
 }
 }  // namespace
+
+bool quiet() {
+  const char* q = std::getenv("TLE_QUIET");
+  return q && std::strcmp(q, "1") == 0;
+}
 
 std::string serialize(const Entry& e) {
   std::string s = "tle-tune 1\n";

@@ -30,13 +30,9 @@ namespace tle::detail {
 
 namespace {
 using tune::kFailed;
+using tune::quiet;
 
 constexpr size_t kFlushBytes = size_t(256) << 20;  // larger than any GPU's L2 (H200: 50 MB)
-
-bool quiet() {
-  const char* q = std::getenv("TLE_QUIET");
-  return q && std::strcmp(q, "1") == 0;
-}
 
 /// The progress line on stderr (only when stderr is a terminal and TLE_QUIET is not 1).
 class Progress {
