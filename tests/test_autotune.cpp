@@ -596,7 +596,7 @@ TEST_CASE("autotune on the GPU: a bf16 matmul over a space of more than 5000 con
     }
     store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), acc, expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
   });
-  const int M = 2048, N = 2048, K = 2048;
+  const int M = 1024, N = 1024, K = 1024;
   ManagedBuffer<bf16> a(size_t(M) * K), b(size_t(K) * N);
   ManagedBuffer<float> c(size_t(M) * N);
   for (size_t i = 0; i < a.size(); ++i) a.data()[i] = bf16(float(int(i % 7) - 3) * 0.125f);
@@ -610,7 +610,7 @@ TEST_CASE("autotune on the GPU: a bf16 matmul over a space of more than 5000 con
   REQUIRE(space.size() >= 5000);
   AutotuneOptions opts;
   opts.backend = Backend::GPU;
-  opts.budget = 48;  // each config compiles (~0.3 s): keep the test near a minute
+  opts.budget = 24;  // each config compiles (~0.5 s, overlapped with timing): keep the test near 15 s
   auto key = [](const bf16*, const bf16*, float*, int m, int n, int k) {
     return TuneKey().add("M", pow2_bucket(m)).add("N", pow2_bucket(n)).add("K", pow2_bucket(k));
   };
@@ -625,11 +625,11 @@ TEST_CASE("autotune on the GPU: a bf16 matmul over a space of more than 5000 con
   const TuneReport r = tuned.last_report();
   INFO("best " << r.best.str() << " " << r.best_ms << " ms, measured " << r.measured << " of " << r.valid
                << ", pruned " << r.pruned << (r.used_model ? ", model" : ", no model"));
-  CHECK(r.measured <= 48);
+  CHECK(r.measured <= 24);
   CHECK(r.valid >= 5000);
   CHECK(r.best_ms > 0);
   for (int i : {0, 1000, M - 1})
-    for (int j : {0, 777, N - 1}) {
+    for (int j : {0, 777, N - 1}) {  // exact: multiples of 1/32 summed in f32 stay below 2^9
       double s = 0;
       for (int k = 0; k < K; ++k) s += double(float(a.data()[size_t(i) * K + k])) * double(float(b.data()[size_t(k) * N + j]));
       CHECK(c.data()[size_t(i) * N + j] == Approx(s).margin(1e-2));
