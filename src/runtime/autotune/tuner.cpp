@@ -359,6 +359,8 @@ class TunerCore {
       } catch (const std::exception& e) {
         r.error = e.what();
         if (r.error.empty()) r.error = "failed to compile";
+      } catch (...) {  // the probe may run on the compile thread: nothing may escape it
+        r.error = "the launcher threw a non-standard exception";
       }
       return r;
     };
