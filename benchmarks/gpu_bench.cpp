@@ -44,6 +44,8 @@
 #include <random>
 #include <set>
 
+#include <tle/autotune.hpp>
+
 #include "../examples/kernels.hpp"
 #include "../examples/raw_kernels.hpp"
 #include "tle/ops/moe_align.hpp"
@@ -516,27 +518,48 @@ struct MmConfig {
   }
 };
 
-// A small manual sweep (tle has no autotuner yet): each config is compiled once (M, N, K are
-// runtime scalars, so one specialization serves every shape), checked on each shape, timed with a
-// few repetitions; the fastest is timed with the full repetitions.
+/// The MmConfig of an autotuner Config (knobs BM, BN, BK, num_warps, num_stages, persistent).
+MmConfig mm_config(const Config& k) {
+  return {int(k["BM"]), int(k["BN"]), int(k["BK"]), int(k["num_warps"]), int(k["num_stages"]), k["persistent"] != 0};
+}
+
+// The config of each shape is chosen by tle::autotune (docs/autotune.md): a genetic search over the
+// space below (wgmma-friendly on sm_90a: warp counts that are multiples of 4, BK = 64, one
+// 128-byte swizzle row of bf16), 24 configs measured per shape (CUDA events, L2 flushed, median
+// of 10) and the best kept in the tuning cache; the chosen config's C is checked against the
+// reference, then timed with the full repetitions. M, N, K are runtime scalars, so one
+// specialization per config serves every shape.
 template <class TO> void matmul_cases(bench::Timer& tm, const std::string& out_note) {
   // 4000x4100x3000: ragged, and B's rows (4100 bf16) are not 16-byte aligned.
   const int shapes[][3] = {{8192, 8192, 8192}, {4096, 7168, 2048}, {16384, 2048, 7168}, {128, 7168, 2048},
                            {4000, 4100, 3000}};
-  // On sm_90a the dots run on wgmma (warpgroups of 4 warps, 64-row blocks each), so the sweep
-  // takes warp counts that are multiples of 4 and BK = 64 (one 128-byte swizzle row of bf16);
-  // small tiles for the M = 128 shape, whose 7168 columns give few programs otherwise.
-  const std::vector<MmConfig> configs = {{128, 256, 64, 8, 3}, {128, 256, 64, 8, 4}, {256, 128, 64, 8, 3},
-                                         {256, 128, 64, 8, 4}, {128, 128, 64, 4, 4}, {128, 128, 64, 4, 5},
-                                         {128, 128, 64, 8, 4}, {64, 128, 64, 4, 4},  {128, 64, 64, 4, 4},
-                                         {64, 64, 64, 4, 4},   {64, 256, 64, 4, 3},  {128, 64, 64, 4, 8},
-                                         {64, 64, 64, 4, 8},
-                                         // persistent (no warp specialization of a nested K loop yet;
-                                         // 128x128 on 8 warps does not spill there)
-                                         {128, 128, 64, 8, 4, true}, {128, 128, 64, 8, 5, true}};
+  Space space;
+  space.values("BM", {64, 128, 256}).values("BN", {64, 128, 256}).values("BK", {64});
+  space.values("num_warps", {4, 8}).values("num_stages", {3, 4, 5, 8}).values("persistent", {0, 1});
+  space.constraint("(BM + BN) * BK * stages * 2 bytes <= 227 KB", [](const Config& k) {
+    return (k["BM"] + k["BN"]) * k["BK"] * k["num_stages"] * 2 <= 227 * 1024;
+  });
+  // A 256-wide tile on 4 warps holds 128+ accumulator registers per thread before anything else.
+  space.constraint("256-wide tiles on 8 warps", [](const Config& k) {
+    return k["num_warps"] == 8 || (k["BM"] < 256 && k["BN"] < 256);
+  });
+  AutotuneOptions opts;
+  opts.backend = Backend::GPU;
+  opts.exhaustive_limit = 0;  // always the genetic search: 82 valid configs, 24 measured
+  opts.budget = 24;
   auto mm = make_matmul<bf16, TO>();
   auto mmp = ex::make_matmul_persistent<bf16, TO>();
-  std::set<std::string> broken;  // configs that failed to compile or run once: not retried
+  auto launch = [&](const Config& k, const bf16* pa, const bf16* pb, TO* pc, int M, int N, int K) {
+    const MmConfig cfg = mm_config(k);
+    Grid g = cfg.grid(M, N);
+    g.stream = k.stream ? k.stream : tm.stream().handle();
+    if (cfg.persistent) mmp(g, pa, pb, pc, M, N, K, cfg.BM, cfg.BN, cfg.BK);
+    else mm(g, pa, pb, pc, M, N, K, cfg.BM, cfg.BN, cfg.BK, 1.0f);
+  };
+  auto tuned = autotune(
+      std::is_same_v<TO, bf16> ? "gpu_bench matmul bf16" : "gpu_bench matmul f32out", space,
+      [](const bf16*, const bf16*, TO*, int M, int N, int K) { return TuneKey().add("M", M).add("N", N).add("K", K); },
+      launch, opts);
   for (auto& s : shapes) {
     const int M = s[0], N = s[1], K = s[2];
     const std::string shape = std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K);
@@ -558,30 +581,23 @@ template <class TO> void matmul_cases(bench::Timer& tm, const std::string& out_n
       });
       DeviceBuffer<bf16> da(a), db(b);
       DeviceBuffer<TO> dc(size_t(M) * N);
-      dc.fill_zero();
       std::vector<bf16>().swap(a), std::vector<bf16>().swap(b);
       const double rtol = std::is_same_v<TO, bf16> ? 1.0 / 128 : 1e-4, atol = 2e-3 * std::sqrt(double(K));
-      std::string errors, sweep;  // sweep: each config's quick median
-      const MmConfig* best = sweep_configs<MmConfig>(
-          tm, configs,
-          [&](const MmConfig& cfg) {
-            if (cfg.persistent) mmp(cfg.grid(M, N).on(tm.stream()), da, db, dc, M, N, K, cfg.BM, cfg.BN, cfg.BK);
-            else mm(cfg.grid(M, N).on(tm.stream()), da, db, dc, M, N, K, cfg.BM, cfg.BN, cfg.BK, 1.0f);
-          },
-          [&] {
-            auto cv = dc.to_host();
-            dc.fill_zero();  // the next config checked must write every element itself
-            auto chk = bench::compare(at.size(), [&](size_t t) { return double(bench::to_float(cv[at[t]])); },
-                                      [&](size_t t) { return want[t]; }, rtol, atol);
-            return chk.ok ? std::string() : chk.message;
-          },
-          sweep, errors, &broken);
-      if (!best) return emit_error(c, "no config compiled and passed the check: " + errors);
-      const MmConfig cfg = *best;
-      auto run = [&] {
-        if (cfg.persistent) mmp(cfg.grid(M, N).on(tm.stream()), da, db, dc, M, N, K, cfg.BM, cfg.BN, cfg.BK);
-        else mm(cfg.grid(M, N).on(tm.stream()), da, db, dc, M, N, K, cfg.BM, cfg.BN, cfg.BK, 1.0f);
-      };
+      const Config best = tuned.select(da.data(), db.data(), dc.data(), M, N, K);
+      const TuneReport rep = tuned.last_report();
+      std::string sweep, errors;  // sweep: each measured config's median
+      for (auto& [k, ms] : rep.times)
+        if (std::isfinite(ms)) sweep += (sweep.empty() ? "" : "; ") + mm_config(k).str() + ": " + std::to_string(ms) + " ms";
+      for (auto& why : rep.prune_reasons) errors += "[" + why.substr(0, 300) + "]; ";
+      auto run = [&] { tuned(da.data(), db.data(), dc.data(), M, N, K); };
+      tuned.on_stream(tm.stream().handle());
+      dc.fill_zero();  // the checked run must write every element itself
+      run();
+      tm.stream().synchronize();
+      auto cv = dc.to_host();
+      auto chk = bench::compare(at.size(), [&](size_t t) { return double(bench::to_float(cv[at[t]])); },
+                                [&](size_t t) { return want[t]; }, rtol, atol);
+      if (!chk.ok) return emit_error(c, "the tuned config " + mm_config(best).str() + " fails the check: " + chk.message);
       Json extra;
       extra.str("out_dtype", std::is_same_v<TO, bf16> ? "bf16" : "f32");
       if (!out_note.empty()) extra.str("note", out_note);
@@ -589,7 +605,10 @@ template <class TO> void matmul_cases(bench::Timer& tm, const std::string& out_n
       extra.str("sweep", sweep);
       CaseInfo ci = c;
       if (!std::is_same_v<TO, bf16>) ci.bytes += 2.0 * double(M) * N;  // f32 C writes 4 bytes, not 2
-      emit_ok(ci, tm.time(run), cfg.str() + " (best of a manual sweep)", Json(), extra);
+      const std::string how = rep.from_cache ? " (autotuned, from the tuning cache)"
+                                             : " (autotuned: " + std::to_string(rep.measured) + " of " +
+                                                   std::to_string(rep.valid) + " configs measured)";
+      emit_ok(ci, tm.time(run), mm_config(best).str() + how, Json(), extra);
     });
   }
 }

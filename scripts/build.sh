@@ -14,7 +14,7 @@ build=${2:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-pkgs=(cmake g++ ninja-build llvm-19-dev libfmt-dev catch2 libzstd-dev libdlpack-dev zlib1g-dev libncurses-dev libxml2-dev libedit-dev libffi-dev)
+pkgs=(cmake g++ ninja-build llvm-19-dev libfmt-dev catch2 libzstd-dev libdlpack-dev libxgboost-dev zlib1g-dev libncurses-dev libxml2-dev libedit-dev libffi-dev)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -8,6 +8,9 @@
 #       HERE: builds Release into build-device/ ($TLE_DEVICE_BUILD overrides; default 2 jobs),
 #       makes build-device/bundle/ with
 #         lib/libtle.so.0            (stripped --strip-unneeded)
+#         lib/xgboost/               libxgboost.so.0, libdmlc.so.0 (and libgomp.so.1) from this
+#                                    machine's libxgboost-dev: the GPU machine has no XGBoost, and
+#                                    the autotuner's ranking model opens it with dlopen (docs/autotune.md)
 #         bin/tle_tests, bin/tle_fuzz, bin/<examples>, bin/<benchmarks>   (RUNPATH $ORIGIN/../lib)
 #       checks every binary resolves libtle from the bundle, packs it into build-device/bundle.tgz
 #       (what travels: < 64 MiB with the working tree), and prints the exact `run` call to make.
@@ -35,7 +38,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 mode=${1:-}
 EXAMPLES=(vector_add softmax layernorm matmul attention raw_softmax raw_device_function)
-BENCHMARKS=(compile_latency gpu_bench)
+BENCHMARKS=(compile_latency gpu_bench tune_report)  # tune_report: after the suite, on the tuning cache it filled
 LIMIT=$((64 * 1024 * 1024))
 
 case "$mode" in
@@ -50,6 +53,20 @@ build)
   mkdir -p "$bundle/lib" "$bundle/bin"
   cp -L "$build/libtle.so.0" "$bundle/lib/libtle.so.0"
   strip --strip-unneeded "$bundle/lib/libtle.so.0"
+  # The autotuner's ranking model (dlopen'ed; optional: without it the search runs unranked).
+  xgb=$(ldconfig -p | awk '/libxgboost\.so\.0 .*x86-64/ { print $NF; exit }')
+  if [ -n "$xgb" ]; then
+    mkdir -p "$bundle/lib/xgboost"
+    cp -L "$xgb" "$bundle/lib/xgboost/libxgboost.so.0"
+    p=$(ldconfig -p | awk '$1 == "libdmlc.so.0" && /x86-64/ { print $NF; exit }')
+    [ -n "$p" ] && cp -L "$p" "$bundle/lib/xgboost/"
+    # libgomp only for a machine without one (remote adds it to the path then, not otherwise).
+    p=$(ldconfig -p | awk '$1 == "libgomp.so.1" && /x86-64/ { print $NF; exit }')
+    [ -n "$p" ] && mkdir -p "$bundle/lib/xgboost/gomp" && cp -L "$p" "$bundle/lib/xgboost/gomp/"
+    strip --strip-unneeded "$bundle"/lib/xgboost/*.so.* "$bundle"/lib/xgboost/gomp/* 2>/dev/null || true
+  else
+    echo "device-run: no libxgboost here (apt-get install libxgboost-dev): the GPU autotuner runs without its model" >&2
+  fi
   cp "$build/tests/tle_tests" "$build/tests/tle_fuzz" "$bundle/bin/"
   for e in "${EXAMPLES[@]}"; do cp "$build/examples/$e" "$bundle/bin/"; done
   for b in "${BENCHMARKS[@]}"; do cp "$build/benchmarks/$b" "$bundle/bin/"; done
@@ -109,6 +126,14 @@ remote)
     exit 2
   fi
   export TLE_CACHE_DIR=${TLE_CACHE_DIR:-$(mktemp -d /tmp/tle-cache-XXXXXX)}
+  # The bundled XGBoost for the autotuner's model, unless the machine has its own.
+  if [ -f "$bundle/lib/xgboost/libxgboost.so.0" ] && ! ldconfig -p | grep -q 'libxgboost\.so\.0 '; then
+    export TLE_LIBXGBOOST=$PWD/$bundle/lib/xgboost/libxgboost.so.0
+    case $bundle in /*) TLE_LIBXGBOOST=$bundle/lib/xgboost/libxgboost.so.0 ;; esac
+    xdir=$(dirname "$TLE_LIBXGBOOST")
+    ldconfig -p | grep -q 'libgomp\.so\.1 ' || xdir=$xdir:$xdir/gomp
+    export LD_LIBRARY_PATH=$xdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  fi
   export TLE_DUMP_DIR=${TLE_DUMP_DIR:-${OUT:-/tmp}}
   summary=()
   failed=0

@@ -36,6 +36,7 @@
 #include <optional>
 #include <shared_mutex>
 #include <unordered_map>
+#include <utility>
 
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/gpu/gpu_backend.hpp"
@@ -803,8 +804,23 @@ std::shared_ptr<Compiled> specialization(KernelState* k, const void* fn, const L
 }
 }  // namespace
 
+namespace {
+thread_local LaunchProbe* t_probe = nullptr;
+}  // namespace
+
+LaunchProbe* set_launch_probe(LaunchProbe* p) noexcept { return std::exchange(t_probe, p); }
+
 void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const LaunchOptions& opts,
                    const HostArg* args, size_t nargs, const SrcLoc& loc) {
+  if (LaunchProbe* probe = t_probe) {  // the autotuner's probe: trace or compile, run nothing
+    if (probe->mode == LaunchProbe::Trace) {
+      check_options(opts, loc);
+      probe->ir += k->signature() + "\n" + kernel_ir(k, fn, args, nargs, false, loc);
+    } else {
+      probe->stats.push_back(kernel_stats(k, fn, opts, args, nargs, loc));
+    }
+    return;
+  }
   check_options(opts, loc);
   PreparedLaunch p = prepare_launch(k, grid, opts, args, nargs, loc);
   if (p.empty) return;  // rule E08: nothing to run, outputs untouched

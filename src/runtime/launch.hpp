@@ -39,6 +39,20 @@ bool stream_capturing(void* stream);
 /// captured into a CUDA graph (it runs nothing yet; a wait would invalidate the capture).
 void sync_if_launch_blocking(void* stream, const std::function<std::string()>& what);
 
+/// The autotuner's probe (src/runtime/autotune): while one is set on a thread, that thread's
+/// tile-kernel launches run nothing. In Trace mode each launch checks its arguments, traces and
+/// appends "<kernel signature>\n<traced IR>" to `ir` (what the tuning cache key hashes); in
+/// Compile mode each launch compiles its specialization (cached as a launch would) and appends
+/// its facts to `stats`. Launch errors throw as they would at a launch. Raw kernels
+/// (tle::raw_kernel) are not probed: they run.
+struct LaunchProbe {
+  enum Mode { Trace, Compile } mode = Trace;
+  std::string ir;
+  std::vector<KernelStatsData> stats;
+};
+/// Sets this thread's probe (null: none); returns the previous one.
+LaunchProbe* set_launch_probe(LaunchProbe* p) noexcept;
+
 /// The disk-cache keys (src/runtime/disk_cache.hpp): the full text whose SHA-256 names an entry,
 /// holding everything that determines the artifact. Both start with the artifact kind and the tle
 /// version and build id (tle_build_version(): the release and a hash of libtle's sources) and the

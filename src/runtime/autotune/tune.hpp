@@ -1,0 +1,133 @@
+// src/runtime/autotune/tune.hpp - the autotuner's parts (tle/autotune.hpp is the public API):
+// search (search.cpp), ranking model and features (model.cpp), tuning cache (tune_cache.cpp);
+// tuner.cpp ties them to measurement. docs/autotune.md describes the whole.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tle/autotune.hpp"
+
+namespace tle::tune {
+
+constexpr double kFailed = std::numeric_limits<double>::infinity();  ///< time of a pruned config
+
+// ---- search (search.cpp)
+
+struct SearchOptions {
+  uint64_t exhaustive_limit = 256;
+  uint64_t budget = 0;  ///< 0: 5% of the valid configs, at least 32, at most 512
+  uint64_t seed = 42;
+  int population = 16;  ///< GA population (FlagTune: 20)
+  int offspring = 8;    ///< children measured per generation (FlagTune: 10)
+  double mutation = 0.3;  ///< per-knob mutation probability (FlagTune: 0.3)
+  /// Pre-computed valid configs (from prune); when set the search measures them all.
+  std::optional<std::vector<Config>> candidates;
+  /// Told the configs about to be measured, in order, before each batch (the tuner compiles
+  /// them ahead on another thread). May be empty.
+  std::function<void(const std::vector<Config>&)> prepare;
+};
+
+/// Ranks configs: lower score = predicted faster. Empty = no model.
+using Ranker = std::function<std::vector<double>(const std::vector<Config>&)>;
+
+struct SearchResult {
+  Config best;
+  double best_time = kFailed;
+  std::vector<std::pair<Config, double>> measured;  ///< in measuring order, pruned ones with kFailed
+  bool exhaustive = false;
+  uint64_t valid = 0;  ///< valid configs (counted exactly up to exhaustive_limit for the GA, else estimated)
+};
+
+/// The budget for a space of `valid` configs (SearchOptions::budget semantics).
+uint64_t default_budget(uint64_t valid);
+
+/// Exhaustive when the space has at most exhaustive_limit valid configs (or candidates are given),
+/// else a genetic algorithm (random or model-ranked initial population, tournament selection,
+/// uniform crossover, per-knob mutation to a random or neighbouring domain value, constraint
+/// repair by re-mutation, children ranked by `rank` when given) followed by a local search over
+/// neighbours of the best, within the budget. `measure` returns a time (kFailed: pruned) and may be
+/// told the best time so far through its second argument. Deterministic for a seed and a
+/// deterministic `measure`. `before` is called with the total number of configs planned before
+/// measuring starts (for progress).
+SearchResult search(const Space& space, const SearchOptions& o, const std::function<double(const Config&, double)>& measure,
+                    const Ranker& rank = {}, const std::function<void(uint64_t)>& before = {});
+
+// ---- features and ranking model (model.cpp)
+
+/// IR features of a kernel: op counts of its traced IR (docs/autotune.md, "Features").
+std::vector<float> ir_features(const std::string& ir_text);
+/// The feature row of one config: IR features, shape (key numbers), config knobs (docs/autotune.md).
+std::vector<float> features(const std::vector<float>& ir, const std::vector<int64_t>& key_numbers,
+                            const Space& space, const Config& c);
+constexpr int kNumFeatures = 26;
+/// The ranking group of a stored entry: the feature rows of its measured configs and their times.
+struct Group;
+struct Entry;
+Group group_of(const Entry& e);
+
+/// libxgboost opened with dlopen (libxgboost.so.0, then libxgboost.so; TLE_LIBXGBOOST overrides).
+/// Null when missing: why_no_xgboost() says why.
+struct XGBoost;
+const XGBoost* xgboost();
+const std::string& why_no_xgboost();
+
+/// One ranking group: the feature rows of configs measured for one (kernel, key, device), and
+/// their times (finite).
+struct Group {
+  std::vector<std::vector<float>> rows;
+  std::vector<double> times;
+};
+
+/// An XGBoost rank:pairwise model (labels: the reversed rank of the time in its group, fastest
+/// highest, as FlagTune's ranker.py).
+class Model {
+ public:
+  /// Trains on groups (those with fewer than 2 rows are skipped). Nullopt when libxgboost is
+  /// missing or there is nothing to learn from (fewer than 8 rows in all).
+  static std::optional<Model> train(const std::vector<Group>& groups, int rounds = 60, uint64_t seed = 2026);
+  Model(Model&&) noexcept;
+  Model& operator=(Model&&) noexcept;
+  ~Model();
+  /// Scores of rows: higher = predicted faster.
+  std::vector<float> predict(const std::vector<std::vector<float>>& rows) const;
+
+ private:
+  Model() = default;
+  void* booster_ = nullptr;
+};
+
+// ---- the tuning cache (tune_cache.cpp)
+
+/// TLE_QUIET=1: no progress line, no notices.
+bool quiet();
+
+/// One stored tuning: the best config of a (kernel, key, device) and every measurement.
+struct Entry {
+  std::string key;       ///< the full cache key (hashed for the file name)
+  std::string kernel;    ///< the autotune name
+  std::vector<float> ir;            ///< IR features
+  std::vector<int64_t> key_numbers;  ///< shape features
+  std::vector<std::string> knobs;   ///< knob names, in order
+  Config best;
+  double best_ms = 0;
+  std::vector<std::pair<Config, double>> measured;  ///< ms; pruned ones omitted
+};
+
+std::string serialize(const Entry& e);
+/// Nullopt for a damaged entry (bad header, checksum, syntax).
+std::optional<Entry> parse(const std::string& text);
+
+/// <cache dir>/tune, or "" when the disk cache is disabled (TLE_CACHE=0) or has no directory.
+std::string tune_directory();
+/// The entry stored for `key` in `dir`; a damaged one is ignored (one notice per process).
+std::optional<Entry> load(const std::string& dir, const std::string& key);
+/// Stores e atomically (temporary file + rename). False (one warning) on failure.
+bool store(const std::string& dir, const Entry& e);
+/// Every readable entry of `dir` (damaged ones skipped): the model's training data.
+std::vector<Entry> load_all(const std::string& dir);
+
+}  // namespace tle::tune
