@@ -223,6 +223,8 @@ remote)
   for b in "${BENCHMARKS[@]}"; do
     step "$b" "$bin/$b"
   done
+  csv=${OUT:-.}/tune_report.csv
+  [ -f "$csv" ] && step "tune_plot" python3 benchmarks/tune_plot.py "$csv"
   echo
   echo "=================== summary (tle device-run)"
   printf '%s\n' "${summary[@]}"

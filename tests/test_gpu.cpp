@@ -468,12 +468,15 @@ TEST_CASE("gpu: scans match the CPU", "[.gpu]") {
     Pair<T> x(opstest::random_buf<T>(N, 11, -100, 100)), out(size_t(3) * N + 8, T(-3));
     for (bool gpu : {false, true}) k(on(Grid(1), gpu), x.ptr(gpu), out.ptr(gpu), N);
     synchronize();
-    compare(std::string("scans ") + dn<T>() + " N=" + std::to_string(N), out, tol, tol);
+    compare(std::string("scans ") + dn<T>() + " N=" + std::to_string(N), out, tol > 0 ? 1e-4 : 0, tol);
   };
+  // Integers: bit-exact. f32: the GPU scans a line in chunks (the order of accumulation differs
+  // from the CPU's sequential one, docs/semantics.md), so the error grows with the length: within
+  // n * 2^-23 * max|x| (n = 4096: 0.05 on partial sums up to about 10^4) plus 1e-4 relative.
   for (int n : {1, 32, 256, 4096}) {
     run(int32_t{}, n, 0);
     run(int64_t{}, n, 0);
-    run(float{}, n, 1e-4);
+    run(float{}, n, std::max(1e-4, n * 100.0 / 8388608.0));
   }
 }
 

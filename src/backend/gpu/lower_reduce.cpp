@@ -111,10 +111,106 @@ std::vector<int64_t> smem_bases(const std::vector<DType>& ds, int64_t count) {
   return base;
 }
 
+/// The parallel part of staged_scan (see there): `tpl` threads per line, chunks of ceil(len / tpl)
+/// elements. The state arrays at `base` hold the staged elements; the chunk totals use two more
+/// arrays after base.back(). Ends with a barrier.
+void chunked_scan(Lowerer& L, Accum& acc, const std::vector<int64_t>& base, int64_t len, int64_t inner,
+                  int64_t nlines, int64_t tpl, bool reverse) {
+  auto& B = L.B;
+  const size_t ns = acc.ds.size();
+  const int64_t chunk = (len + tpl - 1) / tpl;
+  const int64_t nch = (len + chunk - 1) / chunk;  // chunks that hold elements (<= tpl)
+  std::vector<int64_t> tot[2] = {smem_bases(acc.ds, nlines * nch), {}};
+  for (auto& b : tot[0]) b += base.back();
+  tot[1] = smem_bases(acc.ds, nlines * nch);
+  for (auto& b : tot[1]) b += tot[0].back();
+  L.need_smem(tot[1].back());
+
+  Value* line = B.CreateUDiv(L.tid, L.i32c(tpl));
+  Value* t = B.CreateURem(L.tid, L.i32c(tpl));
+  Value* active = B.CreateAnd(B.CreateICmpULT(line, L.i32c(nlines)), B.CreateICmpULT(t, L.i32c(nch)));
+  Value* outer = B.CreateUDiv(line, L.i32c(inner));
+  Value* in = B.CreateURem(line, L.i32c(inner));
+  Value* start = B.CreateAdd(B.CreateMul(outer, L.i32c(len * inner)), in);
+  auto at = [&](Value* k) {  // element k of the line in scan order
+    Value* pos = reverse ? B.CreateSub(L.i32c(len - 1), k) : k;
+    return B.CreateAdd(start, B.CreateMul(pos, L.i32c(inner)));
+  };
+  auto load = [&](const std::vector<int64_t>& b, Value* idx) {
+    Values v;
+    for (size_t c = 0; c < ns; ++c) v.push_back(L.smem_load(acc.ds[c], b[c], idx));
+    return v;
+  };
+  auto store = [&](const std::vector<int64_t>& b, Value* idx, const Values& v) {
+    for (size_t c = 0; c < ns; ++c) L.smem_store(acc.ds[c], b[c], idx, v[c]);
+  };
+  // Runs body() in a block entered when `cond` holds.
+  auto when = [&](Value* cond, const std::function<void()>& body) {
+    auto* on = llvm::BasicBlock::Create(L.ctx, "scan.chunk", L.kernel);
+    auto* next = llvm::BasicBlock::Create(L.ctx, "scan.chunk.next", L.kernel);
+    B.CreateCondBr(cond, on, next);
+    B.SetInsertPoint(on);
+    body();
+    B.CreateBr(next);
+    B.SetInsertPoint(next);
+  };
+  Value* k0 = B.CreateMul(t, L.i32c(chunk));
+  Value* left = B.CreateSub(L.i32c(len), k0);
+  Value* cnt = B.CreateSelect(B.CreateICmpSLT(left, L.i32c(chunk)), left, L.i32c(chunk));
+  Value* slot = B.CreateAdd(B.CreateMul(line, L.i32c(nch)), t);
+  // 1. each chunk scanned sequentially; its total into tot[0]
+  when(active, [&] {
+    Values last = L.counted_loop(B.CreateSub(cnt, L.i32c(1)), load(base, at(k0)), [&](Value* j, const Values& cur) {
+      Value* idx = at(B.CreateAdd(k0, B.CreateAdd(j, L.i32c(1))));
+      Values s = acc.combine(cur, load(base, idx));
+      store(base, idx, s);
+      return s;
+    });
+    store(tot[0], slot, last);
+  });
+  L.barrier();
+  // 2. inclusive scan of the chunk totals, Hillis-Steele, ping-ponging between tot[0] and tot[1]
+  int cur = 0;
+  for (int64_t d = 1; d < nch; d *= 2, cur ^= 1) {
+    when(active, [&] {
+      Value* far = B.CreateICmpUGE(t, L.i32c(d));
+      auto* comb = llvm::BasicBlock::Create(L.ctx, "scan.tot", L.kernel);
+      auto* copy = llvm::BasicBlock::Create(L.ctx, "scan.tot.copy", L.kernel);
+      auto* done = llvm::BasicBlock::Create(L.ctx, "scan.tot.next", L.kernel);
+      B.CreateCondBr(far, comb, copy);
+      B.SetInsertPoint(comb);
+      store(tot[cur ^ 1], slot, acc.combine(load(tot[cur], B.CreateSub(slot, L.i32c(d))), load(tot[cur], slot)));
+      B.CreateBr(done);
+      B.SetInsertPoint(copy);
+      store(tot[cur ^ 1], slot, load(tot[cur], slot));
+      B.CreateBr(done);
+      B.SetInsertPoint(done);
+    });
+    L.barrier();
+  }
+  // 3. the total of the chunks before each chunk combined into its elements
+  when(B.CreateAnd(active, B.CreateICmpUGT(t, L.i32c(0))), [&] {
+    Values pre = load(tot[cur], B.CreateSub(slot, L.i32c(1)));
+    L.counted_loop(cnt, {}, [&](Value* j, const Values&) {
+      Value* idx = at(B.CreateAdd(k0, j));
+      store(base, idx, acc.combine(pre, load(base, idx)));
+      return Values{};
+    });
+  });
+  L.barrier();
+}
+
 /// Stages the operands of `op` (a scan, or a reduce with a combine) in shared memory as state
-/// arrays of the tile's shape (row-major) and scans each line along `axis` sequentially in place,
-/// one thread per line (from the end when `reverse`, the accumulated state the left operand).
-/// Returns the arrays' byte offsets. Ends with a barrier: every thread may read the arrays.
+/// arrays of the tile's shape (row-major) and scans each line along `axis` in place (from the end
+/// when `reverse`; the accumulated state is always the left operand, so a non-commutative combine
+/// sees its operands in index order). With at least as many lines as threads, each thread scans
+/// whole lines sequentially. With fewer (a 1-D cumsum of a 2048-element tile, say), each line gets
+/// a power-of-two group of threads and is scanned in three phases (a blocked scan, as in Blelloch,
+/// "Prefix sums and their applications", 1990, section 1.4): every thread scans one contiguous
+/// chunk sequentially, the chunk totals are scanned by Hillis-Steele steps (log2 rounds, double
+/// buffered in shared memory), and every chunk but the first combines the total before it into
+/// its elements. Returns the arrays' byte offsets. Ends with a barrier: every thread may read the
+/// arrays.
 std::vector<int64_t> staged_scan(Lowerer& L, const ir::Op& op, Accum& acc, int axis, bool reverse) {
   auto& B = L.B;
   const ir::Value* x = op.operands.at(0);
@@ -140,6 +236,12 @@ std::vector<int64_t> staged_scan(Lowerer& L, const ir::Op& op, Accum& acc, int a
   }
   L.barrier();
   const int64_t nthreads = 32 * L.num_warps;
+  int64_t tpl = 1;  // threads per line (a power of two; every line in one round)
+  while (tpl * 2 * nlines <= nthreads && tpl * 2 <= len) tpl *= 2;
+  if (tpl >= 4) {
+    chunked_scan(L, acc, base, len, inner, nlines, tpl, reverse);
+    return base;
+  }
   const int64_t rounds = (nlines + nthreads - 1) / nthreads;
   L.counted_loop(B.getInt32(static_cast<uint32_t>(rounds)), {}, [&](Value* j, const Values&) {
     Value* line = B.CreateAdd(L.tid, B.CreateMul(j, L.i32c(nthreads)));
