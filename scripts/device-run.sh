@@ -54,14 +54,14 @@ build)
   cp -L "$build/libtle.so.0" "$bundle/lib/libtle.so.0"
   strip --strip-unneeded "$bundle/lib/libtle.so.0"
   # The autotuner's ranking model (dlopen'ed; optional: without it the search runs unranked).
-  xgb=$(ldconfig -p | awk '/libxgboost\.so\.0 .*x86-64/ { print $NF; exit }')
+  xgb=$(ldconfig -p | awk '/libxgboost\.so\.0 .*x86-64/ && !found { print $NF; found = 1 }')
   if [ -n "$xgb" ]; then
     mkdir -p "$bundle/lib/xgboost"
     cp -L "$xgb" "$bundle/lib/xgboost/libxgboost.so.0"
-    p=$(ldconfig -p | awk '$1 == "libdmlc.so.0" && /x86-64/ { print $NF; exit }')
+    p=$(ldconfig -p | awk '$1 == "libdmlc.so.0" && /x86-64/ && !found { print $NF; found = 1 }')
     [ -n "$p" ] && cp -L "$p" "$bundle/lib/xgboost/"
     # libgomp only for a machine without one (remote adds it to the path then, not otherwise).
-    p=$(ldconfig -p | awk '$1 == "libgomp.so.1" && /x86-64/ { print $NF; exit }')
+    p=$(ldconfig -p | awk '$1 == "libgomp.so.1" && /x86-64/ && !found { print $NF; found = 1 }')
     [ -n "$p" ] && mkdir -p "$bundle/lib/xgboost/gomp" && cp -L "$p" "$bundle/lib/xgboost/gomp/"
     strip --strip-unneeded "$bundle"/lib/xgboost/*.so.* "$bundle"/lib/xgboost/gomp/* 2>/dev/null || true
   else
