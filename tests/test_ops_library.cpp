@@ -268,6 +268,7 @@ TEST_CASE("ops library: moe_align_block_size and expert_count against a plain lo
     check_moe(4096, 2, 8, 64, mode, seed++);  // 8192 entries: the last one-kernel size
     check_moe(3001, 3, 7, 5, mode, seed++);   // 9003 entries: the counting kernel, then 9 programs
     if (!slow) check_moe(16384, 8, 256, 64, mode, seed++);
+    if (!slow) check_moe(40000, 8, 512, 16, mode, seed++);  // 320000 entries: 313 chunks, 8 prefix programs
   }
   check_moe(3, 1, 1, 1, 0, seed++);
 }

@@ -27,8 +27,9 @@
 // (no host round trip) the entry is ignored: not counted, not placed, as vLLM ignores ids >=
 // num_experts.
 //
-// Kernels (no host round trip): the entries are split into C <= 64 chunks of a multiple of 1024,
-// one program each.
+// Kernels (no host round trip): the entries are split into C chunks of a multiple of 1024 entries,
+// one program each (C <= 64 up to 8192 entries, else about 512: enough programs to fill the GPU
+// several times over).
 //   - Up to 8192 entries: one kernel. Each program counts all entries itself (tle::histogram over
 //     [num_experts] bins), so it knows every expert's total and the entries of its expert in the
 //     chunks before its own; it computes the padded starts (cumsum), writes its share of
@@ -38,11 +39,13 @@
 //     in tiles of 1024: a stable argsort of the tile by expert gives each entry's rank among the
 //     tile's entries of its expert, and its slot is start + (entries of its expert in earlier
 //     chunks and tiles) + that rank. No slot is written twice.
-//   - More entries: two kernels. The first histograms each chunk into row c of the workspace and
-//     fills its share of sorted_token_ids with the sentinel; the second sums the C rows (totals,
-//     and the rows before its own for its offsets) and does the rest as above, its token slots
-//     overwriting the sentinel.
-// expert_count is the counting kernel without the fill, then one program summing the rows.
+//   - More entries: three kernels. The first histograms each chunk into row c of the workspace and
+//     fills its share of sorted_token_ids with the sentinel; the second turns the [C, E] rows into
+//     exclusive prefix sums over the chunks (one program per 64 experts, a cumsum down the rows
+//     in tiles of 32) and writes each expert's total into row C; the third reads its row and the
+//     totals and does the rest as above, its token slots overwriting the sentinel.
+// expert_count is the counting kernel without the fill, then the prefix kernel writing the totals
+// into counts.
 //
 // Memory and streams as tle::ops::topk (tle/ops/topk.hpp): device memory and asynchronous on the
 // GPU, host memory and synchronous on the CPU backend and the interpreter. Both take a workspace of
@@ -80,13 +83,15 @@ struct MoeAlignSizes {
   int64_t numel = 0;             ///< num_tokens * topk; also the sentinel of sorted_token_ids
   int64_t sorted_token_ids = 0;  ///< numel + num_experts * (block_size - 1)
   int64_t expert_ids = 0;        ///< cdiv(sorted_token_ids, block_size)
-  int64_t workspace = 0;         ///< chunks * num_experts
+  int64_t workspace = 0;         ///< (chunks + 1) * num_experts
   int64_t chunks = 0, chunk = 0; ///< programs and entries per program
 };
 
 namespace detail_moe {
 constexpr int kSub = 1024;       // entries per tile
-constexpr int kMaxChunks = 64;   // programs (each sums all chunks' histograms: C * E loads)
+constexpr int kMaxChunks = 64;   // programs of the one-kernel path (each counts every entry)
+constexpr int kTargetChunks = 512;  // programs of the three-kernel path (about 4 per SM of an H200)
+constexpr int kPrefixRows = 32, kPrefixExperts = 64;  // the prefix kernel's tile
 constexpr int kFill = 1024;      // sentinel stores per tile
 
 constexpr int64_t kFusedMax = 8192;  // up to this many entries: one kernel (each program counts all)
@@ -144,8 +149,8 @@ inline const auto& align_kernel() {
         before = before + h * (i < mine_lo).to<int32_t>();
       }
     } else {
-      for (auto q : range(0, c)) before = before + load(partial + q * int(E) + ae);
-      for (auto q : range(0, chunks)) total = total + load(partial + q * int(E) + ae);
+      before = load(partial + c * int(E) + ae);       // the prefix kernel's exclusive sums
+      total = load(partial + chunks * int(E) + ae);   // and totals
     }
     Tile<int32_t> padded = (total + (int(BS) - 1)) / int(BS) * int(BS);
     Tile<int32_t> start = cumsum(padded, 0) - padded;
@@ -203,13 +208,25 @@ inline const auto& align_kernel() {
   return k;
 }
 
-inline const auto& sum_kernel() {
-  static const auto k = jit("tle_ops_moe_sum", [](Ptr<int32_t> partial, Ptr<int32_t> counts, Tile<int32_t> chunks,
-                                                 Constexpr<int> E) {
-    Tile<int32_t> ae = arange(0, E);
-    Tile<int32_t> total = zeros<int32_t>({int64_t(E)});
-    for (auto q : range(0, chunks)) total = total + load(partial + q * int(E) + ae);
-    store(counts + ae, total);
+/// partial [chunks, E] (row c: chunk c's histogram) -> row c: the entries of each expert in the
+/// chunks before c; totals[e]: all of expert e's entries. Program p takes experts
+/// [p * kPrefixExperts, ...) and walks down the rows in tiles of kPrefixRows.
+inline const auto& prefix_kernel() {
+  static const auto k = jit("tle_ops_moe_prefix", [](Ptr<int32_t> partial, Ptr<int32_t> totals, Tile<int32_t> chunks,
+                                                    Constexpr<int> E) {
+    Tile<int32_t> ae = program_id(0) * kPrefixExperts + arange(0, kPrefixExperts);  // [EB]
+    Tile<bool> me = ae < int(E);
+    Tile<int32_t> run = zeros<int32_t>({int64_t(kPrefixExperts)});
+    for (auto q : range(0, chunks, kPrefixRows)) {
+      Tile<int32_t> rows = q + arange(0, kPrefixRows);                                      // [R]
+      Tile<bool> m = expand_dims(rows < chunks, 1) & expand_dims(me, 0);                       // [R, EB]
+      Ptr<int32_t> at = partial + (expand_dims(rows * int(E), 1) + expand_dims(ae, 0));
+      Tile<int32_t> h = load(at, m, 0);
+      Tile<int32_t> inc = cumsum(h, 0);
+      store(at, expand_dims(run, 0) + inc - h, m);
+      run = run + sum(h, 0);
+    }
+    store(totals + ae, run, me);
   });
   return k;
 }
@@ -262,17 +279,18 @@ inline MoeAlignSizes moe_align_sizes(int64_t num_tokens, int64_t topk, int64_t n
     bad("num_tokens * topk + num_experts * (block_size - 1) = " + std::to_string(s.sorted_token_ids) +
         " does not fit in int32");
   s.expert_ids = (s.sorted_token_ids + block_size - 1) / block_size;
-  const int64_t per = std::max<int64_t>(kSub, (s.numel + kMaxChunks - 1) / kMaxChunks);
+  const int64_t target = s.numel <= kFusedMax ? kMaxChunks : kTargetChunks;
+  const int64_t per = std::max<int64_t>(kSub, (s.numel + target - 1) / target);
   s.chunk = (per + kSub - 1) / kSub * kSub;
   s.chunks = std::max<int64_t>(1, (s.numel + s.chunk - 1) / s.chunk);
-  s.workspace = s.chunks * num_experts;
+  s.workspace = (s.chunks + 1) * num_experts;
   return s;
 }
 
 /// vLLM's moe_align_block_size (see the top of this file): topk_ids [num_tokens, topk] int32 ->
 /// sorted_token_ids [sizes.sorted_token_ids], expert_ids [sizes.expert_ids],
 /// num_tokens_post_padded [1], all int32, sizes = moe_align_sizes(num_tokens, topk, num_experts,
-/// block_size). Two kernels.
+/// block_size). One kernel up to 8192 entries, else three.
 inline void moe_align_block_size(const int32_t* topk_ids, int64_t num_tokens, int64_t topk, int64_t num_experts,
                                  int64_t block_size, int32_t* sorted_token_ids, int32_t* expert_ids,
                                  int32_t* num_tokens_post_padded, const MoeAlignOptions& o = {},
@@ -296,9 +314,11 @@ inline void moe_align_block_size(const int32_t* topk_ids, int64_t num_tokens, in
   // A null topk_ids (num_tokens = 0) is never read; pass a valid address for the launch checks.
   const int32_t* ids = topk_ids ? topk_ids : sorted_token_ids;
   const bool fused = s.numel <= kFusedMax;
-  if (!fused)
+  if (!fused) {
     count_kernel()(grid(C), ids, ws.p, sorted_token_ids, int32_t(s.numel), int32_t(s.chunk),
                    int32_t(s.sorted_token_ids), int32_t(fill_share), E, true);
+    prefix_kernel()(grid((num_experts + kPrefixExperts - 1) / kPrefixExperts), ws.p, ws.p + int64_t(C) * E, C, E);
+  }
   align_kernel()(grid(C), ids, fused ? sorted_token_ids : ws.p, sorted_token_ids, expert_ids, num_tokens_post_padded,
                  int32_t(s.numel), int32_t(s.chunk), C, int32_t(s.expert_ids), int32_t(block_share),
                  int32_t(s.sorted_token_ids), E, BS, pad_tile(num_experts, block_size), fused);
@@ -307,7 +327,7 @@ inline void moe_align_block_size(const int32_t* topk_ids, int64_t num_tokens, in
 
 /// counts[e] = the number of entries of topk_ids [num_tokens, topk] equal to e, for e in
 /// [0, num_experts) (counts: num_experts int32). Errors and ids outside [0, num_experts) as
-/// moe_align_block_size (block_size plays no part). Two kernels.
+/// moe_align_block_size (block_size plays no part). Two kernels (counting, prefix).
 inline void expert_count(const int32_t* topk_ids, int64_t num_tokens, int64_t topk, int64_t num_experts,
                          int32_t* counts, const MoeAlignOptions& o = {}, loc_t l = loc_t::current()) {
   using namespace detail_moe;
@@ -325,7 +345,7 @@ inline void expert_count(const int32_t* topk_ids, int64_t num_tokens, int64_t to
   const int E = static_cast<int>(num_experts), C = static_cast<int>(s.chunks);
   const int32_t* ids = topk_ids ? topk_ids : counts;
   count_kernel()(grid(C), ids, ws.p, counts, int32_t(s.numel), int32_t(s.chunk), 0, 1, E, false);
-  sum_kernel()(grid(1), ws.p, counts, C, E);
+  prefix_kernel()(grid((num_experts + kPrefixExperts - 1) / kPrefixExperts), ws.p, counts, C, E);
   if (!ws.dev.empty()) Stream::wrap(o.stream).synchronize();
 }
 
