@@ -6,7 +6,8 @@
 // element itself (with pad_shapes' mask operand, a pad lane's key is the largest, so pads sort
 // last). A bitonic sorting network (Batcher 1968; the line length n is a power of two on
 // the GPU) then sorts each line's (key, index) pairs, the CTA's threads sharing the n/2
-// compare-exchanges of every line in each step, with a barrier between steps. Comparing the pair
+// compare-exchanges of every line in each step, with a barrier between steps (the steps at
+// distances below a small segment run in registers, barrier-free). Comparing the pair
 // and not the key alone makes the order total, so the network's result is the stable order, as
 // the CPU's merge sort gives. Each result register then reads its index at its sorted position
 // (positions 0..k-1 for topk) and the element from the copy of x at that index.
@@ -64,52 +65,111 @@ void Lowerer::lower_sort(const ir::Op& op) {
 
   // 2. the bitonic network: for stage size 2^(s+1), s = 0..log2(n)-1, and distance 2^(s-t),
   // t = 0..s, position i (bit log2(distance) clear) and i + distance are exchanged when out of
-  // order: ascending where bit s+1 of i is clear, descending where it is set.
+  // order: ascending where bit s+1 of i is clear, descending where it is set. Exchanges at a
+  // distance below `seg` stay inside an aligned segment of seg positions: one thread loads its
+  // segments into registers and does all such steps of a stage (all of stages 0..log2(seg)-1 at
+  // once) without a barrier; each larger distance is one step shared by the CTA's threads, with a
+  // barrier after it.
   if (n > 1) {
     int logn = 0;
     while ((int64_t(1) << logn) < n) ++logn;
     const int64_t half = n / 2, pairs = numel / 2, nthreads = 32 * num_warps;
     const int64_t rounds = (pairs + nthreads - 1) / nthreads;
-    counted_loop(i32c(logn), {}, [&](Value* s, const std::vector<Value*>&) {
-      Value* size = B.CreateShl(i32c(2), s);
-      counted_loop(B.CreateAdd(s, i32c(1)), {}, [&](Value* t, const std::vector<Value*>&) {
-        Value* jb = B.CreateSub(s, t);
-        Value* dist = B.CreateShl(i32c(1), jb);
-        counted_loop(i32c(rounds), {}, [&](Value* rr, const std::vector<Value*>&) {
-          Value* p = B.CreateAdd(tid, B.CreateMul(rr, i32c(nthreads)));
-          auto* work = llvm::BasicBlock::Create(ctx, "sort.pair", kernel);
-          auto* next = llvm::BasicBlock::Create(ctx, "sort.next", kernel);
-          B.CreateCondBr(B.CreateICmpULT(p, i32c(pairs)), work, next);
-          B.SetInsertPoint(work);
-          Value* line = B.CreateUDiv(p, i32c(half));
-          Value* qq = B.CreateURem(p, i32c(half));
-          Value* i = B.CreateOr(B.CreateShl(B.CreateLShr(qq, jb), B.CreateAdd(jb, i32c(1))),
-                                B.CreateAnd(qq, B.CreateSub(dist, i32c(1))));
-          Value* base = B.CreateAdd(B.CreateMul(B.CreateUDiv(line, i32c(inner)), i32c(n * inner)),
-                                    B.CreateURem(line, i32c(inner)));
-          Value* lo = B.CreateAdd(base, B.CreateMul(i, i32c(inner)));
-          Value* hi = B.CreateAdd(lo, B.CreateMul(dist, i32c(inner)));
-          Value* klo = smem_load(kd, key_at, lo);
-          Value* khi = smem_load(kd, key_at, hi);
-          Value* ilo = smem_load(DType::i32, idx_at, lo);
-          Value* ihi = smem_load(DType::i32, idx_at, hi);
-          Value* gt = B.CreateOr(B.CreateICmpUGT(klo, khi),
-                                 B.CreateAnd(B.CreateICmpEQ(klo, khi), B.CreateICmpSGT(ilo, ihi)));
-          Value* descending_part = B.CreateICmpNE(B.CreateAnd(i, size), i32c(0));
-          Value* swap = B.CreateXor(gt, descending_part);
-          smem_store(kd, key_at, lo, B.CreateSelect(swap, khi, klo));
-          smem_store(kd, key_at, hi, B.CreateSelect(swap, klo, khi));
-          smem_store(DType::i32, idx_at, lo, B.CreateSelect(swap, ihi, ilo));
-          smem_store(DType::i32, idx_at, hi, B.CreateSelect(swap, ilo, ihi));
-          B.CreateBr(next);
-          B.SetInsertPoint(next);
-          return std::vector<Value*>{};
-        });
-        barrier();
+    int g = 1;  // seg = 2^g: about numel / nthreads, at most 16 and at most n
+    while (g < 4 && (int64_t(1) << (g + 1)) <= n && (numel >> (g + 1)) >= nthreads) ++g;
+    const int64_t seg = int64_t(1) << g, segs = numel / seg, seg_rounds = (segs + nthreads - 1) / nthreads;
+    auto line_base = [&](Value* line) {
+      return B.CreateAdd(B.CreateMul(B.CreateUDiv(line, i32c(inner)), i32c(n * inner)), B.CreateURem(line, i32c(inner)));
+    };
+    // The compare-exchange of positions i < j of a line (keys k, indices x): ascending unless bit
+    // `size` of i is set. Returns whether they swap.
+    auto out_of_order = [&](Value* klo, Value* khi, Value* ilo, Value* ihi, Value* i, Value* size) {
+      Value* gt = B.CreateOr(B.CreateICmpUGT(klo, khi), B.CreateAnd(B.CreateICmpEQ(klo, khi), B.CreateICmpSGT(ilo, ihi)));
+      return B.CreateXor(gt, B.CreateICmpNE(B.CreateAnd(i, size), i32c(0)));
+    };
+    // In registers, on each segment: stages 0 .. whole-1 entirely (s_runtime null), or stage
+    // s_runtime's distances seg/2 .. 1.
+    auto local = [&](int whole, Value* s_runtime) {
+      counted_loop(i32c(seg_rounds), {}, [&](Value* rr, const std::vector<Value*>&) {
+        Value* p = B.CreateAdd(tid, B.CreateMul(rr, i32c(nthreads)));
+        auto* work = llvm::BasicBlock::Create(ctx, "sort.seg", kernel);
+        auto* next = llvm::BasicBlock::Create(ctx, "sort.seg.next", kernel);
+        B.CreateCondBr(B.CreateICmpULT(p, i32c(segs)), work, next);
+        B.SetInsertPoint(work);
+        Value* line = B.CreateUDiv(p, i32c(n / seg));
+        Value* off = B.CreateMul(B.CreateURem(p, i32c(n / seg)), i32c(seg));
+        Value* base = line_base(line);
+        std::vector<Value*> at(static_cast<size_t>(seg)), k(at.size()), x(at.size()), pos(at.size());
+        for (int64_t e = 0; e < seg; ++e) {
+          pos[e] = B.CreateAdd(off, i32c(e));
+          at[e] = B.CreateAdd(base, B.CreateMul(pos[e], i32c(inner)));
+          k[e] = smem_load(kd, key_at, at[e]);
+          x[e] = smem_load(DType::i32, idx_at, at[e]);
+        }
+        auto stage = [&](Value* size, int top) {  // distances 2^top .. 1
+          for (int jb = top; jb >= 0; --jb)
+            for (int64_t e = 0; e < seg; ++e) {
+              const int64_t f = e + (int64_t(1) << jb);
+              if (e & (int64_t(1) << jb)) continue;
+              Value* swap = out_of_order(k[e], k[f], x[e], x[f], pos[e], size);
+              Value* ke = B.CreateSelect(swap, k[f], k[e]), *kf = B.CreateSelect(swap, k[e], k[f]);
+              Value* xe = B.CreateSelect(swap, x[f], x[e]), *xf = B.CreateSelect(swap, x[e], x[f]);
+              k[e] = ke, k[f] = kf, x[e] = xe, x[f] = xf;
+            }
+        };
+        if (s_runtime) stage(B.CreateShl(i32c(2), s_runtime), g - 1);
+        else
+          for (int st = 0; st < whole; ++st) stage(i32c(int64_t(2) << st), st);
+        for (int64_t e = 0; e < seg; ++e) {
+          smem_store(kd, key_at, at[e], k[e]);
+          smem_store(DType::i32, idx_at, at[e], x[e]);
+        }
+        B.CreateBr(next);
+        B.SetInsertPoint(next);
         return std::vector<Value*>{};
       });
-      return std::vector<Value*>{};
-    });
+      barrier();
+    };
+    local(g, nullptr);
+    if (logn > g)
+      counted_loop(i32c(logn - g), {}, [&](Value* s_off, const std::vector<Value*>&) {
+        Value* s = B.CreateAdd(s_off, i32c(g));
+        Value* size = B.CreateShl(i32c(2), s);
+        // distances 2^s .. seg: t = 0 .. s - g, one CTA-wide step each
+        counted_loop(B.CreateAdd(s_off, i32c(1)), {}, [&](Value* t, const std::vector<Value*>&) {
+          Value* jb = B.CreateSub(s, t);
+          Value* dist = B.CreateShl(i32c(1), jb);
+          counted_loop(i32c(rounds), {}, [&](Value* rr, const std::vector<Value*>&) {
+            Value* p = B.CreateAdd(tid, B.CreateMul(rr, i32c(nthreads)));
+            auto* work = llvm::BasicBlock::Create(ctx, "sort.pair", kernel);
+            auto* next = llvm::BasicBlock::Create(ctx, "sort.next", kernel);
+            B.CreateCondBr(B.CreateICmpULT(p, i32c(pairs)), work, next);
+            B.SetInsertPoint(work);
+            Value* line = B.CreateUDiv(p, i32c(half));
+            Value* qq = B.CreateURem(p, i32c(half));
+            Value* i = B.CreateOr(B.CreateShl(B.CreateLShr(qq, jb), B.CreateAdd(jb, i32c(1))),
+                                  B.CreateAnd(qq, B.CreateSub(dist, i32c(1))));
+            Value* lo = B.CreateAdd(line_base(line), B.CreateMul(i, i32c(inner)));
+            Value* hi = B.CreateAdd(lo, B.CreateMul(dist, i32c(inner)));
+            Value* klo = smem_load(kd, key_at, lo);
+            Value* khi = smem_load(kd, key_at, hi);
+            Value* ilo = smem_load(DType::i32, idx_at, lo);
+            Value* ihi = smem_load(DType::i32, idx_at, hi);
+            Value* swap = out_of_order(klo, khi, ilo, ihi, i, size);
+            smem_store(kd, key_at, lo, B.CreateSelect(swap, khi, klo));
+            smem_store(kd, key_at, hi, B.CreateSelect(swap, klo, khi));
+            smem_store(DType::i32, idx_at, lo, B.CreateSelect(swap, ihi, ilo));
+            smem_store(DType::i32, idx_at, hi, B.CreateSelect(swap, ilo, ihi));
+            B.CreateBr(next);
+            B.SetInsertPoint(next);
+            return std::vector<Value*>{};
+          });
+          barrier();
+          return std::vector<Value*>{};
+        });
+        local(0, s);
+        return std::vector<Value*>{};
+      });
   }
 
   // 3. results: positions 0..k-1 of each line.
