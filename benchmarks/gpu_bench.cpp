@@ -1011,7 +1011,7 @@ void moe_case(bench::Timer& tm, int tokens, int topk, int experts, int block_siz
     Json extra;
     extra.num("chunks", double(s.chunks));
     const bool fused = s.numel <= ops::detail_moe::kFusedMax;
-    emit_ok(c, tm.time(run), std::string(fused ? "1 kernel, " : "2 kernels, ") + std::to_string(s.chunks) + " programs",
+    emit_ok(c, tm.time(run), std::string(fused ? "1 kernel, " : "3 kernels, ") + std::to_string(s.chunks) + " programs",
             Json(), extra);
   });
 }
