@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "error_util.hpp"
+#include "passes/pass.hpp"
 #include "ops_util.hpp"
 #include "ptxas_util.hpp"
 
@@ -291,6 +292,21 @@ TEST_CASE("descriptor: sm_90a PTX moves TMA blocks with cp.async.bulk.tensor and
   std::string p3 = k3.ptx(90, 4, d3, d3);
   CHECK_THAT(p3, Catch::Contains("cp.async.bulk.tensor.3d"));
   ptxtest::assemble("descriptor 3-D sm_90a", p3);
+}
+
+TEST_CASE("descriptor: which blocks TMA takes (tma_block_ok)", "[ptx][descriptor]") {
+  using tle::passes::tma_block_ok;
+  CHECK(tma_block_ok(DType::f32, {64, 32}));
+  CHECK(tma_block_ok(DType::f32, {1, 4}));          // a 16-byte row
+  CHECK(!tma_block_ok(DType::f32, {1, 2}));         // an 8-byte row
+  CHECK(tma_block_ok(DType::u8, {16}));
+  CHECK(!tma_block_ok(DType::u8, {8}));
+  CHECK(!tma_block_ok(DType::f32, {17, 32}));       // not a power of two
+  CHECK(tma_block_ok(DType::bf16, {128, 256}));     // 64 KiB
+  CHECK(!tma_block_ok(DType::bf16, {256, 256}));    // 128 KiB: plain accesses
+  CHECK(!tma_block_ok(DType::i1, {64}));
+  CHECK(tma_block_ok(DType::f64, {2, 2, 2, 2, 2}));
+  CHECK(!tma_block_ok(DType::f64, {2, 2, 2, 2, 2, 2}));
 }
 
 // ------------------------------------------------------------------------------------ GPU

@@ -41,8 +41,8 @@
 // out-of-bound elements of a load are filled with zeros, of a store not written).
 //
 // Lowering: on the CPU backend, the interpreter, the GPU below sm_90, and for blocks TMA cannot
-// take (a dimension that is not a power of two, an innermost block row under 16 bytes), the
-// accesses are ordinary masked loads and stores. On sm_90 a load is one cp.async.bulk.tensor into
+// take (a dimension that is not a power of two, an innermost block row under 16 bytes, more
+// than 64 KiB), the accesses are ordinary masked loads and stores. On sm_90 a load is one cp.async.bulk.tensor into
 // shared memory completing on an mbarrier, a store one cp.async.bulk.tensor from shared memory; the
 // descriptor then reaches the kernel as a CUtensorMap (cuTensorMapEncodeTiled, a 128-byte
 // parameter), encoded at each launch.

@@ -19,13 +19,21 @@
 
 namespace tle::passes {
 
+namespace {
+/// The largest block moved by TMA (its shared-memory buffer); larger ones use plain accesses,
+/// which need no shared memory.
+constexpr int64_t kMaxTmaBlockBytes = 64 * 1024;
+}  // namespace
+
 bool tma_block_ok(DType d, const std::vector<int64_t>& block) {
   if (block.empty() || block.size() > 5 || d == DType::i1 || d == DType::ptr) return false;
   for (int64_t b : block)
     if (b < 1 || b > 256 || (b & (b - 1)) != 0) return false;
   // cuTensorMapEncodeTiled: the innermost box dimension times the element size must be a
-  // multiple of 16 bytes.
-  return (block.back() * byte_size(d)) % 16 == 0;
+  // multiple of 16 bytes. The block is staged in shared memory: at most kMaxTmaBlockBytes.
+  int64_t n = 1;
+  for (int64_t b : block) n *= b;
+  return (block.back() * byte_size(d)) % 16 == 0 && n * byte_size(d) <= kMaxTmaBlockBytes;
 }
 
 namespace {

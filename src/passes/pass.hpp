@@ -28,8 +28,9 @@ bool dce(ir::Function& f);
 /// stores (expand_descriptors.cpp); with keep_tma, those whose block TMA takes (tma_block_ok) stay.
 bool expand_descriptors(ir::Function& f, bool keep_tma);
 /// Whether the GPU moves a block of this dtype and shape with TMA (cp.async.bulk.tensor): rank 1
-/// to 5, every dimension a power of two up to 256, the innermost row a multiple of 16 bytes, a
-/// dtype TMA has (not bool). The launch encodes a CUtensorMap exactly for these.
+/// to 5, every dimension a power of two up to 256, the innermost row a multiple of 16 bytes, at
+/// most 64 KiB (its shared-memory buffer), a dtype TMA has (not bool). The launch encodes a
+/// CUtensorMap for these.
 bool tma_block_ok(DType d, const std::vector<int64_t>& block);
 
 /// The passes of one round of the pipeline, in order.

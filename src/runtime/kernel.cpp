@@ -919,7 +919,7 @@ void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const Laun
   }
   // A GPU kernel compiled with TMA reads the descriptors' CUtensorMaps (encoded per launch: the
   // base and shape change between launches of one specialization).
-  if (on_gpu && compiled->sm >= 90)
+  if (on_gpu && compiled->sm == 90)  // the targets gpu::compile lowers descriptors with TMA for (sm_90a)
     for (auto [param, slot] : pk.tensor_maps)
       if (passes::tma_block_ok(args[param].pointee, pk.constexprs[param].block))
         encode_tensor_map(args[param], &pk.slots[slot]);
