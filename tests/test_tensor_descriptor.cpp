@@ -120,6 +120,23 @@ TEST_CASE("descriptor: a launch checks the descriptor against the parameter", "[
                              "test_tensor_descriptor.cpp", g_line);
 }
 
+TEST_CASE("descriptor: device memory is refused by host launches", "[errors][descriptor]") {
+  // A kDLCUDA tensor (no driver needed: the address is never touched) described on the host.
+  Buf<float> x(64), y(64);
+  int64_t shape[2] = {8, 8};
+  DLTensor t{};
+  t.data = x.data();
+  t.device = {kDLCUDA, 0};
+  t.ndim = 2;
+  t.dtype = {kDLFloat, 32, 1};
+  t.shape = shape;
+  auto d = make_tensor_descriptor<float, 2>(&t, {8, 8});
+  CHECK(d.device_buffer());
+  int line = 0;
+  errtest::expect_user_error([&] { line = __LINE__; window(Grid(1).backend(Backend::CPU), d, y.data(), 0, 0); },
+                             {"argument 1 is a tle::TensorDescriptor of a DeviceBuffer or kDLCUDA tensor (GPU memory)", "CPU backend"}, "test_tensor_descriptor.cpp", line);
+}
+
 TEST_CASE("descriptor: make_tensor_descriptor checks the DLPack tensor", "[errors][descriptor]") {
   Buf<float> x(64, 1.f);
   int64_t shape[2] = {8, 8};
@@ -147,6 +164,27 @@ TEST_CASE("descriptor: make_tensor_descriptor checks the DLPack tensor", "[error
 }
 
 // ------------------------------------------------------------------------------------ CPU / interp
+
+TEST_CASE("descriptor: a DLPack tensor with padded row strides", "[ops][descriptor]") {
+  const int64_t R = 17, C = 9, ld = 12;
+  Buf<float> x = opstest::random_buf<float>(size_t(R * ld), 21), y(size_t(R * ld), -3.f);
+  int64_t shape[2] = {R, C}, strides[2] = {ld, 1};
+  DLTensor tx{}, ty{};
+  for (auto [t, p] : {std::pair{&tx, x.data()}, std::pair{&ty, y.data()}}) {
+    t->data = p;
+    t->device = {kDLCPU, 0};
+    t->ndim = 2;
+    t->dtype = {kDLFloat, 32, 1};
+    t->shape = shape;
+    t->strides = strides;
+  }
+  auto dx = make_tensor_descriptor<float, 2>(&tx, {8, 4}), dy = make_tensor_descriptor<float, 2>(&ty, {8, 4});
+  copy2d(Grid(cdiv(R, 8), cdiv(C, 4)), dx, dy);
+  std::vector<float> want(y.size(), -3.f);
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t c = 0; c < C; ++c) want[size_t(r * ld + c)] = x[size_t(r * ld + c)] * 2.0f + 1.0f;
+  CHECK(opstest::diffs(y, want) == "");
+}
 
 TEST_CASE("descriptor: 2-D block round trip on ragged shapes, out-of-bounds stores dropped", "[ops][descriptor]") {
   struct S { int64_t R, C, BR, BC; };
@@ -266,6 +304,9 @@ TEST_CASE("descriptor: sm_90a PTX moves TMA blocks with cp.async.bulk.tensor and
   CHECK_THAT(ptx, Catch::Contains("mbarrier.arrive.expect_tx"));
   CHECK_THAT(ptx, Catch::Contains(".align 64 .b8"));
   CHECK_THAT(ptx, Catch::Contains("[128]"));
+  // grid_constant: the instruction takes the parameter's own address (cvta.param), not a copy's
+  CHECK_THAT(ptx, Catch::Contains("cvta.param"));
+  CHECK_THAT(ptx, !Catch::Contains("__local_depot"));
   ptxtest::assemble("descriptor copy sm_90a", ptx);
   // Blocks TMA cannot take (a non-power-of-two dim; an innermost row under 16 bytes) and sm_80:
   // ordinary loads and stores.

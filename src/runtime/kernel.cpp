@@ -1039,9 +1039,13 @@ PreparedLaunch prepare_launch(KernelState* k, const Grid3& grid, const LaunchOpt
   else
     for (size_t i = 0; i < nargs; ++i)
       if (args[i].device_buffer)
-        throw UserError(loc, fmt::format("argument {} is a tle::DeviceBuffer (GPU memory), but this launch runs on "
-                                         "the {} backend; pass host memory, or launch on the GPU",
-                                         i + 1, backend == Backend::Interp ? "interp" : "CPU"));
+        throw UserError(loc, fmt::format("argument {} is {} (GPU memory), but this launch runs on the {} backend; "
+                                         "pass host memory, or launch on the GPU",
+                                         i + 1,
+                                         args[i].kind == HostArg::TensorDesc
+                                             ? "a tle::TensorDescriptor of a DeviceBuffer or kDLCUDA tensor"
+                                             : "a tle::DeviceBuffer",
+                                         backend == Backend::Interp ? "interp" : "CPU"));
   const int64_t g[3] = {grid.x, grid.y, grid.z};
   const int64_t limit[3] = {(int64_t(1) << 31) - 1, 65535, 65535};
   const char* axis[3] = {"x", "y", "z"};
