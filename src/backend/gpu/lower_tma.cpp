@@ -7,8 +7,8 @@
 // local copy). The block is staged in shared memory row-major (the box layout TMA writes and
 // reads: innermost dimension contiguous, no swizzle), 128-byte aligned, after an 8-byte mbarrier.
 //
-// desc_load:  all threads: fence.proxy.async (earlier generic accesses of the buffer are ordered
-//             before the async proxy's writes), barrier; thread 0: mbarrier.init (count 1),
+// desc_load:  all threads: fence.proxy.async (earlier generic accesses, of the buffer and of
+//             global memory, are ordered before the async proxy's), barrier; thread 0: mbarrier.init (count 1),
 //             fence.mbarrier_init; barrier; thread 0: mbarrier.arrive.expect_tx (the block's
 //             bytes) and cp.async.bulk.tensor.Nd.shared::cluster.global.mbarrier::complete_tx::bytes;
 //             all threads: mbarrier.try_wait.parity 0 loop, then read their registers from the
@@ -16,7 +16,7 @@
 //             Out-of-bound elements arrive as zeros (the tensor map's OOB fill is NONE).
 // desc_store: barrier; all threads write their registers to the buffer (stage);
 //             fence.proxy.async.shared::cta; barrier; thread 0: cp.async.bulk.tensor.Nd.global.
-//             shared::cta.bulk_group, commit_group, wait_group 0; barrier.
+//             shared::cta.bulk_group, commit_group, wait_group 0, fence.proxy.async; barrier.
 //             TMA does not write out-of-bound elements.
 // Coordinates are the offsets, innermost dimension first (TMA's order).
 #include <fmt/format.h>
@@ -88,7 +88,9 @@ void Lowerer::lower_desc_tma(const ir::Op& op) {
   };
   const int64_t r = d.rank;
   if (!store) {
-    fence_proxy_async();
+    // Generic-proxy accesses before this point (of the buffer, and of global memory the block
+    // may cover: earlier stores of this kernel) are ordered before the async proxy's.
+    asm_stmt("fence.proxy.async;");
     barrier();
     tma_if_thread0([&] {
       mbarrier_init(mbar, 1);
@@ -125,6 +127,7 @@ void Lowerer::lower_desc_tma(const ir::Op& op) {
              cons + ",~{memory}", args);
     asm_stmt("cp.async.bulk.commit_group;");
     asm_stmt("cp.async.bulk.wait_group 0;");
+    asm_stmt("fence.proxy.async;");  // the bulk store before later generic accesses (then the barrier)
   });
   barrier();
 }
