@@ -54,6 +54,29 @@ auto matmul = jit("desc_matmul", [](TensorDescriptor<float, 2> a, TensorDescript
   c.store({m0, n0}, acc);
 });
 
+/// The same with bf16 operands (tensor cores on the GPU: wgmma on sm_90a) and an f32 result.
+auto matmul_bf16 = jit("desc_matmul_bf16", [](TensorDescriptor<bf16, 2> a, TensorDescriptor<bf16, 2> b,
+                                              TensorDescriptor<float, 2> c, Tile<int32_t> K) {
+  const int64_t BM = a.block_shape()[0], BK = a.block_shape()[1], BN = b.block_shape()[1];
+  Tile<int32_t> m0 = program_id(0) * int32_t(BM), n0 = program_id(1) * int32_t(BN);
+  Tile<float> acc = zeros<float>({BM, BN});
+  for (auto k : range(0, K, int32_t(BK))) acc = dot(a.load({m0, k}), b.load({k, n0}), acc);
+  c.store({m0, n0}, acc);
+});
+
+/// C = A @ B (bf16 inputs, f32 accumulation in double here) on the host.
+std::vector<float> ref_matmul_bf16(const std::vector<bf16>& a, const std::vector<bf16>& b, int64_t M, int64_t N,
+                                   int64_t K, int64_t lda, int64_t ldb, int64_t ldc, float fill) {
+  std::vector<float> c(size_t(M * ldc), fill);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += double(float(a[size_t(i * lda + k)])) * double(float(b[size_t(k * ldb + j)]));
+      c[size_t(i * ldc + j)] = float(acc);
+    }
+  return c;
+}
+
 template <class T> std::vector<T> ref_window(const Buf<T>& x, int64_t R, int64_t C, int64_t ld, int64_t r0, int64_t c0,
                                              int64_t BR, int64_t BC) {
   std::vector<T> w(size_t(BR * BC), T(0));
@@ -272,6 +295,23 @@ TEST_CASE("descriptor: matmul fed by descriptors on ragged shapes (zero-filled K
   }
 }
 
+TEST_CASE("descriptor: bf16 matmul fed by descriptors on ragged shapes", "[ops][descriptor]") {
+  struct S { int64_t M, N, K; };
+  for (S s : {S{1, 17, 1001}, S{17, 17, 17}, S{100, 33, 70}}) {
+    CAPTURE(s.M, s.N, s.K);
+    const int64_t lda = padded<bf16>(s.K), ldb = padded<bf16>(s.N), ldc = padded<float>(s.N);
+    std::vector<bf16> ha(size_t(s.M * lda)), hb(size_t(s.K * ldb));
+    for (size_t i = 0; i < ha.size(); ++i) ha[i] = bf16(float(int(i * 37 % 17) - 8) / 8.0f);
+    for (size_t i = 0; i < hb.size(); ++i) hb[i] = bf16(float(int(i * 53 % 13) - 6) / 4.0f);
+    Buf<bf16> a(ha), b(hb);
+    Buf<float> c(size_t(s.M * ldc), 99.f);
+    matmul_bf16(Grid(cdiv(s.M, 64), cdiv(s.N, 32)), TensorDescriptor<bf16, 2>(a.data(), {s.M, s.K}, {lda, 1}, {64, 32}),
+                TensorDescriptor<bf16, 2>(b.data(), {s.K, s.N}, {ldb, 1}, {32, 32}),
+                TensorDescriptor<float, 2>(c.data(), {s.M, s.N}, {ldc, 1}, {64, 32}), int32_t(s.K));
+    CHECK(opstest::diffs(c, ref_matmul_bf16(ha, hb, s.M, s.N, s.K, lda, ldb, ldc, 99.f), 1e-5, 1e-4) == "");
+  }
+}
+
 TEST_CASE("descriptor: the IR has desc ops, and the CPU pipeline expands them", "[ops][descriptor]") {
   Buf<float> x(64, 1.f), y(64);
   TensorDescriptor<float, 2> d(x.data(), {8, 8}, {8, 1}, {4, 8});
@@ -325,6 +365,19 @@ TEST_CASE("descriptor: sm_90a PTX moves TMA blocks with cp.async.bulk.tensor and
   std::string pm = matmul.ptx(90, 4, ma, mb, mc, 1000);
   CHECK_THAT(pm, Catch::Contains("cp.async.bulk.tensor.2d"));
   ptxtest::assemble("descriptor matmul sm_90a", pm);
+  // bf16 operands: wgmma reads the TMA-loaded blocks (through the tile's registers)
+  alignas(16) static bf16 fh[16];
+  TensorDescriptor<bf16, 2> ha(fh, {1000, 1000}, {1000, 1}, {64, 32}), hb(fh, {1000, 1000}, {1000, 1}, {32, 64});
+  std::string pw = matmul_bf16.ptx(90, 4, ha, hb, mc, 1000);
+  CHECK_THAT(pw, Catch::Contains("cp.async.bulk.tensor.2d.shared::cluster"));
+  CHECK_THAT(pw, Catch::Contains("wgmma.mma_async"));
+  ptxtest::assemble("descriptor bf16 matmul sm_90a", pw);
+  // the [.gpu] case's configuration: 128 x 64 blocks, 8 warps
+  TensorDescriptor<bf16, 2> ha8(fh, {1000, 1000}, {1000, 1}, {128, 64}), hb8(fh, {1000, 1000}, {1000, 1}, {64, 64});
+  TensorDescriptor<float, 2> hc8(fake, {1000, 1000}, {1000, 1}, {128, 64});
+  std::string p8 = matmul_bf16.ptx(90, 8, ha8, hb8, hc8, 1000);
+  CHECK_THAT(p8, Catch::Contains("wgmma.mma_async"));
+  ptxtest::assemble("descriptor bf16 matmul sm_90a, 8 warps", p8);
   auto k3 = jit("desc_3d_ptx", [](TensorDescriptor<bf16, 3> in, TensorDescriptor<bf16, 3> out) {
     out.store({0, program_id(0) * 4, 0}, in.load({0, program_id(0) * 4, 0}));
   });
@@ -409,5 +462,24 @@ TEST_CASE("gpu: descriptor copies and matmul on ragged shapes (TMA on sm_90)", "
         want[size_t(i * ldc + j)] = float(acc);
       }
     CHECK(opstest::diffs(got, want, 1e-3, 1e-3) == "");
+  }
+  // bf16 operands: TMA loads feeding wgmma (sm_90a), warps 4 and 8
+  for (M s : {M{1, 17, 1001}, M{17, 17, 17}, M{1000, 1000, 1000}, M{4097, 64, 65}}) {
+    for (int warps : {4, 8}) {
+      CAPTURE(s.M, s.N, s.K, warps);
+      const int64_t lda = padded<bf16>(s.K), ldb = padded<bf16>(s.N), ldc = padded<float>(s.N);
+      std::vector<bf16> ha(size_t(s.M * lda)), hb(size_t(s.K * ldb));
+      for (size_t i = 0; i < ha.size(); ++i) ha[i] = bf16(float(int(i * 37 % 17) - 8) / 8.0f);
+      for (size_t i = 0; i < hb.size(); ++i) hb[i] = bf16(float(int(i * 53 % 13) - 6) / 4.0f);
+      DeviceBuffer<bf16> da(ha), db(hb);
+      DeviceBuffer<float> dc(std::vector<float>(size_t(s.M * ldc), 99.f));
+      matmul_bf16(Grid(cdiv(s.M, 128), cdiv(s.N, 64)).with_warps(warps).backend(Backend::GPU),
+                  TensorDescriptor<bf16, 2>(da, {s.M, s.K}, {lda, 1}, {128, 64}),
+                  TensorDescriptor<bf16, 2>(db, {s.K, s.N}, {ldb, 1}, {64, 64}),
+                  TensorDescriptor<float, 2>(dc, {s.M, s.N}, {ldc, 1}, {128, 64}), int32_t(s.K));
+      std::vector<float> got(size_t(s.M * ldc));
+      dc.copy_to_host(got.data(), got.size());
+      CHECK(opstest::diffs(got, ref_matmul_bf16(ha, hb, s.M, s.N, s.K, lda, ldb, ldc, 99.f), 1e-5, 1e-3) == "");
+    }
   }
 }
