@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "error_util.hpp"
+#include "ir/builder.hpp"
 #include "passes/pass.hpp"
 #include "ops_util.hpp"
 #include "ptxas_util.hpp"
@@ -401,6 +402,32 @@ TEST_CASE("descriptor: which blocks TMA takes (tma_block_ok)", "[ptx][descriptor
   CHECK(!tma_block_ok(DType::i1, {64}));
   CHECK(tma_block_ok(DType::f64, {2, 2, 2, 2, 2}));
   CHECK(!tma_block_ok(DType::f64, {2, 2, 2, 2, 2, 2}));
+}
+
+TEST_CASE("descriptor: the verifier checks desc_load and desc_store operands", "[ir][descriptor]") {
+  // A rank-2 desc_load built by hand: map, base, 2 shapes, 2 strides, 2 offsets.
+  auto build = [](DType offset_dtype, DType block_dtype, int64_t block_rank, bool store) {
+    auto f = std::make_unique<ir::Function>();
+    f->name = "k";
+    ir::Builder b(&f->entry());
+    std::vector<ir::Value*> ops;
+    ops.push_back(f->entry().add_arg(ir::scalar_type(DType::ptr, DType::u8)));
+    ops.push_back(f->entry().add_arg(ir::scalar_type(DType::ptr, DType::f32)));
+    for (int i = 0; i < 4; ++i) ops.push_back(f->entry().add_arg(ir::scalar_type(DType::i64)));
+    for (int i = 0; i < 2; ++i) ops.push_back(f->entry().add_arg(ir::scalar_type(offset_dtype)));
+    ir::Type blk = ir::scalar_type(block_dtype).with_shape(block_rank == 2 ? ir::Shape{8, 4} : ir::Shape{32});
+    if (store) ops.push_back(b.constant(blk, 0.0));
+    b.create(store ? ir::OpKind::DescStore : ir::OpKind::DescLoad, ops,
+             store ? std::vector<ir::Type>{} : std::vector<ir::Type>{blk}, {{"rank", int64_t(2)}});
+    return f;
+  };
+  CHECK_NOTHROW(ir::verify(*build(DType::i32, DType::f32, 2, false)));
+  CHECK_NOTHROW(ir::verify(*build(DType::i32, DType::f32, 2, true)));
+  CHECK_THROWS_WITH(ir::verify(*build(DType::i64, DType::f32, 2, false)), Catch::Contains("offsets must be i32 scalars"));
+  CHECK_THROWS_WITH(ir::verify(*build(DType::i32, DType::f16, 2, true)),
+                    Catch::Contains("the block's dtype is not the base's pointee"));
+  CHECK_THROWS_WITH(ir::verify(*build(DType::i32, DType::f32, 1, false)),
+                    Catch::Contains("the block's rank is not the descriptor's"));
 }
 
 // ------------------------------------------------------------------------------------ GPU
