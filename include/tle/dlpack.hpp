@@ -34,6 +34,7 @@
 #include <cstring>
 
 #include "tle/kernel.hpp"
+#include "tle/tensor_descriptor.hpp"
 
 namespace tle::detail {
 
@@ -82,3 +83,53 @@ template <> struct host_arg_ext<DLManagedTensor*> {
 template <> struct host_arg_ext<const DLManagedTensor*> : host_arg_ext<DLManagedTensor*> {};
 
 }  // namespace tle::detail
+
+namespace tle {
+
+/// A TensorDescriptor of a DLPack tensor (tle/tensor_descriptor.hpp): base = data + byte_offset,
+/// shape and strides from the tensor (null strides: row-major), blocks of `block` elements.
+/// Throws tle::UserError at the caller's line when the tensor is null, its ndim is not Rank, its
+/// dtype is not T's (the table at the top of this file), or the descriptor's own checks fail
+/// (alignment, innermost stride 1, ...). A kDLCUDA tensor is device memory: a launch on the CPU
+/// backend or the interpreter refuses it.
+template <class T, int Rank>
+TensorDescriptor<T, Rank> make_tensor_descriptor(const DLTensor* t, const std::array<int64_t, Rank>& block,
+                                                 loc_t l = loc_t::current()) {
+  static_assert(Rank >= 1 && Rank <= 5, "make_tensor_descriptor: Rank must be 1 to 5");
+  if (!t) throw UserError(l, "make_tensor_descriptor: the DLTensor* is null");
+  if (t->ndim != Rank)
+    throw UserError(l, "make_tensor_descriptor: the tensor has " + std::to_string(t->ndim) +
+                           " dimensions, but the descriptor's Rank is " + std::to_string(Rank));
+  constexpr DType d = detail::dtype_of<T>::value;
+  const uint8_t code = d == DType::i1 ? uint8_t(6)  // kDLBool (absent from older dlpack.h)
+                       : d == DType::bf16 ? uint8_t(kDLBfloat)
+                       : is_float(d)      ? uint8_t(kDLFloat)
+                       : is_signed_int(d) ? uint8_t(kDLInt)
+                                          : uint8_t(kDLUInt);
+  const uint8_t bits = d == DType::i1 ? 8 : static_cast<uint8_t>(bit_width(d));
+  if (t->dtype.code != code || t->dtype.bits != bits || t->dtype.lanes != 1)
+    throw UserError(l, "make_tensor_descriptor: the tensor's DLDataType {code " + std::to_string(t->dtype.code) +
+                           ", bits " + std::to_string(t->dtype.bits) + ", lanes " + std::to_string(t->dtype.lanes) +
+                           "} is not " + std::string(dtype_name(d)) + "'s {code " + std::to_string(code) + ", bits " +
+                           std::to_string(bits) + ", lanes 1}");
+  std::array<int64_t, Rank> shape{}, strides{};
+  int64_t run = 1;
+  for (int i = Rank - 1; i >= 0; --i) {
+    shape[i] = t->shape[i];
+    strides[i] = t->strides ? t->strides[i] : run;
+    run *= t->shape[i];
+  }
+  const T* base = t->data ? reinterpret_cast<const T*>(static_cast<const char*>(t->data) + t->byte_offset) : nullptr;
+  TensorDescriptor<T, Rank> desc(base, shape, strides, block, l);
+  int32_t device_type = 0;
+  std::memcpy(&device_type, &t->device.device_type, sizeof device_type);
+  desc.set_device_memory(device_type == kDLCUDA);
+  return desc;
+}
+template <class T, int Rank>
+TensorDescriptor<T, Rank> make_tensor_descriptor(const DLManagedTensor* t, const std::array<int64_t, Rank>& block,
+                                                 loc_t l = loc_t::current()) {
+  return make_tensor_descriptor<T, Rank>(t ? &t->dl_tensor : nullptr, block, l);
+}
+
+}  // namespace tle

@@ -6,8 +6,8 @@
 //
 // Parameters are Ptr<T> (host passes T*, a tle::DeviceBuffer<T>, a tle::ManagedBuffer<T>, or, with tle/dlpack.hpp, a DLPack
 // DLTensor* / DLManagedTensor* whose dtype, device and alignment are checked), Tile<T> (host passes a scalar;
-// converted exactly or rejected), and Constexpr<T> (host passes a value; part of the
-// specialization). A launch is specialized, as in Triton, on constexpr values, on the alignment of
+// converted exactly or rejected), Constexpr<T> (host passes a value; part of the
+// specialization), and TensorDescriptor<T, Rank> (host passes one; tle/tensor_descriptor.hpp). A launch is specialized, as in Triton, on constexpr values, on the alignment of
 // each pointer and on which integer arguments equal 1 or are multiples of 2, 4, 8 or 16 (Triton: 16)
 // (and, on the GPU, on num_warps, num_stages and maxnreg; the CPU backend ignores those three); each specialization
 // is traced and compiled once and cached in memory, so later launches neither trace nor compile.
@@ -424,7 +424,7 @@ template <class F> class Kernel {
 };
 
 /// Makes a kernel from a captureless lambda (or function pointer) whose parameters are Ptr<T>,
-/// Tile<T> scalars and Constexpr<T>. Nothing is traced until the first launch. `opts` (JitOptions)
+/// Tile<T> scalars, Constexpr<T> and TensorDescriptor<T, Rank>. Nothing is traced until the first launch. `opts` (JitOptions)
 /// turns specializations off per parameter: `jit("k", fn, {.do_not_specialize = {3}})`; an index
 /// that is not an integer scalar or pointer parameter is a UserError at this line.
 template <class F> Kernel<std::decay_t<F>> jit(const char* name, F&& fn, JitOptions opts = {}, loc_t l = loc_t::current()) {

@@ -13,5 +13,6 @@
 #include "tle/error.hpp"
 #include "tle/kernel.hpp"
 #include "tle/random.hpp"
+#include "tle/tensor_descriptor.hpp"
 #include "tle/raw.hpp"
 #include "tle/tile.hpp"

@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "ir/inline_asm.hpp"
+#include "tle/tensor_descriptor.hpp"
 #include "support/half.hpp"
 
 namespace tle::detail {
@@ -644,6 +645,55 @@ void store(V p, V value, V mask, const MemHints& hints, const SrcLoc& loc) {
   std::vector<V> ops = {p, value};
   if (mask) ops.push_back(mask);
   make(c, ir::OpKind::Store, ops, {}, std::move(attrs), loc);
+}
+
+namespace {
+/// The operands of a desc_load / desc_store: the descriptor's values and the offsets as i32.
+std::vector<V> desc_operands(TraceContext& c, const std::vector<V>& values, const std::vector<int64_t>& block,
+                             const std::vector<V>& offsets, const SrcLoc& loc, const char* what) {
+  if (values.empty())
+    throw UserError(loc, fmt::format("{}: this TensorDescriptor is a host object; inside a kernel, {} works on a "
+                                     "kernel parameter declared tle::TensorDescriptor<T, Rank>",
+                                     what, what));
+  const size_t rank = block.size();
+  if (values.size() != 2 + 2 * rank || offsets.size() != rank)
+    throw InternalError(fmt::format("{}: descriptor of rank {} with {} values and {} offsets", what, rank,
+                                    values.size(), offsets.size()));
+  std::vector<V> ops = values;
+  for (size_t d = 0; d < rank; ++d) {
+    V o = use(c, offsets[d], loc);
+    if (!o->type.is_scalar() || !is_int(o->type.dtype) || o->type.dtype == DType::i1)
+      throw UserError(loc, fmt::format("{}: offset {} is a {}; each offset is an integer scalar (elements)", what, d,
+                                       o->type.str()));
+    ops.push_back(cast(c, o, DType::i32, loc));
+  }
+  return ops;
+}
+}  // namespace
+
+V desc_load(const std::vector<V>& values, const std::vector<int64_t>& block, const std::vector<V>& offsets,
+            const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  std::vector<V> ops = desc_operands(c, values, block, offsets, loc, "load");
+  Type rt = ir::scalar_type(values[1]->type.pointee).with_shape(block);
+  std::map<std::string, ir::Attr> attrs{{"rank", int64_t(block.size())}};
+  return make(c, ir::OpKind::DescLoad, ops, {rt}, std::move(attrs), loc)->result();
+}
+
+void desc_store(const std::vector<V>& values, const std::vector<int64_t>& block, const std::vector<V>& offsets,
+                V value, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  std::vector<V> ops = desc_operands(c, values, block, offsets, loc, "store");
+  use(c, value, loc);
+  value = cast(c, value, values[1]->type.pointee, loc);
+  if (value->type.rank() > static_cast<int>(block.size()) ||
+      broadcast_shapes(block, value->type.shape, loc, "store") != block)
+    throw UserError(loc, fmt::format("store: a {} value does not fit the descriptor's block shape {}; the value must "
+                                     "broadcast to the block shape",
+                                     value->type.str(), shape_str(block)));
+  ops.push_back(broadcast(c, value, block, loc));
+  std::map<std::string, ir::Attr> attrs{{"rank", int64_t(block.size())}};
+  make(c, ir::OpKind::DescStore, ops, {}, std::move(attrs), loc);
 }
 
 V atomic_rmw(ir::AtomicOp op, V p, V value, V mask, const SrcLoc& loc) {

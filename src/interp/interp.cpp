@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -374,6 +376,40 @@ class Interpreter {
         const int64_t n = in[0]->type.numel();
         for (int64_t k = 0; k < n; ++k)
           if (!mask || truth(mask, k)) write(op, k, elem(in[0], k), d, elem(in[1], k));
+        return;
+      }
+      case K::DescLoad:
+      case K::DescStore: {
+        // docs/ir.md, "Tensor descriptors": element i of the block is global element offsets + i
+        // when 0 <= offsets[d] + i[d] < shape[d] in every dimension d, else 0 (load) or not
+        // written (store).
+        const int64_t r = op.int_attr("rank");
+        const bool store = op.kind == K::DescStore;
+        const ir::Value* blockv = store ? in[2 + 3 * r] : op.result();
+        const ir::Shape& B = blockv->type.shape;
+        const DType d = blockv->type.dtype;
+        const uint64_t base = elem(in[1], 0);
+        const std::vector<int64_t> bst = strides(B);
+        // Element k's address, or nullopt outside the tensor.
+        auto addr = [&](int64_t k) -> std::optional<uint64_t> {
+          uint64_t a = base;
+          for (int64_t j = 0; j < r; ++j) {
+            const int64_t i = (k / bst[j]) % B[j];
+            const int64_t g = int_of(DType::i32, elem(in[2 + 2 * r + j], 0)) + i;
+            if (g < 0 || g >= int_of(DType::i64, elem(in[2 + j], 0))) return std::nullopt;
+            a += static_cast<uint64_t>(g * int_of(DType::i64, elem(in[2 + r + j], 0)) * byte_size(d));
+          }
+          return a;
+        };
+        if (store) {
+          for (int64_t k = 0; k < blockv->type.numel(); ++k)
+            if (auto a = addr(k)) write(op, k, *a, d, elem(blockv, k));
+        } else {
+          produce(op, 0, [&](int64_t k) -> uint64_t {
+            auto a = addr(k);
+            return a ? read(op, k, *a, d) : 0;
+          });
+        }
         return;
       }
       case K::AtomicRMW: {

@@ -141,6 +141,9 @@ struct Region {
 struct ArgInfo {
   std::string name;
   int32_t divisibility = 1;  // 1, 2, 4, 8 or 16
+  /// A tensor descriptor's CUtensorMap (a ptr<u8> argument): on the GPU a 128-byte .param,
+  /// 64-byte aligned, whose address TMA instructions take; ignored by the host backends.
+  bool tensor_map = false;
 };
 
 /// A kernel: one function, its body region's block args are the runtime arguments.

@@ -74,6 +74,7 @@ class Printer {
       if (i) out_ += ", ";
       out_ += fmt::format("{}: {}", pos_.value_name(args[i].get()), tstr(args[i]->type));
       if (i < f.arg_info.size() && f.arg_info[i].divisibility > 1) out_ += fmt::format(" {{div{}}}", f.arg_info[i].divisibility);
+      if (i < f.arg_info.size() && f.arg_info[i].tensor_map) out_ += " {tensor_map}";
     }
     out_ += ") {\n";
     line_ = 2;

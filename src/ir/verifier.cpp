@@ -478,6 +478,26 @@ class Verifier {
         opt_str_attr(op, "evict");
         break;
       }
+      case OpKind::DescLoad:
+      case OpKind::DescStore: {
+        const int64_t r = int_attr(op, "rank");
+        if (r < 1 || r > 5) fail(&op, "rank must be 1 to 5");
+        const bool store = op.kind == OpKind::DescStore;
+        n_operands(op, 2 + 3 * r + store, 2 + 3 * r + store);
+        n_results(op, store ? 0 : 1);
+        const Type& map = in(op, 0);
+        if (map.dtype != DType::ptr || !map.is_scalar()) fail(&op, "operand 0 (the tensor map) must be a scalar pointer");
+        is_ptr(op, 1);
+        if (!in(op, 1).is_scalar()) fail(&op, "operand 1 (the base) must be a scalar pointer");
+        for (int64_t i = 2; i < 2 + 2 * r; ++i)
+          if (in(op, i).dtype != DType::i64 || !in(op, i).is_scalar()) fail(&op, "shape and strides must be i64 scalars");
+        for (int64_t i = 2 + 2 * r; i < 2 + 3 * r; ++i)
+          if (in(op, i).dtype != DType::i32 || !in(op, i).is_scalar()) fail(&op, "offsets must be i32 scalars");
+        const Type& block = store ? in(op, 2 + 3 * r) : out(op);
+        if (block.dtype != in(op, 1).pointee) fail(&op, "the block's dtype is not the base's pointee");
+        if (block.rank() != r) fail(&op, "the block's rank is not the descriptor's");
+        break;
+      }
       case OpKind::AtomicRMW: {
         n_operands(op, 2, 3);
         n_results(op, 1);

@@ -24,6 +24,15 @@ bool cse(ir::Function& f);
 /// Dead-code elimination, including dead/invariant loop-carried and if-carried values (dce.cpp).
 bool dce(ir::Function& f);
 
+/// Rewrites tensor-descriptor accesses (desc_load / desc_store) into masked pointer loads and
+/// stores (expand_descriptors.cpp); with keep_tma, those whose block TMA takes (tma_block_ok) stay.
+bool expand_descriptors(ir::Function& f, bool keep_tma);
+/// Whether the GPU moves a block of this dtype and shape with TMA (cp.async.bulk.tensor): rank 1
+/// to 5, every dimension a power of two up to 256, the innermost row a multiple of 16 bytes, at
+/// most 64 KiB (its shared-memory buffer), a dtype TMA has (not bool). The launch encodes a
+/// CUtensorMap for these.
+bool tma_block_ok(DType d, const std::vector<int64_t>& block);
+
 /// The passes of one round of the pipeline, in order.
 const std::vector<Pass>& pipeline_passes();
 
@@ -35,11 +44,15 @@ struct PipelineOptions {
   bool dump_from_env = true;
   /// If non-null, receives (stage name, printed IR) for the traced IR ("trace") and after each pass.
   std::vector<std::pair<std::string, std::string>>* dumps = nullptr;
+  /// Keep the tensor-descriptor ops TMA could take (GPU compiles: run_gpu_pipeline decides by
+  /// target); otherwise every one is expanded into pointer loads and stores first.
+  bool keep_tma_descriptors = false;
 };
 /// Options from the build type and the environment (TLE_VERIFY, TLE_DUMP_IR).
 PipelineOptions default_pipeline_options();
 
-/// The GPU passes, after run_pipeline, for a kernel of `num_warps` warps: assign_layouts (GPU
+/// The GPU passes, after run_pipeline, for a kernel of `num_warps` warps: expand_descriptors
+/// (all but TMA's blocks on sm_90a, `wgmma`; all elsewhere), pad_shapes, assign_layouts (GPU
 /// layouts and convert_layout ops, passes/gpu/gpu_passes.hpp), then dce (values the layout pass
 /// replaced by recomputation), then hoist_conversions (loop-invariant conversions out of loops),
 /// then pipeline_loads (marks the loads of `for` loops that the
@@ -48,8 +61,9 @@ PipelineOptions default_pipeline_options();
 /// gpu_rules::mma_v3_plan run on it. Dumps as run_pipeline does (stages numbered from 50).
 void run_gpu_pipeline(ir::Function& f, int num_warps, int num_stages = 1, bool wgmma = false);
 
-/// Runs the pipeline on freshly traced IR with default_pipeline_options().
-void run_pipeline(ir::Function& f);
+/// Runs the pipeline on freshly traced IR with default_pipeline_options() (keep_tma_descriptors
+/// as given).
+void run_pipeline(ir::Function& f, bool keep_tma_descriptors = false);
 void run_pipeline(ir::Function& f, const PipelineOptions& options);
 
 // ---- small helpers shared by the passes

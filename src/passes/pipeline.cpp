@@ -1,6 +1,7 @@
 // src/passes/pipeline.cpp - THE pass order, plus IR dumps and verification between passes.
 //
-// One round is canonicalize -> cse -> dce. Rounds repeat while a round changes the IR (dce can
+// First expand_descriptors (tensor-descriptor accesses to pointer loads and stores; a GPU compile
+// keeps TMA's and lets run_gpu_pipeline decide by target). Then one round is canonicalize -> cse -> dce. Rounds repeat while a round changes the IR (dce can
 // expose constants to fold, e.g. a loop-carried value replaced by its constant init), at most
 // kMaxRounds times.
 //
@@ -102,12 +103,20 @@ PipelineOptions default_pipeline_options() {
   return o;
 }
 
-void run_pipeline(ir::Function& f) { run_pipeline(f, default_pipeline_options()); }
+void run_pipeline(ir::Function& f, bool keep_tma_descriptors) {
+  PipelineOptions o = default_pipeline_options();
+  o.keep_tma_descriptors = keep_tma_descriptors;
+  run_pipeline(f, o);
+}
 
 void run_pipeline(ir::Function& f, const PipelineOptions& options) {
   Dumper dump(f, options);
   dump.stage("trace");
   if (options.verify) verify_at(f, "traced IR");
+  if (expand_descriptors(f, options.keep_tma_descriptors)) {
+    dump.stage("expand_descriptors");
+    if (options.verify) verify_at(f, "after pass expand_descriptors");
+  }
   for (int round = 0; round < kMaxRounds; ++round) {
     bool changed = false;
     for (const Pass& p : pipeline_passes()) {
@@ -123,6 +132,10 @@ void run_pipeline(ir::Function& f, const PipelineOptions& options) {
 void run_gpu_pipeline(ir::Function& f, int num_warps, int num_stages, bool wgmma) {
   const PipelineOptions options = default_pipeline_options();
   Dumper dump(f, options, 50);
+  if (expand_descriptors(f, /*keep_tma=*/wgmma)) {
+    dump.stage("gpu_expand_descriptors");
+    if (options.verify) verify_at(f, "after pass expand_descriptors");
+  }
   if (pad_shapes(f)) {
     dump.stage("gpu_pad");
     if (options.verify) verify_at(f, "after pass pad_shapes");

@@ -50,6 +50,7 @@
 #include "runtime/disk_cache.hpp"
 #include "runtime/launch.hpp"
 #include "runtime/raw/cuda_compile.hpp"
+#include "runtime/tensor_descriptor.hpp"
 #include "support/half.hpp"
 #include "tle/detail/trace_api.hpp"
 #include "tle/device.hpp"
@@ -171,11 +172,21 @@ std::string param_str(const ParamSpec& p, bool raw = false) {
     case ParamSpec::ConstexprInt: return "Constexpr<integer>";
     case ParamSpec::ConstexprFloat: return "Constexpr<floating-point>";
     case ParamSpec::ConstexprBool: return "Constexpr<bool>";
+    case ParamSpec::TensorDesc: return fmt::format("TensorDescriptor<{}, {}>", dtype_name(p.dtype), p.rank);
   }
   return "?";
 }
 
-bool is_constexpr(const ParamSpec& p) { return p.kind >= ParamSpec::ConstexprInt; }
+bool is_constexpr(const ParamSpec& p) {
+  return p.kind == ParamSpec::ConstexprInt || p.kind == ParamSpec::ConstexprFloat || p.kind == ParamSpec::ConstexprBool;
+}
+
+/// The specialization key entry of a descriptor's block shape: 9 bits per dimension (1..256).
+uint64_t block_key(const HostArg::DescInfo& d) {
+  uint64_t k = 0;
+  for (int i = 0; i < d.rank; ++i) k |= static_cast<uint64_t>(d.block[i]) << (9 * i);
+  return k;
+}
 
 /// The largest power of two, at most 16, that divides v (16 for v = 0).
 uint64_t pow2_divisor(uint64_t v) {
@@ -190,6 +201,16 @@ struct Packed {
   std::vector<uint64_t> slots;       // runtime arguments, in parameter order (constexprs skipped)
   std::vector<TraceParam> constexprs;  // per parameter (only constexpr entries used)
   std::vector<uint64_t> key;
+  /// The first slot of each kernel argument (a tensor descriptor is several arguments, its tensor
+  /// map 16 slots), and the (parameter, first slot) of each tensor map.
+  std::vector<size_t> arg_slots;
+  std::vector<std::pair<size_t, size_t>> tensor_maps;
+  /// One pointer per kernel argument, into slots (what the CPU entry point and cuLaunchKernel read).
+  std::vector<void*> arg_pointers() {
+    std::vector<void*> p(arg_slots.size());
+    for (size_t i = 0; i < p.size(); ++i) p[i] = &slots[arg_slots[i]];
+    return p;
+  }
 };
 
 bool int_fits(DType d, int64_t v) {
@@ -365,6 +386,7 @@ struct Compiled {
   int num_warps = 4;
   size_t shared_bytes = 0;
   int registers = 0, local_bytes = 0;  // GPU: per thread
+  int sm = 0;                          // GPU: the device's compute capability (90 for sm_90)
 };
 
 class KernelState;
@@ -429,6 +451,7 @@ class KernelState {
                                   "element (a byte offset that is a multiple of {})",
                                   a.type_name, a.p, size, dtype_name(p.dtype), size));
           uint64_t s = reinterpret_cast<uintptr_t>(a.p);
+          pk.arg_slots.push_back(pk.slots.size());
           pk.slots.push_back(s);
           pk.key.push_back(p.specialize ? pow2_divisor(s) : 1);
           break;
@@ -464,6 +487,7 @@ class KernelState {
             else throw bad(fmt::format("got a {}; pass a number", a.type_name));
             s = float_slot(d, v);
           }
+          pk.arg_slots.push_back(pk.slots.size());
           pk.slots.push_back(s);
           // Integer specializations: equal to 1 (a constant in the kernel), or a multiple of 2, 4,
           // 8 or 16 (Triton: 16 only; the GPU passes may then vectorize accesses whose offsets it
@@ -486,6 +510,31 @@ class KernelState {
             throw bad(fmt::format("the value {} does not fit in {}", v, dtype_name(p.dtype)));
           pk.constexprs[i].i = v;
           pk.key.push_back(static_cast<uint64_t>(v));
+          break;
+        }
+        case ParamSpec::TensorDesc: {
+          if (a.kind != HostArg::TensorDesc) throw bad(fmt::format("pass a tle::TensorDescriptor, not a {}", a.type_name));
+          if (a.pointee != p.dtype || a.desc.rank != p.rank)
+            throw bad(fmt::format("got a TensorDescriptor<{}, {}>; build the descriptor with the parameter's element "
+                                  "type and rank",
+                                  dtype_name(a.pointee), a.desc.rank));
+          // Arguments: the tensor map (128 bytes, encoded at a GPU launch that uses TMA, else
+          // zeros), the base, the shape, the strides but the innermost (which is 1).
+          pk.tensor_maps.emplace_back(i, pk.slots.size());
+          pk.arg_slots.push_back(pk.slots.size());
+          pk.slots.resize(pk.slots.size() + 16, 0);
+          pk.arg_slots.push_back(pk.slots.size());
+          pk.slots.push_back(reinterpret_cast<uintptr_t>(a.p));
+          for (int d = 0; d < p.rank; ++d) {
+            pk.arg_slots.push_back(pk.slots.size());
+            pk.slots.push_back(static_cast<uint64_t>(a.desc.shape[d]));
+          }
+          for (int d = 0; d + 1 < p.rank; ++d) {
+            pk.arg_slots.push_back(pk.slots.size());
+            pk.slots.push_back(static_cast<uint64_t>(a.desc.strides[d]));
+          }
+          pk.constexprs[i].block.assign(a.desc.block, a.desc.block + p.rank);
+          pk.key.push_back(block_key(a.desc));
           break;
         }
         case ParamSpec::ConstexprFloat: {
@@ -515,6 +564,28 @@ class KernelState {
     for (size_t i = 0; i < params.size(); ++i) {
       const ParamSpec& p = params[i];
       if (is_constexpr(p)) continue;
+      if (p.kind == ParamSpec::TensorDesc) {
+        // The descriptor's arguments (docs/ir.md, "Tensor descriptors"): tensor map, base, shape,
+        // strides; the innermost stride is the constant 1 (checked when it was built). The base
+        // is 16-byte aligned and the strides multiples of 16 bytes.
+        auto add = [&](ir::Type t, const std::string& n, int32_t div, bool map = false) {
+          ir::ArgInfo info;
+          info.name = fmt::format("arg{}.{}", i, n);
+          info.divisibility = div;
+          info.tensor_map = map;
+          f->arg_info.push_back(info);
+          return f->entry().add_arg(t);
+        };
+        std::vector<ir::Value*>& vs = tp[i].values;
+        vs.push_back(add(ir::scalar_type(DType::ptr, DType::u8), "map", 16, true));
+        vs.push_back(add(ir::scalar_type(DType::ptr, p.dtype), "base", 16));
+        for (int d = 0; d < p.rank; ++d) vs.push_back(add(ir::scalar_type(DType::i64), fmt::format("shape{}", d), 1));
+        const int32_t sdiv = static_cast<int32_t>(std::max<int64_t>(1, 16 / byte_size(p.dtype)));
+        for (int d = 0; d + 1 < p.rank; ++d)
+          vs.push_back(add(ir::scalar_type(DType::i64), fmt::format("stride{}", d), sdiv));
+        vs.push_back(b.constant(ir::scalar_type(DType::i64), int64_t(1), loc));
+        continue;
+      }
       ir::Value* v;
       ir::ArgInfo info;
       info.name = fmt::format("arg{}", i);
@@ -594,7 +665,7 @@ class KernelState {
         compiled->traced = std::move(f);
         return;
       }
-      passes::run_pipeline(*f);
+      passes::run_pipeline(*f, /*keep_tma_descriptors=*/backend == Backend::GPU);
       if (backend == Backend::GPU) compile_gpu(*f, opt, *compiled);
       else compiled->cpu = compile_cpu(*f);
     });
@@ -635,7 +706,7 @@ class KernelState {
     }();
     if (mode.empty()) return;
     auto f = trace(fn, pk);
-    passes::run_pipeline(*f);
+    passes::run_pipeline(*f, /*keep_tma_descriptors=*/true);
     gpu::Artifact art = gpu::compile(*f, target_for(90), opt, false);
     if (mode == "1") return;
     const std::string path = fmt::format("{}/{}.{:016x}.ptx", mode, name, std::hash<std::string>{}(art.ptx));
@@ -658,6 +729,7 @@ class KernelState {
                                                     "newer: launch with Grid::backend(Backend::CPU) or TLE_BACKEND=cpu",
                                                     major, minor));
     gpu::Target target = target_for(major * 10 + minor);
+    out.sm = major * 10 + minor;
     std::string ir_text = ir::print(f);
     // kBuildId (a hash of libtle's sources) makes PTX cached by a different build of tle a miss.
     std::string key = gpu_cache_key(ir_text, target.cpu(), target.ptx_version, d.version, opt.num_warps,
@@ -741,7 +813,8 @@ class KernelState {
     const cuda::Driver* d = nullptr;
     for (size_t i = 0; i < n; ++i) {
       const HostArg& a = args[i];
-      if (params[i].kind != ParamSpec::Pointer || a.device_buffer || a.p == nullptr) continue;
+      const bool addr = params[i].kind == ParamSpec::Pointer || params[i].kind == ParamSpec::TensorDesc;
+      if (!addr || a.device_buffer || a.p == nullptr) continue;
       if (!d) d = &cuda::require_driver("cuPointerGetAttribute");
       unsigned int type = 0;
       CUresult r = d->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
@@ -788,7 +861,8 @@ namespace {
 /// The compiled specialization of a prepared launch (its packed arguments in `pk`).
 std::shared_ptr<Compiled> specialization(KernelState* k, const void* fn, const LaunchOptions& opts,
                                          PreparedLaunch&& p, Packed& pk, const SrcLoc& loc) {
-  pk = Packed{std::move(p.slots), std::move(p.constexprs), std::move(p.key)};
+  pk = Packed{std::move(p.slots), std::move(p.constexprs), std::move(p.key), std::move(p.arg_slots),
+              std::move(p.tensor_maps)};
   std::vector<uint64_t> key = pk.key;
   if (p.on_gpu) {
     CUcontext ctx = cuda::ensure_context();
@@ -843,8 +917,13 @@ void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const Laun
                                    e.message(), k->signature(), loc.file, loc.line),
                        e.log());
   }
-  std::vector<void*> ptrs(pk.slots.size());
-  for (size_t i = 0; i < ptrs.size(); ++i) ptrs[i] = &pk.slots[i];
+  // A GPU kernel compiled with TMA reads the descriptors' CUtensorMaps (encoded per launch: the
+  // base and shape change between launches of one specialization).
+  if (on_gpu && compiled->sm == 90)  // the targets gpu::compile lowers descriptors with TMA for (sm_90a)
+    for (auto [param, slot] : pk.tensor_maps)
+      if (passes::tma_block_ok(args[param].pointee, pk.constexprs[param].block))
+        encode_tensor_map(args[param], &pk.slots[slot]);
+  std::vector<void*> ptrs = pk.arg_pointers();
   if (backend == Backend::Interp) {
     // A fault of an access (an unmapped pointer) is a RuntimeError naming the op (interp.cpp).
     interp::run(*compiled->traced, ptrs.data(), g);
@@ -903,7 +982,7 @@ std::string kernel_ptx(KernelState* k, const void* fn, int sm, const LaunchOptio
   check_options(opts, loc);
   return k->noting_launch(pk, loc, [&] {
     auto f = k->trace(fn, pk);
-    passes::run_pipeline(*f);
+    passes::run_pipeline(*f, /*keep_tma_descriptors=*/true);
     return gpu::compile(*f, target_for(sm), gpu_options(opts), false).ptx;
   });
 }
@@ -960,9 +1039,13 @@ PreparedLaunch prepare_launch(KernelState* k, const Grid3& grid, const LaunchOpt
   else
     for (size_t i = 0; i < nargs; ++i)
       if (args[i].device_buffer)
-        throw UserError(loc, fmt::format("argument {} is a tle::DeviceBuffer (GPU memory), but this launch runs on "
-                                         "the {} backend; pass host memory, or launch on the GPU",
-                                         i + 1, backend == Backend::Interp ? "interp" : "CPU"));
+        throw UserError(loc, fmt::format("argument {} is {} (GPU memory), but this launch runs on the {} backend; "
+                                         "pass host memory, or launch on the GPU",
+                                         i + 1,
+                                         args[i].kind == HostArg::TensorDesc
+                                             ? "a tle::TensorDescriptor of a DeviceBuffer or kDLCUDA tensor"
+                                             : "a tle::DeviceBuffer",
+                                         backend == Backend::Interp ? "interp" : "CPU"));
   const int64_t g[3] = {grid.x, grid.y, grid.z};
   const int64_t limit[3] = {(int64_t(1) << 31) - 1, 65535, 65535};
   const char* axis[3] = {"x", "y", "z"};
@@ -975,6 +1058,8 @@ PreparedLaunch prepare_launch(KernelState* k, const Grid3& grid, const LaunchOpt
   out.slots = std::move(pk.slots);
   out.key = std::move(pk.key);
   out.constexprs = std::move(pk.constexprs);
+  out.arg_slots = std::move(pk.arg_slots);
+  out.tensor_maps = std::move(pk.tensor_maps);
   return out;
 }
 

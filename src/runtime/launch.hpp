@@ -17,6 +17,8 @@ struct PreparedLaunch {
   std::vector<uint64_t> slots;  ///< one 8-byte slot per runtime argument (constexprs skipped)
   std::vector<uint64_t> key;    ///< specialization facts (tile kernels)
   std::vector<TraceParam> constexprs;  ///< constexpr values per parameter (tile kernels)
+  std::vector<size_t> arg_slots;  ///< first slot of each kernel argument (tensor descriptors take several)
+  std::vector<std::pair<size_t, size_t>> tensor_maps;  ///< (parameter, first slot) of each 128-byte tensor map
   Backend backend = Backend::CPU;  ///< the backend the launch runs on
   bool on_gpu = false;          ///< backend == Backend::GPU
   bool empty = false;           ///< a grid axis is 0: nothing to run (rule E08)

@@ -121,14 +121,16 @@ void if_else(V cond, const std::function<void()>& then_fn, const std::function<v
 
 /// One kernel parameter as the lambda declares it.
 struct ParamSpec {
-  enum Kind : uint8_t { Pointer, Scalar, ConstexprInt, ConstexprFloat, ConstexprBool } kind;
-  DType dtype;  // Pointer: pointee; Scalar: its dtype
+  /// TensorDesc: a tle::TensorDescriptor<T, rank> (tle/tensor_descriptor.hpp).
+  enum Kind : uint8_t { Pointer, Scalar, ConstexprInt, ConstexprFloat, ConstexprBool, TensorDesc } kind;
+  DType dtype;  // Pointer, TensorDesc: element type; Scalar: its dtype
   bool specialize = true;  // false: JitOptions::do_not_specialize names it (set by kernel_create)
+  int rank = 0;            // TensorDesc: number of dimensions
 };
 /// One host argument as the caller passed it.
 struct HostArg {
-  enum Kind : uint8_t { Pointer, Int, UInt, Float, Half, BFloat, Bool } kind;
-  DType pointee = DType::f32;  // Pointer: element type of T* (void* gives ptr_untyped = true)
+  enum Kind : uint8_t { Pointer, Int, UInt, Float, Half, BFloat, Bool, TensorDesc } kind;
+  DType pointee = DType::f32;  // Pointer, TensorDesc: element type of T* (void* gives ptr_untyped = true)
   bool untyped_pointer = false;
   bool device_buffer = false;  // Pointer: from a tle::DeviceBuffer (known device memory)
   const char* type_name = "";  // the C++ type, for messages
@@ -143,6 +145,12 @@ struct HostArg {
     uint16_t lanes = 0;                 // DLDataType
     int32_t device_type = 0, device_id = 0;  // DLDevice
   } dl;
+  /// TensorDesc (p is the base): shape, strides and block shape in elements, outermost first;
+  /// checked when the descriptor was built (check_tensor_descriptor).
+  struct DescInfo {
+    int rank = 0;
+    int64_t shape[5] = {}, strides[5] = {}, block[5] = {};
+  } desc;
 };
 /// What the tracer hands the kernel's typed trampoline: per parameter a value (runtime args)
 /// or the constexpr's value.
@@ -150,6 +158,10 @@ struct TraceParam {
   V value = nullptr;
   int64_t i = 0;
   double f = 0;
+  /// TensorDesc: the IR arguments (tensor map, base, shape[rank], strides[rank]; the innermost
+  /// stride is the constant 1) and the block shape.
+  std::vector<V> values;
+  std::vector<int64_t> block;
 };
 using TraceThunk = void (*)(const void* fn, const TraceParam* params);
 

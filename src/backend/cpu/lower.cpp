@@ -132,6 +132,9 @@ void Lowerer::lower_op(const ir::Op& op) {
     case K::If: lower_if(op); return;
     case K::InlineAsm: case K::CudaCall:
       ir::refuse_gpu_only_op(op, fn_ir.name, "was compiled for the CPU backend");
+    case K::DescLoad: case K::DescStore:
+      fail(op, "a tensor-descriptor access reached the CPU lowering (passes::expand_descriptors runs first)");
+      return;
     case K::Yield: fail(op, "yield outside of a region");
   }
   fail(op, "unknown op kind");

@@ -367,6 +367,17 @@ llvm::Function* Lowerer::run(const std::string& name) {
   }
   kernel = llvm::Function::Create(llvm::FunctionType::get(B.getVoidTy(), params, false),
                                   llvm::Function::ExternalLinkage, name, mod);
+  // A tensor descriptor's CUtensorMap (ir::ArgInfo::tensor_map): a 128-byte .param, 64-byte
+  // aligned, passed by value; grid_constant (1-based parameter numbers) lets TMA instructions
+  // take its generic address instead of a local copy's (lower_tma.cpp).
+  std::vector<llvm::Metadata*> grid_constants;
+  for (size_t k = 0; k < fn_ir.arg_info.size() && k < params.size(); ++k) {
+    if (!fn_ir.arg_info[k].tensor_map) continue;
+    llvm::Argument* arg = kernel->getArg(static_cast<unsigned>(k));
+    arg->addAttr(llvm::Attribute::getWithByValType(ctx, llvm::ArrayType::get(B.getInt8Ty(), 128)));
+    arg->addAttr(llvm::Attribute::getWithAlignment(ctx, llvm::Align(64)));
+    grid_constants.push_back(llvm::ValueAsMetadata::get(B.getInt32(static_cast<uint32_t>(k + 1))));
+  }
   kernel->setCallingConv(llvm::CallingConv::PTX_Kernel);
   auto* md = mod.getOrInsertNamedMetadata("nvvm.annotations");
   auto annotate = [&](const char* key, int v) {
@@ -375,6 +386,9 @@ llvm::Function* Lowerer::run(const std::string& name) {
   };
   ws_loop_ = warp_specialize && maxnreg == 0 ? find_ws_loop() : nullptr;
   annotate("kernel", 1);
+  if (!grid_constants.empty())
+    md->addOperand(llvm::MDNode::get(ctx, {llvm::ValueAsMetadata::get(kernel), llvm::MDString::get(ctx, "grid_constant"),
+                                           llvm::MDNode::get(ctx, grid_constants)}));
   annotate("reqntidx", 32 * launch_warps());
   if (maxnreg > 0) annotate("maxnreg", maxnreg);  // NVPTX prints `.maxnreg N`
   // setmaxnreg (the warp-specialized loop) needs a register cap at entry: the registers divided
@@ -460,6 +474,11 @@ void Lowerer::lower_op(const ir::Op& op) {
       // else: read from its stage buffer by the convert_layout that uses it (ldmatrix) or the dot (wgmma)
       return;
     case K::Store: lower_store(op); return;
+    case K::DescLoad: case K::DescStore:
+      // Only TMA's blocks on sm_90a reach the lowering (passes::expand_descriptors).
+      if (!wgmma) fail(op, "a tensor-descriptor access was not expanded for a target without TMA");
+      lower_desc_tma(op);
+      return;
     case K::AtomicRMW: case K::AtomicCas: lower_atomic(op); return;
     case K::Reduce: lower_reduce(op); return;
     case K::Scan: lower_scan(op); return;

@@ -16,6 +16,7 @@
 // shared memory and ldmatrix), lower_pipeline.cpp (cp.async software pipelining of K loops).
 #pragma once
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -282,6 +283,15 @@ class Lowerer : public backend::ScalarEmitter {
   /// The in-flight dot of the pipelined loop being lowered (lower_dot_wgmma ends it with
   /// wait_group 1; lower_for_pipelined waits for it after the loop).
   const ir::Op* async_wgmma_ = nullptr;
+
+  // ---- tensor descriptors on TMA (lower_tma.cpp; sm_90a, blocks passes::tma_block_ok takes)
+  /// desc_load / desc_store through cp.async.bulk.tensor and a shared-memory buffer.
+  void lower_desc_tma(const ir::Op& op);
+  /// Emits body() for thread 0 of the CTA only.
+  void tma_if_thread0(const std::function<void()>& body);
+  /// Appends the op's offsets, innermost first, to args (as inline-asm operands $first...) and
+  /// returns the PTX vector "{$first, ...}".
+  std::string tma_coords(const ir::Op& op, std::vector<llvm::Value*>& args, int first);
 
   // ---- mbarriers (PTX ISA 9.7.13.15), at 32-bit shared-memory addresses
   void mbarrier_init(llvm::Value* addr, int count);

@@ -193,7 +193,14 @@ const ir::Op* Lowerer::find_ws_loop() const {
   const ir::Block& entry = fn_ir.entry();
   for (const auto& opp : entry.ops) {
     const ir::Op& op = *opp;
-    if (op.kind == ir::OpKind::For && op.has_attr("num_stages")) {
+    // A TMA access (lower_tma.cpp) is issued by thread 0 between CTA-wide barriers: not in a
+    // loop whose producer and compute warps part ways.
+    bool tma = false;
+    if (op.kind == ir::OpKind::For)
+      ir::walk(op.region().body(), [&](const ir::Op& o) {
+        tma = tma || o.kind == ir::OpKind::DescLoad || o.kind == ir::OpKind::DescStore;
+      });
+    if (op.kind == ir::OpKind::For && op.has_attr("num_stages") && !tma) {
       int64_t bytes = 0;
       std::vector<PipeLoad> loads = plan_loop(op, num_warps, bytes, true);
       const bool all_wgmma =

@@ -54,6 +54,10 @@ DriverLoad load_driver(const std::string& path) {
 #define TLE_CU_FN(name) resolve(reinterpret_cast<void*&>(d->name), TLE_CU_SYMBOL(name));
 #include "runtime/cuda/driver_functions.def"
 #undef TLE_CU_FN
+  // Optional entry points: a driver without them still loads; their users check for null.
+#define TLE_CU_FN(name) d->name = reinterpret_cast<decltype(d->name)>(dlsym(lib, TLE_CU_SYMBOL(name)));
+#include "runtime/cuda/driver_optional_functions.def"
+#undef TLE_CU_FN
   // The library stays open on every path: dlclose of a driver that may have started threads is
   // not safe, and dlopen reference-counts repeated loads.
   if (!missing.empty()) {

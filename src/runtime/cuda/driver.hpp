@@ -28,6 +28,10 @@ struct Driver {
 #define TLE_CU_FN(name) decltype(&::name) name = nullptr;
 #include "runtime/cuda/driver_functions.def"
 #undef TLE_CU_FN
+  /// Optional entry points (driver_optional_functions.def): null when the driver lacks them.
+#define TLE_CU_FN(name) decltype(&::name) name = nullptr;
+#include "runtime/cuda/driver_optional_functions.def"
+#undef TLE_CU_FN
 
   void* library = nullptr;  ///< the dlopen handle (never closed: the driver does not support it)
   int version = 0;          ///< cuDriverGetVersion, e.g. 13000 for CUDA 13.0

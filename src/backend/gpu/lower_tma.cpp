@@ -1,0 +1,135 @@
+// src/backend/gpu/lower_tma.cpp - tensor-descriptor loads and stores on sm_90a through the
+// tensor memory accelerator (docs/ir.md, "Tensor descriptors"; PTX ISA 9.7.9.25
+// cp.async.bulk.tensor, 9.7.13.15 mbarrier).
+//
+// The descriptor's tensor map is a 128-byte kernel parameter (byval, 64-byte aligned, marked
+// grid_constant so that its generic address, cvta.param, reaches the instruction instead of a
+// local copy). The block is staged in shared memory row-major (the box layout TMA writes and
+// reads: innermost dimension contiguous, no swizzle), 128-byte aligned, after an 8-byte mbarrier.
+//
+// desc_load:  all threads: fence.proxy.async (earlier generic accesses, of the buffer and of
+//             global memory, are ordered before the async proxy's), barrier; thread 0: mbarrier.init (count 1),
+//             fence.mbarrier_init; barrier; thread 0: mbarrier.arrive.expect_tx (the block's
+//             bytes) and cp.async.bulk.tensor.Nd.shared::cluster.global.mbarrier::complete_tx::bytes;
+//             all threads: mbarrier.try_wait.parity 0 loop, then read their registers from the
+//             buffer (unstage); barrier; thread 0: mbarrier.inval.
+//             Out-of-bound elements arrive as zeros (the tensor map's OOB fill is NONE).
+// desc_store: barrier; all threads write their registers to the buffer (stage);
+//             fence.proxy.async.shared::cta; barrier; thread 0: cp.async.bulk.tensor.Nd.global.
+//             shared::cta.bulk_group, commit_group, wait_group 0, fence.proxy.async; barrier.
+//             TMA does not write out-of-bound elements.
+// Coordinates are the offsets, innermost dimension first (TMA's order).
+#include <fmt/format.h>
+#include <llvm/IR/InlineAsm.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsNVPTX.h>
+
+#include "backend/gpu/lower.hpp"
+
+namespace tle::gpu::detail {
+
+using llvm::Value;
+
+namespace {
+struct DescOperands {
+  int64_t rank = 0;
+  const ir::Value* block = nullptr;  // the loaded result or the stored value
+};
+
+DescOperands desc_operands(const ir::Op& op) {
+  DescOperands d;
+  d.rank = op.int_attr("rank");
+  d.block = op.kind == ir::OpKind::DescStore ? op.operands.at(2 + 3 * d.rank) : op.result();
+  return d;
+}
+}  // namespace
+
+void Lowerer::tma_if_thread0(const std::function<void()>& body) {
+  llvm::BasicBlock* then = llvm::BasicBlock::Create(ctx, "tma.t0", kernel);
+  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "tma.done", kernel);
+  B.CreateCondBr(B.CreateICmpEQ(tid, i32c(0)), then, done);
+  B.SetInsertPoint(then);
+  body();
+  B.CreateBr(done);
+  B.SetInsertPoint(done);
+}
+
+std::string Lowerer::tma_coords(const ir::Op& op, std::vector<Value*>& args, int first) {
+  const int64_t r = op.int_attr("rank");
+  std::string s = "{";
+  for (int64_t i = 0; i < r; ++i) {
+    const int64_t d = r - 1 - i;  // innermost first
+    args.push_back(reg(op.operands.at(2 + 2 * r + d), 0));
+    s += fmt::format("{}${}", i ? ", " : "", first + i);
+  }
+  return s + "}";
+}
+
+void Lowerer::lower_desc_tma(const ir::Op& op) {
+  const DescOperands d = desc_operands(op);
+  const ir::Value* blk = d.block;
+  const DType dt = blk->type.dtype;
+  const int64_t bytes = blk->type.numel() * byte_size(dt);
+  const bool store = op.kind == ir::OpKind::DescStore;
+  if (!layout_of(blk)) fail(op, "a tile has no layout (the GPU layout pass did not run)");
+  // Buffer: the mbarrier, then the block at a 128-byte aligned offset (cp.async.bulk.tensor).
+  const int64_t mbar_rel = ((smem_base_ + 127) / 128) * 128 - smem_base_;
+  const int64_t tile_rel = mbar_rel + 128;
+  need_smem(tile_rel + bytes);
+  Value* mbar = smem_addr32(i32c(smem_base_ + mbar_rel));
+  Value* tile = smem_addr32(i32c(smem_base_ + tile_rel));
+  Value* map = B.CreatePtrToInt(reg(op.operands.at(0), 0), B.getInt64Ty());
+  auto asm_call = [&](const std::string& text, const std::string& cons, std::vector<Value*> args) {
+    std::vector<llvm::Type*> tys;
+    for (Value* a : args) tys.push_back(a->getType());
+    auto* fty = llvm::FunctionType::get(B.getVoidTy(), tys, false);
+    llvm::CallInst* c = B.CreateCall(fty, llvm::InlineAsm::get(fty, text, cons, /*hasSideEffects=*/true), args);
+    c->addFnAttr(llvm::Attribute::Convergent);
+  };
+  const int64_t r = d.rank;
+  if (!store) {
+    // Generic-proxy accesses before this point (of the buffer, and of global memory the block
+    // may cover: earlier stores of this kernel) are ordered before the async proxy's.
+    asm_stmt("fence.proxy.async;");
+    barrier();
+    tma_if_thread0([&] {
+      mbarrier_init(mbar, 1);
+      asm_stmt("fence.mbarrier_init.release.cluster;");
+    });
+    barrier();
+    tma_if_thread0([&] {
+      asm_stmt(fmt::format("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], {};", bytes), {mbar});
+      std::vector<Value*> args = {tile, map, mbar};
+      std::string coords = tma_coords(op, args, 3);
+      std::string cons = "r,l,r";
+      for (int64_t i = 0; i < r; ++i) cons += ",r";
+      asm_call(fmt::format("cp.async.bulk.tensor.{}d.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, "
+                           "{}], [$2];",
+                           r, coords),
+               cons + ",~{memory}", args);
+    });
+    mbarrier_wait(mbar, i32c(0));
+    regs[op.result()] = unstage(layout_of(blk), blk->type.shape, dt, tile_rel);
+    barrier();
+    tma_if_thread0([&] { asm_stmt("mbarrier.inval.shared::cta.b64 [$0];", {mbar}); });
+    return;
+  }
+  barrier();
+  stage(blk, tile_rel);
+  fence_proxy_async();
+  barrier();
+  tma_if_thread0([&] {
+    std::vector<Value*> args = {map, tile};
+    std::string coords = tma_coords(op, args, 2);
+    std::string cons = "l,r";
+    for (int64_t i = 0; i < r; ++i) cons += ",r";
+    asm_call(fmt::format("cp.async.bulk.tensor.{}d.global.shared::cta.bulk_group [$0, {}], [$1];", r, coords),
+             cons + ",~{memory}", args);
+    asm_stmt("cp.async.bulk.commit_group;");
+    asm_stmt("cp.async.bulk.wait_group 0;");
+    asm_stmt("fence.proxy.async;");  // the bulk store before later generic accesses (then the barrier)
+  });
+  barrier();
+}
+
+}  // namespace tle::gpu::detail

@@ -1,0 +1,146 @@
+// src/passes/expand_descriptors.cpp - rewrites tensor-descriptor accesses (desc_load,
+// desc_store) into ordinary masked pointer loads and stores.
+//
+// A desc_load of block B at offsets o from a tensor with base p, shape S and strides T becomes
+//   idx_d  = o_d + arange(0, B_d)                               (i64, per dimension)
+//   in_d   = idx_d >= 0 && idx_d < S_d
+//   ptr    = p + sum_d idx_d * T_d       (each term broadcast to B)
+//   load(ptr, and_d in_d, other = 0)
+// and a desc_store the matching masked store: elements outside the tensor read as zero and are
+// not written, as TMA does (docs/ir.md, "Tensor descriptors"). The CPU backend and the
+// interpreter's reference (which evaluates the ops itself) agree element by element.
+//
+// Entry point (pass.hpp): expand_descriptors(f, keep_tma): every descriptor op, except, when
+// keep_tma is set (GPU targets with TMA, sm_90), those whose block TMA takes (tma_block_ok).
+#include <fmt/format.h>
+
+#include "ir/builder.hpp"
+#include "passes/pass.hpp"
+
+namespace tle::passes {
+
+namespace {
+/// The largest block moved by TMA (its shared-memory buffer); larger ones use plain accesses,
+/// which need no shared memory.
+constexpr int64_t kMaxTmaBlockBytes = 64 * 1024;
+}  // namespace
+
+bool tma_block_ok(DType d, const std::vector<int64_t>& block) {
+  if (block.empty() || block.size() > 5 || d == DType::i1 || d == DType::ptr) return false;
+  for (int64_t b : block)
+    if (b < 1 || b > 256 || (b & (b - 1)) != 0) return false;
+  // cuTensorMapEncodeTiled: the innermost box dimension times the element size must be a
+  // multiple of 16 bytes. The block is staged in shared memory: at most kMaxTmaBlockBytes.
+  int64_t n = 1;
+  for (int64_t b : block) n *= b;
+  return (block.back() * byte_size(d)) % 16 == 0 && n * byte_size(d) <= kMaxTmaBlockBytes;
+}
+
+namespace {
+
+using ir::Block;
+using ir::Op;
+using ir::OpKind;
+using ir::Type;
+using ir::Value;
+using OpIter = std::list<std::unique_ptr<Op>>::iterator;
+
+/// Creates ops right before a position of a block.
+struct At {
+  Block* blk;
+  OpIter pos;
+  SrcLoc loc;
+
+  Op* op(OpKind k, std::vector<Value*> operands, std::vector<Type> results,
+         std::map<std::string, ir::Attr> attrs = {}) const {
+    ir::Builder b(blk);
+    Op* o = b.create(k, std::move(operands), std::move(results), std::move(attrs), loc);
+    blk->ops.splice(pos, blk->ops, std::prev(blk->ops.end()));
+    return o;
+  }
+  Value* v(OpKind k, std::vector<Value*> operands, Type t, std::map<std::string, ir::Attr> attrs = {}) const {
+    return op(k, std::move(operands), {std::move(t)}, std::move(attrs))->result();
+  }
+  Value* constant(Type t, ir::Attr value) const { return v(OpKind::Constant, {}, t, {{"value", value}}); }
+  Value* binary(ir::BinaryOp o, Value* a, Value* b) const { return v(OpKind::Binary, {a, b}, a->type, {{"op", int64_t(o)}}); }
+  Value* cmp(ir::CmpPred p, Value* a, Value* b) const {
+    return v(OpKind::Compare, {a, b}, a->type.with_dtype(DType::i1), {{"pred", int64_t(p)}});
+  }
+  Value* cast(Value* x, DType d) const { return x->type.dtype == d ? x : v(OpKind::Cast, {x}, x->type.with_dtype(d)); }
+  /// x (scalar or of rank r with the dims of `shape` or 1) reshaped to `like` rank and broadcast to shape.
+  Value* reshape(Value* x, const ir::Shape& s) const {
+    return x->type.shape == s ? x : v(OpKind::Reshape, {x}, x->type.with_shape(s));
+  }
+  Value* broadcast(Value* x, const ir::Shape& s) const {
+    return x->type.shape == s ? x : v(OpKind::Broadcast, {x}, x->type.with_shape(s));
+  }
+  /// A scalar splat to shape s.
+  Value* splat(Value* x, const ir::Shape& s) const { return broadcast(reshape(x, ir::Shape(s.size(), 1)), s); }
+};
+
+void expand(Block& blk, OpIter it) {
+  Op& op = **it;
+  At at{&blk, it, op.loc};
+  const int64_t r = op.int_attr("rank");
+  const bool store = op.kind == OpKind::DescStore;
+  Value* base = op.operands[1];
+  const Type block_t = store ? op.operands[2 + 3 * r]->type : op.result()->type;
+  const ir::Shape& B = block_t.shape;
+  Value* offset = nullptr;  // i64 [B]
+  Value* mask = nullptr;    // i1 [B]
+  for (int64_t d = 0; d < r; ++d) {
+    const ir::Shape line = {B[d]};
+    ir::Shape lifted(r, 1);
+    lifted[d] = B[d];
+    Value* idx = at.cast(at.v(OpKind::Arange, {}, ir::scalar_type(DType::i32).with_shape(line),
+                              {{"start", int64_t(0)}, {"end", B[d]}}),
+                         DType::i64);
+    idx = at.binary(ir::BinaryOp::Add, idx, at.splat(at.cast(op.operands[2 + 2 * r + d], DType::i64), line));
+    Value* lo = at.cmp(ir::CmpPred::Ge, idx, at.constant(ir::scalar_type(DType::i64).with_shape(line), int64_t(0)));
+    Value* hi = at.cmp(ir::CmpPred::Lt, idx, at.splat(op.operands[2 + d], line));
+    Value* in = at.binary(ir::BinaryOp::And, lo, hi);
+    Value* term = at.binary(ir::BinaryOp::Mul, idx, at.splat(op.operands[2 + r + d], line));
+    term = at.broadcast(at.reshape(term, lifted), B);
+    in = at.broadcast(at.reshape(in, lifted), B);
+    offset = offset ? at.binary(ir::BinaryOp::Add, offset, term) : term;
+    mask = mask ? at.binary(ir::BinaryOp::And, mask, in) : in;
+  }
+  Value* ptr = at.v(OpKind::AddPtr, {at.splat(base, B), offset}, base->type.with_shape(B));
+  if (store) {
+    at.op(OpKind::Store, {ptr, op.operands[2 + 3 * r], mask}, {});
+  } else {
+    const DType d = block_t.dtype;
+    Value* zero = at.constant(block_t, is_float(d) ? ir::Attr(0.0) : ir::Attr(int64_t(0)));
+    Value* loaded = at.v(OpKind::Load, {ptr, mask, zero}, block_t);
+    ir::replace_all_uses(*op.parent, op.result(), loaded);
+  }
+  blk.ops.erase(it);
+}
+
+bool expand_block(ir::Function& f, Block& blk, bool keep_tma) {
+  bool changed = false;
+  for (auto it = blk.ops.begin(); it != blk.ops.end();) {
+    Op& op = **it;
+    auto next = std::next(it);
+    for (auto& reg : op.regions) changed |= expand_block(f, reg->body(), keep_tma);
+    if (op.kind == OpKind::DescLoad || op.kind == OpKind::DescStore) {
+      const int64_t r = op.int_attr("rank");
+      const Type& t = op.kind == OpKind::DescStore ? op.operands[2 + 3 * r]->type : op.result()->type;
+      if (!(keep_tma && tma_block_ok(t.dtype, t.shape))) {
+        expand(blk, it);
+        changed = true;
+      }
+    }
+    it = next;
+  }
+  return changed;
+}
+
+}  // namespace
+
+bool expand_descriptors(ir::Function& f, bool keep_tma) {
+  bool changed = expand_block(f, f.entry(), keep_tma);
+  return changed;
+}
+
+}  // namespace tle::passes
