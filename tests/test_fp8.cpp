@@ -3,7 +3,8 @@
 // search over the codes, ties to the even code, saturation, NaN), on the host types, on the
 // kernel backend the test runs on ([fp8]: the CPU backend, or TLE_BACKEND=interp), in the PTX for
 // sm_90a / sm_89 / sm_80 ([ptx][fp8]: assembled by ptxas), and on the GPU ([.gpu][fp8]); then the
-// storage-type rule (arithmetic on fp8 is a UserError at the user's line) and DLPack's refusal.
+// storage-type rule (arithmetic on fp8 is a UserError at the user's line), DLPack's refusal, and
+// fp8 x fp8 -> f32 dots (exact f32 reference on the CPU / interpreter, double on the GPU).
 #include <catch2/catch.hpp>
 #include <dlpack/dlpack.h>
 
@@ -400,16 +401,126 @@ TEST_CASE("fp8: arithmetic, comparisons, math, reductions and sorts on fp8 tiles
     g_line = __LINE__; store(p + arange(0, 16), sort(x, 0));
   });
   expect_fp8_error(srt, "is not defined on f8e4m3 tiles");
-  // dot on fp8 is not supported yet (issue #11: fp8 x fp8 -> f32 through wgmma comes next)
-  static auto dt = jit("fp8_dot", [](Ptr<f8e4m3> p) {
-    Tile<int32_t> i = expand_dims(arange(0, 16), 1) * 16 + expand_dims(arange(0, 16), 0);
-    Tile<f8e4m3> x = load(p + i);
-    g_line = __LINE__; Tile<float> d = dot(x, x);
-    store(p + i, cast<f8e4m3>(d));
+}
+
+// ==================================================================== dot
+
+namespace {
+template <class T> auto& dot_kernel() {
+  // C = (A @ B) * scale: fp8 x fp8 -> f32 with a per-tensor scale in the epilogue.
+  static auto k = jit("fp8_dot", [](Ptr<T> a, Ptr<T> b, Ptr<float> c, Tile<float> scale, Constexpr<int> M,
+                                    Constexpr<int> N, Constexpr<int> K) {
+    Tile<int32_t> ia = expand_dims(arange(0, M), 1) * K + expand_dims(arange(0, K), 0);
+    Tile<int32_t> ib = expand_dims(arange(0, K), 1) * N + expand_dims(arange(0, N), 0);
+    Tile<int32_t> ic = expand_dims(arange(0, M), 1) * N + expand_dims(arange(0, N), 0);
+    Tile<float> acc = dot(load(a + ia), load(b + ib));
+    store(c + ic, acc * scale);
   });
-  g_line = 0;
-  errtest::expect_user_error([&] { dt(Grid(1).backend(Backend::CPU), g_buf.data()); }, {"dot supports", "got f8e4m3"},
-                             "test_fp8.cpp", g_line);
+  return k;
+}
+
+/// Random finite codes of T (no NaN, no infinity), about half of them negative.
+template <class T> std::vector<T> random_codes(size_t n, unsigned seed) {
+  std::mt19937 g(seed);
+  std::vector<T> v(n);
+  for (auto& x : v) {
+    uint8_t c;
+    do c = uint8_t(g() & 0xFF);
+    while (!std::isfinite(ref_decode(c, kE4<T>)));
+    x = T::from_bits(c);
+  }
+  return v;
+}
+
+struct DotShape {
+  int m, n, k;
+};
+const DotShape kDotShapes[] = {{1, 1, 1}, {17, 17, 17}, {16, 17, 1001}, {64, 32, 64}};
+
+/// The rule of docs/ir.md: each product exact in f32, summed in f32 in k order, then the scale.
+template <class T> std::vector<float> dot_ref_f32(const std::vector<T>& a, const std::vector<T>& b, float scale,
+                                                  DotShape s) {
+  std::vector<float> c(size_t(s.m) * s.n);
+  for (int i = 0; i < s.m; ++i)
+    for (int j = 0; j < s.n; ++j) {
+      float acc = 0.0f;
+      for (int k = 0; k < s.k; ++k) acc = acc + float(a[size_t(i) * s.k + k]) * float(b[size_t(k) * s.n + j]);
+      c[size_t(i) * s.n + j] = acc * scale;
+    }
+  return c;
+}
+}  // namespace
+
+TEST_CASE("fp8: dot of fp8 tiles accumulates in f32 in k order (exact f32 reference), ragged M, N, K", "[fp8]") {
+  auto run = [](auto tag) {
+    using T = decltype(tag);
+    INFO((kE4<T> ? "e4m3" : "e5m2"));
+    for (DotShape s : kDotShapes) {
+      INFO("M = " << s.m << ", N = " << s.n << ", K = " << s.k);
+      auto a = random_codes<T>(size_t(s.m) * s.k, 1 + s.k), b = random_codes<T>(size_t(s.k) * s.n, 2 + s.n);
+      std::vector<float> c(size_t(s.m) * s.n, -1.0f);
+      const float scale = 0.375f;
+      dot_kernel<T>()(Grid(1), a.data(), b.data(), c.data(), scale, s.m, s.n, s.k);
+      const std::vector<float> want = dot_ref_f32(a, b, scale, s);
+      int bad = 0;
+      for (size_t i = 0; i < c.size(); ++i)
+        if (std::bit_cast<uint32_t>(c[i]) != std::bit_cast<uint32_t>(want[i]) && bad++ < 5)
+          FAIL_CHECK("C[" << i << "]: got " << c[i] << ", want " << want[i]);
+      CHECK(bad == 0);
+    }
+  };
+  run(f8e4m3{});
+  run(f8e5m2{});
+}
+
+TEST_CASE("ptx: fp8 dots compile for sm_90a and sm_80 and assemble", "[ptx][fp8]") {
+  auto* a4 = reinterpret_cast<f8e4m3*>(uintptr_t(0x10000));
+  auto* a5 = reinterpret_cast<f8e5m2*>(uintptr_t(0x10000));
+  auto* c = reinterpret_cast<float*>(uintptr_t(0x20000));
+  for (int sm : {90, 80}) {
+    const std::string arch = sm == 90 ? "sm_90a" : "sm_80";
+    INFO(arch);
+    ptxtest::assemble("fp8 e4m3 dot 64x32x64", dot_kernel<f8e4m3>().ptx(sm, 4, a4, a4, c, 1.0f, 64, 32, 64), arch);
+    ptxtest::assemble("fp8 e5m2 dot 16x17x1001", dot_kernel<f8e5m2>().ptx(sm, 4, a5, a5, c, 1.0f, 16, 17, 1001), arch);
+  }
+}
+
+TEST_CASE("gpu: fp8 dots on the device match a double reference of the dequantized inputs", "[.gpu][fp8]") {
+  if (!gpu_info()) {
+    WARN("no usable GPU: [.gpu] case skipped");
+    return;
+  }
+  auto run = [](auto tag) {
+    using T = decltype(tag);
+    INFO((kE4<T> ? "e4m3" : "e5m2"));
+    for (DotShape s : kDotShapes) {
+      INFO("M = " << s.m << ", N = " << s.n << ", K = " << s.k);
+      auto a = random_codes<T>(size_t(s.m) * s.k, 1 + s.k), b = random_codes<T>(size_t(s.k) * s.n, 2 + s.n);
+      DeviceBuffer<T> da(a), db(b);
+      DeviceBuffer<float> dc(size_t(s.m) * s.n);
+      const float scale = 0.375f;
+      dot_kernel<T>()(Grid(1).backend(Backend::GPU), da, db, dc, scale, s.m, s.n, s.k);
+      std::vector<float> c(size_t(s.m) * s.n);
+      dc.copy_to_host(c.data(), c.size());
+      int bad = 0;
+      for (int i = 0; i < s.m; ++i)
+        for (int j = 0; j < s.n; ++j) {
+          double want = 0, mag = 0;
+          for (int k = 0; k < s.k; ++k) {
+            const double p = double(float(a[size_t(i) * s.k + k])) * double(float(b[size_t(k) * s.n + j]));
+            want += p, mag += std::fabs(p);
+          }
+          want *= scale, mag *= scale;
+          const double got = c[size_t(i) * s.n + j];
+          // exact products; k + 1 roundings (sums, scale), each at most 2^-24 of a partial sum <= mag
+          if (std::fabs(got - want) > (s.k + 1) * 0x1p-24 * mag + 1e-30 && bad++ < 5)
+            FAIL_CHECK("C[" << i << ", " << j << "]: got " << got << ", want " << want);
+        }
+      CHECK(bad == 0);
+    }
+  };
+  run(f8e4m3{});
+  run(f8e5m2{});
 }
 
 TEST_CASE("fp8: DLPack has no fp8 codes in the installed header: an fp8 parameter refuses a DLPack tensor", "[fp8]") {

@@ -793,12 +793,12 @@ V dot(V a, V b, V acc, ir::Precision precision, const SrcLoc& loc) {
     throw UserError(loc, fmt::format("dot: a and b must have the same element type, got {} and {}; cast one of them",
                                      dtype_name(d), dtype_name(b->type.dtype)));
   DType accd;
-  if (d == DType::f16 || d == DType::bf16 || d == DType::f32) accd = DType::f32;
+  if (d == DType::f16 || d == DType::bf16 || d == DType::f32 || is_fp8(d)) accd = DType::f32;
   else if (d == DType::f64) accd = DType::f64;
   else if (d == DType::i8) accd = DType::i32;
   else
-    throw UserError(loc, fmt::format("dot supports f16, bf16, f32 (f32 accumulation), f64 (f64 accumulation) and i8 "
-                                     "(i32 accumulation) inputs, got {}",
+    throw UserError(loc, fmt::format("dot supports f16, bf16, f32, f8e4m3, f8e5m2 (f32 accumulation), f64 (f64 "
+                                     "accumulation) and i8 (i32 accumulation) inputs, got {}",
                                      dtype_name(d)));
   if (precision != ir::Precision::IEEE && d != DType::f32)
     throw UserError(loc, "dot: the TF32 precisions apply to f32 inputs only");

@@ -550,7 +550,7 @@ class Verifier {
           fail(&op, fmt::format("shapes {} @ {} + {} do not match", ts(a), ts(b), ts(c)));
         if (a.dtype != b.dtype) fail(&op, fmt::format("a is {}, b is {}", dtype_name(a.dtype), dtype_name(b.dtype)));
         same_type(op, c, out(op), "result type differs from the accumulator");
-        if (a.dtype == DType::f16 || a.dtype == DType::bf16 || a.dtype == DType::f32) {
+        if (a.dtype == DType::f16 || a.dtype == DType::bf16 || a.dtype == DType::f32 || is_fp8(a.dtype)) {
           if (c.dtype != DType::f32)
             fail(&op, fmt::format("{} inputs need an f32 accumulator, has {}", dtype_name(a.dtype), ts(c)));
         } else if (a.dtype == DType::f64) {
@@ -558,7 +558,8 @@ class Verifier {
         } else if (a.dtype == DType::i8) {
           if (c.dtype != DType::i32) fail(&op, "i8 inputs need an i32 accumulator");
         } else {
-          fail(&op, fmt::format("dot inputs must be f16, bf16, f32, f64 or i8, are {}", dtype_name(a.dtype)));
+          fail(&op, fmt::format("dot inputs must be f16, bf16, f8e4m3, f8e5m2, f32, f64 or i8, are {}",
+                                dtype_name(a.dtype)));
         }
         auto prec = static_cast<Precision>(enum_attr(op, "precision", 3));
         if (prec != Precision::IEEE && a.dtype != DType::f32) fail(&op, "tf32 precisions need f32 inputs");
