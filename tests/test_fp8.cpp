@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -320,8 +321,8 @@ TEST_CASE("fp8: casts between the formats, to f16/bf16/f64/integers, from intege
 TEST_CASE("fp8: loads with other, where, shape ops, fp8 scalar arguments and mixed arithmetic with f32", "[fp8]") {
   // fp8 moves through masked loads (other), where, trans, and promotes into f32 arithmetic (the
   // wider float: exact, no fp8 rounding until the explicit cast back).
-  static auto k = jit("fp8_moves", [](Ptr<f8e4m3> x, Ptr<f8e4m3> out, Ptr<float> sum, Tile<f8e4m3> s, Tile<int32_t> n,
-                                      Constexpr<int> R, Constexpr<int> C) {
+  static auto k = jit("fp8_moves", [](Ptr<f8e4m3> x, Ptr<f8e4m3> out, Ptr<float> sum, Ptr<uint8_t> bits, Ptr<bool> nz,
+                                      Tile<f8e4m3> s, Tile<int32_t> n, Constexpr<int> R, Constexpr<int> C) {
     Tile<int32_t> r = arange(0, R), c = arange(0, C);
     Tile<int32_t> idx = expand_dims(r, 1) * C + expand_dims(c, 0);
     Tile<bool> m = idx < n;
@@ -332,15 +333,19 @@ TEST_CASE("fp8: loads with other, where, shape ops, fp8 scalar arguments and mix
     store(out + tidx, t);
     Tile<float> f = v + full<float>({R, C}, 0.25f);
     store(sum + idx, f);
+    store(bits + idx, bitcast<uint8_t>(v));  // the code itself
+    store(nz + idx, cast<bool>(v));          // x != 0: NaN gives true, -0 false
   });
   for (auto [R, C] : {std::pair{1, 1}, std::pair{3, 17}, std::pair{7, 143}}) {
     const int total = R * C, n = total - total / 3;
     INFO("R = " << R << ", C = " << C << ", n = " << n);
     std::vector<f8e4m3> x(total), out(total);
     std::vector<float> sum(total);
+    std::vector<uint8_t> bits(total);
+    std::unique_ptr<bool[]> nz(new bool[total]);
     for (int i = 0; i < total; ++i) x[i] = f8e4m3::from_bits(uint8_t((i * 37) % 256));
     const f8e4m3 s = f8e4m3(-3.25);  // rounds to -3.25 exactly (1.625 * 2)
-    k(Grid(1), x.data(), out.data(), sum.data(), s, n, R, C);
+    k(Grid(1), x.data(), out.data(), sum.data(), bits.data(), nz.get(), s, n, R, C);
     for (int i = 0; i < total; ++i) {
       const int ri = i / C, ci = i % C;
       const uint8_t v = i < n ? x[i].bits : uint8_t(0x3C);  // 1.5
@@ -350,6 +355,8 @@ TEST_CASE("fp8: loads with other, where, shape ops, fp8 scalar arguments and mix
       const double fv = ref_decode(v, true);
       if (std::isnan(fv)) CHECK(std::isnan(sum[i]));
       else CHECK(sum[i] == static_cast<float>(fv + 0.25));
+      CHECK(hex(bits[i]) == hex(v));
+      CHECK(nz[i] == (fv != 0));
     }
   }
 }
