@@ -480,6 +480,61 @@ TEST_CASE("fp8: dot of fp8 tiles accumulates in f32 in k order (exact f32 refere
   run(f8e5m2{});
 }
 
+namespace {
+/// The FP8 GEMM of DeepSeek-V3 / Llama FP8 checkpoints as a user writes it in tle: a K loop of
+/// fp8 x fp8 dots into an f32 accumulator, then a per-row scale of A (sa[M]) and a per-tensor
+/// scale of B (sb) in the epilogue, stored as bf16. Masked tails on M, N and K.
+template <class T> auto& gemm_kernel() {
+  static auto k = jit("fp8_gemm", [](Ptr<T> a, Ptr<T> b, Ptr<bf16> c, Ptr<float> sa, Tile<float> sb, Tile<int32_t> M,
+                                     Tile<int32_t> N, Tile<int32_t> K, Constexpr<int> BM, Constexpr<int> BN,
+                                     Constexpr<int> BK) {
+    Tile<int32_t> rm = program_id(0) * BM + arange(0, BM);
+    Tile<int32_t> rn = program_id(1) * BN + arange(0, BN);
+    Tile<int32_t> rk = arange(0, BK);
+    Tile<float> acc = zeros<float>({BM, BN});
+    for (auto k0 : range(0, K, BK)) {
+      Tile<int32_t> kk = k0 + rk;
+      Tile<T> ta = load(a + expand_dims(rm, 1) * K + expand_dims(kk, 0), expand_dims(rm < M, 1) & expand_dims(kk < K, 0));
+      Tile<T> tb = load(b + expand_dims(kk, 1) * N + expand_dims(rn, 0), expand_dims(kk < K, 1) & expand_dims(rn < N, 0));
+      acc = dot(ta, tb, acc);
+    }
+    Tile<float> out = acc * expand_dims(load(sa + rm, rm < M), 1) * sb;
+    store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), cast<bf16>(out),
+          expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
+  });
+  return k;
+}
+const DotShape kGemmShapes[] = {{1, 1, 1}, {17, 17, 17}, {33, 70, 1000}, {64, 64, 96}};
+
+template <class T> void gemm_on_backend() {
+  for (DotShape s : kGemmShapes) {
+    INFO("M = " << s.m << ", N = " << s.n << ", K = " << s.k);
+    auto a = random_codes<T>(size_t(s.m) * s.k, 3 + s.k), b = random_codes<T>(size_t(s.k) * s.n, 4 + s.n);
+    std::vector<float> sa(s.m);
+    for (int i = 0; i < s.m; ++i) sa[i] = std::ldexp(1.0f + float(i % 7) / 8, -(i % 5));
+    const float sb = 0.0625f;
+    std::vector<bf16> c(size_t(s.m) * s.n);
+    gemm_kernel<T>()(Grid(cdiv(s.m, 32), cdiv(s.n, 32)), a.data(), b.data(), c.data(), sa.data(), sb, s.m, s.n, s.k,
+                     32, 32, 32);
+    const std::vector<float> acc = dot_ref_f32(a, b, 1.0f, s);
+    int bad = 0;
+    for (int i = 0; i < s.m; ++i)
+      for (int j = 0; j < s.n; ++j) {
+        const bf16 want(acc[size_t(i) * s.n + j] * sa[i] * sb);
+        const bf16 got = c[size_t(i) * s.n + j];
+        if (got.bits != want.bits && bad++ < 5)
+          FAIL_CHECK("C[" << i << ", " << j << "]: got " << float(got) << ", want " << float(want));
+      }
+    CHECK(bad == 0);
+  }
+}
+}  // namespace
+
+TEST_CASE("fp8: a K-loop fp8 GEMM with a per-row and a per-tensor scale and bf16 output, ragged M, N, K", "[fp8]") {
+  SECTION("e4m3") { gemm_on_backend<f8e4m3>(); }
+  SECTION("e5m2") { gemm_on_backend<f8e5m2>(); }
+}
+
 TEST_CASE("ptx: fp8 dots compile for sm_90a and sm_80 and assemble", "[ptx][fp8]") {
   auto* a4 = reinterpret_cast<f8e4m3*>(uintptr_t(0x10000));
   auto* a5 = reinterpret_cast<f8e5m2*>(uintptr_t(0x10000));
@@ -489,6 +544,9 @@ TEST_CASE("ptx: fp8 dots compile for sm_90a and sm_80 and assemble", "[ptx][fp8]
     INFO(arch);
     ptxtest::assemble("fp8 e4m3 dot 64x32x64", dot_kernel<f8e4m3>().ptx(sm, 4, a4, a4, c, 1.0f, 64, 32, 64), arch);
     ptxtest::assemble("fp8 e5m2 dot 16x17x1001", dot_kernel<f8e5m2>().ptx(sm, 4, a5, a5, c, 1.0f, 16, 17, 1001), arch);
+    auto* cb = reinterpret_cast<bf16*>(uintptr_t(0x30000));
+    ptxtest::assemble("fp8 e4m3 gemm 64x64x32 blocks",
+                      gemm_kernel<f8e4m3>().ptx(sm, 4, a4, a4, cb, c, 1.0f, 4096, 4096, 4096, 64, 64, 32), arch);
   }
 }
 
@@ -521,6 +579,49 @@ TEST_CASE("gpu: fp8 dots on the device match a double reference of the dequantiz
           const double got = c[size_t(i) * s.n + j];
           // exact products; k + 1 roundings (sums, scale), each at most 2^-24 of a partial sum <= mag
           if (std::fabs(got - want) > (s.k + 1) * 0x1p-24 * mag + 1e-30 && bad++ < 5)
+            FAIL_CHECK("C[" << i << ", " << j << "]: got " << got << ", want " << want);
+        }
+      CHECK(bad == 0);
+    }
+  };
+  run(f8e4m3{});
+  run(f8e5m2{});
+}
+
+TEST_CASE("gpu: the fp8 K-loop GEMM on the device matches a double reference of the dequantized inputs",
+          "[.gpu][fp8]") {
+  if (!gpu_info()) {
+    WARN("no usable GPU: [.gpu] case skipped");
+    return;
+  }
+  auto run = [](auto tag) {
+    using T = decltype(tag);
+    INFO((kE4<T> ? "e4m3" : "e5m2"));
+    for (DotShape s : kGemmShapes) {
+      INFO("M = " << s.m << ", N = " << s.n << ", K = " << s.k);
+      auto a = random_codes<T>(size_t(s.m) * s.k, 3 + s.k), b = random_codes<T>(size_t(s.k) * s.n, 4 + s.n);
+      std::vector<float> sa(s.m);
+      for (int i = 0; i < s.m; ++i) sa[i] = std::ldexp(1.0f + float(i % 7) / 8, -(i % 5));
+      const float sb = 0.0625f;
+      DeviceBuffer<T> da(a), db(b);
+      DeviceBuffer<float> dsa(sa);
+      DeviceBuffer<bf16> dc(size_t(s.m) * s.n);
+      gemm_kernel<T>()(Grid(cdiv(s.m, 64), cdiv(s.n, 64)).backend(Backend::GPU), da, db, dc, dsa, sb, s.m, s.n, s.k, 64,
+                       64, 32);
+      std::vector<bf16> c(size_t(s.m) * s.n);
+      dc.copy_to_host(c.data(), c.size());
+      int bad = 0;
+      for (int i = 0; i < s.m; ++i)
+        for (int j = 0; j < s.n; ++j) {
+          double want = 0, mag = 0;
+          for (int k = 0; k < s.k; ++k) {
+            const double p = double(float(a[size_t(i) * s.k + k])) * double(float(b[size_t(k) * s.n + j]));
+            want += p, mag += std::fabs(p);
+          }
+          want *= double(sa[i]) * sb, mag *= double(sa[i]) * sb;
+          const double got = float(c[size_t(i) * s.n + j]);
+          // bf16 rounding (2^-9 relative) plus the f32 accumulation bound
+          if (std::fabs(got - want) > 0x1p-8 * std::fabs(want) + (s.k + 3) * 0x1p-24 * mag + 1e-30 && bad++ < 5)
             FAIL_CHECK("C[" << i << ", " << j << "]: got " << got << ", want " << want);
         }
       CHECK(bad == 0);
