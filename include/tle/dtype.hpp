@@ -24,7 +24,7 @@ std::string_view dtype_name(DType t) noexcept;
 /// IEEE-like: infinities S.11111.00, NaNs S.11111.xx, max finite 57344). Storage types, as in
 /// Triton: loads, stores, casts, where/select and shape ops take them; arithmetic, comparisons,
 /// reductions, scans, sorts and atomics on them are a UserError asking for a cast to f16, bf16 or
-/// f32 first (docs/semantics.md, "fp8"). Conversions: to any float exact; from floats and integers
+/// f32 first (docs/semantics.md, "fp8"); `dot` of two tiles of one fp8 format gives f32. Conversions: to any float exact; from floats and integers
 /// rounded to nearest even once, saturating (|x| beyond the max finite value, infinities included,
 /// gives +-max), NaN gives the NaN with the input's sign (S.1111.111 / S.11111.11).
 constexpr bool is_fp8(DType t) { return t == DType::f8e4m3 || t == DType::f8e5m2; }
