@@ -238,10 +238,15 @@ template <class A> HostArg host_arg(const A& a) {
     h.kind = HostArg::Half, h.h = a.bits, h.type_name = "tle::f16";
   } else if constexpr (std::is_same_v<D, bf16>) {
     h.kind = HostArg::BFloat, h.h = a.bits, h.type_name = "tle::bf16";
+  } else if constexpr (std::is_same_v<D, f8e4m3> || std::is_same_v<D, f8e5m2>) {
+    // exact in double; packing into an fp8 parameter gives the same bits back
+    h.kind = HostArg::Float, h.f = static_cast<double>(static_cast<float>(a));
+    h.type_name = std::is_same_v<D, f8e4m3> ? "tle::f8e4m3" : "tle::f8e5m2";
   } else if constexpr (dlpack_like<D>) {
     static_assert(sizeof(D) == 0, "pass a DLPack tensor by pointer (&tensor), after #include <tle/dlpack.hpp>");
   } else {
-    static_assert(sizeof(D) == 0, "tle kernel arguments are T* pointers, arithmetic values, tle::f16 or tle::bf16");
+    static_assert(sizeof(D) == 0, "tle kernel arguments are T* pointers, arithmetic values, tle::f16, tle::bf16, "
+                                    "tle::f8e4m3 or tle::f8e5m2");
   }
   return h;
 }

@@ -125,8 +125,8 @@ struct Offset {
 /// A tile of elements of type T. Copying a Tile copies the handle (values are immutable SSA
 /// values); assigning to a Tile inside tle::range / tle::if_ makes it loop-carried / an if result.
 template <class T> class Tile : private detail::HandleBase {
-  static_assert(detail::Element<T>, "Tile<T>: T must be bool, a fixed-width integer, f16, bf16, float, "
-                                    "double or ptr_t<U>");
+  static_assert(detail::Element<T>, "Tile<T>: T must be bool, a fixed-width integer, f16, bf16, f8e4m3, f8e5m2, "
+                                    "float, double or ptr_t<U>");
 
  public:
   using element_type = T;

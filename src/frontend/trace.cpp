@@ -185,6 +185,15 @@ void require_dtype(bool ok, V v, const SrcLoc& loc, const char* what, const char
   if (!ok) throw UserError(loc, fmt::format("{} needs {} tiles, got {}", what, need, v->type.str()));
 }
 
+/// fp8 is a storage type (dtype.hpp, is_fp8; docs/semantics.md "fp8"): `what` on fp8 is refused.
+void refuse_fp8(DType d, const SrcLoc& loc, const std::string& what) {
+  if (!is_fp8(d)) return;
+  throw UserError(loc, fmt::format("{} is not defined on {} tiles: fp8 is a storage type (as in Triton), so convert "
+                                   "to f32, f16 or bf16 first, e.g. cast<float>(x), and back with cast<tle::{}>(y) "
+                                   "to store",
+                                   what, dtype_name(d), dtype_name(d)));
+}
+
 ir::Op* make(TraceContext& c, ir::OpKind k, std::vector<V> operands, std::vector<Type> results,
              std::map<std::string, ir::Attr> attrs, const SrcLoc& loc, unsigned regions = 0) {
   return c.builder.create(k, std::move(operands), std::move(results), std::move(attrs), loc, regions);
@@ -351,6 +360,7 @@ V constant_float(DType t, double value, const SrcLoc& loc) {
     case DType::f32: v = static_cast<float>(value); break;
     case DType::f16: v = f16_bits_to_f64(f64_to_f16_bits(value)); break;
     case DType::bf16: v = bf16_bits_to_f64(f64_to_bf16_bits(value)); break;
+    case DType::f8e4m3: case DType::f8e5m2: v = fp8_bits_to_f64(f64_to_fp8_bits(value, t), t); break;
     default:
       throw UserError(loc, fmt::format("a floating-point constant ({}) cannot be used with a {} tile; convert it to an "
                                        "integer explicitly",
@@ -417,6 +427,7 @@ V binary(ir::BinaryOp op, V a, V b, DType compute, const SrcLoc& loc) {
   bool intonly = op == ir::BinaryOp::Rem || op == ir::BinaryOp::Shl || op == ir::BinaryOp::Shr;
   bool floatonly = op == ir::BinaryOp::Pow || op == ir::BinaryOp::Atan2;
   if (compute == DType::ptr) throw UserError(loc, "arithmetic on pointer tiles: only `pointer + integer offset` is allowed");
+  refuse_fp8(compute, loc, fmt::format("operator '{}'", ir::name(op)));
   if ((bitwise && is_float(compute)) || (intonly && !(is_int(compute) && compute != DType::i1)) ||
       (floatonly && !is_float(compute)))
     throw UserError(loc, fmt::format("operator '{}' is not defined for {} tiles", ir::name(op), dtype_name(compute)));
@@ -430,6 +441,7 @@ V compare(ir::CmpPred p, V a, V b, DType compute, const SrcLoc& loc) {
   auto& c = ctx(loc);
   use(c, a, loc);
   use(c, b, loc);
+  refuse_fp8(compute, loc, fmt::format("comparison '{}'", ir::name(p)));
   a = cast(c, a, compute, loc);
   b = cast(c, b, compute, loc);
   broadcast_all(c, {&a, &b}, loc, ir::name(p));
@@ -440,6 +452,7 @@ V unary(ir::UnaryOp op, V x, const SrcLoc& loc) {
   auto& c = ctx(loc);
   use(c, x, loc);
   DType d = x->type.dtype;
+  refuse_fp8(d, loc, fmt::format("'{}'", ir::name(op)));
   bool math = op != ir::UnaryOp::Neg && op != ir::UnaryOp::Not && op != ir::UnaryOp::Abs;
   if (d == DType::ptr || (math && !is_float(d)) || (op == ir::UnaryOp::Not && is_float(d)))
     throw UserError(loc, fmt::format("'{}' is not defined for {} tiles", ir::name(op), x->type.str()));
@@ -450,6 +463,7 @@ V fma(V a, V b, V cc, const SrcLoc& loc) {
   auto& c = ctx(loc);
   use(c, a, loc), use(c, b, loc), use(c, cc, loc);
   require_dtype(is_float(a->type.dtype), a, loc, "fma", "floating-point");
+  refuse_fp8(a->type.dtype, loc, "fma");
   b = cast(c, b, a->type.dtype, loc);
   cc = cast(c, cc, a->type.dtype, loc);
   broadcast_all(c, {&a, &b, &cc}, loc, "fma");
@@ -753,6 +767,7 @@ V reduce(V x, int axis, ir::ReduceKind kind, bool keepdims, const SrcLoc& loc) {
   if (x->type.rank() == 0) throw UserError(loc, fmt::format("{}: cannot reduce a scalar", ir::name(kind)));
   int a = norm_axis(axis, x->type.rank(), loc, ir::name(kind));
   require_dtype(x->type.dtype != DType::ptr && x->type.dtype != DType::i1, x, loc, ir::name(kind), "numeric");
+  refuse_fp8(x->type.dtype, loc, ir::name(kind));
   DType rd = (kind == ir::ReduceKind::Argmax || kind == ir::ReduceKind::Argmin) ? DType::i32 : x->type.dtype;
   V r = make(c, ir::OpKind::Reduce, {x}, {x->type.with_shape(reduced_shape(x, a)).with_dtype(rd)},
              {{"axis", int64_t(a)}, {"kind", int64_t(kind)}}, loc)
@@ -796,6 +811,7 @@ V scan(V x, int axis, bool reverse, const SrcLoc& loc) {
   if (x->type.rank() == 0) throw UserError(loc, "cumsum: cannot scan a scalar");
   int a = norm_axis(axis, x->type.rank(), loc, "cumsum");
   require_dtype(x->type.dtype != DType::ptr && x->type.dtype != DType::i1, x, loc, "cumsum", "numeric");
+  refuse_fp8(x->type.dtype, loc, "cumsum");
   return make(c, ir::OpKind::Scan, {x}, {x->type},
               {{"axis", int64_t(a)}, {"reverse", int64_t(reverse)}, {"kind", int64_t(ir::ScanKind::Cumsum)}}, loc)
       ->result();
@@ -827,12 +843,12 @@ V dot(V a, V b, V acc, ir::Precision precision, const SrcLoc& loc) {
     throw UserError(loc, fmt::format("dot: a and b must have the same element type, got {} and {}; cast one of them",
                                      dtype_name(d), dtype_name(b->type.dtype)));
   DType accd;
-  if (d == DType::f16 || d == DType::bf16 || d == DType::f32) accd = DType::f32;
+  if (d == DType::f16 || d == DType::bf16 || d == DType::f32 || is_fp8(d)) accd = DType::f32;
   else if (d == DType::f64) accd = DType::f64;
   else if (d == DType::i8) accd = DType::i32;
   else
-    throw UserError(loc, fmt::format("dot supports f16, bf16, f32 (f32 accumulation), f64 (f64 accumulation) and i8 "
-                                     "(i32 accumulation) inputs, got {}",
+    throw UserError(loc, fmt::format("dot supports f16, bf16, f32, f8e4m3, f8e5m2 (f32 accumulation), f64 (f64 "
+                                     "accumulation) and i8 (i32 accumulation) inputs, got {}",
                                      dtype_name(d)));
   if (precision != ir::Precision::IEEE && d != DType::f32)
     throw UserError(loc, "dot: the TF32 precisions apply to f32 inputs only");
@@ -873,6 +889,7 @@ void sort(V x, int axis, bool descending, int64_t k, V* values, V* indices, cons
   if (x->type.rank() == 0) throw UserError(loc, fmt::format("{}: cannot sort a scalar", what));
   int a = norm_axis(axis, x->type.rank(), loc, what);
   require_dtype(x->type.dtype != DType::ptr, x, loc, what, "numeric or bool");
+  refuse_fp8(x->type.dtype, loc, what);
   const int64_t n = x->type.shape[a];
   if (k == 0) k = n;
   if (k < 1 || k > n)

@@ -23,6 +23,8 @@ std::string_view dtype_name(DType t) noexcept {
     case DType::f32: return "f32";
     case DType::f64: return "f64";
     case DType::ptr: return "ptr";
+    case DType::f8e4m3: return "f8e4m3";
+    case DType::f8e5m2: return "f8e5m2";
   }
   return "?";
 }

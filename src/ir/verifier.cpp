@@ -204,6 +204,11 @@ class Verifier {
     }
   }
 
+  /// fp8 is a storage type (docs/ir.md "Element types"): only data movement and casts take it.
+  static void no_fp8(const Op& op, DType d, const char* what) {
+    if (is_fp8(d)) fail(&op, fmt::format("{} on {} (fp8 is a storage type: cast first)", what, dtype_name(d)));
+  }
+
   static void check_op(const Op& op) {
     if (op.kind != OpKind::Reduce && op.kind != OpKind::Scan && op.kind != OpKind::For && op.kind != OpKind::If)
       n_regions(op, 0);
@@ -315,6 +320,7 @@ class Verifier {
         same_type(op, in(op, 1), out(op), "rhs type differs from the result");
         DType d = out(op).dtype;
         if (d == DType::ptr) fail(&op, "arithmetic on pointers (use addptr)");
+        no_fp8(op, d, "arithmetic");
         bool bits = b == BinaryOp::And || b == BinaryOp::Or || b == BinaryOp::Xor || b == BinaryOp::Shl ||
                     b == BinaryOp::Shr;
         if (bits && !is_int(d)) fail(&op, fmt::format("{} needs integer operands, has {}", name(b), dtype_name(d)));
@@ -327,6 +333,7 @@ class Verifier {
         n_results(op, 1);
         enum_attr(op, "pred", 6);
         same_type(op, in(op, 0), in(op, 1), "compared operands differ");
+        no_fp8(op, in(op, 0).dtype, "comparison");
         same_type(op, in(op, 0).with_dtype(DType::i1), out(op), "result must be i1 of the operand shape");
         break;
       }
@@ -337,6 +344,7 @@ class Verifier {
         same_type(op, in(op, 0), out(op), "result type differs from the operand");
         DType d = out(op).dtype;
         if (d == DType::ptr) fail(&op, "arithmetic on pointers");
+        no_fp8(op, d, "arithmetic");
         if (u == UnaryOp::Not && !is_int(d)) fail(&op, "not needs an integer operand");
         if (u != UnaryOp::Not && u != UnaryOp::Neg && u != UnaryOp::Abs && !is_float(d))
           fail(&op, fmt::format("{} needs a float operand, has {}", name(u), dtype_name(d)));
@@ -347,6 +355,7 @@ class Verifier {
         n_results(op, 1);
         for (size_t i = 0; i < 3; ++i) same_type(op, in(op, i), out(op), fmt::format("operand {} type differs", i));
         if (!is_float(out(op).dtype)) fail(&op, "fma needs float operands");
+        no_fp8(op, out(op).dtype, "fma");
         break;
       }
       case OpKind::Select: {
@@ -533,7 +542,7 @@ class Verifier {
                     n == 1 ? std::string("result type") : fmt::format("result {} type", i));
         }
         if (k == ReduceKind::Combine) combine_region(op);
-        else n_regions(op, 0);
+        else n_regions(op, 0), no_fp8(op, x.dtype, "reduction");
         break;
       }
       case OpKind::Scan: {
@@ -549,7 +558,7 @@ class Verifier {
                     op.operands.size() == 1 ? std::string("result type differs from the operand")
                                             : fmt::format("result {} type differs from operand {}", i, i));
         if (k == ScanKind::Combine) combine_region(op);
-        else n_regions(op, 0);
+        else n_regions(op, 0), no_fp8(op, x.dtype, "cumsum");
         break;
       }
       case OpKind::Dot: {
@@ -561,7 +570,7 @@ class Verifier {
           fail(&op, fmt::format("shapes {} @ {} + {} do not match", ts(a), ts(b), ts(c)));
         if (a.dtype != b.dtype) fail(&op, fmt::format("a is {}, b is {}", dtype_name(a.dtype), dtype_name(b.dtype)));
         same_type(op, c, out(op), "result type differs from the accumulator");
-        if (a.dtype == DType::f16 || a.dtype == DType::bf16 || a.dtype == DType::f32) {
+        if (a.dtype == DType::f16 || a.dtype == DType::bf16 || a.dtype == DType::f32 || is_fp8(a.dtype)) {
           if (c.dtype != DType::f32)
             fail(&op, fmt::format("{} inputs need an f32 accumulator, has {}", dtype_name(a.dtype), ts(c)));
         } else if (a.dtype == DType::f64) {
@@ -569,7 +578,8 @@ class Verifier {
         } else if (a.dtype == DType::i8) {
           if (c.dtype != DType::i32) fail(&op, "i8 inputs need an i32 accumulator");
         } else {
-          fail(&op, fmt::format("dot inputs must be f16, bf16, f32, f64 or i8, are {}", dtype_name(a.dtype)));
+          fail(&op, fmt::format("dot inputs must be f16, bf16, f8e4m3, f8e5m2, f32, f64 or i8, are {}",
+                                dtype_name(a.dtype)));
         }
         auto prec = static_cast<Precision>(enum_attr(op, "precision", 3));
         if (prec != Precision::IEEE && a.dtype != DType::f32) fail(&op, "tf32 precisions need f32 inputs");
@@ -595,6 +605,7 @@ class Verifier {
         if (op.operands.size() > 1) is_mask(op, 1, x);
         if (x.rank() < 1 || x.dtype == DType::ptr)
           fail(&op, fmt::format("input must be a non-pointer tile of rank >= 1, is {}", ts(x)));
+        no_fp8(op, x.dtype, "sort");
         int64_t axis = int_attr(op, "axis");
         if (axis < 0 || axis >= x.rank()) fail(&op, fmt::format("axis {} out of range for {}", axis, ts(x)));
         int64_t desc = int_attr(op, "descending");

@@ -41,12 +41,20 @@ std::optional<int64_t> as_int(DType d, const Attr& a) {
 }
 
 // ---- floats
+/// fp8 bits of a value of dtype d: E5M2's infinities are values of the type (a conversion to fp8
+/// saturates them, fold_cast; a value already of the type keeps them).
+uint8_t fp8_value_bits(DType d, double x) {
+  if (d == DType::f8e5m2 && std::isinf(x)) return x < 0 ? 0xFC : 0x7C;
+  return f64_to_fp8_bits(x, d);
+}
+
 double round_to(DType d, double x) {
   switch (d) {
     case DType::f64: return x;
     case DType::f32: return static_cast<double>(static_cast<float>(x));
     case DType::f16: return f16_bits_to_f64(f64_to_f16_bits(x));
     case DType::bf16: return bf16_bits_to_f64(f64_to_bf16_bits(x));
+    case DType::f8e4m3: case DType::f8e5m2: return fp8_bits_to_f64(fp8_value_bits(d, x), d);
     default: return x;
   }
 }
@@ -356,12 +364,13 @@ std::optional<Attr> fold_cast(DType from, DType to, const Attr& a) {
     if (!v) return std::nullopt;
     if (to == DType::i1) return Attr(int64_t(*v != 0));
     if (is_int(to)) return Attr(wrap(to, static_cast<uint64_t>(*v)));
-    return Attr(int_to_float(from, *v, to));
+    return Attr(int_to_float(from, *v, to));  // finite: fp8 saturates in round_to
   }
   auto x = as_float(from, a);
   if (!x) return std::nullopt;
   if (to == DType::i1) return Attr(int64_t(*x != 0));  // NaN != 0 is true
   if (is_int(to)) return Attr(float_to_int(*x, to));
+  if (is_fp8(to)) return Attr(fp8_bits_to_f64(f64_to_fp8_bits(*x, to), to));  // saturating, infinities too
   return Attr(round_to(to, *x));  // exact widening, or one rounding from the source value
 }
 
@@ -383,6 +392,7 @@ std::optional<uint64_t> constant_bits(DType d, const Attr& a) {
     case DType::f32: return std::bit_cast<uint32_t>(static_cast<float>(*x));
     case DType::f16: return f64_to_f16_bits(*x);
     case DType::bf16: return f64_to_bf16_bits(*x);
+    case DType::f8e4m3: case DType::f8e5m2: return fp8_value_bits(d, *x);
     default: return std::nullopt;
   }
 }
@@ -393,6 +403,7 @@ Attr constant_from_bits(DType d, uint64_t b) {
     case DType::f32: return Attr(static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(b))));
     case DType::f16: return Attr(f16_bits_to_f64(static_cast<uint16_t>(b)));
     case DType::bf16: return Attr(bf16_bits_to_f64(static_cast<uint16_t>(b)));
+    case DType::f8e4m3: case DType::f8e5m2: return Attr(fp8_bits_to_f64(static_cast<uint8_t>(b), d));
     case DType::i1: return Attr(int64_t((b & 0xFF) != 0));
     case DType::ptr: return Attr(static_cast<int64_t>(b));
     default: return Attr(wrap(d, b));

@@ -79,11 +79,15 @@ struct KeyHash {
 enum : int { kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4, kDLBool = 6 };
 enum : int { kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3, kDLCUDAManaged = 13 };
 
-/// The DLPack {code, bits} of a tle element type; code -1 for ptr (DLPack has no pointer dtype).
+/// The DLPack {code, bits} of a tle element type; code -1 for ptr (DLPack has no pointer dtype),
+/// -2 for fp8: the DLPack header tle builds against (/usr/include/dlpack/dlpack.h, Debian's 0.6)
+/// has no fp8 type codes (DLPack 1.1 added kDLFloat8_e4m3fn and kDLFloat8_e5m2), so a tensor
+/// cannot say it holds fp8.
 std::pair<int, int> dl_dtype_of(DType t) {
   if (t == DType::i1) return {kDLBool, 8};
   if (t == DType::bf16) return {kDLBfloat, 16};
   if (t == DType::ptr) return {-1, 64};
+  if (is_fp8(t)) return {-2, 8};
   return {is_float(t) ? kDLFloat : is_signed_int(t) ? kDLInt : kDLUInt, bit_width(t)};
 }
 
@@ -141,9 +145,14 @@ template <class Bad> void check_dlpack(const HostArg& a, DType t, const Bad& bad
   const auto& dl = a.dl;
   if (dl.null_tensor) throw bad(fmt::format("got a null {}; pass a tensor", a.type_name));
   auto [code, bits] = dl_dtype_of(t);
-  if (code < 0)
+  if (code == -1)
     throw bad(fmt::format("got a {}, but DLPack has no pointer dtype; pass a raw pointer to the pointers",
                           a.type_name));
+  if (code == -2)
+    throw bad(fmt::format("got a {} for a {} parameter, but the DLPack version tle is built with has no fp8 type "
+                          "codes; pass the tensor's data pointer as a tle::{} pointer (e.g. "
+                          "reinterpret_cast<tle::{}*>(t->data) + byte_offset), or a DeviceBuffer<tle::{}>",
+                          a.type_name, dtype_name(t), dtype_name(t), dtype_name(t), dtype_name(t)));
   if (dl.lanes != 1)
     throw bad(fmt::format("got a {} of vector dtype {} (lanes {}); tle pointers address scalars, so pass a tensor "
                           "of {} with lanes 1 (view the vector tensor as {} times as many scalars)",
@@ -233,6 +242,7 @@ uint64_t float_slot(DType d, double v) {
     case DType::f32: { float f = static_cast<float>(v); std::memcpy(&s, &f, 4); break; }
     case DType::f16: s = f64_to_f16_bits(v); break;
     case DType::bf16: s = f64_to_bf16_bits(v); break;
+    case DType::f8e4m3: case DType::f8e5m2: s = f64_to_fp8_bits(v, d); break;
     default: break;
   }
   return s;

@@ -69,6 +69,47 @@ float round_to_tf32(float x) {
   return r;
 }
 
+// OCP OFP8 rev. 1.0, table 1: E4M3 has bias 7 and max finite S.1111.110 = 448 (S.1111.111 is NaN,
+// no infinities); E5M2 has bias 15 and max finite S.11110.11 = 57344 (IEEE-like specials).
+uint8_t f64_to_fp8_bits(double v, DType d) {
+  const bool e4 = d == DType::f8e4m3;
+  const int mbits = e4 ? 3 : 2, bias = e4 ? 7 : 15;
+  const uint8_t maxcode = e4 ? 0x7E : 0x7B;
+  const double maxval = e4 ? 448.0 : 57344.0;
+  const uint8_t sign = std::signbit(v) ? 0x80 : 0;
+  if (std::isnan(v)) return sign | 0x7F;
+  double a = std::fabs(v);
+  if (a >= maxval) return sign | maxcode;  // satfinite; ties above max cannot round beyond it
+  if (a == 0) return sign;
+  int e;
+  std::frexp(a, &e);
+  const int exp = e - 1, emin = 1 - bias;
+  const int qexp = (exp < emin ? emin : exp) - mbits;
+  const uint64_t q = static_cast<uint64_t>(std::nearbyint(std::ldexp(a, -qexp)));  // exact scaling, RNE
+  if (exp < emin) return uint8_t(sign | q);  // subnormal, or the smallest normal after rounding up
+  // q in [2^mbits, 2^(mbits+1)]: exponent field exp + bias, plus the carry of a rounding up
+  return uint8_t(sign | ((uint64_t(exp + bias) << mbits) + (q - (uint64_t(1) << mbits))));
+}
+
+double fp8_bits_to_f64(uint8_t b, DType d) {
+  const bool e4 = d == DType::f8e4m3;
+  const int mbits = e4 ? 3 : 2, bias = e4 ? 7 : 15;
+  const bool neg = b & 0x80;
+  const int e = (b & 0x7F) >> mbits;
+  const uint32_t m = b & ((1u << mbits) - 1);
+  double v;
+  if (e4 && (b & 0x7F) == 0x7F) v = NAN;
+  else if (!e4 && e == 31) v = m ? NAN : INFINITY;
+  else if (e == 0) v = std::ldexp(double(m), 1 - bias - mbits);
+  else v = std::ldexp(double(m | (1u << mbits)), e - bias - mbits);
+  return neg ? -v : v;
+}
+
+f8e4m3::f8e4m3(double v) : bits(f64_to_fp8_bits(v, DType::f8e4m3)) {}
+f8e4m3::operator float() const { return static_cast<float>(fp8_bits_to_f64(bits, DType::f8e4m3)); }
+f8e5m2::f8e5m2(double v) : bits(f64_to_fp8_bits(v, DType::f8e5m2)) {}
+f8e5m2::operator float() const { return static_cast<float>(fp8_bits_to_f64(bits, DType::f8e5m2)); }
+
 f16::f16(double v) : bits(f64_to_f16_bits(v)) {}
 f16::operator float() const { return static_cast<float>(f16_bits_to_f64(bits)); }
 bf16::bf16(double v) : bits(f64_to_bf16_bits(v)) {}

@@ -28,6 +28,8 @@ const char* cpp_type(DType d) {
     case DType::bf16: return "tle::bf16";
     case DType::f32: return "float";
     case DType::f64: return "double";
+    case DType::f8e4m3: return "tle::f8e4m3";
+    case DType::f8e5m2: return "tle::f8e5m2";
     case DType::ptr: break;
   }
   return "?";
@@ -300,6 +302,8 @@ const char* dtype_enum(DType d) {
     case DType::f32: return "tle::DType::f32";
     case DType::f64: return "tle::DType::f64";
     case DType::ptr: return "tle::DType::ptr";
+    case DType::f8e4m3: return "tle::DType::f8e4m3";
+    case DType::f8e5m2: return "tle::DType::f8e5m2";
   }
   return "?";
 }

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <llvm/IR/Intrinsics.h>
 
+#include <cmath>
 #include <functional>
 #include <optional>
 
@@ -36,6 +37,7 @@ llvm::Type* ScalarEmitter::elem_ty(DType d) const {
     case DType::i64: case DType::u64: return llvm::Type::getInt64Ty(ctx);
     // f16/bf16 travel as their bits: no FP move can quiet a signaling NaN (bitcast round trips).
     case DType::f16: case DType::bf16: return llvm::Type::getInt16Ty(ctx);
+    case DType::f8e4m3: case DType::f8e5m2: return llvm::Type::getInt8Ty(ctx);
     case DType::f32: return llvm::Type::getFloatTy(ctx);
     case DType::f64: return llvm::Type::getDoubleTy(ctx);
     case DType::ptr: return llvm::PointerType::get(ctx, 0);
@@ -46,7 +48,7 @@ llvm::Type* ScalarEmitter::elem_ty(DType d) const {
 llvm::Type* ScalarEmitter::mem_ty(DType d) const { return d == DType::i1 ? llvm::Type::getInt8Ty(ctx) : elem_ty(d); }
 
 llvm::Type* ScalarEmitter::compute_ty(DType d) const {
-  if (d == DType::f16 || d == DType::bf16) return llvm::Type::getFloatTy(ctx);
+  if (d == DType::f16 || d == DType::bf16 || is_fp8(d)) return llvm::Type::getFloatTy(ctx);
   return elem_ty(d);
 }
 
@@ -56,6 +58,7 @@ Value* ScalarEmitter::to_compute(Value* v, DType d) {
     Value* bits = B.CreateZExt(v, B.getInt32Ty());
     return B.CreateBitCast(B.CreateShl(bits, 16), B.getFloatTy());
   }
+  if (is_fp8(d)) return fp8_to_f32(v, d);
   return v;
 }
 
@@ -84,6 +87,73 @@ Value* ScalarEmitter::f32_to_bf16(Value* f) {
   return B.CreateTrunc(B.CreateSelect(isnan, nan, rounded), B.getInt16Ty());
 }
 
+// OCP OFP8 rev. 1.0: E4M3 bias 7, 3 mantissa bits, max S.1111.110 = 448, NaN S.1111.111; E5M2
+// bias 15, 2 mantissa bits, max S.11110.11 = 57344, inf S.11111.00. Written on the f32 bits: a
+// magnitude at or above the max (inf too) saturates; fp8 normals rebias the exponent and round
+// the mantissa to nearest even by adding half an ulp minus one plus the kept lsb (a carry moves
+// into the exponent); fp8 subnormals (and zero) shift the 24-bit significand right by
+// 24 - bias - mbits - e (e: the unbiased f32 exponent; clamped to 31, which leaves 0) and round
+// the shifted-out bits to nearest even.
+Value* ScalarEmitter::f32_to_fp8(Value* f, DType d) {
+  const bool e4 = d == DType::f8e4m3;
+  const int mbits = e4 ? 3 : 2, bias = e4 ? 7 : 15;
+  const uint32_t max_bits = e4 ? 0x43E00000u : 0x47600000u;  // 448.0f, 57344.0f
+  const uint32_t maxcode = e4 ? 0x7E : 0x7B;
+  llvm::Type* i32 = B.getInt32Ty();
+  auto c = [&](uint32_t x) { return B.getInt32(x); };
+  Value* bits = B.CreateBitCast(f, i32);
+  Value* sign = B.CreateAnd(B.CreateLShr(bits, 24), c(0x80));
+  Value* mag = B.CreateAnd(bits, c(0x7FFFFFFF));
+  Value* isnan = B.CreateICmpUGT(mag, c(0x7F800000));
+  Value* sat = B.CreateICmpUGE(mag, c(max_bits));
+  // normal fp8
+  const int sh = 23 - mbits;
+  Value* v = B.CreateSub(mag, c(uint32_t(127 - bias) << 23));
+  Value* lsb = B.CreateAnd(B.CreateLShr(v, sh), c(1));
+  Value* rn = B.CreateLShr(B.CreateAdd(v, B.CreateAdd(lsb, c((1u << (sh - 1)) - 1))), sh);
+  // subnormal fp8
+  Value* e = B.CreateLShr(mag, 23);
+  Value* m = B.CreateOr(B.CreateAnd(mag, c(0x7FFFFF)), c(0x800000));
+  Value* shs = B.CreateSub(c(uint32_t(151 - bias - mbits)), e);
+  // 1..31: larger (or, for the normals this path does not serve, 0 and below) becomes 31
+  shs = B.CreateSelect(B.CreateICmpUGT(B.CreateSub(shs, c(1)), c(30)), c(31), shs);
+  Value* q = B.CreateLShr(m, shs);
+  Value* rem = B.CreateAnd(m, B.CreateSub(B.CreateShl(c(1), shs), c(1)));
+  Value* half = B.CreateShl(c(1), B.CreateSub(shs, c(1)));
+  Value* odd = B.CreateICmpNE(B.CreateAnd(q, c(1)), c(0));
+  Value* up = B.CreateOr(B.CreateICmpUGT(rem, half), B.CreateAnd(B.CreateICmpEQ(rem, half), odd));
+  Value* rs = B.CreateAdd(q, B.CreateZExt(up, i32));
+  Value* normal = B.CreateICmpUGE(mag, c(uint32_t(128 - bias) << 23));
+  Value* code = B.CreateSelect(sat, c(maxcode), B.CreateSelect(normal, rn, rs));
+  code = B.CreateSelect(isnan, c(0x7F), code);
+  return B.CreateTrunc(B.CreateOr(code, sign), B.getInt8Ty());
+}
+
+// Exact: normals rebias the exponent; subnormals are m * 2^(1 - bias - mbits), an exact product
+// of small integers and a power of two that is a normal f32.
+Value* ScalarEmitter::fp8_to_f32(Value* b, DType d) {
+  const bool e4 = d == DType::f8e4m3;
+  const int mbits = e4 ? 3 : 2, bias = e4 ? 7 : 15;
+  llvm::Type* i32 = B.getInt32Ty();
+  auto c = [&](uint32_t x) { return B.getInt32(x); };
+  Value* x = B.CreateZExt(b, i32);
+  Value* sign = B.CreateShl(B.CreateAnd(x, c(0x80)), 24);
+  Value* mag = B.CreateAnd(x, c(0x7F));
+  Value* e = B.CreateLShr(mag, mbits);
+  Value* m = B.CreateAnd(mag, c((1u << mbits) - 1));
+  Value* normal = B.CreateOr(B.CreateShl(B.CreateAdd(e, c(127 - bias)), 23), B.CreateShl(m, 23 - mbits));
+  Value* sub = B.CreateFMul(B.CreateUIToFP(m, B.getFloatTy()),
+                            llvm::ConstantFP::get(B.getFloatTy(), std::ldexp(1.0, 1 - bias - mbits)));
+  Value* r = B.CreateSelect(B.CreateICmpEQ(e, c(0)), B.CreateBitCast(sub, i32), normal);
+  if (e4) {
+    r = B.CreateSelect(B.CreateICmpEQ(mag, c(0x7F)), c(0x7FC00000), r);
+  } else {
+    Value* special = B.CreateICmpEQ(e, c(31));
+    r = B.CreateSelect(special, B.CreateSelect(B.CreateICmpEQ(m, c(0)), c(0x7F800000), c(0x7FC00000)), r);
+  }
+  return B.CreateBitCast(B.CreateOr(r, sign), B.getFloatTy());
+}
+
 Value* ScalarEmitter::from_compute(Value* v, DType d) {
   bool dbl = v->getType()->isDoubleTy();
   switch (d) {
@@ -93,6 +163,11 @@ Value* ScalarEmitter::from_compute(Value* v, DType d) {
     case DType::bf16:
       if (dbl) v = f64_to_f32_odd(B, v);
       return f32_to_bf16(v);
+    case DType::f8e4m3: case DType::f8e5m2:
+      // f64 -> f32 to odd keeps the one rounding exact (24 >= 3 + 2 bits) and the saturation
+      // monotone: the f32 is above the max finite value exactly when the f64 is
+      if (dbl) v = f64_to_f32_odd(B, v);
+      return f32_to_fp8(v, d);
     case DType::f32: return dbl ? B.CreateFPTrunc(v, B.getFloatTy()) : v;
     case DType::f64: return dbl ? v : B.CreateFPExt(v, B.getDoubleTy());
     default: return v;
@@ -107,6 +182,7 @@ llvm::Constant* ScalarEmitter::constant(DType d, const ir::Attr& value, const ir
     switch (d) {
       case DType::f16: return B.getInt16(f64_to_f16_bits(v));
       case DType::bf16: return B.getInt16(f64_to_bf16_bits(v));
+      case DType::f8e4m3: case DType::f8e5m2: return B.getInt8(f64_to_fp8_bits(v, d));
       case DType::f32: return llvm::ConstantFP::get(B.getFloatTy(), static_cast<double>(static_cast<float>(v)));
       default: return llvm::ConstantFP::get(B.getDoubleTy(), v);
     }
@@ -273,6 +349,11 @@ Value* ScalarEmitter::convert(Value* v, DType from, DType to) {
           return from_compute(dv, DType::bf16);
         }
         return int64_to_bf16(v, src_signed);
+      }
+      case DType::f8e4m3: case DType::f8e5m2: {
+        // Exact in f64 up to 2^53; anything larger saturates (max finite <= 57344) either way.
+        Value* dv = src_signed ? B.CreateSIToFP(v, B.getDoubleTy()) : B.CreateUIToFP(v, B.getDoubleTy());
+        return from_compute(dv, to);
       }
       default: break;
     }

@@ -29,15 +29,16 @@ class ScalarEmitter {
   /// Throws RuntimeError naming the op (and its traced position).
   [[noreturn]] virtual void fail(const ir::Op& op, const std::string& msg) const;
 
-  /// Element type in registers (i1 stays i1; f16/bf16 are their i16 bits).
+  /// Element type in registers (i1 stays i1; f16/bf16 are their i16 bits, fp8 its i8 bits).
   llvm::Type* elem_ty(DType d) const;
   /// Element type in memory (i1 is a byte).
   llvm::Type* mem_ty(DType d) const;
-  /// f32 for f16/bf16, else elem_ty.
+  /// f32 for f16/bf16/fp8, else elem_ty.
   llvm::Type* compute_ty(DType d) const;
-  /// f16/bf16 bits -> f32 (exact); other types unchanged.
+  /// f16/bf16/fp8 bits -> f32 (exact); other types unchanged.
   llvm::Value* to_compute(llvm::Value* v, DType d);
-  /// f32 or f64 value -> dtype d (f16/bf16/f32 rounded once to nearest even); others unchanged.
+  /// f32 or f64 value -> dtype d (f16/bf16/f32/fp8 rounded once to nearest even, fp8 saturating);
+  /// others unchanged.
   llvm::Value* from_compute(llvm::Value* v, DType d);
   /// The constant of a `constant` op's value attribute in dtype d.
   llvm::Constant* constant(DType d, const ir::Attr& value, const ir::Op& op);
@@ -91,6 +92,12 @@ class ScalarEmitter {
   /// f32 -> bf16 bits, round to nearest even, NaN stays NaN (default: integer code that keeps
   /// the NaN's payload, quieted).
   virtual llvm::Value* f32_to_bf16(llvm::Value* f);
+  /// f32 -> fp8 bits of dtype d (is_fp8): round to nearest even, saturating to +-max finite
+  /// (infinities too), NaN -> sign | 0x7F (dtype.hpp). Default: integer code.
+  virtual llvm::Value* f32_to_fp8(llvm::Value* f, DType d);
+  /// fp8 bits (i8) of dtype d -> f32, exact; a NaN code gives sign | 0x7FC00000, E5M2's infinity
+  /// codes +-inf. Default: integer code.
+  virtual llvm::Value* fp8_to_f32(llvm::Value* b, DType d);
 };
 
 }  // namespace tle::backend

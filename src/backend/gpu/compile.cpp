@@ -25,6 +25,7 @@ Artifact compile(ir::Function& f, const Target& target, const Options& options, 
   llvm::Module m(name, ctx);
   configure_module(m, target);
   detail::Lowerer lowerer(f, m, options.num_warps, options.maxnreg, wgmma, wgmma && options.warp_specialize);
+  lowerer.fp8_cvt = target.sm >= 89;
   lowerer.run(name);
   // Shared memory per block that an sm can give a kernel (opt-in maximum, CUDA Programming
   // Guide, "Compute capabilities": 227 KB on sm_90, 163 KB on sm_80, 99 KB on sm_86/89).

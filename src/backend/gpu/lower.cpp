@@ -59,6 +59,36 @@ Value* Lowerer::f32_to_bf16(Value* f) {
   return B.CreateCall(fty, llvm::InlineAsm::get(fty, "cvt.rn.bf16.f32 $0, $1;", "=h,f", /*hasSideEffects=*/false), {f});
 }
 
+// fp8 on sm_89+ (PTX ISA 9.7.9.21 cvt, PTX 7.8): `cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 d, a, b`
+// rounds to nearest even and saturates to the max finite value (infinities included), packing a
+// into the upper and b into the lower byte of a .b16; `cvt.rn.f16x2.{e4m3x2,e5m2x2} d, a` widens
+// the two bytes of a .b16 into an f16x2 (low byte -> low half), exactly, and f16 -> f32 is exact.
+// A NaN is made sign | 0x7F (fp8) or sign | 0x7FC00000 (f32) here, so that the bits equal the CPU
+// backend's and the interpreter's (ScalarEmitter's integer code, which earlier targets use).
+Value* Lowerer::f32_to_fp8(Value* f, DType d) {
+  if (!fp8_cvt) return ScalarEmitter::f32_to_fp8(f, d);
+  const std::string text = fmt::format("cvt.rn.satfinite.{}x2.f32 $0, $1, $1;", d == DType::f8e4m3 ? "e4m3" : "e5m2");
+  auto* fty = llvm::FunctionType::get(B.getInt16Ty(), {B.getFloatTy()}, false);
+  Value* pair = B.CreateCall(fty, llvm::InlineAsm::get(fty, text, "=h,f", /*hasSideEffects=*/false), {f});
+  Value* r = B.CreateTrunc(pair, B.getInt8Ty());
+  Value* sign = B.CreateTrunc(B.CreateLShr(B.CreateBitCast(f, B.getInt32Ty()), 24), B.getInt8Ty());
+  Value* nan = B.CreateOr(B.CreateAnd(sign, B.getInt8(0x80)), B.getInt8(0x7F));
+  return B.CreateSelect(B.CreateFCmpUNO(f, f), nan, r);
+}
+
+Value* Lowerer::fp8_to_f32(Value* b, DType d) {
+  if (!fp8_cvt) return ScalarEmitter::fp8_to_f32(b, d);
+  const std::string text = fmt::format("cvt.rn.f16x2.{}x2 $0, $1;", d == DType::f8e4m3 ? "e4m3" : "e5m2");
+  auto* fty = llvm::FunctionType::get(B.getInt32Ty(), {B.getInt16Ty()}, false);
+  Value* pair = B.CreateCall(fty, llvm::InlineAsm::get(fty, text, "=r,h", /*hasSideEffects=*/false),
+                             {B.CreateZExt(b, B.getInt16Ty())});
+  Value* h = B.CreateBitCast(B.CreateTrunc(pair, B.getInt16Ty()), B.getHalfTy());
+  Value* x = B.CreateFPExt(h, B.getFloatTy());
+  Value* sign = B.CreateShl(B.CreateZExt(B.CreateAnd(b, B.getInt8(0x80)), B.getInt32Ty()), 24);
+  Value* nan = B.CreateBitCast(B.CreateOr(sign, B.getInt32(0x7FC00000)), B.getFloatTy());
+  return B.CreateSelect(B.CreateFCmpUNO(h, h), nan, x);
+}
+
 Value* Lowerer::int64_to_bf16(Value* v, bool is_signed) {
   // Integer code: normalize |v|, keep 8 significant bits, round to nearest even with the rest.
   llvm::Type* i64 = B.getInt64Ty();

@@ -113,6 +113,11 @@ class Lowerer : public backend::ScalarEmitter {
   llvm::Value* int64_to_bf16(llvm::Value* v, bool is_signed) override;
   llvm::Value* float_max_min(bool is_max, llvm::Value* a, llvm::Value* b) override;
   llvm::Value* f32_to_bf16(llvm::Value* f) override;
+  /// fp8 conversions with sm_89's cvt (when fp8_cvt; lower.cpp), else ScalarEmitter's integer code
+  llvm::Value* f32_to_fp8(llvm::Value* f, DType d) override;
+  llvm::Value* fp8_to_f32(llvm::Value* b, DType d) override;
+  /// The target has cvt to and from .e4m3x2 / .e5m2x2 (sm_89 and later); set by gpu::compile.
+  bool fp8_cvt = false;
   [[noreturn]] void fail(const ir::Op& op, const std::string& msg) const override;
 
   // ---- infrastructure (lower.cpp)
