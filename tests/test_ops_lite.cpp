@@ -9,8 +9,11 @@
 #include <vector>
 
 #include "error_util.hpp"
+#include "ir/printer.hpp"
 #include "ops_util.hpp"
 #include "ptxas_util.hpp"
+#include "trace_util.hpp"
+#include "passes/gpu/layout_rules.hpp"
 
 using namespace tle;
 using namespace opstest;
@@ -448,4 +451,99 @@ TEST_CASE("ptx: load with is_async in a loop becomes cp.async, without it stays 
     CHECK(p.find("cp.async") == std::string::npos);
     ptxtest::assemble("plain load", p, arch);
   }
+}
+
+// ============================================================================ GPU passes
+
+namespace {
+/// Rows of x summed in a device loop with an async load; STORE adds a store in the body, HINT
+/// the loop hint {.num_stages = 3}.
+template <bool ASYNC, bool STORE, bool HINT>
+auto async_rows = [](Ptr<float> x, Ptr<float> y, Tile<int32_t> n, Constexpr<int> BLOCK) {
+  Tile<int32_t> cols = arange(0, BLOCK);
+  Tile<float> acc = zeros<float>({BLOCK});
+  for (auto r : range(0, n, 1, {.num_stages = HINT ? 3 : 0})) {
+    acc = acc + load(x + r * BLOCK + cols, MemHints{.is_async = ASYNC});
+    if constexpr (STORE) store(y + r * BLOCK + cols, acc);
+  }
+  store(y + cols, acc);
+};
+
+/// The loop's one load after the GPU passes (num_warps 4, the launch's num_stages), and the loop.
+std::pair<const ir::Op*, const ir::Op*> gpu_loop_load(ir::Function& f, int stages) {
+  passes::run_gpu_pipeline(f, 4, stages);
+  auto loops = tracetest::ops_of(f, ir::OpKind::For);
+  REQUIRE(loops.size() == 1);
+  const ir::Op* ld = nullptr;
+  for (auto& op : loops[0]->region().body().ops)
+    if (op->kind == ir::OpKind::Load) ld = op.get();
+  REQUIRE(ld);
+  return {ld, loops[0]};
+}
+bool pipelined(const ir::Op* ld) { return ld->has_attr("pipelined") && ld->int_attr("pipelined") == 1; }
+}  // namespace
+
+TEST_CASE("pipeline pass: async loads of a loop that writes no memory are pipelined, others are not",
+          "[pipeline][lite]") {
+  for (int stages : {1, 3, 4}) {
+    INFO("launch num_stages " << stages);
+    auto f = tracetest::trace("k", async_rows<true, false, false>, {1024}, true, true);
+    CHECK(ir::print(*f).find("async=1") != std::string::npos);
+    auto [ld, loop] = gpu_loop_load(*f, stages);
+    INFO(ir::print(*f));
+    CHECK(pipelined(ld));
+    CHECK(ld->int_attr("pipe_vec") == 4);
+    CHECK(loop->int_attr("num_stages") == std::max(stages, 2));
+  }
+  // Without the hint the same loop is left alone (it feeds no tensor-core dot).
+  auto plain = tracetest::trace("k", async_rows<false, false, false>, {1024}, true, true);
+  auto [ld0, loop0] = gpu_loop_load(*plain, 3);
+  CHECK_FALSE(pipelined(ld0));
+  CHECK_FALSE(loop0->has_attr("num_stages"));
+  // A store in the body: is_async does not promise what the loop hint does, nothing moves.
+  auto stores = tracetest::trace("k", async_rows<true, true, false>, {1024}, true, true);
+  auto [ld1, loop1] = gpu_loop_load(*stores, 3);
+  CHECK_FALSE(pipelined(ld1));
+  CHECK_FALSE(loop1->has_attr("num_stages"));
+  // ... unless the loop carries the hint: then its depth.
+  auto hinted = tracetest::trace("k", async_rows<true, true, true>, {1024}, true, true);
+  auto [ld2, loop2] = gpu_loop_load(*hinted, 1);
+  CHECK(pipelined(ld2));
+  CHECK(loop2->int_attr("num_stages") == 3);
+  // No cp.async on the target (num_stages 0): nothing.
+  auto old = tracetest::trace("k", async_rows<true, false, false>, {1024}, true, true);
+  auto [ld3, loop3] = gpu_loop_load(*old, 0);
+  CHECK_FALSE(pipelined(ld3));
+  CHECK_FALSE(loop3->has_attr("num_stages"));
+}
+
+TEST_CASE("pad_shapes: extract_tile and insert_tile of ragged tiles carry their real shapes", "[gpu-pad][lite]") {
+  auto fn = [](Ptr<float> x, Ptr<float> y, Constexpr<int> M, Constexpr<int> N, Constexpr<int> A, Constexpr<int> B) {
+    Tile<int32_t> o = expand_dims(arange(0, M), 1) * N + expand_dims(arange(0, N), 0);
+    Tile<float> v = load(x + o);
+    Tile<float> s = extract_tile(v, 1, {A, B});
+    store(y + o, insert_tile(v, s * 2.0f, 0));
+  };
+  auto f = tracetest::trace("k", fn, {6, 1001, 3, 143}, true, true);
+  passes::run_gpu_pipeline(*f, 4, 1);
+  INFO(ir::print(*f));
+  auto ex = tracetest::ops_of(*f, ir::OpKind::ExtractTile);
+  auto in = tracetest::ops_of(*f, ir::OpKind::InsertTile);
+  REQUIRE(ex.size() == 1);
+  REQUIRE(in.size() == 1);
+  for (const ir::Op* op : {ex[0], in[0]}) {
+    CHECK(op->ints_attr("real_x") == std::vector<int64_t>{6, 1001});
+    CHECK(op->ints_attr("real_sub") == std::vector<int64_t>{3, 143});
+    CHECK(op->operands[0]->type.shape == ir::Shape{8, 1024});
+  }
+  CHECK(ex[0]->result()->type.shape == ir::Shape{4, 256});
+  // Power-of-two tiles are left as they are, and a register-aligned sub-tile takes x's registers.
+  auto g = tracetest::trace("k", fn, {64, 64, 32, 64}, true, true);
+  passes::run_gpu_pipeline(*g, 4, 1);
+  INFO(ir::print(*g));
+  auto ex2 = tracetest::ops_of(*g, ir::OpKind::ExtractTile);
+  REQUIRE(ex2.size() == 1);
+  CHECK_FALSE(ex2[0]->has_attr("real_x"));
+  REQUIRE(ex2[0]->result()->type.layout);
+  CHECK(passes::gpu_rules::subtile_layout(ex2[0]->operands[0]->type.layout->ll, {32, 64}).has_value());
 }
