@@ -9,10 +9,12 @@
 #include <vector>
 
 #include "error_util.hpp"
+#include "interp/interp.hpp"
 #include "ir/printer.hpp"
 #include "ops_util.hpp"
 #include "ptxas_util.hpp"
 #include "trace_util.hpp"
+#include "passes/gpu/gpu_passes.hpp"
 #include "passes/gpu/layout_rules.hpp"
 
 using namespace tle;
@@ -124,32 +126,34 @@ template <class T> void check_1d(const char* dt) {
 /// 2-D: x [M, N], y [A, B]; static index {I, J} and linear L, dynamic {di, dj} and linear dl.
 /// out = extract {I,J} | extract L | extract {di,dj} | extract dl | insert {I,J} | insert {di,dj}
 /// | insert dl.
-template <class T> auto make_2d() {
-  return jit("lite_subtile_2d", [](Ptr<T> x, Ptr<T> y, Ptr<T> out, Tile<int32_t> di, Tile<int32_t> dj,
-                                   Tile<int32_t> dl, Constexpr<int> M, Constexpr<int> N, Constexpr<int> A,
-                                   Constexpr<int> B, Constexpr<int> I, Constexpr<int> J, Constexpr<int> L) {
-    Tile<int32_t> ox = expand_dims(arange(0, M), 1) * N + expand_dims(arange(0, N), 0);
-    Tile<int32_t> oy = expand_dims(arange(0, A), 1) * B + expand_dims(arange(0, B), 0);
-    Tile<T> vx = load(x + ox), vy = load(y + oy);
-    const int ab = A * B, mn = M * N;
-    store(out + oy, extract_tile(vx, {int64_t(I), int64_t(J)}, {A, B}));
-    store(out + ab + oy, extract_tile(vx, int64_t(L), {A, B}));
-    store(out + 2 * ab + oy, extract_tile(vx, {di, dj}, {A, B}));
-    store(out + 3 * ab + oy, extract_tile(vx, dl, {A, B}));
-    store(out + 4 * ab + ox, insert_tile(vx, vy, {int64_t(I), int64_t(J)}));
-    store(out + 4 * ab + mn + ox, insert_tile(vx, vy, {di, dj}));
-    store(out + 4 * ab + 2 * mn + ox, insert_tile(vx, vy, dl));
-  });
-}
+template <class T>
+auto subtile_2d_fn = [](Ptr<T> x, Ptr<T> y, Ptr<T> out, Tile<int32_t> di, Tile<int32_t> dj, Tile<int32_t> dl,
+                        Constexpr<int> M, Constexpr<int> N, Constexpr<int> A, Constexpr<int> B, Constexpr<int> I,
+                        Constexpr<int> J, Constexpr<int> L) {
+  Tile<int32_t> ox = expand_dims(arange(0, M), 1) * N + expand_dims(arange(0, N), 0);
+  Tile<int32_t> oy = expand_dims(arange(0, A), 1) * B + expand_dims(arange(0, B), 0);
+  Tile<T> vx = load(x + ox), vy = load(y + oy);
+  const int ab = A * B, mn = M * N;
+  store(out + oy, extract_tile(vx, {int64_t(I), int64_t(J)}, {A, B}));
+  store(out + ab + oy, extract_tile(vx, int64_t(L), {A, B}));
+  store(out + 2 * ab + oy, extract_tile(vx, {di, dj}, {A, B}));
+  store(out + 3 * ab + oy, extract_tile(vx, dl, {A, B}));
+  store(out + 4 * ab + ox, insert_tile(vx, vy, {int64_t(I), int64_t(J)}));
+  store(out + 4 * ab + mn + ox, insert_tile(vx, vy, {di, dj}));
+  store(out + 4 * ab + 2 * mn + ox, insert_tile(vx, vy, dl));
+};
+template <class T> auto make_2d() { return jit("lite_subtile_2d", subtile_2d_fn<T>); }
 
-template <class T> void check_2d(const char* dt) {
-  auto k = make_2d<T>();
-  struct C {
-    int M, N, A, B;
-  };
-  const C cases[] = {{1, 17, 1, 17}, {17, 33, 17, 11}, {6, 1001, 3, 143}, {17, 17, 1, 17}, {64, 32, 16, 32},
-                     {32, 64, 32, 16}, {64, 64, 16, 16}, {16, 128, 8, 32}, {2, 1001, 1, 7}};
-  for (auto [M, N, A, B] : cases) {
+struct Case2d {
+  int M, N, A, B;
+};
+const Case2d kCases2d[] = {{1, 17, 1, 17}, {17, 33, 17, 11}, {6, 1001, 3, 143}, {17, 17, 1, 17}, {64, 32, 16, 32},
+                           {32, 64, 32, 16}, {64, 64, 16, 16}, {16, 128, 8, 32}, {2, 1001, 1, 7}, {24, 20, 8, 5}};
+
+/// Runs `run(x, y, out, di, dj, dl, I, J, L)` for indices spread over the grid of each case and
+/// checks out against the references.
+template <class T, class Run> void check_2d(const char* dt, Run run) {
+  for (auto [M, N, A, B] : kCases2d) {
     const int gi = M / A, gj = N / B;
     for (auto [I, J, di, dj] : {std::tuple{0, 0, gi - 1, gj - 1}, std::tuple{gi - 1, gj / 2, 0, gj / 3},
                                 std::tuple{gi / 2, gj - 1, gi / 2, 0}}) {
@@ -159,7 +163,7 @@ template <class T> void check_2d(const char* dt) {
       Buf<T> x = data<T>(size_t(M) * N, 7 + N), y = data<T>(size_t(A) * B, 9 + B);
       const size_t ab = size_t(A) * B, mn = size_t(M) * N;
       Buf<T> out(4 * ab + 3 * mn);
-      k(Grid(1), x.data(), y.data(), out.data(), di, dj, dl, M, N, A, B, I, J, L);
+      run(x, y, out, di, dj, dl, std::vector<int64_t>{M, N, A, B, I, J, L});
       const std::vector<int64_t> xs = {M, N}, ss = {A, B};
       CHECK(diffs(slice(out, 0, ab), ref_extract(x, xs, ss, I * gj + J)) == "");
       CHECK(diffs(slice(out, ab, ab), ref_extract(x, xs, ss, L)) == "");
@@ -170,6 +174,13 @@ template <class T> void check_2d(const char* dt) {
       CHECK(diffs(slice(out, 4 * ab + 2 * mn, mn), ref_insert(x, y, xs, ss, dl)) == "");
     }
   }
+}
+template <class T> void check_2d(const char* dt) {
+  auto k = make_2d<T>();
+  check_2d<T>(dt, [&](Buf<T>& x, Buf<T>& y, Buf<T>& out, int di, int dj, int dl, const std::vector<int64_t>& c) {
+    k(Grid(1), x.data(), y.data(), out.data(), di, dj, dl, int(c[0]), int(c[1]), int(c[2]), int(c[3]), int(c[4]),
+      int(c[5]), int(c[6]));
+  });
 }
 
 /// 3-D: x [P, M, N], y [C, A, B]; out = extract K | extract {dp, dm, dn} | insert K | insert dl.
@@ -546,4 +557,26 @@ TEST_CASE("pad_shapes: extract_tile and insert_tile of ragged tiles carry their 
   CHECK_FALSE(ex2[0]->has_attr("real_x"));
   REQUIRE(ex2[0]->result()->type.layout);
   CHECK(passes::gpu_rules::subtile_layout(ex2[0]->operands[0]->type.layout->ll, {32, 64}).has_value());
+}
+
+TEST_CASE("ops: extract_tile and insert_tile of the GPU's padded IR (pad_shapes) on the interpreter", "[gpu-pad][lite]") {
+  // The pass's output alone must compute the references, touching nothing but the buffers.
+  check_2d<float>("f32 padded", [](Buf<float>& x, Buf<float>& y, Buf<float>& out, int di, int dj, int dl,
+                                   const std::vector<int64_t>& c) {
+    auto f = tracetest::trace("lite_padded", subtile_2d_fn<float>, c, true, false);
+    passes::pad_shapes(*f);
+    INFO(ir::print(*f));
+    REQUIRE_NOTHROW(ir::verify(*f));
+    void *px = x.data(), *py = y.data(), *po = out.data();
+    int32_t vi = di, vj = dj, vl = dl;
+    std::vector<void*> args = {&px, &py, &po, &vi, &vj, &vl};
+    interp::Options o;
+    o.check_access = [&](uintptr_t a, size_t n, bool) {
+      for (const Buf<float>* b : {&x, &y, &out})
+        if (a >= reinterpret_cast<uintptr_t>(b->p) && a + n <= reinterpret_cast<uintptr_t>(b->p + b->n)) return true;
+      return false;
+    };
+    const int64_t one[3] = {1, 1, 1};
+    interp::run(*f, args.data(), one, o);
+  });
 }
