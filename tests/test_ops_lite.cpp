@@ -4,8 +4,13 @@
 // trips; the async load hint (load(..., {.is_async = true})) computes what a plain load does; user
 // errors at the call's line ([errors]); the GPU lowering: a register-aligned static extract moves
 // no data through shared memory, a dynamic one does, async loads in a loop become cp.async
-// ([ptx], ptxas -arch=sm_90a). [ops] tests are mirrored on the GPU (ops_util.hpp).
+// ([ptx], ptxas -arch=sm_90a); the GPU passes on them ([pipeline], [gpu-pad]: pad_shapes' output
+// evaluated by the interpreter). [ops] tests are mirrored on the GPU (ops_util.hpp); [.gpu] runs the
+// 2-D cases on the GPU at 1, 4 and 8 warps.
+#include <algorithm>
+#include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "error_util.hpp"
@@ -152,8 +157,14 @@ const Case2d kCases2d[] = {{1, 17, 1, 17}, {17, 33, 17, 11}, {6, 1001, 3, 143}, 
 
 /// Runs `run(x, y, out, di, dj, dl, I, J, L)` for indices spread over the grid of each case and
 /// checks out against the references.
-template <class T, class Run> void check_2d(const char* dt, Run run) {
+template <class T, class Run> void check_2d(const char* dt, Run run, int64_t max_padded = INT64_MAX) {
+  auto pow2 = [](int64_t v) {
+    int64_t p = 1;
+    while (p < v) p *= 2;
+    return p;
+  };
   for (auto [M, N, A, B] : kCases2d) {
+    if (pow2(M) * pow2(N) > max_padded) continue;  // (the GPU at 1 warp: registers per thread)
     const int gi = M / A, gj = N / B;
     for (auto [I, J, di, dj] : {std::tuple{0, 0, gi - 1, gj - 1}, std::tuple{gi - 1, gj / 2, 0, gj / 3},
                                 std::tuple{gi / 2, gj - 1, gi / 2, 0}}) {
@@ -579,4 +590,25 @@ TEST_CASE("ops: extract_tile and insert_tile of the GPU's padded IR (pad_shapes)
     const int64_t one[3] = {1, 1, 1};
     interp::run(*f, args.data(), one, o);
   });
+}
+
+TEST_CASE("gpu: extract_tile and insert_tile match the C++ references at 1, 4 and 8 warps", "[.gpu][lite]") {
+  if (!gpu_info()) {
+    WARN("no usable GPU: [.gpu] case skipped");
+    return;
+  }
+  auto k = make_2d<float>();
+  for (int w : {1, 4, 8}) {
+    INFO("num_warps " << w);
+    check_2d<float>("f32 gpu", [&](Buf<float>& x, Buf<float>& y, Buf<float>& out, int di, int dj, int dl,
+                                   const std::vector<int64_t>& c) {
+      ManagedBuffer<float> mx(x.size()), my(y.size()), mo(out.size());
+      std::copy(x.begin(), x.end(), mx.data());
+      std::copy(y.begin(), y.end(), my.data());
+      k(Grid(1).with_warps(w).backend(Backend::GPU), mx.data(), my.data(), mo.data(), di, dj, dl, int(c[0]), int(c[1]),
+        int(c[2]), int(c[3]), int(c[4]), int(c[5]), int(c[6]));
+      synchronize();
+      std::copy(mo.data(), mo.data() + mo.size(), out.begin());
+    }, int64_t{4096} * w);
+  }
 }
