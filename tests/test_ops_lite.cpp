@@ -454,6 +454,16 @@ TEST_CASE("ptx: extract_tile and insert_tile of padded tiles assemble", "[ptx][l
   });
   for (int sm : {90, 80}) ptxtest::assemble("padded extract/insert", k.ptx(sm, 4, fake<float>(), fake<float>(), 3),
                                             sm == 90 ? "sm_90a" : "sm_80");
+  // The [.gpu] kernel at 1 and 8 warps (the [ops] mirror runs 4).
+  auto k2 = make_2d<float>();
+  for (int w : {1, 8})
+    for (auto [M, N, A, B] : kCases2d) {
+      if (int64_t(M) * N > 4096 * w) continue;
+      INFO("warps " << w << " [" << M << "," << N << "] sub [" << A << "," << B << "]");
+      const int gj = N / B, count = (M / A) * gj;
+      ptxtest::assemble("2-D extract/insert", k2.ptx(90, w, fake<float>(), fake<float>(), fake<float>(), 0, 1, 2, M, N,
+                                                     A, B, 0, gj - 1, count - 1));
+    }
 }
 
 TEST_CASE("ptx: load with is_async in a loop becomes cp.async, without it stays ld.global", "[ptx][lite]") {
