@@ -94,7 +94,7 @@ template <class T> auto make_1d() {
                                    Constexpr<int> S, Constexpr<int> K) {
     Tile<T> vx = load(x + arange(0, N)), vy = load(y + arange(0, S));
     Tile<int32_t> os = arange(0, S), on = arange(0, N);
-    store(out + os, extract_tile(vx, int64_t(K), {S}));
+    store(out + os, extract_tile(vx, K, {S}));  // a Constexpr index
     store(out + S + os, extract_tile(vx, dyn, {S}));
     store(out + 2 * S + on, insert_tile(vx, vy, int64_t(K)));
     store(out + 2 * S + N + on, insert_tile(vx, vy, dyn));
@@ -139,7 +139,7 @@ auto subtile_2d_fn = [](Ptr<T> x, Ptr<T> y, Ptr<T> out, Tile<int32_t> di, Tile<i
   Tile<int32_t> oy = expand_dims(arange(0, A), 1) * B + expand_dims(arange(0, B), 0);
   Tile<T> vx = load(x + ox), vy = load(y + oy);
   const int ab = A * B, mn = M * N;
-  store(out + oy, extract_tile(vx, {int64_t(I), int64_t(J)}, {A, B}));
+  store(out + oy, extract_tile(vx, {I, J}, {A, B}));
   store(out + ab + oy, extract_tile(vx, int64_t(L), {A, B}));
   store(out + 2 * ab + oy, extract_tile(vx, {di, dj}, {A, B}));
   store(out + 3 * ab + oy, extract_tile(vx, dl, {A, B}));

@@ -455,7 +455,7 @@ template <class T> Tile<T> trans(const Tile<T>& x, loc_t l = loc_t::current()) {
 
 /// Which sub-tile extract_tile / insert_tile address, in the grid that views a tile of shape X as
 /// sub-tiles of shape S (grid G, G[d] = X[d] / S[d], sub-tile ids row-major over G):
-///   - a C++ integer: the static linear id (0 .. prod(G) - 1);
+///   - a C++ integer (or an integer Constexpr parameter): the static linear id (0 .. prod(G) - 1);
 ///   - `{i, j, ...}` of C++ integers: the static index per grid dim (0 .. G[d] - 1);
 ///   - an integer scalar Tile: the dynamic linear id;
 ///   - `{ti, tj, ...}` of i32 scalar Tiles (C++ integers may be mixed in): the dynamic index per
@@ -466,8 +466,15 @@ template <class T> Tile<T> trans(const Tile<T>& x, loc_t l = loc_t::current()) {
 class TileIndex {
  public:
   TileIndex(int64_t linear) { s_.ints = {linear}; }
+  template <class C>
+    requires(detail::is_constexpr<C>::value && std::is_integral_v<decltype(C::value)>)
+  TileIndex(C linear) : TileIndex(static_cast<int64_t>(linear.value)) {}
   TileIndex(std::initializer_list<int64_t> per_dim) : TileIndex() {
     s_.ints.assign(per_dim.begin(), per_dim.end());
+    s_.multi = true;
+  }
+  TileIndex(std::initializer_list<Constexpr<int>> per_dim) : TileIndex() {  // {I, J} of Constexpr parameters
+    for (const auto& c : per_dim) s_.ints.push_back(c.value);
     s_.multi = true;
   }
   template <detail::IntElem I> TileIndex(const Tile<I>& linear, loc_t l = loc_t::current()) {
