@@ -581,3 +581,47 @@ TEST_CASE("verifier: dominance", "[ir]") {
     REQUIRE_NOTHROW(verify(k.f));
   }
 }
+
+TEST_CASE("verifier: extract_tile and insert_tile", "[ir][lite]") {
+  auto x_of = [](Fn& k) { return k.b.constant(ty(DType::f32, {6, 8}), 1.0); };
+  SECTION("well formed: static and dynamic indices, padded real shapes") {
+    Fn k;
+    Value* x = x_of(k);
+    Value* s = k.b.create(OpKind::ExtractTile, {x}, {ty(DType::f32, {2, 4})}, {{"index", int64_t(5)}})->result();
+    Value* i = k.b.constant(ty(DType::i32), int64_t(7));
+    k.b.create(OpKind::InsertTile, {x, s, i}, {x->type});
+    Value* p = k.b.constant(ty(DType::f32, {8, 8}), 1.0);
+    k.b.create(OpKind::ExtractTile, {p}, {ty(DType::f32, {4, 8})},
+               {{"index", int64_t(1)}, {"real_x", Shape{6, 8}}, {"real_sub", Shape{3, 8}}});
+    REQUIRE_NOTHROW(verify(k.f));
+  }
+  SECTION("a sub-tile that does not divide") {
+    Fn k;
+    k.b.create(OpKind::ExtractTile, {x_of(k)}, {ty(DType::f32, {4, 4})}, {{"index", int64_t(0)}});
+    expect_error(k.f, "sub-tile [4,4] does not divide the tile [6,8]");
+  }
+  SECTION("a static index outside the grid") {
+    Fn k;
+    k.b.create(OpKind::ExtractTile, {x_of(k)}, {ty(DType::f32, {2, 4})}, {{"index", int64_t(6)}});
+    expect_error(k.f, "index 6 outside the 6 sub-tiles");
+  }
+  SECTION("insert: another dtype, a non-i32 index") {
+    Fn k;
+    Value* x = x_of(k);
+    k.b.create(OpKind::InsertTile, {x, k.b.constant(ty(DType::i32, {2, 4}), int64_t(0))}, {x->type},
+               {{"index", int64_t(0)}});
+    expect_error(k.f, "sub-tile element type differs");
+    Fn k2;
+    Value* x2 = x_of(k2);
+    k2.b.create(OpKind::InsertTile, {x2, k2.b.constant(ty(DType::f32, {2, 4}), 0.0), k2.b.constant(ty(DType::i64), int64_t(0))},
+                {x2->type});
+    expect_error(k2.f, "index must be an i32 scalar");
+  }
+  SECTION("real shapes that do not pad to the types") {
+    Fn k;
+    Value* p = k.b.constant(ty(DType::f32, {8, 8}), 1.0);
+    k.b.create(OpKind::ExtractTile, {p}, {ty(DType::f32, {4, 8})},
+               {{"index", int64_t(0)}, {"real_x", Shape{3, 8}}, {"real_sub", Shape{3, 8}}});
+    expect_error(k.f, "do not fit");
+  }
+}

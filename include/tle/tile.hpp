@@ -453,14 +453,88 @@ template <class T> Tile<T> trans(const Tile<T>& x, loc_t l = loc_t::current()) {
   return Tile<T>(detail::trans(x.value(), l));
 }
 
+/// Which sub-tile extract_tile / insert_tile address, in the grid that views a tile of shape X as
+/// sub-tiles of shape S (grid G, G[d] = X[d] / S[d], sub-tile ids row-major over G):
+///   - a C++ integer (or an integer Constexpr parameter): the static linear id (0 .. prod(G) - 1);
+///   - `{i, j, ...}` of C++ integers: the static index per grid dim (0 .. G[d] - 1);
+///   - an integer scalar Tile: the dynamic linear id;
+///   - `{ti, tj, ...}` of i32 scalar Tiles (C++ integers may be mixed in): the dynamic index per
+///     grid dim, linearized row-major in i32 (sum of index[d] * stride[d]).
+/// A static index outside the grid is a UserError. A dynamic one outside it addresses the sub-tile
+/// whose per-dim index is (u / stride[d]) mod G[d], u the linear id as an unsigned 32-bit number
+/// (so it never reads or writes outside the tile).
+class TileIndex {
+ public:
+  TileIndex(int64_t linear) { s_.ints = {linear}; }
+  template <class C>
+    requires(detail::is_constexpr<C>::value && std::is_integral_v<decltype(C::value)>)
+  TileIndex(C linear) : TileIndex(static_cast<int64_t>(linear.value)) {}
+  TileIndex(std::initializer_list<int64_t> per_dim) : TileIndex() {
+    s_.ints.assign(per_dim.begin(), per_dim.end());
+    s_.multi = true;
+  }
+  TileIndex(std::initializer_list<Constexpr<int>> per_dim) : TileIndex() {  // {I, J} of Constexpr parameters
+    for (const auto& c : per_dim) s_.ints.push_back(c.value);
+    s_.multi = true;
+  }
+  template <detail::IntElem I> TileIndex(const Tile<I>& linear, loc_t l = loc_t::current()) {
+    detail::require_value(linear.value(), l);
+    s_.values = {linear.value()};
+  }
+  TileIndex(std::initializer_list<Operand<int32_t>> per_dim) {
+    for (const auto& o : per_dim) s_.values.push_back(o.v);
+    s_.multi = true;
+  }
+  const detail::SubTileIndex& spec() const { return s_; }
+
+ private:
+  TileIndex() = default;
+  detail::SubTileIndex s_;
+};
+
+/// View x (rank >= 1) as a grid of sub-tiles of the trace-time shape `sub` (same rank; every dim
+/// of x a multiple of sub's) and return the one at `index` (TileIndex; FlagTree's
+/// tle.extract_tile). UserError at the call's line: rank differs, a dim does not divide, a static
+/// index outside the grid, a dynamic index that is not an integer scalar. On the GPU a static
+/// index whose sub-tile each thread holds in whole registers costs no instruction; other cases go
+/// through shared memory (one barrier each way).
+template <class T>
+Tile<T> extract_tile(const Tile<T>& x, const TileIndex& index, const Shape& sub, loc_t l = loc_t::current()) {
+  detail::require_value(x.value(), l);
+  return Tile<T>(detail::extract_tile(x.value(), index.spec(), sub, l));
+}
+/// x with the sub-tile at `index` (of the grid of sub's shape, as extract_tile) replaced by sub,
+/// which has x's element type (UserError otherwise, and for the shape errors of extract_tile).
+template <class T>
+Tile<T> insert_tile(const Tile<T>& x, const Tile<T>& sub, const TileIndex& index, loc_t l = loc_t::current()) {
+  detail::require_value(x.value(), l);
+  detail::require_value(sub.value(), l);
+  return Tile<T>(detail::insert_tile(x.value(), sub.value(), index.spec(), l));
+}
+template <class T, class U>
+  requires(!std::is_same_v<T, U>)
+Tile<T> insert_tile(const Tile<T>& x, const Tile<U>& sub, const TileIndex& index, loc_t l = loc_t::current()) {
+  detail::require_value(x.value(), l);
+  detail::require_value(sub.value(), l);
+  return Tile<T>(detail::insert_tile(x.value(), sub.value(), index.spec(), l));  // throws: dtypes differ
+}
+
 // ============================================================== memory
 
 /// Cache and eviction hints of a load or store (PTX ISA 9.7.9.8 ld, 9.7.9.10 st): `cache`, a cache
 /// operator (loads: .ca .cg .cs .lu .cv; stores: .wb .cg .cs .wt), OR `evict`, an L1 eviction
 /// priority (evict_first, evict_last, evict_normal; e.g. evict_last for weights every program
 /// reads, evict_first for data read once), not both; `is_volatile` (ld/st.volatile) takes neither.
-/// On the GPU they become the instruction's modifiers; the CPU backend ignores them. An unknown
-/// or conflicting hint is a UserError at the call's line.
+/// On the GPU they become the instruction's modifiers; the CPU backend ignores them.
+/// `is_async` (loads only; FlagTree's tle.load(..., is_async=True)): the load may be issued early as
+/// an asynchronous copy into shared memory (cp.async, sm_80+) and read from there later; the value
+/// is the same as without it. On the GPU a load directly in the body of an innermost tle::range
+/// loop that writes no memory (or whose range carries {.num_stages}) is then software-pipelined
+/// like the loads of a hinted loop (LoopOptions::num_stages; depth: the hint, else the launch's
+/// num_stages, at least 2), when its pointer, mask and other qualify as documented there; any other
+/// load stays an ordinary load. The CPU backend and the interpreter ignore it.
+/// An unknown or conflicting hint (also is_async on a store or with is_volatile) is a UserError at
+/// the call's line.
 using MemHints = detail::MemHints;
 
 /// Loads *p for every element of the pointer tile p. Where `mask` is false nothing is read and the
@@ -469,10 +543,20 @@ template <class T> Tile<T> load(const Ptr<T>& p, loc_t l = loc_t::current()) {
   detail::require_value(p.value(), l);
   return Tile<T>(detail::load(p.value(), nullptr, nullptr, {}, l));
 }
+template <class T> Tile<T> load(const Ptr<T>& p, const MemHints& hints, loc_t l = loc_t::current()) {
+  detail::require_value(p.value(), l);
+  return Tile<T>(detail::load(p.value(), nullptr, nullptr, hints, l));
+}
 template <class T> Tile<T> load(const Ptr<T>& p, const Tile<bool>& mask, loc_t l = loc_t::current()) {
   detail::require_value(p.value(), l);
   detail::require_value(mask.value(), l);
   return Tile<T>(detail::load(p.value(), mask.value(), nullptr, {}, l));
+}
+template <class T>
+Tile<T> load(const Ptr<T>& p, const Tile<bool>& mask, const MemHints& hints, loc_t l = loc_t::current()) {
+  detail::require_value(p.value(), l);
+  detail::require_value(mask.value(), l);
+  return Tile<T>(detail::load(p.value(), mask.value(), nullptr, hints, l));
 }
 template <class T>
 Tile<T> load(const Ptr<T>& p, const Tile<bool>& mask, std::type_identity_t<Operand<T>> other, const MemHints& hints = {},

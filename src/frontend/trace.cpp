@@ -611,6 +611,12 @@ static void add_hints(std::map<std::string, ir::Attr>& attrs, const MemHints& h,
   if (!h.cache.empty()) attrs["cache"] = h.cache;
   if (!h.evict.empty()) attrs["evict"] = h.evict;
   if (h.is_volatile) attrs["volatile"] = int64_t(1);
+  if (h.is_async && is_store)
+    throw UserError(loc, "is_async is a load hint (an early cp.async copy); a store takes none: drop it");
+  if (h.is_async && h.is_volatile)
+    throw UserError(loc, "a volatile load is read when the program says, it cannot be issued early; drop is_async or "
+                         "is_volatile");
+  if (h.is_async) attrs["async"] = int64_t(1);
 }
 
 V load(V p, V mask, V other, const MemHints& hints, const SrcLoc& loc) {
@@ -920,6 +926,106 @@ V gather(V x, V index, int axis, const SrcLoc& loc) {
                                        index->type.str(), x->type.str(), d, a));
   return make(c, ir::OpKind::Gather, {x, index}, {x->type.with_shape(index->type.shape)}, {{"axis", int64_t(a)}}, loc)
       ->result();
+}
+
+// ====================================================================== sub-tiles
+
+namespace {
+/// The grid viewing x as sub-tiles of shape sub (docs/semantics.md "Sub-tiles"); checks rank and
+/// divisibility.
+ShapeVec subtile_grid(V x, const ShapeVec& sub, const SrcLoc& loc, const char* what) {
+  const int rank = x->type.rank();
+  if (rank == 0) throw UserError(loc, fmt::format("{}: a scalar has no sub-tiles; pass a tile of rank 1 or more", what));
+  if (static_cast<int>(sub.size()) != rank)
+    throw UserError(loc, fmt::format("{}: the sub-tile shape {} has rank {} but the tile {} has rank {}; give one "
+                                     "sub-tile dim per tile dim",
+                                     what, shape_str(sub), sub.size(), x->type.str(), rank));
+  ShapeVec grid(rank);
+  for (int d = 0; d < rank; ++d) {
+    if (sub[d] < 1 || x->type.shape[d] % sub[d] != 0)
+      throw UserError(loc, fmt::format("{}: dim {} of the tile {} ({}) is not a multiple of the sub-tile's ({}); pick a "
+                                       "sub-tile shape whose dims divide the tile's",
+                                       what, d, x->type.str(), x->type.shape[d], sub[d]));
+    grid[d] = x->type.shape[d] / sub[d];
+  }
+  return grid;
+}
+
+/// The sub-tile index as the op takes it: a static linear id (attr "index") or an i32 scalar
+/// operand appended to ops (a multi-dim index linearized row-major here).
+void subtile_index(TraceContext& c, const SubTileIndex& ix, const ShapeVec& grid, std::vector<V>& ops,
+                   std::map<std::string, ir::Attr>& attrs, const SrcLoc& loc, const char* what) {
+  const int rank = static_cast<int>(grid.size());
+  ShapeVec stride(rank, 1);
+  for (int d = rank - 2; d >= 0; --d) stride[d] = stride[d + 1] * grid[d + 1];
+  const int64_t count = stride[0] * grid[0];
+  const size_t given = ix.values.empty() ? ix.ints.size() : ix.values.size();
+  if (ix.multi && static_cast<int>(given) != rank)
+    throw UserError(loc, fmt::format("{}: the index has {} entries but the grid of sub-tiles {} has rank {}; give one "
+                                     "index per dim (or one linear id)",
+                                     what, given, shape_str(grid), rank));
+  if (ix.values.empty()) {
+    int64_t linear = 0;
+    if (ix.multi) {
+      for (int d = 0; d < rank; ++d) {
+        if (ix.ints[d] < 0 || ix.ints[d] >= grid[d])
+          throw UserError(loc, fmt::format("{}: index {{{}}} is outside the grid of sub-tiles {}: entry {} must be in "
+                                           "0..{}",
+                                           what, fmt::join(ix.ints, ", "), shape_str(grid), d, grid[d] - 1));
+        linear += ix.ints[d] * stride[d];
+      }
+    } else {
+      linear = ix.ints.at(0);
+      if (linear < 0 || linear >= count)
+        throw UserError(loc, fmt::format("{}: sub-tile {} is outside the grid of sub-tiles {}: a linear id must be in "
+                                         "0..{}",
+                                         what, linear, shape_str(grid), count - 1));
+    }
+    attrs["index"] = linear;
+    return;
+  }
+  V linear = nullptr;
+  for (size_t d = 0; d < ix.values.size(); ++d) {
+    V v = use(c, ix.values[d], loc);
+    if (!v->type.is_scalar() || !is_int(v->type.dtype) || v->type.dtype == DType::i1)
+      throw UserError(loc, fmt::format("{}: a dynamic sub-tile index must be an integer scalar, got {}", what,
+                                       v->type.str()));
+    v = cast(c, v, DType::i32, loc);
+    if (ix.multi && stride[d] != 1)
+      v = binary(ir::BinaryOp::Mul, v, constant_int(DType::i32, stride[d], loc), DType::i32, loc);
+    linear = linear ? binary(ir::BinaryOp::Add, linear, v, DType::i32, loc) : v;
+  }
+  ops.push_back(linear);
+}
+}  // namespace
+
+V extract_tile(V x, const SubTileIndex& index, const ShapeVec& sub, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, x, loc);
+  require_dtype(x->type.dtype != DType::ptr, x, loc, "extract_tile", "numeric or bool (take sub-tiles of the offsets, then add them to the pointer)");
+  const ShapeVec grid = subtile_grid(x, sub, loc, "extract_tile");
+  check_shape(sub, loc);
+  std::vector<V> ops = {x};
+  std::map<std::string, ir::Attr> attrs;
+  subtile_index(c, index, grid, ops, attrs, loc, "extract_tile");
+  if (sub == x->type.shape) return x;  // the one sub-tile (a dynamic index wraps to it)
+  return make(c, ir::OpKind::ExtractTile, ops, {x->type.with_shape(sub)}, std::move(attrs), loc)->result();
+}
+
+V insert_tile(V x, V sub, const SubTileIndex& index, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, x, loc), use(c, sub, loc);
+  if (sub->type.dtype != x->type.dtype || (x->type.dtype == DType::ptr && sub->type.pointee != x->type.pointee))
+    throw UserError(loc, fmt::format("insert_tile: the sub-tile {} and the tile {} differ in element type; convert the "
+                                     "sub-tile to the tile's (tle::cast)",
+                                     sub->type.str(), x->type.str()));
+  require_dtype(x->type.dtype != DType::ptr, x, loc, "insert_tile", "numeric or bool (insert into the offsets, then add them to the pointer)");
+  const ShapeVec grid = subtile_grid(x, sub->type.shape, loc, "insert_tile");
+  std::vector<V> ops = {x, sub};
+  std::map<std::string, ir::Attr> attrs;
+  subtile_index(c, index, grid, ops, attrs, loc, "insert_tile");
+  if (sub->type.shape == x->type.shape) return sub;
+  return make(c, ir::OpKind::InsertTile, ops, {x->type}, std::move(attrs), loc)->result();
 }
 
 // ====================================================================== control flow

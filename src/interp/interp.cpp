@@ -16,6 +16,7 @@
 
 #include "backend/cpu/program_guard.hpp"
 #include "ir/builder.hpp"
+#include "ir/subtile.hpp"
 #include "passes/fold.hpp"
 #include "support/half.hpp"
 
@@ -443,6 +444,7 @@ class Interpreter {
       case K::Histogram: eval_histogram(op); return;
       case K::Sort: eval_sort(op); return;
       case K::Gather: eval_gather(op); return;
+      case K::ExtractTile: case K::InsertTile: eval_subtile(op); return;
       case K::For: eval_for(op); return;
       case K::If: {
         if (in.size() != 1 || op.regions.size() != 2) fail(op, "needs one condition and two regions");
@@ -726,6 +728,45 @@ class Interpreter {
   }
 
   /// gather: x at the index along the axis, 0 (all bits clear) for an index outside [0, dim).
+  /// extract_tile / insert_tile (docs/ir.md): the grid and offsets of ir/subtile.hpp; storage is
+  /// row-major in the types' shapes, which pad_shapes may have padded (then pads read 0 / keep x).
+  void eval_subtile(const Op& op) {
+    const ir::SubTileGrid g = ir::subtile_grid(op);
+    if (!g.valid) fail(op, "the sub-tile shape does not divide the tile's");
+    const bool ins = op.kind == ir::OpKind::InsertTile;
+    const size_t nfixed = ins ? 2 : 1;
+    const uint32_t id = op.operands.size() > nfixed ? static_cast<uint32_t>(elem(op.operands[nfixed], 0))
+                                                    : static_cast<uint32_t>(op.int_attr("index"));
+    const std::vector<int64_t> off = ir::subtile_offsets(g, id);
+    const ir::Value* x = op.operands[0];
+    const ir::Shape& xs = x->type.shape;
+    const ir::Shape& ss = ir::subtile_type(op).shape;
+    const std::vector<int64_t> xst = strides(xs), sst = strides(ss);
+    const size_t rank = xs.size();
+    if (!ins) {
+      produce(op, 0, [&](int64_t k) -> uint64_t {
+        int64_t at = 0;
+        for (size_t d = 0; d < rank; ++d) {
+          const int64_t c = (k / sst[d]) % ss[d];
+          if (c >= g.sub[d]) return 0;  // a pad of the result
+          at += (off[d] + c) * xst[d];
+        }
+        return elem(x, at);
+      });
+      return;
+    }
+    const ir::Value* sub = op.operands[1];
+    produce(op, 0, [&](int64_t k) -> uint64_t {
+      int64_t at = 0;
+      for (size_t d = 0; d < rank; ++d) {
+        const int64_t c = (k / xst[d]) % xs[d];
+        if (c < off[d] || c >= off[d] + g.sub[d]) return elem(x, k);
+        at += (c - off[d]) * sst[d];
+      }
+      return elem(sub, at);
+    });
+  }
+
   void eval_gather(const Op& op) {
     const ir::Value* x = op.operands.at(0);
     const ir::Value* index = op.operands.at(1);

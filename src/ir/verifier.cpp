@@ -13,6 +13,7 @@
 
 #include "ir/cuda_call.hpp"
 #include "ir/inline_asm.hpp"
+#include "ir/subtile.hpp"
 #include "ir/printer.hpp"
 
 namespace tle::ir {
@@ -617,6 +618,37 @@ class Verifier {
         s[axis] = k;
         same_type(op, bare(out(op, 0)), bare(x.with_shape(s)), "values type");
         same_type(op, bare(out(op, 1)), bare(x.with_shape(s).with_dtype(DType::i32)), "indices type");
+        break;
+      }
+      case OpKind::ExtractTile:
+      case OpKind::InsertTile: {
+        const bool ins = op.kind == OpKind::InsertTile;
+        const unsigned nfixed = ins ? 2 : 1;
+        n_operands(op, nfixed, nfixed + 1);
+        n_results(op, 1);
+        const Type &x = in(op, 0), &sub = ir::subtile_type(op);
+        if (ins) same_type(op, bare(out(op)), bare(x), "result type differs from the tile's");
+        same_type(op, bare(sub.with_shape(x.shape)), bare(x), "sub-tile element type differs from the tile's");
+        auto pads_to = [](const Shape& real, const Shape& p) {
+          if (real.size() != p.size()) return false;
+          for (size_t i = 0; i < p.size(); ++i)
+            if (real[i] < 1 || p[i] < real[i] || (p[i] & (p[i] - 1)) || p[i] >= 2 * real[i]) return false;
+          return true;
+        };
+        const ir::SubTileGrid g = ir::subtile_grid(op);
+        if (!g.valid)
+          fail(&op, fmt::format("sub-tile [{}] does not divide the tile [{}]", fmt::join(g.sub, ","), fmt::join(g.x, ",")));
+        if ((op.has_attr("real_x") && !pads_to(g.x, x.shape)) || (op.has_attr("real_sub") && !pads_to(g.sub, sub.shape)))
+          fail(&op, fmt::format("real shapes [{}] / [{}] do not fit {} / {}", fmt::join(g.x, ","), fmt::join(g.sub, ","),
+                                ts(x), ts(sub)));
+        if (op.operands.size() > nfixed) {
+          const Type& ix = in(op, nfixed);
+          if (ix.dtype != DType::i32 || !ix.is_scalar()) fail(&op, fmt::format("index must be an i32 scalar, is {}", ts(ix)));
+          if (op.has_attr("index")) fail(&op, "both an index operand and an index attribute");
+        } else {
+          const int64_t i = int_attr(op, "index");
+          if (i < 0 || i >= g.count) fail(&op, fmt::format("index {} outside the {} sub-tiles", i, g.count));
+        }
         break;
       }
       case OpKind::Gather: {

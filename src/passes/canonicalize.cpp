@@ -13,12 +13,15 @@
 //    cmp x,x on integers/pointers -> constant; neg(neg x), not(not x) -> x;
 //  - cast/bitcast to the operand's own type, broadcast/reshape to the same shape, identity
 //    permute -> the operand; reshape(reshape x) and broadcast(broadcast x) -> one op on x;
+//  - extract_tile / insert_tile with a constant index operand -> the static form (attribute index,
+//    the id wrapped as at run time);
 //  - if with a constant condition -> the taken branch inlined; for with constant bounds and no
 //    trips -> its init values.
 // Floats get no additive identities: x+0 is not x for x = -0.0.
 #include <algorithm>
 #include <numeric>
 
+#include "ir/subtile.hpp"
 #include "passes/fold.hpp"
 #include "passes/pass.hpp"
 
@@ -194,6 +197,23 @@ Rewrite shape_op(Op& op) {
   return Rewrite::none();
 }
 
+/// extract_tile / insert_tile whose index operand is a constant: the static form (the id wrapped as
+/// a dynamic one is, ir/subtile.hpp), which the GPU lowers without data movement where it can.
+Rewrite subtile(Op& op) {
+  const size_t nfixed = op.kind == OpKind::InsertTile ? 2 : 1;
+  if (op.operands.size() <= nfixed) return Rewrite::none();
+  auto c = constant_value(op.operands[nfixed]);
+  const int64_t* v = c ? std::get_if<int64_t>(&*c) : nullptr;
+  const ir::SubTileGrid g = ir::subtile_grid(op);
+  if (!v || !g.valid) return Rewrite::none();
+  const std::vector<int64_t> off = ir::subtile_offsets(g, static_cast<uint32_t>(*v));
+  int64_t linear = 0;
+  for (size_t d = 0; d < off.size(); ++d) linear += off[d] / g.sub[d] * g.stride[d];
+  op.operands.pop_back();
+  op.attrs["index"] = linear;
+  return Rewrite::changed();
+}
+
 Rewrite reduce(Op& op) {
   auto c = constant_value(op.operands[0]);
   if (!c) return Rewrite::none();
@@ -301,6 +321,8 @@ class Canonicalizer {
         if (op.result()->type.numel() == 1) return to_constant(op, Attr(op.int_attr("start")));
         return Rewrite::none();
       case OpKind::Reduce: return reduce(op);
+      case OpKind::ExtractTile:
+      case OpKind::InsertTile: return subtile(op);
       default: return Rewrite::none();
     }
   }

@@ -74,12 +74,25 @@ V expand_dims(V x, int axis, const SrcLoc& loc);
 V reshape(V x, const ShapeVec& shape, const SrcLoc& loc);
 V permute(V x, const std::vector<int>& order, const SrcLoc& loc);
 V trans(V x, const SrcLoc& loc);  // permute {1, 0} of a 2-D tile
+/// Which sub-tile of the grid extract_tile / insert_tile address (tle::TileIndex): static when
+/// `values` is empty (`ints`: one linear id, or with `multi` one index per dim), else dynamic
+/// (`values`: one integer scalar, the linear id, or with `multi` one per dim).
+struct SubTileIndex {
+  std::vector<int64_t> ints;
+  std::vector<V> values;
+  bool multi = false;
+};
+/// The sub-tile of shape `sub` at `index` of x viewed as a grid of such sub-tiles (docs/semantics.md).
+V extract_tile(V x, const SubTileIndex& index, const ShapeVec& sub, const SrcLoc& loc);
+/// x with the sub-tile at `index` of the grid of sub's shape replaced by sub.
+V insert_tile(V x, V sub, const SubTileIndex& index, const SrcLoc& loc);
 
 // ---- memory
 struct MemHints {
   std::string cache;  // "", loads ".ca" ".cg" ".cs" ".lu" ".cv", stores ".wb" ".cg" ".cs" ".wt"
   std::string evict;  // "", "evict_first", "evict_last", "evict_normal" (L1 eviction priority)
   bool is_volatile = false;
+  bool is_async = false;  // loads only: may be issued early through cp.async (docs/semantics.md)
 };
 V load(V ptr, V mask, V other, const MemHints& hints, const SrcLoc& loc);
 void store(V ptr, V value, V mask, const MemHints& hints, const SrcLoc& loc);

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <set>
 
+#include "ir/subtile.hpp"
+
 namespace tle::cpu::detail {
 
 using llvm::Value;
@@ -128,6 +130,7 @@ void Lowerer::lower_op(const ir::Op& op) {
     case K::Histogram: lower_histogram(op); return;
     case K::Sort: lower_sort(op); return;
     case K::Gather: lower_gather(op); return;
+    case K::ExtractTile: case K::InsertTile: lower_subtile(op); return;
     case K::For: lower_for(op); return;
     case K::If: lower_if(op); return;
     case K::InlineAsm: case K::CudaCall:
@@ -192,6 +195,52 @@ void Lowerer::lower_shape(const ir::Op& op) {
   rec(0, i64c(0), i64c(0));
   if (n == 1) tiles[r] = Tile{nullptr, B.CreateLoad(ty, dst)};
   else tiles[r] = Tile{dst, nullptr};
+}
+
+/// extract_tile / insert_tile (docs/ir.md): element by element, the sub-tile's start per dim
+/// computed once (ir/subtile.hpp; a dynamic id wraps as unsigned 32-bit).
+void Lowerer::lower_subtile(const ir::Op& op) {
+  const ir::SubTileGrid g = ir::subtile_grid(op);
+  if (!g.valid) fail(op, "the sub-tile shape does not divide the tile's");
+  const bool ins = op.kind == ir::OpKind::InsertTile;
+  const size_t nfixed = ins ? 2 : 1;
+  const size_t rank = g.x.size();
+  std::vector<Value*> off(rank);
+  if (op.operands.size() > nfixed) {
+    Value* id = B.CreateZExt(elem(op.operands[nfixed], i64c(0)), B.getInt64Ty());
+    for (size_t d = 0; d < rank; ++d)
+      off[d] = B.CreateMul(B.CreateURem(B.CreateUDiv(id, i64c(g.stride[d])), i64c(g.grid[d])), i64c(g.sub[d]));
+  } else {
+    const std::vector<int64_t> o = ir::subtile_offsets(g, static_cast<uint32_t>(op.int_attr("index")));
+    for (size_t d = 0; d < rank; ++d) off[d] = i64c(o[d]);
+  }
+  std::vector<int64_t> xst(rank, 1), sst(rank, 1);
+  for (size_t d = rank - 1; d > 0; --d) xst[d - 1] = xst[d] * g.x[d], sst[d - 1] = sst[d] * g.sub[d];
+  const ir::Value* x = op.operands[0];
+  const ir::Value* r = op.result();
+  if (!ins) {
+    produce(r, [&](Value* l) {
+      Value* at = i64c(0);
+      for (size_t d = 0; d < rank; ++d) {
+        Value* c = B.CreateURem(B.CreateUDiv(l, i64c(sst[d])), i64c(g.sub[d]));
+        at = B.CreateAdd(at, B.CreateMul(B.CreateAdd(off[d], c), i64c(xst[d])));
+      }
+      return elem(x, at);
+    });
+    return;
+  }
+  const ir::Value* sub = op.operands[1];
+  produce(r, [&](Value* l) {
+    Value* inside = B.getTrue();
+    Value* at = i64c(0);
+    for (size_t d = 0; d < rank; ++d) {
+      Value* rel = B.CreateSub(B.CreateURem(B.CreateUDiv(l, i64c(xst[d])), i64c(g.x[d])), off[d]);
+      inside = B.CreateAnd(inside, B.CreateICmpULT(rel, i64c(g.sub[d])));
+      at = B.CreateAdd(at, B.CreateMul(rel, i64c(sst[d])));
+    }
+    Value* from_sub = elem(sub, B.CreateSelect(inside, at, i64c(0)));
+    return B.CreateSelect(inside, from_sub, elem(x, l));
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

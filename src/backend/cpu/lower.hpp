@@ -95,6 +95,7 @@ class Lowerer : public backend::ScalarEmitter {
   void lower_block(const ir::Block& b);
   void lower_op(const ir::Op& op);
   void lower_shape(const ir::Op& op);
+  void lower_subtile(const ir::Op& op);
   void lower_for(const ir::Op& op);
   void lower_if(const ir::Op& op);
   /// Lowers the ops of a scalar region (reduce/scan combine) with its args bound to `args`;

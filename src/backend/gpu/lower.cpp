@@ -516,6 +516,7 @@ void Lowerer::lower_op(const ir::Op& op) {
     case K::Histogram: lower_histogram(op); return;
     case K::Sort: lower_sort(op); return;
     case K::Gather: lower_gather(op); return;
+    case K::ExtractTile: case K::InsertTile: lower_subtile(op); return;
     case K::InlineAsm: lower_inline_asm(op); return;
     case K::CudaCall: lower_cuda_call(op); return;
     case K::For: lower_for(op); return;

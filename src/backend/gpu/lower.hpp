@@ -24,6 +24,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "ir/subtile.hpp"
 #include "backend/common/scalar_emitter.hpp"
 #include "ir/ir.hpp"
 #include "layout/linear_layout.hpp"
@@ -199,6 +200,14 @@ class Lowerer : public backend::ScalarEmitter {
   void lower_shape(const ir::Op& op);
   void lower_convert(const ir::Op& op);
   void lower_remap(const ir::Op& op);  // a reshape pad_shapes marked with real_in / real_out
+  // ---- extract_tile / insert_tile (lower_subtile.cpp)
+  void lower_subtile(const ir::Op& op);
+  /// The sub-tile's start per dim (i32): constants for a static index, else from the index operand.
+  std::vector<llvm::Value*> subtile_offsets(const ir::Op& op, const ir::SubTileGrid& g, size_t nfixed);
+  /// The register-renumbering form (no instruction) when the index is static and the layouts
+  /// allow it: the result's registers in *out; false otherwise.
+  bool subtile_renumber(const ir::Op& op, const ir::SubTileGrid& g, const ir::Value* big, const ir::Value* small,
+                        std::vector<llvm::Value*>& out);
   void lower_for(const ir::Op& op);
   /// What a loop adds to lower_for_body: extra loop-carried LLVM values (after the carried tiles'
   /// registers), `begin(k, extra)` run first in each iteration (k: the i64 trip index) and

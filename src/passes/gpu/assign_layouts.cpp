@@ -361,6 +361,10 @@ class Assigner {
         for (auto& r : op.results) offer(r.get(), l);
         break;
       case OpKind::Gather: offer(op.operands[1], l); break;
+      case OpKind::InsertTile:  // the result is x with a sub-tile replaced: one layout
+        offer(op.operands[0], l);
+        if (auto sl = subtile_layout(l, op.operands[1]->type.shape)) offer(op.operands[1], *sl);
+        break;
       case OpKind::Dot: offer(op.operands[2], l); break;
       case OpKind::For: {
         unsigned i = v->index;
@@ -405,6 +409,16 @@ class Assigner {
         break;
       case OpKind::Gather:
         if (idx == 1) offer(r, l);
+        break;
+      case OpKind::ExtractTile:  // the sub-tile in x's registers, when x's layout allows it
+        if (idx == 0)
+          if (auto sl = subtile_layout(l, r->type.shape)) offer(r, *sl);
+        break;
+      case OpKind::InsertTile:
+        if (idx == 0) {
+          offer(r, l);
+          if (auto sl = subtile_layout(l, op.operands[1]->type.shape)) offer(op.operands[1], *sl);
+        }
         break;
       case OpKind::Dot:
         if (idx == 2) offer(r, l);
@@ -591,6 +605,7 @@ class Assigner {
             for (auto& r : op.results) set(r.get(), lay(op.result()));
             break;
           case OpKind::Gather: conv(1, lay(op.result())); break;
+          case OpKind::InsertTile: conv(0, lay(op.result())); break;  // the sub-tile: any layout
           case OpKind::Dot: {
             conv(2, lay(op.result()));
             if (auto w = wgmma_plans_.find(&op); w != wgmma_plans_.end()) {

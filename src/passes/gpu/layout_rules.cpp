@@ -51,6 +51,37 @@ LL insert_dim(const LL& l, int axis) {
   return LL(std::move(ins), renamed(std::move(outs)));
 }
 
+std::optional<LL> subtile_layout(const LL& l, const ir::Shape& sub) {
+  std::vector<DimSize> outs = l.out_dims();
+  if (outs.size() != sub.size()) return std::nullopt;
+  for (size_t d = 0; d < sub.size(); ++d) {
+    if (!layout::is_pow2(sub[d]) || outs[d].size % sub[d] != 0) return std::nullopt;
+    outs[d].size = static_cast<int32_t>(sub[d]);
+  }
+  auto inside = [&](const LL::Basis& b) {
+    for (size_t d = 0; d < sub.size(); ++d)
+      if (b[d] >= sub[d]) return false;
+    return true;
+  };
+  auto between = [&](const LL::Basis& b) {
+    for (size_t d = 0; d < sub.size(); ++d)
+      if (b[d] % sub[d] != 0) return false;
+    return true;
+  };
+  std::vector<LL::InDim> ins = in_dims_of(l);
+  for (auto& in : ins) {
+    std::vector<LL::Basis> kept;
+    for (const auto& b : in.bases) {
+      if (inside(b)) kept.push_back(b);
+      else if (in.name != layout::kReg || !between(b)) return std::nullopt;
+    }
+    in.bases = std::move(kept);
+  }
+  LL r(std::move(ins), std::move(outs));
+  if (!r.is_surjective()) return std::nullopt;
+  return r;
+}
+
 std::vector<int> broadcast_dims(const ir::Type& x) {
   std::vector<int> dims;
   for (int d = 0; d < x.rank(); ++d)

@@ -31,6 +31,14 @@ inline bool is_memory(ir::OpKind k) {
 /// its operand and result take any layouts, and the lowering goes through shared memory.
 inline bool is_remap(const ir::Op& op) { return op.kind == ir::OpKind::Reshape && op.has_attr("real_in"); }
 
+/// The layout of a sub-tile of shape `sub` (powers of two dividing l's dims) that each thread
+/// holds in whole registers of `l` wherever the sub-tile sits in the grid (extract_tile /
+/// insert_tile without data movement): every lane, warp and block basis of l lies inside the
+/// sub-tile (each component < sub's), every register basis lies inside it or moves only between
+/// sub-tiles (each component a multiple of sub's); the result keeps the hardware bases and the
+/// inside register bases. nullopt when l is not so (the sub-tile is smaller than a thread group's
+/// footprint, or a register basis straddles sub-tiles).
+std::optional<LL> subtile_layout(const LL& l, const ir::Shape& sub);
 /// `l` with every basis component along the listed dims zeroed and those out dims sized 1.
 LL project(const LL& l, const std::vector<int>& dims);
 /// `l` without output dim `axis` (which must have size 1); later dims renamed down.

@@ -20,6 +20,9 @@
 //  - reshape: register-wise when every real element keeps its padded position ([1, 100] ->
 //    [100]); otherwise (e.g. [3, 5] -> [15]) it is marked with its real shapes (real_in, real_out)
 //    and lowered through shared memory (pointer tiles: UserError);
+//  - extract_tile / insert_tile of padded tiles: marked with their real shapes (real_x,
+//    real_sub); the grid of sub-tiles is over those, and the lowering reads and writes only real
+//    elements (a pad of an extracted sub-tile holds an unobserved value, insert keeps x's pads);
 //  - cuda_call and inline_asm with side effects on padded tiles: UserError (the callee would see
 //    or act on pad elements).
 // Elementwise, broadcast, expand_dims, permute, for / if, constants: only their types change (a
@@ -294,6 +297,16 @@ class Padder {
         break;
       }
       case OpKind::Reshape: fix_reshape(op); break;
+      case OpKind::ExtractTile:
+      case OpKind::InsertTile: {  // the grid is over the real shapes; the lowering keeps pads out of it
+        const Value* x = op.operands[0];
+        const Value* sub = op.kind == OpKind::InsertTile ? op.operands[1] : op.result();
+        const Shape *rx = real_shape(x), *rs = real_shape(sub);
+        if (!rx && !rs) break;
+        op.attrs["real_x"] = rx ? *rx : x->type.shape;
+        op.attrs["real_sub"] = rs ? *rs : sub->type.shape;
+        break;
+      }
       case OpKind::InlineAsm:
       case OpKind::CudaCall: {
         if (op.kind == OpKind::InlineAsm && op.is_pure()) break;  // pad lanes compute values nobody reads

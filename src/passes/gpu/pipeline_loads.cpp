@@ -29,6 +29,10 @@
 // op with side effects: the copies run ahead of them) are pipelined. A loop with at least one such
 // load gets `num_stages = S`; each such load `pipelined = 1`.
 //
+// A load the program marked async (load(..., {.is_async = true}): attribute `async`) directly in the
+// body of an innermost loop qualifies as a hinted loop's loads below do (pipe_vec), also when the
+// loop is not hinted; such a loop is pipelined max(num_stages, 2) deep if its body writes no memory
+// (the hint does not assert what the loop hint does), and not at all otherwise.
 // A loop the program hinted (tle::range(..., {.num_stages = S}): attribute `stages`) is pipelined
 // S deep whatever the launch's num_stages, even if its body writes memory (the hint asserts that
 // no iteration stores what a later one loads; loads after a write of their own iteration are left
@@ -39,6 +43,7 @@
 // conversion, no barrier). Such a load gets `pipe_vec` = its vector length besides `pipelined = 1`.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <unordered_map>
@@ -220,9 +225,15 @@ class Pipeliner {
 
   void mark(Op& loop) {
     const bool hinted = loop.has_attr("stages");
-    const int64_t S = hinted ? loop.int_attr("stages") : stages_;
-    if (S < 2) return;
     Block& body = loop.region().body();
+    // Loads the program marked load(..., {.is_async = true}) ask for cp.async: in a loop that
+    // writes no memory they are pipelined like a hinted loop's, at least 2 deep.
+    auto is_async = [](const Op& op) { return op.kind == OpKind::Load && op.has_attr("async") && op.int_attr("async"); };
+    bool async = false;
+    for (auto& op : body.ops) async = async || is_async(*op);
+    int64_t S = hinted ? loop.int_attr("stages") : stages_;
+    if (!hinted && async) S = std::max<int64_t>(S, 2);
+    if (S < 2) return;
     // Innermost loops only: the buffers of one pipelined loop live in one shared-memory region.
     bool nested = false;
     ir::walk(body, [&](Op& op) { nested = nested || op.kind == OpKind::For; });
@@ -245,7 +256,7 @@ class Pipeliner {
         op->attrs["pipelined"] = int64_t{1};
         if (q > 1) op->attrs["wgmma"] = q;
         ++n;
-      } else if (int64_t v = hinted ? own_vec(*op, loop, memo) : 0) {
+      } else if (int64_t v = hinted || is_async(*op) ? own_vec(*op, loop, memo) : 0) {
         op->attrs["pipelined"] = int64_t{1};
         op->attrs["pipe_vec"] = v;
         ++n;

@@ -105,6 +105,7 @@ class LayoutVerifier {
         for (auto& reg : op.regions) scalars_only(reg->body());
         break;
       case OpKind::Gather: same(op, op.operands[1], rl, "the index"); break;
+      case OpKind::InsertTile: same(op, op.operands[0], rl, "the tile"); break;  // the sub-tile: any layout
       case OpKind::Dot: same(op, op.operands[2], rl, "the accumulator"); break;
       case OpKind::Histogram:
       case OpKind::Sort:
