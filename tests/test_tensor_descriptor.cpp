@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "env_util.hpp"
 #include "error_util.hpp"
 #include "ir/builder.hpp"
 #include "passes/pass.hpp"
@@ -338,6 +339,11 @@ TEST_CASE("descriptor: the IR has desc ops, and the CPU pipeline expands them", 
 TEST_CASE("descriptor: sm_90a PTX moves TMA blocks with cp.async.bulk.tensor and assembles", "[ptx][descriptor]") {
   alignas(16) static float fake[16];
   TensorDescriptor<float, 2> d(fake, {1000, 1000}, {1000, 1}, {64, 32});
+  {  // the TMA lowering is opt-in (passes::tma_enabled): by default plain masked accesses
+    envtest::EnvVar off("TLE_TMA", nullptr);
+    CHECK_THAT(copy2d.ptx(90, 4, d, d), !Catch::Contains("cp.async.bulk.tensor"));
+  }
+  envtest::EnvVar tma("TLE_TMA", "1");
   std::string ptx = copy2d.ptx(90, 4, d, d);
   CHECK_THAT(ptx, Catch::Contains("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"));
   CHECK_THAT(ptx, Catch::Contains("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group"));

@@ -32,6 +32,11 @@ bool expand_descriptors(ir::Function& f, bool keep_tma);
 /// most 64 KiB (its shared-memory buffer), a dtype TMA has (not bool). The launch encodes a
 /// CUtensorMap for these.
 bool tma_block_ok(DType d, const std::vector<int64_t>& block);
+/// Whether sm_90a lowers the descriptor accesses tma_block_ok takes with TMA: only with
+/// TLE_TMA=1, read when a kernel is compiled (and part of the GPU disk cache key). Off by default
+/// until the TMA path has passed its [.gpu][descriptor] tests on an H200; without it every target
+/// expands descriptors into masked loads and stores (docs/semantics.md, "Tensor descriptors").
+bool tma_enabled();
 
 /// The passes of one round of the pipeline, in order.
 const std::vector<Pass>& pipeline_passes();

@@ -357,11 +357,12 @@ std::string cpu_cache_key(const std::string& ir_text) {
 }
 
 std::string gpu_cache_key(const std::string& ir_text, const std::string& target_cpu, int ptx_version,
-                          int driver_version, int num_warps, int num_stages, int maxnreg, bool warp_specialize) {
+                          int driver_version, int num_warps, int num_stages, int maxnreg, bool warp_specialize,
+                          bool tma) {
   return fmt::format("tle-gpu-ptx\ntle {}\nllvm {}\ndriver {}\ntarget {} ptx{}\nnum_warps {}\nnum_stages {}\n"
-                     "maxnreg {}\nwarp_specialize {}\n{}",
+                     "maxnreg {}\nwarp_specialize {}\ntma {}\n{}",
                      tle_build_version(), LLVM_VERSION_STRING, driver_version, target_cpu, ptx_version, num_warps,
-                     num_stages, maxnreg, warp_specialize ? 1 : 0, ir_text);
+                     num_stages, maxnreg, warp_specialize ? 1 : 0, tma ? 1 : 0, ir_text);
 }
 
 namespace {
@@ -743,7 +744,7 @@ class KernelState {
     std::string ir_text = ir::print(f);
     // kBuildId (a hash of libtle's sources) makes PTX cached by a different build of tle a miss.
     std::string key = gpu_cache_key(ir_text, target.cpu(), target.ptx_version, d.version, opt.num_warps,
-                                    opt.num_stages, opt.maxnreg, opt.warp_specialize);
+                                    opt.num_stages, opt.maxnreg, opt.warp_specialize, passes::tma_enabled());
     DiskCache& disk = DiskCache::global();
     std::optional<gpu::Artifact> art;
     if (auto bytes = disk.get(key)) art = parse_artifact(*bytes);

@@ -366,7 +366,15 @@ Value* ScalarEmitter::convert(Value* v, DType from, DType to) {
   }
   if (is_float(from) && is_float(to)) {
     Value* x = to_compute(v, from);  // f32 or f64, exact
-    return from_compute(x, to);
+    Value* r = from_compute(x, to);
+    if (from == DType::f16 && is_fp8(to)) {
+      // A NaN keeps its sign (sign | 0x7F): taken from the f16 bits, since the GPU's f16 -> f32
+      // (cvt.f32.f16) makes every NaN the canonical, positive one.
+      Value* mag = B.CreateAnd(v, B.getInt16(0x7FFF));
+      Value* nan = B.CreateOr(B.CreateTrunc(B.CreateLShr(v, 8), B.getInt8Ty()), B.getInt8(0x7F));
+      r = B.CreateSelect(B.CreateICmpUGT(mag, B.getInt16(0x7C00)), nan, r);
+    }
+    return r;
   }
   throw InternalError(fmt::format("tle backend: no conversion {} -> {}", dtype_name(from), dtype_name(to)));
 }
