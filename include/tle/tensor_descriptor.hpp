@@ -40,12 +40,13 @@
 // meaning of Triton's tensor descriptors and of TMA (PTX ISA 9.7.9.25, cp.async.bulk.tensor:
 // out-of-bound elements of a load are filled with zeros, of a store not written).
 //
-// Lowering: on the CPU backend, the interpreter, the GPU below sm_90, and for blocks TMA cannot
-// take (a dimension that is not a power of two, an innermost block row under 16 bytes, more
-// than 64 KiB), the accesses are ordinary masked loads and stores. On sm_90 a load is one cp.async.bulk.tensor into
-// shared memory completing on an mbarrier, a store one cp.async.bulk.tensor from shared memory; the
-// descriptor then reaches the kernel as a CUtensorMap (cuTensorMapEncodeTiled, a 128-byte
-// parameter), encoded at each launch.
+// Lowering: by default the accesses are ordinary masked loads and stores on every backend and
+// target. With TLE_TMA=1 (opt-in until the TMA path has passed its [.gpu][descriptor] tests on an
+// H200; docs/semantics.md), on sm_90a a block TMA can take (power-of-two dims, an innermost row
+// of at least 16 bytes, at most 64 KiB) is loaded by one cp.async.bulk.tensor into shared memory
+// completing on an mbarrier and stored by one cp.async.bulk.tensor from shared memory; the
+// descriptor also reaches the kernel as a CUtensorMap (cuTensorMapEncodeTiled, a 128-byte
+// parameter), encoded at each launch on sm_90.
 #pragma once
 #include <array>
 #include <cstdint>
