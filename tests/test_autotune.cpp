@@ -411,6 +411,8 @@ TEST_CASE("autotune end to end: a row sum tuned on the CPU backend, cached, reus
     CHECK(tuned.last_report().from_cache);
     CHECK(tuned.last_report().measured == 0);
     CHECK(tuned.last_report().best == best);
+    CHECK(tuned.last_report().lookup_ms > 0);   // set on a cache hit, within the whole select
+    CHECK(tuned.last_report().lookup_ms <= ms);
   }
   // TLE_AUTOTUNE=force retunes; =0 takes the first valid config.
   {

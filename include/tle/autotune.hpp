@@ -184,6 +184,9 @@ struct TuneReport {
   int measured = 0;                ///< configs timed in this process for this key (0: cache hit)
   int pruned = 0;                  ///< configs that failed to compile or exceed the GPU's resources
   bool from_cache = false;         ///< the config came from the disk cache or a database
+  /// With from_cache: milliseconds from the call to the config found (tracing the launcher once for
+  /// the cache key, reading the entry); the kernel's compile or load and the launch come after.
+  double lookup_ms = 0;
   bool used_model = false;         ///< the XGBoost ranking model guided the search
   std::vector<std::string> prune_reasons;  ///< "CONFIG: why", one per pruned config
   /// Every config timed, in measuring order, with its median in ms (+infinity when pruned; the

@@ -185,6 +185,7 @@ class TunerCore {
                 const std::function<void(const Config&)>& run, const std::function<std::vector<Region>()>& regions) {
     std::lock_guard lk(mu);
     if (auto it = cache.find(key); it != cache.end()) return it->second;
+    const auto t0 = std::chrono::steady_clock::now();
     last = TuneReport{};
     last.key = key;
     last.space_size = space.size();
@@ -220,6 +221,7 @@ class TunerCore {
     if (mode != "force")
       if (auto e = tune::load(dir, ckey); e && in_domains(e->best) && space.valid(e->best)) {
         last.best = e->best, last.best_ms = e->best_ms, last.from_cache = true;
+        last.lookup_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         return cache[key] = e->best;
       }
     tune_key(key, key_numbers, run, regions, backend, ckey, dir, ir_text, cands);
