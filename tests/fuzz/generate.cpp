@@ -1100,7 +1100,12 @@ class Gen {
       for (int64_t g : grid) s.index.push_back(uni(0, g - 1));
     } else if (s.op == 2) {
       auto ints = visible([&](int v) { return tle::is_int(dt(v)) && dt(v) != DType::i1 && shp(v).empty(); });
-      s.args.push_back(!ints.empty() && coin(0.8) ? pick(ints) : iconst(pick(std::vector<DType>{DType::i32, DType::i64, DType::u8, DType::i16}), uni(-2, count + 1)));
+      if (!ints.empty() && coin(0.8)) {
+        s.args.push_back(pick(ints));
+      } else {  // a constant, past the grid or negative now and then (it wraps)
+        const DType id = pick(std::vector<DType>{DType::i32, DType::i64, DType::u8, DType::i16});
+        s.args.push_back(iconst(id, tle::is_unsigned_int(id) ? uni(0, std::min<int64_t>(count + 1, 255)) : uni(-2, count + 1)));
+      }
     } else {
       for (int64_t g : grid) {
         auto i32s = visible([&](int v) { return dt(v) == DType::i32 && shp(v).empty(); });
