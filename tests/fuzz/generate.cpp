@@ -156,10 +156,15 @@ class Gen {
   Literal literal(DType d) {
     if (tle::is_float(d)) {
       double v;
-      const double maxf = d == DType::f16 ? 65504.0 : d == DType::bf16 ? 3.3895313892515355e38 : d == DType::f32 ? 3.4028234663852886e38 : 1.7976931348623157e308;
-      const double minn = d == DType::f16 ? 6.103515625e-05 : d == DType::f64 ? 2.2250738585072014e-308 : 1.1754943508222875e-38;
-      const double mins = d == DType::f16 ? 5.960464477539063e-08 : d == DType::bf16 ? 9.183549615799121e-41
+      double maxf = d == DType::f16 ? 65504.0 : d == DType::bf16 ? 3.3895313892515355e38 : d == DType::f32 ? 3.4028234663852886e38 : 1.7976931348623157e308;
+      double minn = d == DType::f16 ? 6.103515625e-05 : d == DType::f64 ? 2.2250738585072014e-308 : 1.1754943508222875e-38;
+      double mins = d == DType::f16 ? 5.960464477539063e-08 : d == DType::bf16 ? 9.183549615799121e-41
                           : d == DType::f32 ? 1.401298464324817e-45 : 4.9406564584124654e-324;
+      if (tle::is_fp8(d)) {  // OCP FP8: E4M3 max 448, normals from 2^-6, subnormals from 2^-9; E5M2 57344, 2^-14, 2^-16
+        maxf = d == DType::f8e4m3 ? 448.0 : 57344.0;
+        minn = std::ldexp(1.0, d == DType::f8e4m3 ? -6 : -14);
+        mins = std::ldexp(1.0, d == DType::f8e4m3 ? -9 : -16);
+      }
       switch (uni(0, 14)) {
         case 0: v = 0.0; break;
         case 1: v = -0.0; break;
@@ -194,6 +199,7 @@ class Gen {
       case DType::f16: return tle::f16_bits_to_f64(tle::f64_to_f16_bits(v));
       case DType::bf16: return tle::bf16_bits_to_f64(tle::f64_to_bf16_bits(v));
       case DType::f32: return static_cast<double>(static_cast<float>(v));
+      case DType::f8e4m3: case DType::f8e5m2: return tle::fp8_bits_to_f64(tle::f64_to_fp8_bits(v, d), d);  // saturating
       default: return v;
     }
   }
@@ -363,6 +369,7 @@ class Gen {
     l.kind = Kind::Load;
     l.args = {p, mask, other};
     if (lit) l.flag = true, l.lit = *lit;
+    l.is_async = coin(0.2);  // the hint must not change the value (on the GPU: cp.async when pipelined)
     return emit(l, var(p).pointee, shp(p), r);
   }
 
@@ -441,8 +448,11 @@ class Gen {
     if (coin(0.3) && !s.empty()) s.erase(s.begin());
     return operand(d, s);
   }
+  /// A visible variable satisfying pred, else one of fallback_d made. Never an fp8 one: fp8 is a
+  /// storage type (docs/semantics.md), which the op families here would compute in; fp8
+  /// variables are read by gen_fp8 and gen_subtile, by casts (operand) and by the stores of leaves.
   int any_var(std::function<bool(int)> pred, DType fallback_d) {
-    auto c = visible([&](int v) { return dt(v) != DType::ptr && pred(v); });
+    auto c = visible([&](int v) { return dt(v) != DType::ptr && !tle::is_fp8(dt(v)) && pred(v); });
     if (!c.empty() && coin(0.85)) return pick(c);
     return operand(fallback_d, some_shape());
   }
@@ -695,7 +705,7 @@ class Gen {
   }
 
   DType dtype_from_pool() {
-    auto v = visible([&](int x) { return dt(x) != DType::ptr; });
+    auto v = visible([&](int x) { return dt(x) != DType::ptr && !tle::is_fp8(dt(x)); });
     if (!v.empty() && coin(0.7)) return dt(pick(v));
     return random_dtype();
   }
@@ -808,8 +818,8 @@ class Gen {
     emit(s, s.to, shp(x));
   }
 
-  void gen_shape() {
-    int x = any_var([&](int v) { return true; }, random_dtype());
+  void gen_shape(int x = -1) {
+    if (x < 0) x = any_var([&](int v) { return true; }, random_dtype());
     const Shape xs = shp(x);
     const int r = static_cast<int>(xs.size());
     int k = static_cast<int>(uni(0, 3));
@@ -1037,8 +1047,8 @@ class Gen {
 
   /// gather along a random axis with an index tile of any integer dtype (out-of-range indices
   /// give 0, so any values will do).
-  void gen_gather() {
-    int x = any_var([&](int v) { return !shp(v).empty(); }, dtype_from_pool());
+  void gen_gather(int x = -1) {
+    if (x < 0) x = any_var([&](int v) { return !shp(v).empty(); }, dtype_from_pool());
     if (shp(x).empty()) return;
     const int r = static_cast<int>(shp(x).size());
     const int ax = static_cast<int>(uni(0, r - 1));
@@ -1054,6 +1064,130 @@ class Gen {
     MaybeRange rr = rng_of(x);
     if (rr) rr = Range{std::min<i128>(rr->lo, 0), std::max<i128>(rr->hi, 0)};
     emit(s, dt(x), ish, rr);
+  }
+
+  /// extract_tile / insert_tile (tle::TileIndex): a tile of any element type (fp8 and bool
+  /// included), a sub-tile shape whose dims divide the tile's (powers of two under pow2: the
+  /// divisors of one are), and each form of index: static linear id, static per-dim index, a
+  /// dynamic integer scalar of any integer dtype (pid, loop variables, parameters, data; any value:
+  /// outside the grid it wraps, docs/semantics.md), one i32 scalar per dim.
+  void gen_subtile(int x = -1) {
+    auto c = visible([&](int v) { return dt(v) != DType::ptr && !shp(v).empty(); });
+    if (x < 0) x = !c.empty() && coin(0.85) ? pick(c) : operand(dtype_from_pool(), some_shape_nonscalar());
+    const Shape xs = shp(x);
+    Shape sub;
+    for (int pass = 0; pass < 2; ++pass) {  // once more when the sub-tile came out as the whole tile
+      sub.clear();
+      for (int64_t d : xs) {
+        std::vector<int64_t> divs;
+        for (int64_t q = 1; q <= d; ++q)
+          if (d % q == 0) divs.push_back(q);
+        sub.push_back(pick(divs));
+      }
+      if (sub != xs) break;
+    }
+    Shape grid;
+    int64_t count = 1;
+    for (size_t i = 0; i < xs.size(); ++i) grid.push_back(xs[i] / sub[i]), count *= grid.back();
+    Stmt s;
+    s.kind = coin(0.5) ? Kind::ExtractTile : Kind::InsertTile;
+    s.args = {x};
+    if (s.kind == Kind::InsertTile) s.args.push_back(operand(dt(x), sub));
+    s.op = static_cast<int>(uni(0, 3));
+    if (s.op == 0) {
+      s.index = {uni(0, count - 1)};
+    } else if (s.op == 1) {
+      for (int64_t g : grid) s.index.push_back(uni(0, g - 1));
+    } else if (s.op == 2) {
+      auto ints = visible([&](int v) { return tle::is_int(dt(v)) && dt(v) != DType::i1 && shp(v).empty(); });
+      if (!ints.empty() && coin(0.8)) {
+        s.args.push_back(pick(ints));
+      } else {  // a constant, past the grid or negative now and then (it wraps)
+        const DType id = pick(std::vector<DType>{DType::i32, DType::i64, DType::u8, DType::i16});
+        s.args.push_back(iconst(id, tle::is_unsigned_int(id) ? uni(0, std::min<int64_t>(count + 1, 255)) : uni(-2, count + 1)));
+      }
+    } else {
+      for (int64_t g : grid) {
+        auto i32s = visible([&](int v) { return dt(v) == DType::i32 && shp(v).empty(); });
+        s.args.push_back(!i32s.empty() && coin(0.6) ? pick(i32s) : iconst(DType::i32, uni(-1, g)));
+      }
+    }
+    MaybeRange r = rng_of(x);
+    if (s.kind == Kind::InsertTile) {
+      const MaybeRange rs = rng_of(s.args[1]);
+      r = r && rs ? MaybeRange(Range{std::min(r->lo, rs->lo), std::max(r->hi, rs->hi)}) : std::nullopt;
+    } else {
+      s.shape = sub;
+    }
+    emit(s, dt(x), s.kind == Kind::ExtractTile ? sub : xs, r);
+  }
+
+  /// fp8 (f8e4m3, f8e5m2), a storage type: an fp8 tile (loaded from an fp8 buffer, or cast from any
+  /// dtype: floats, integers, bool), then what fp8 tiles take: casts to any dtype (the other fp8
+  /// format too), where, shape ops, sub-tiles, gather, bitcasts to and from 8-bit integers, and
+  /// dot of two tiles of one format into f32. No arithmetic (the front end refuses it); fp8 leaves
+  /// are stored into fp8 buffers.
+  void gen_fp8() {
+    const DType f8 = coin(0.5) ? DType::f8e4m3 : DType::f8e5m2;
+    auto fp8s = visible([&](int v) { return dt(v) == f8; });
+    int x;
+    const int src = static_cast<int>(uni(0, 9));
+    if (!fp8s.empty() && src < 4) x = pick(fp8s);
+    else if (src < 7) x = load(f8, coin(0.15) ? Shape{} : some_shape_nonscalar());
+    else x = cast(any_var([](int) { return true; }, pick(std::vector<DType>{DType::f32, DType::f16, DType::bf16, DType::i32})), f8);
+    switch (uni(0, 9)) {
+      case 0: case 1: case 2: {  // back to a type that computes: any, with f32/f16/bf16 and integers often
+        DType to = coin(0.5) ? pick(std::vector<DType>{DType::f32, DType::f16, DType::bf16, DType::i32, DType::u8, DType::i8})
+                             : random_dtype();
+        if (coin(0.1)) to = f8 == DType::f8e4m3 ? DType::f8e5m2 : DType::f8e4m3;
+        cast(x, to);
+        return;
+      }
+      case 3: {  // where(c, x, y)
+        Stmt w;
+        w.kind = Kind::Where;
+        w.args = {operand_compat(DType::i1, shp(x)), x, operand_compat(f8, shp(x))};
+        emit(w, f8, shp(x));
+        return;
+      }
+      case 4: gen_shape(x); return;
+      case 5: if (!shp(x).empty()) gen_gather(x); return;
+      case 8: if (!shp(x).empty()) gen_subtile(x); return;
+      case 6: {  // bitcasts: fp8 -> 8-bit integer (NaNs cleared first, through f16: fp8 compares are
+                 // refused) or an 8-bit integer -> fp8 (any code: NaNs, E5M2's infinities, subnormals)
+        Stmt b;
+        b.kind = Kind::Bitcast;
+        if (coin(0.5)) {
+          const int h = cast(x, DType::f16);
+          Stmt w;
+          w.kind = Kind::Where;
+          w.args = {compare(CmpPred::Ne, h, h), constant(f8, {}, Literal::real(0.0)), x};
+          b.args = {emit(w, f8, shp(x))};
+          b.to = coin(0.5) ? DType::i8 : DType::u8;
+        } else {
+          b.args = {operand(coin(0.5) ? DType::i8 : DType::u8, shp(x))};
+          b.to = f8;
+        }
+        emit(b, b.to, shp(b.args[0]));
+        return;
+      }
+      case 7: {  // dot of two fp8 tiles of one format into f32 (portable: small integers, as gen_dot)
+        std::vector<int64_t> dims = opt_.pow2 ? std::vector<int64_t>{1, 2, 4, 8, 16} : std::vector<int64_t>{1, 2, 3, 4, 5, 8, 16};
+        int64_t M, N, K;
+        do M = pick(dims), N = pick(dims), K = pick(dims);
+        while (M * K > opt_.max_numel || K * N > opt_.max_numel || M * N > opt_.max_numel);
+        Stmt d;
+        d.kind = Kind::Dot;
+        if (opt_.portable)
+          d.args = {small_int_load(f8, {M, K}), small_int_load(f8, {K, N}),
+                    coin(0.5) ? constant(DType::f32, {M, N}, Literal::real(static_cast<double>(uni(-4, 4)))) : -1};
+        else
+          d.args = {operand(f8, {M, K}), operand(f8, {K, N}), coin(0.5) ? operand(DType::f32, {M, N}) : -1};
+        emit(d, DType::f32, {M, N});
+        return;
+      }
+      default: return;  // x itself: a leaf, stored into an fp8 buffer
+    }
   }
 
   /// A load of shape sh from a buffer of dtype d holding integers in [-4, 4] (in bounds).
@@ -1153,7 +1287,7 @@ class Gen {
       DType d = dt(c);
       auto same = visible([&](int v) { return v != c && dt(v) == d && shp(v) == shp(c); });
       int k = static_cast<int>(uni(0, 9));
-      if (k < 5) w = binary(static_cast<BinaryOp>(pick(binary_ops(d))), c, operand_compat(d, shp(c)));
+      if (k < 5 && !tle::is_fp8(d)) w = binary(static_cast<BinaryOp>(pick(binary_ops(d))), c, operand_compat(d, shp(c)));
       else if (k < 7 && !same.empty()) w = pick(same);
       else w = operand(d, shp(c));
       if (auto cr = rng_of(c)) {
@@ -1300,8 +1434,10 @@ class Gen {
     for (int i = 0; i < n; ++i) {
       // NB: blocks_.back() may move when a nested block appends to an enclosing vector, so
       // statements are always appended through blocks_.back().
-      int r = static_cast<int>(uni(0, 99));
-      if (r < 20) gen_binary();
+      // 100..105: extract_tile / insert_tile and fp8 (about 3% of the statements each)
+      int r = static_cast<int>(uni(0, 105));
+      if (r >= 100) r < 103 ? gen_subtile() : gen_fp8();
+      else if (r < 20) gen_binary();
       else if (r < 22) coin(0.5) ? gen_sort() : gen_gather();
       else if (r < 30) gen_compare();
       else if (r < 37) gen_unary();

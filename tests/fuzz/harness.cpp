@@ -32,13 +32,25 @@ namespace ir = tle::ir;
 ir::Attr special_value(DType d, int edge, std::mt19937_64& g) {
   auto pickn = [&](int n) { return static_cast<int>(g() % static_cast<uint64_t>(n)); };
   const bool special = pickn(64) < edge;
+  if (tle::is_fp8(d) && !special && pickn(2)) {
+    // any finite fp8 code (subnormals, -0, the largest values); edge codes come from the switch below
+    for (;;) {
+      ir::Attr a = tle::passes::constant_from_bits(d, g() & 0xFF);
+      if (std::isfinite(std::get<double>(a))) return a;
+    }
+  }
   if (tle::is_float(d)) {
     double v;
     const double inf = std::numeric_limits<double>::infinity();
-    const double maxf = d == DType::f16 ? 65504.0 : d == DType::bf16 ? 3.3895313892515355e38 : d == DType::f32 ? 3.4028234663852886e38 : 1.7976931348623157e308;
-    const double mins = d == DType::f16 ? 5.960464477539063e-08 : d == DType::bf16 ? 9.183549615799121e-41
+    double maxf = d == DType::f16 ? 65504.0 : d == DType::bf16 ? 3.3895313892515355e38 : d == DType::f32 ? 3.4028234663852886e38 : 1.7976931348623157e308;
+    double mins = d == DType::f16 ? 5.960464477539063e-08 : d == DType::bf16 ? 9.183549615799121e-41
                         : d == DType::f32 ? 1.401298464324817e-45 : 4.9406564584124654e-324;
-    const double minn = d == DType::f16 ? 6.103515625e-05 : d == DType::f64 ? 2.2250738585072014e-308 : 1.1754943508222875e-38;
+    double minn = d == DType::f16 ? 6.103515625e-05 : d == DType::f64 ? 2.2250738585072014e-308 : 1.1754943508222875e-38;
+    if (tle::is_fp8(d)) {  // OCP FP8 E4M3 / E5M2: max finite, smallest normal, smallest subnormal
+      maxf = d == DType::f8e4m3 ? 448.0 : 57344.0;
+      minn = std::ldexp(1.0, d == DType::f8e4m3 ? -6 : -14);
+      mins = std::ldexp(1.0, d == DType::f8e4m3 ? -9 : -16);
+    }
     switch (special ? pickn(13) : 9 + pickn(15)) {
       case 0: v = 0.0; break;
       case 1: v = -0.0; break;

@@ -237,6 +237,7 @@ class Printer {
         if (a[1] >= 0) e += ", " + A(1);
         if (s.flag) e += ", " + literal(p_.vars[a[0]].pointee, s.lit);
         else if (a[2] >= 0) e += ", " + A(2);
+        if (s.is_async) e += ", tle::MemHints{.is_async = true}";
         def(ind, s, e + ")");
         return;
       }
@@ -252,6 +253,21 @@ class Printer {
       }
       case Kind::AtomicCas: def(ind, s, fmt::format("tle::atomic_cas({}, {}, {})", A(0), A(1), A(2))); return;
       case Kind::Assign: line(ind, fmt::format("{} = {};", var(s.result), A(0))); return;
+      case Kind::ExtractTile: case Kind::InsertTile: {
+        // tle::TileIndex (program.hpp: the forms by s.op), spelled as tests/test_ops_lite.cpp does
+        const size_t tiles = s.kind == Kind::ExtractTile ? 1 : 2;
+        std::string ix;
+        if (s.op == 0) ix = fmt::format("int64_t({})", s.index.at(0));
+        else if (s.op == 1)
+          for (size_t i = 0; i < s.index.size(); ++i) ix += fmt::format("{}int64_t({})", i ? ", " : "{", s.index[i]);
+        else if (s.op == 2) ix = A(static_cast<int>(tiles));
+        else
+          for (size_t i = tiles; i < a.size(); ++i) ix += (i > tiles ? ", " : "{") + A(static_cast<int>(i));
+        if (s.op == 1 || s.op == 3) ix += "}";
+        if (s.kind == Kind::ExtractTile) def(ind, s, fmt::format("tle::extract_tile({}, {}, {})", A(0), ix, shape_list(s.shape)));
+        else def(ind, s, fmt::format("tle::insert_tile({}, {}, {})", A(0), A(1), ix));
+        return;
+      }
       case Kind::For: {
         auto b = [&](int i, int64_t lit) { return a[i] >= 0 ? A(i) : std::to_string(lit); };
         line(ind, fmt::format("for (auto {} : tle::range({}, {}, {})) {{", var(s.result), b(0, s.lo), b(1, s.hi), b(2, s.step)));

@@ -68,13 +68,19 @@ enum class Kind : uint8_t {
   Gather,         // result = gather(args[0], args[1] (an integer index tile), axis)
   Hint,           // result = multiple_of(args[0], a) if a, else max_contiguous(args[0], b) (true promises only)
   AddPtr,         // result = args[0] (a pointer parameter) + args[1]
-  Load,           // result = load(args[0] [, args[1] mask [, other]])  other: args[2], or lit if flag
+  Load,           // result = load(args[0] [, args[1] mask [, other]] [, MemHints{.is_async = true}])
+                  // other: args[2], or lit if flag; the hint when is_async
   Store,          // store(args[0], args[1] [, args[2] mask])
   Atomic,         // result = atomic_<op>(args[0], args[1] [, args[2] mask])              (op: AtomicOp)
   AtomicCas,      // result = atomic_cas(args[0], args[1], args[2])
   For,            // for (auto result : range(lo, hi, step)) { body }; args: lo, hi, step vars or -1 (literal)
   If,             // if_(args[0], [&] { body }, [&] { orelse });
   Assign,         // result = args[0];  (a variable declared earlier takes a new value)
+  ExtractTile,    // result = extract_tile(args[0], <index>, shape)          (tle::TileIndex forms, by op:
+  InsertTile,     // result = insert_tile(args[0], args[1], <index>)          0 the static linear id index[0],
+                  // 1 the static per-dim index `index`, 2 the dynamic linear id: the integer scalar variable
+                  // after the tiles, 3 the dynamic per-dim index: one i32 scalar variable per dim after the
+                  // tiles. Sub-tile shape: `shape` (extract) or args[1]'s (insert); its dims divide the tile's.
 };
 
 struct Stmt {
@@ -85,7 +91,9 @@ struct Stmt {
   int axis = 0;             // as printed (may be negative: counts from the end)
   bool flag = false;        // keepdims / reverse / load: `lit` is the other value
   DType to = DType::f32;    // Cast / Bitcast target
-  Shape shape;              // Const / BroadcastTo / Reshape
+  Shape shape;              // Const / BroadcastTo / Reshape / ExtractTile (the sub-tile shape)
+  std::vector<int64_t> index;  // ExtractTile / InsertTile static index (op 0: {linear id}, op 1: per dim)
+  bool is_async = false;    // Load: the load hint {.is_async = true} (must not change the value)
   std::vector<int> order;   // Permute
   Literal lit;              // Const value; Load other
   int64_t a = 0, b = 0;     // Arange start, end; Histogram bins (a); topk k (a)

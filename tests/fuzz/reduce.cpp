@@ -141,6 +141,14 @@ Program reduce(const Program& start, const std::function<bool(const Program&)>& 
           replacements.push_back(s.body);
           replacements.push_back(s.orelse);
         } else if (pure(s.kind) && s.kind != Kind::Const && best.vars.at(static_cast<size_t>(s.result)).dtype != DType::ptr) {
+          if (s.kind == Kind::InsertTile) {  // the tile without the insert (a copy: .to<T>() of a T)
+            Stmt copy;
+            copy.kind = Kind::Cast;
+            copy.args = {s.args[0]};
+            copy.to = best.vars.at(static_cast<size_t>(s.result)).dtype;
+            copy.result = s.result;
+            replacements.push_back({copy});
+          }
           replacements.push_back({zero_of(best, s.result)});
         } else if (!pure(s.kind)) {
           if (s.result >= 0) replacements.push_back({zero_of(best, s.result)});

@@ -61,21 +61,44 @@ TEST_CASE("fuzz: programs are reproducible from their seed and well typed", "[fu
 TEST_CASE("fuzz: generated programs cover the op families", "[fuzz]") {
   using K = fuzz::Kind;
   std::map<K, int> seen;
+  std::map<std::string, int> features;  // the TLE-Lite and fp8 features, each form
+  const fuzz::Program* prog = nullptr;
+  auto fp8 = [&](int v) { return v >= 0 && tle::is_fp8(prog->vars.at(static_cast<size_t>(v)).dtype); };
   std::function<void(const std::vector<fuzz::Stmt>&, int)> walk = [&](const std::vector<fuzz::Stmt>& b, int depth) {
     for (auto& s : b) {
       ++seen[s.kind];
       if (s.kind == K::For && depth >= 1) ++seen[static_cast<K>(100)];  // a nested loop
+      if (s.kind == K::Load && s.is_async) ++features["async load"];
+      if (s.kind == K::ExtractTile || s.kind == K::InsertTile) ++features["sub-tile index form " + std::to_string(s.op)];
+      if ((s.kind == K::ExtractTile || s.kind == K::InsertTile) && fp8(s.result)) ++features["sub-tile of fp8"];
+      if (s.kind == K::Load && fp8(s.result)) ++features["fp8 load"];
+      if (s.kind == K::Store && fp8(s.args[1])) ++features["fp8 store"];
+      if (s.kind == K::Cast && fp8(s.result)) ++features["cast to fp8"];
+      if (s.kind == K::Cast && fp8(s.args[0])) ++features["cast from fp8"];
+      if (s.kind == K::Where && fp8(s.result)) ++features["fp8 where"];
+      if (s.kind == K::Bitcast && (fp8(s.result) || fp8(s.args[0]))) ++features["fp8 bitcast"];
+      if (s.kind == K::Dot && fp8(s.args[0])) ++features["fp8 dot"];
       walk(s.body, depth + (s.kind == K::For));
       walk(s.orelse, depth);
     }
   };
-  for (uint64_t seed = 1; seed <= 100; ++seed) walk(fuzz::generate(seed).body, 0);
+  for (uint64_t seed = 1; seed <= 100; ++seed) {
+    const fuzz::Program p = fuzz::generate(seed);
+    prog = &p;
+    walk(p.body, 0);
+  }
   for (K k : {K::Const, K::Arange, K::ProgramId, K::Binary, K::Compare, K::Unary, K::Fma, K::Where, K::Cast, K::Bitcast,
               K::BroadcastTo, K::ExpandDims, K::Reshape, K::Permute, K::Reduce, K::ReduceCombine, K::Cumsum,
               K::ScanCombine, K::Dot, K::Histogram, K::Sort, K::Gather, K::Hint, K::AddPtr, K::Load, K::Store,
-              K::Atomic, K::AtomicCas, K::For, K::If, K::Assign, static_cast<K>(100)}) {
+              K::Atomic, K::AtomicCas, K::For, K::If, K::Assign, K::ExtractTile, K::InsertTile, static_cast<K>(100)}) {
     INFO("statement kind " << int(k));
     CHECK(seen[k] > 0);
+  }
+  for (const char* f : {"async load", "sub-tile index form 0", "sub-tile index form 1", "sub-tile index form 2",
+                        "sub-tile index form 3", "sub-tile of fp8", "fp8 load", "fp8 store", "cast to fp8",
+                        "cast from fp8", "fp8 where", "fp8 bitcast", "fp8 dot"}) {
+    INFO(f);
+    CHECK(features[f] > 0);
   }
 }
 

@@ -185,7 +185,9 @@ class Tracer {
         V other = nullptr;
         if (s.flag) other = constant(p_.vars[a[0]].pointee, s.lit, loc);
         else if (a[2] >= 0) other = val(a[2]);
-        define(s.result, detail::load(val(a[0]), mask, other, {}, loc));
+        detail::MemHints hints;
+        hints.is_async = s.is_async;
+        define(s.result, detail::load(val(a[0]), mask, other, hints, loc));
         return;
       }
       case Kind::Store: detail::store(val(a[0]), val(a[1]), a[2] >= 0 ? val(a[2]) : nullptr, {}, loc); return;
@@ -195,6 +197,18 @@ class Tracer {
         return;
       case Kind::AtomicCas: define(s.result, detail::atomic_cas(val(a[0]), val(a[1]), val(a[2]), loc)); return;
       case Kind::Assign: h_.at(s.result)->v = val(a[0]); return;
+      case Kind::ExtractTile: case Kind::InsertTile: {
+        // tle::TileIndex's forms (program.hpp): static ints, or the scalar variables after the tiles.
+        const size_t tiles = s.kind == Kind::ExtractTile ? 1 : 2;
+        detail::SubTileIndex ix;
+        ix.multi = s.op == 1 || s.op == 3;
+        if (s.op <= 1) ix.ints = s.index;
+        else
+          for (size_t i = tiles; i < a.size(); ++i) ix.values.push_back(val(a[i]));
+        if (s.kind == Kind::ExtractTile) define(s.result, detail::extract_tile(val(a[0]), ix, s.shape, loc));
+        else define(s.result, detail::insert_tile(val(a[0]), val(a[1]), ix, loc));
+        return;
+      }
       case Kind::For: {
         // tle::range(lo, hi, step): C++ integers are weak, tiles give the index type (their promotion).
         DType index = DType::i32;
