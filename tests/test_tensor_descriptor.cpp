@@ -339,7 +339,7 @@ TEST_CASE("descriptor: the IR has desc ops, and the CPU pipeline expands them", 
 TEST_CASE("descriptor: sm_90a PTX moves TMA blocks with cp.async.bulk.tensor and assembles", "[ptx][descriptor]") {
   alignas(16) static float fake[16];
   TensorDescriptor<float, 2> d(fake, {1000, 1000}, {1000, 1}, {64, 32});
-  {  // the TMA lowering is opt-in (passes::tma_enabled): by default plain masked accesses
+  {  // the TMA lowering is opt-in (gpu::Options::tma): by default plain masked accesses
     envtest::EnvVar off("TLE_TMA", nullptr);
     CHECK_THAT(copy2d.ptx(90, 4, d, d), !Catch::Contains("cp.async.bulk.tensor"));
   }

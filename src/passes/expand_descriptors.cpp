@@ -14,8 +14,6 @@
 // keep_tma is set (GPU targets with TMA, sm_90), those whose block TMA takes (tma_block_ok).
 #include <fmt/format.h>
 
-#include <cstdlib>
-#include <string>
 
 #include "ir/builder.hpp"
 #include "passes/pass.hpp"
@@ -27,11 +25,6 @@ namespace {
 /// which need no shared memory.
 constexpr int64_t kMaxTmaBlockBytes = 64 * 1024;
 }  // namespace
-
-bool tma_enabled() {
-  const char* v = std::getenv("TLE_TMA");
-  return v && std::string(v) == "1";
-}
 
 bool tma_block_ok(DType d, const std::vector<int64_t>& block) {
   if (block.empty() || block.size() > 5 || d == DType::i1 || d == DType::ptr) return false;

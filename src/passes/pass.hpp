@@ -32,11 +32,6 @@ bool expand_descriptors(ir::Function& f, bool keep_tma);
 /// most 64 KiB (its shared-memory buffer), a dtype TMA has (not bool). The launch encodes a
 /// CUtensorMap for these.
 bool tma_block_ok(DType d, const std::vector<int64_t>& block);
-/// Whether sm_90a lowers the descriptor accesses tma_block_ok takes with TMA: only with
-/// TLE_TMA=1, read when a kernel is compiled (and part of the GPU disk cache key). Off by default
-/// until the TMA path has passed its [.gpu][descriptor] tests on an H200; without it every target
-/// expands descriptors into masked loads and stores (docs/semantics.md, "Tensor descriptors").
-bool tma_enabled();
 
 /// The passes of one round of the pipeline, in order.
 const std::vector<Pass>& pipeline_passes();
@@ -64,7 +59,8 @@ PipelineOptions default_pipeline_options();
 /// backend software-pipelines `num_stages` deep; 1 = hinted loops only, 0 = none), then, when verifying, ir::verify and
 /// verify_layouts. `wgmma`: the target has wgmma (sm_90a), so f16/bf16 dots that fit
 /// gpu_rules::mma_v3_plan run on it. Dumps as run_pipeline does (stages numbered from 50).
-void run_gpu_pipeline(ir::Function& f, int num_warps, int num_stages = 1, bool wgmma = false);
+/// `tma`: keep the descriptor accesses TMA takes (gpu::Options::tma on sm_90a).
+void run_gpu_pipeline(ir::Function& f, int num_warps, int num_stages = 1, bool wgmma = false, bool tma = false);
 
 /// Runs the pipeline on freshly traced IR with default_pipeline_options() (keep_tma_descriptors
 /// as given).

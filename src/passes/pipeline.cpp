@@ -129,10 +129,10 @@ void run_pipeline(ir::Function& f, const PipelineOptions& options) {
   }
 }
 
-void run_gpu_pipeline(ir::Function& f, int num_warps, int num_stages, bool wgmma) {
+void run_gpu_pipeline(ir::Function& f, int num_warps, int num_stages, bool wgmma, bool tma) {
   const PipelineOptions options = default_pipeline_options();
   Dumper dump(f, options, 50);
-  if (expand_descriptors(f, /*keep_tma=*/wgmma && tma_enabled())) {
+  if (expand_descriptors(f, /*keep_tma=*/tma)) {
     dump.stage("gpu_expand_descriptors");
     if (options.verify) verify_at(f, "after pass expand_descriptors");
   }

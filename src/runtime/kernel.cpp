@@ -279,6 +279,15 @@ gpu::Options gpu_options(const LaunchOptions& o) {
   return g;
 }
 
+/// `opt` with gpu::Options::tma from TLE_TMA=1, read at each GPU compile (not per launch): the
+/// sm_90a TMA lowering of tensor descriptors is opt-in until it has run on an H200
+/// (docs/semantics.md, "Tensor descriptors").
+gpu::Options with_tma(gpu::Options opt) {
+  const char* v = std::getenv("TLE_TMA");
+  opt.tma = v && std::strcmp(v, "1") == 0;
+  return opt;
+}
+
 /// The GPU target for compute capability `sm`. sm_90 compiles for sm_90a (wgmma, setmaxnreg).
 /// LLVM 19's NVPTX back end knows nothing newer than sm_90, so a newer device gets sm_90 PTX,
 /// which its driver JIT-compiles forward.
@@ -397,7 +406,7 @@ struct Compiled {
   int num_warps = 4;
   size_t shared_bytes = 0;
   int registers = 0, local_bytes = 0;  // GPU: per thread
-  int sm = 0;                          // GPU: the device's compute capability (90 for sm_90)
+  bool tma = false;                    // GPU: compiled with TMA (tensor maps encoded at each launch)
 };
 
 class KernelState;
@@ -718,7 +727,7 @@ class KernelState {
     if (mode.empty()) return;
     auto f = trace(fn, pk);
     passes::run_pipeline(*f, /*keep_tma_descriptors=*/true);
-    gpu::Artifact art = gpu::compile(*f, target_for(90), opt, false);
+    gpu::Artifact art = gpu::compile(*f, target_for(90), with_tma(opt), false);
     if (mode == "1") return;
     const std::string path = fmt::format("{}/{}.{:016x}.ptx", mode, name, std::hash<std::string>{}(art.ptx));
     std::FILE* out = std::fopen(path.c_str(), "wb");
@@ -729,7 +738,8 @@ class KernelState {
 
   /// GPU compile of an optimized function for the current context's device, through the disk
   /// cache, and module load.
-  void compile_gpu(ir::Function& f, const gpu::Options& opt, Compiled& out) {
+  void compile_gpu(ir::Function& f, const gpu::Options& launch_opt, Compiled& out) {
+    const gpu::Options opt = with_tma(launch_opt);
     const cuda::Driver& d = cuda::require_driver("cuModuleLoadDataEx");
     CUdevice dev = cuda::current_device();
     int major = 0, minor = 0;
@@ -740,11 +750,11 @@ class KernelState {
                                                     "newer: launch with Grid::backend(Backend::CPU) or TLE_BACKEND=cpu",
                                                     major, minor));
     gpu::Target target = target_for(major * 10 + minor);
-    out.sm = major * 10 + minor;
+    out.tma = opt.tma && target.sm == 90 && target.arch_specific;
     std::string ir_text = ir::print(f);
     // kBuildId (a hash of libtle's sources) makes PTX cached by a different build of tle a miss.
     std::string key = gpu_cache_key(ir_text, target.cpu(), target.ptx_version, d.version, opt.num_warps,
-                                    opt.num_stages, opt.maxnreg, opt.warp_specialize, passes::tma_enabled());
+                                    opt.num_stages, opt.maxnreg, opt.warp_specialize, opt.tma);
     DiskCache& disk = DiskCache::global();
     std::optional<gpu::Artifact> art;
     if (auto bytes = disk.get(key)) art = parse_artifact(*bytes);
@@ -930,7 +940,7 @@ void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const Laun
   }
   // A GPU kernel compiled with TMA reads the descriptors' CUtensorMaps (encoded per launch: the
   // base and shape change between launches of one specialization).
-  if (on_gpu && compiled->sm == 90)  // the targets gpu::compile lowers descriptors with TMA for (sm_90a)
+  if (on_gpu && compiled->tma)
     for (auto [param, slot] : pk.tensor_maps)
       if (passes::tma_block_ok(args[param].pointee, pk.constexprs[param].block))
         encode_tensor_map(args[param], &pk.slots[slot]);
@@ -994,7 +1004,7 @@ std::string kernel_ptx(KernelState* k, const void* fn, int sm, const LaunchOptio
   return k->noting_launch(pk, loc, [&] {
     auto f = k->trace(fn, pk);
     passes::run_pipeline(*f, /*keep_tma_descriptors=*/true);
-    return gpu::compile(*f, target_for(sm), gpu_options(opts), false).ptx;
+    return gpu::compile(*f, target_for(sm), with_tma(gpu_options(opts)), false).ptx;
   });
 }
 

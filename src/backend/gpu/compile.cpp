@@ -18,7 +18,8 @@ Artifact compile(ir::Function& f, const Target& target, const Options& options, 
   if (options.maxnreg != 0 && (options.maxnreg < 24 || options.maxnreg > 255))
     throw UserError(f.loc, fmt::format("maxnreg must be 0 (no limit) or from 24 to 255, got {}", options.maxnreg));
   const bool wgmma = target.sm == 90 && target.arch_specific;  // sm_90a
-  passes::run_gpu_pipeline(f, options.num_warps, target.sm >= 80 ? options.num_stages : 0, wgmma);  // 0: no cp.async
+  passes::run_gpu_pipeline(f, options.num_warps, target.sm >= 80 ? options.num_stages : 0, wgmma,  // 0: no cp.async
+                           wgmma && options.tma);
   std::string name = "tle_";
   for (char c : f.name) name += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
   llvm::LLVMContext ctx;

@@ -27,6 +27,10 @@ struct Options {
   /// loads (lower_pipeline.cpp): num_warps more warps copy the operands while the num_warps
   /// warps of the program compute. TLE_WARP_SPECIALIZE=0 turns it off (for comparisons).
   bool warp_specialize = true;
+  /// On sm_90a, move the tensor-descriptor blocks TMA takes (passes::tma_block_ok) with
+  /// cp.async.bulk.tensor (lower_tma.cpp); otherwise every descriptor access is a masked load or
+  /// store. The runtime sets it from TLE_TMA=1 when it compiles (opt-in, docs/semantics.md).
+  bool tma = false;
 };
 
 struct Artifact {

@@ -357,6 +357,25 @@ Value* Lowerer::shuffle_xor(Value* v, int mask) {
   return t->isIntegerTy() ? r : B.CreateBitCast(r, t);
 }
 
+void Lowerer::when(Value* cond, const std::function<void()>& body) {
+  auto* on = llvm::BasicBlock::Create(ctx, "when", kernel);
+  auto* next = llvm::BasicBlock::Create(ctx, "when.next", kernel);
+  B.CreateCondBr(cond, on, next);
+  B.SetInsertPoint(on);
+  body();
+  B.CreateBr(next);
+  B.SetInsertPoint(next);
+}
+
+void Lowerer::for_each_item(int64_t count, const std::function<void(Value* item)>& body) {
+  const int64_t nthreads = 32 * num_warps;
+  counted_loop(i32c((count + nthreads - 1) / nthreads), {}, [&](Value* round, const std::vector<Value*>&) {
+    Value* item = B.CreateAdd(tid, B.CreateMul(round, i32c(nthreads)));
+    when(B.CreateICmpULT(item, i32c(count)), [&] { body(item); });
+    return std::vector<Value*>{};
+  });
+}
+
 std::vector<Value*> Lowerer::counted_loop(
     Value* n, std::vector<Value*> init,
     const std::function<std::vector<Value*>(Value*, const std::vector<Value*>&)>& body) {

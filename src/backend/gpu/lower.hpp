@@ -190,6 +190,11 @@ class Lowerer : public backend::ScalarEmitter {
   /// Butterfly shuffle of any register type across lanes (lane ^ mask).
   llvm::Value* shuffle_xor(llvm::Value* v, int mask);
   /// Emits `for (k = 0; k < n; ++k)` with loop-carried values; body returns the next values.
+  /// Emits `if (cond) body();`; code after it runs on every thread.
+  void when(llvm::Value* cond, const std::function<void()>& body);
+  /// The CTA's threads take the items [0, count) in turn (thread t: t, t + threads, ...):
+  /// body(item) for each. No barrier.
+  void for_each_item(int64_t count, const std::function<void(llvm::Value* item)>& body);
   std::vector<llvm::Value*> counted_loop(llvm::Value* n, std::vector<llvm::Value*> init,
                                          const std::function<std::vector<llvm::Value*>(llvm::Value* k,
                                                                                        const std::vector<llvm::Value*>&)>& body);
@@ -301,8 +306,6 @@ class Lowerer : public backend::ScalarEmitter {
   // ---- tensor descriptors on TMA (lower_tma.cpp; sm_90a, blocks passes::tma_block_ok takes)
   /// desc_load / desc_store through cp.async.bulk.tensor and a shared-memory buffer.
   void lower_desc_tma(const ir::Op& op);
-  /// Emits body() for thread 0 of the CTA only.
-  void tma_if_thread0(const std::function<void()>& body);
   /// Appends the op's offsets, innermost first, to args (as inline-asm operands $first...) and
   /// returns the PTX vector "{$first, ...}".
   std::string tma_coords(const ir::Op& op, std::vector<llvm::Value*>& args, int first);

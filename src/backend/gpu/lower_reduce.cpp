@@ -144,22 +144,12 @@ void chunked_scan(Lowerer& L, Accum& acc, const std::vector<int64_t>& base, int6
   auto store = [&](const std::vector<int64_t>& b, Value* idx, const Values& v) {
     for (size_t c = 0; c < ns; ++c) L.smem_store(acc.ds[c], b[c], idx, v[c]);
   };
-  // Runs body() in a block entered when `cond` holds.
-  auto when = [&](Value* cond, const std::function<void()>& body) {
-    auto* on = llvm::BasicBlock::Create(L.ctx, "scan.chunk", L.kernel);
-    auto* next = llvm::BasicBlock::Create(L.ctx, "scan.chunk.next", L.kernel);
-    B.CreateCondBr(cond, on, next);
-    B.SetInsertPoint(on);
-    body();
-    B.CreateBr(next);
-    B.SetInsertPoint(next);
-  };
   Value* k0 = B.CreateMul(t, L.i32c(chunk));
   Value* left = B.CreateSub(L.i32c(len), k0);
   Value* cnt = B.CreateSelect(B.CreateICmpSLT(left, L.i32c(chunk)), left, L.i32c(chunk));
   Value* slot = B.CreateAdd(B.CreateMul(line, L.i32c(nch)), t);
   // 1. each chunk scanned sequentially; its total into tot[0]
-  when(active, [&] {
+  L.when(active, [&] {
     Values last = L.counted_loop(B.CreateSub(cnt, L.i32c(1)), load(base, at(k0)), [&](Value* j, const Values& cur) {
       Value* idx = at(B.CreateAdd(k0, B.CreateAdd(j, L.i32c(1))));
       Values s = acc.combine(cur, load(base, idx));
@@ -172,12 +162,11 @@ void chunked_scan(Lowerer& L, Accum& acc, const std::vector<int64_t>& base, int6
   // 2. inclusive scan of the chunk totals, Hillis-Steele, ping-ponging between tot[0] and tot[1]
   int cur = 0;
   for (int64_t d = 1; d < nch; d *= 2, cur ^= 1) {
-    when(active, [&] {
-      Value* far = B.CreateICmpUGE(t, L.i32c(d));
+    L.when(active, [&] {  // chunk t >= d: total[t - d] o total[t]; else total[t] as it is
       auto* comb = llvm::BasicBlock::Create(L.ctx, "scan.tot", L.kernel);
       auto* copy = llvm::BasicBlock::Create(L.ctx, "scan.tot.copy", L.kernel);
       auto* done = llvm::BasicBlock::Create(L.ctx, "scan.tot.next", L.kernel);
-      B.CreateCondBr(far, comb, copy);
+      B.CreateCondBr(B.CreateICmpUGE(t, L.i32c(d)), comb, copy);
       B.SetInsertPoint(comb);
       store(tot[cur ^ 1], slot, acc.combine(load(tot[cur], B.CreateSub(slot, L.i32c(d))), load(tot[cur], slot)));
       B.CreateBr(done);
@@ -189,7 +178,7 @@ void chunked_scan(Lowerer& L, Accum& acc, const std::vector<int64_t>& base, int6
     L.barrier();
   }
   // 3. the total of the chunks before each chunk combined into its elements
-  when(B.CreateAnd(active, B.CreateICmpUGT(t, L.i32c(0))), [&] {
+  L.when(B.CreateAnd(active, B.CreateICmpUGT(t, L.i32c(0))), [&] {
     Values pre = load(tot[cur], B.CreateSub(slot, L.i32c(1)));
     L.counted_loop(cnt, {}, [&](Value* j, const Values&) {
       Value* idx = at(B.CreateAdd(k0, j));

@@ -74,10 +74,9 @@ void Lowerer::lower_sort(const ir::Op& op) {
     int logn = 0;
     while ((int64_t(1) << logn) < n) ++logn;
     const int64_t half = n / 2, pairs = numel / 2, nthreads = 32 * num_warps;
-    const int64_t rounds = (pairs + nthreads - 1) / nthreads;
     int g = 1;  // seg = 2^g: about numel / nthreads, at most 16 and at most n
     while (g < 4 && (int64_t(1) << (g + 1)) <= n && (numel >> (g + 1)) >= nthreads) ++g;
-    const int64_t seg = int64_t(1) << g, segs = numel / seg, seg_rounds = (segs + nthreads - 1) / nthreads;
+    const int64_t seg = int64_t(1) << g, segs = numel / seg;
     auto line_base = [&](Value* line) {
       return B.CreateAdd(B.CreateMul(B.CreateUDiv(line, i32c(inner)), i32c(n * inner)), B.CreateURem(line, i32c(inner)));
     };
@@ -90,12 +89,7 @@ void Lowerer::lower_sort(const ir::Op& op) {
     // In registers, on each segment: stages 0 .. whole-1 entirely (s_runtime null), or stage
     // s_runtime's distances seg/2 .. 1.
     auto local = [&](int whole, Value* s_runtime) {
-      counted_loop(i32c(seg_rounds), {}, [&](Value* rr, const std::vector<Value*>&) {
-        Value* p = B.CreateAdd(tid, B.CreateMul(rr, i32c(nthreads)));
-        auto* work = llvm::BasicBlock::Create(ctx, "sort.seg", kernel);
-        auto* next = llvm::BasicBlock::Create(ctx, "sort.seg.next", kernel);
-        B.CreateCondBr(B.CreateICmpULT(p, i32c(segs)), work, next);
-        B.SetInsertPoint(work);
+      for_each_item(segs, [&](Value* p) {
         Value* line = B.CreateUDiv(p, i32c(n / seg));
         Value* off = B.CreateMul(B.CreateURem(p, i32c(n / seg)), i32c(seg));
         Value* base = line_base(line);
@@ -124,9 +118,6 @@ void Lowerer::lower_sort(const ir::Op& op) {
           smem_store(kd, key_at, at[e], k[e]);
           smem_store(DType::i32, idx_at, at[e], x[e]);
         }
-        B.CreateBr(next);
-        B.SetInsertPoint(next);
-        return std::vector<Value*>{};
       });
       barrier();
     };
@@ -139,12 +130,7 @@ void Lowerer::lower_sort(const ir::Op& op) {
         counted_loop(B.CreateAdd(s_off, i32c(1)), {}, [&](Value* t, const std::vector<Value*>&) {
           Value* jb = B.CreateSub(s, t);
           Value* dist = B.CreateShl(i32c(1), jb);
-          counted_loop(i32c(rounds), {}, [&](Value* rr, const std::vector<Value*>&) {
-            Value* p = B.CreateAdd(tid, B.CreateMul(rr, i32c(nthreads)));
-            auto* work = llvm::BasicBlock::Create(ctx, "sort.pair", kernel);
-            auto* next = llvm::BasicBlock::Create(ctx, "sort.next", kernel);
-            B.CreateCondBr(B.CreateICmpULT(p, i32c(pairs)), work, next);
-            B.SetInsertPoint(work);
+          for_each_item(pairs, [&](Value* p) {
             Value* line = B.CreateUDiv(p, i32c(half));
             Value* qq = B.CreateURem(p, i32c(half));
             Value* i = B.CreateOr(B.CreateShl(B.CreateLShr(qq, jb), B.CreateAdd(jb, i32c(1))),
@@ -160,9 +146,6 @@ void Lowerer::lower_sort(const ir::Op& op) {
             smem_store(kd, key_at, hi, B.CreateSelect(swap, klo, khi));
             smem_store(DType::i32, idx_at, lo, B.CreateSelect(swap, ihi, ilo));
             smem_store(DType::i32, idx_at, hi, B.CreateSelect(swap, ilo, ihi));
-            B.CreateBr(next);
-            B.SetInsertPoint(next);
-            return std::vector<Value*>{};
           });
           barrier();
           return std::vector<Value*>{};

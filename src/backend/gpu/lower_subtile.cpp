@@ -123,10 +123,7 @@ void Lowerer::lower_subtile(const ir::Op& op) {
   const size_t rank = g.x.size();
   if (!ins) {
     const ir::Shape& xs = x->type.shape;
-    need_smem(x->type.numel() * byte_size(d));
-    auto hx = hw_coords(*lx);
-    for (int q = 0; q < lx->num_regs(); ++q)
-      if (!duplicate_reg(*lx, q)) smem_store(d, 0, linear(coords(*lx, hx, q), xs), reg(x, q));
+    stage(x, 0);  // row-major, as linear() reads it back
     barrier();
     auto hr = hw_coords(*ls);
     for (int q = 0; q < ls->num_regs(); ++q) {
@@ -142,10 +139,7 @@ void Lowerer::lower_subtile(const ir::Op& op) {
     return;
   }
   const ir::Shape& ss = sub->type.shape;
-  need_smem(sub->type.numel() * byte_size(d));
-  auto hs = hw_coords(*ls);
-  for (int q = 0; q < ls->num_regs(); ++q)
-    if (!duplicate_reg(*ls, q)) smem_store(d, 0, linear(coords(*ls, hs, q), ss), reg(sub, q));
+  stage(sub, 0);
   barrier();
   auto hx = hw_coords(*lx);
   for (int q = 0; q < lx->num_regs(); ++q) {

@@ -44,16 +44,6 @@ DescOperands desc_operands(const ir::Op& op) {
 }
 }  // namespace
 
-void Lowerer::tma_if_thread0(const std::function<void()>& body) {
-  llvm::BasicBlock* then = llvm::BasicBlock::Create(ctx, "tma.t0", kernel);
-  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "tma.done", kernel);
-  B.CreateCondBr(B.CreateICmpEQ(tid, i32c(0)), then, done);
-  B.SetInsertPoint(then);
-  body();
-  B.CreateBr(done);
-  B.SetInsertPoint(done);
-}
-
 std::string Lowerer::tma_coords(const ir::Op& op, std::vector<Value*>& args, int first) {
   const int64_t r = op.int_attr("rank");
   std::string s = "{";
@@ -92,12 +82,12 @@ void Lowerer::lower_desc_tma(const ir::Op& op) {
     // may cover: earlier stores of this kernel) are ordered before the async proxy's.
     asm_stmt("fence.proxy.async;");
     barrier();
-    tma_if_thread0([&] {
+    when(B.CreateICmpEQ(tid, i32c(0)), [&] {
       mbarrier_init(mbar, 1);
       asm_stmt("fence.mbarrier_init.release.cluster;");
     });
     barrier();
-    tma_if_thread0([&] {
+    when(B.CreateICmpEQ(tid, i32c(0)), [&] {
       asm_stmt(fmt::format("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], {};", bytes), {mbar});
       std::vector<Value*> args = {tile, map, mbar};
       std::string coords = tma_coords(op, args, 3);
@@ -111,14 +101,14 @@ void Lowerer::lower_desc_tma(const ir::Op& op) {
     mbarrier_wait(mbar, i32c(0));
     regs[op.result()] = unstage(layout_of(blk), blk->type.shape, dt, tile_rel);
     barrier();
-    tma_if_thread0([&] { asm_stmt("mbarrier.inval.shared::cta.b64 [$0];", {mbar}); });
+    when(B.CreateICmpEQ(tid, i32c(0)), [&] { asm_stmt("mbarrier.inval.shared::cta.b64 [$0];", {mbar}); });
     return;
   }
   barrier();
   stage(blk, tile_rel);
   fence_proxy_async();
   barrier();
-  tma_if_thread0([&] {
+  when(B.CreateICmpEQ(tid, i32c(0)), [&] {
     std::vector<Value*> args = {map, tile};
     std::string coords = tma_coords(op, args, 2);
     std::string cons = "l,r";
