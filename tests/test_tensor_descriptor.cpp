@@ -67,8 +67,11 @@ auto matmul_bf16 = jit("desc_matmul_bf16", [](TensorDescriptor<bf16, 2> a, Tenso
 });
 
 /// C = A @ B (bf16 inputs, f32 accumulation in double here) on the host.
-std::vector<float> ref_matmul_bf16(const std::vector<bf16>& a, const std::vector<bf16>& b, int64_t M, int64_t N,
-                                   int64_t K, int64_t lda, int64_t ldb, int64_t ldc, float fill) {
+/// C = A @ B in double (A, B: any indexable of float or bf16; row strides lda, ldb, ldc), the
+/// padding of C's rows left at `fill`.
+template <class VA, class VB>
+std::vector<float> ref_matmul(const VA& a, const VB& b, int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb,
+                              int64_t ldc, float fill) {
   std::vector<float> c(size_t(M * ldc), fill);
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) {
@@ -286,14 +289,7 @@ TEST_CASE("descriptor: matmul fed by descriptors on ragged shapes (zero-filled K
     TensorDescriptor<float, 2> db(b.data(), {s.K, s.N}, {ldb, 1}, {BK, BN});
     TensorDescriptor<float, 2> dc(c.data(), {s.M, s.N}, {ldc, 1}, {BM, BN});
     matmul(Grid(cdiv(s.M, BM), cdiv(s.N, BN)), da, db, dc, int32_t(s.K));
-    std::vector<float> want(c.size(), 99.f);
-    for (int64_t i = 0; i < s.M; ++i)
-      for (int64_t j = 0; j < s.N; ++j) {
-        double acc = 0;
-        for (int64_t k = 0; k < s.K; ++k) acc += double(a[size_t(i * lda + k)]) * double(b[size_t(k * ldb + j)]);
-        want[size_t(i * ldc + j)] = float(acc);
-      }
-    CHECK(opstest::diffs(c, want, 1e-4, 1e-4) == "");
+    CHECK(opstest::diffs(c, ref_matmul(a, b, s.M, s.N, s.K, lda, ldb, ldc, 99.f), 1e-4, 1e-4) == "");
   }
 }
 
@@ -310,7 +306,7 @@ TEST_CASE("descriptor: bf16 matmul fed by descriptors on ragged shapes", "[ops][
     matmul_bf16(Grid(cdiv(s.M, 64), cdiv(s.N, 32)), TensorDescriptor<bf16, 2>(a.data(), {s.M, s.K}, {lda, 1}, {64, 32}),
                 TensorDescriptor<bf16, 2>(b.data(), {s.K, s.N}, {ldb, 1}, {32, 32}),
                 TensorDescriptor<float, 2>(c.data(), {s.M, s.N}, {ldc, 1}, {64, 32}), int32_t(s.K));
-    CHECK(opstest::diffs(c, ref_matmul_bf16(ha, hb, s.M, s.N, s.K, lda, ldb, ldc, 99.f), 1e-5, 1e-4) == "");
+    CHECK(opstest::diffs(c, ref_matmul(ha, hb, s.M, s.N, s.K, lda, ldb, ldc, 99.f), 1e-5, 1e-4) == "");
   }
 }
 
@@ -487,14 +483,7 @@ TEST_CASE("gpu: descriptor copies and matmul on ragged shapes (TMA on sm_90)", "
            TensorDescriptor<float, 2>(dc, {s.M, s.N}, {ldc, 1}, {BM, BN}), int32_t(s.K));
     std::vector<float> got(size_t(s.M * ldc));
     dc.copy_to_host(got.data(), got.size());
-    std::vector<float> want(got.size(), 99.f);
-    for (int64_t i = 0; i < s.M; ++i)
-      for (int64_t j = 0; j < s.N; ++j) {
-        double acc = 0;
-        for (int64_t k = 0; k < s.K; ++k) acc += double(a[size_t(i * lda + k)]) * double(b[size_t(k * ldb + j)]);
-        want[size_t(i * ldc + j)] = float(acc);
-      }
-    CHECK(opstest::diffs(got, want, 1e-3, 1e-3) == "");
+    CHECK(opstest::diffs(got, ref_matmul(a, b, s.M, s.N, s.K, lda, ldb, ldc, 99.f), 1e-3, 1e-3) == "");
   }
   // bf16 operands: TMA loads feeding wgmma (sm_90a), warps 4 and 8
   for (M s : {M{1, 17, 1001}, M{17, 17, 17}, M{1000, 1000, 1000}, M{4097, 64, 65}}) {
@@ -512,7 +501,7 @@ TEST_CASE("gpu: descriptor copies and matmul on ragged shapes (TMA on sm_90)", "
                   TensorDescriptor<float, 2>(dc, {s.M, s.N}, {ldc, 1}, {128, 64}), int32_t(s.K));
       std::vector<float> got(size_t(s.M * ldc));
       dc.copy_to_host(got.data(), got.size());
-      CHECK(opstest::diffs(got, ref_matmul_bf16(ha, hb, s.M, s.N, s.K, lda, ldb, ldc, 99.f), 1e-5, 1e-3) == "");
+      CHECK(opstest::diffs(got, ref_matmul(ha, hb, s.M, s.N, s.K, lda, ldb, ldc, 99.f), 1e-5, 1e-3) == "");
     }
   }
 }
