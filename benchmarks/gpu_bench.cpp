@@ -506,9 +506,11 @@ const Cfg* sweep_configs(bench::Timer& tm, const std::vector<Cfg>& cfgs, const s
 struct MmConfig {
   int BM, BN, BK, warps, stages = 3;  // stages: Grid::with_stages (cp.async pipelining depth)
   bool persistent = false;            // ex::make_matmul_persistent on one program per SM
+  bool tma = false;                   // ex::make_matmul_tma(_persistent): A and B through tensor descriptors
   std::string str() const {
     return "BM=" + std::to_string(BM) + " BN=" + std::to_string(BN) + " BK=" + std::to_string(BK) +
-           " warps=" + std::to_string(warps) + " stages=" + std::to_string(stages) + (persistent ? " persistent" : "");
+           " warps=" + std::to_string(warps) + " stages=" + std::to_string(stages) + (persistent ? " persistent" : "") +
+           (tma ? " tma" : "");
   }
   Grid grid(int M, int N) const {
     Grid g(cdiv(M, BM), cdiv(N, BN));
@@ -518,18 +520,20 @@ struct MmConfig {
   }
 };
 
-/// The MmConfig of an autotuner Config (knobs BM, BN, BK, num_warps, num_stages, persistent).
+/// The MmConfig of an autotuner Config (knobs BM, BN, BK, num_warps, num_stages, persistent, tma).
 MmConfig mm_config(const Config& k) {
-  return {int(k["BM"]), int(k["BN"]), int(k["BK"]), int(k["num_warps"]), int(k["num_stages"]), k["persistent"] != 0};
+  return {int(k["BM"]), int(k["BN"]), int(k["BK"]), int(k["num_warps"]), int(k["num_stages"]), k["persistent"] != 0,
+          k["tma"] != 0};
 }
 
 // The config of each shape is chosen by tle::autotune (docs/autotune.md) over the space below
 // (wgmma-friendly on sm_90a: warp counts that are multiples of 4, BK = 64, one 128-byte swizzle row
-// of bf16). Its 82 valid configs are under the tuner's exhaustive limit, so each is measured
+// of bf16), each with pointer loads and with tensor descriptors. Its 164 valid configs are under
+// the tuner's exhaustive limit, so each is measured
 // (CUDA events, L2 flushed, median of 10, slow configs cut short) as Triton's autotune would, and
 // the best kept in the tuning cache; the chosen config's C is checked against the reference, then
 // timed with the full repetitions. M, N, K are runtime scalars, so one specialization per config
-// serves every shape (82 compiles in all). (A 24-config genetic search here missed the best
+// serves every shape (164 compiles in all). (A 24-config genetic search here missed the best
 // 8192^3 config: 2.23 ms instead of 1.88 ms on 2026-12-02; the genetic search is measured in
 // tests/test_autotune.cpp and docs/autotune.md, not in the suite's numbers.)
 template <class TO> void matmul_cases(bench::Timer& tm, const std::string& out_note) {
@@ -539,6 +543,10 @@ template <class TO> void matmul_cases(bench::Timer& tm, const std::string& out_n
   Space space;
   space.values("BM", {64, 128, 256}).values("BN", {64, 128, 256}).values("BK", {64});
   space.values("num_warps", {4, 8}).values("num_stages", {3, 4, 5, 8}).values("persistent", {0, 1});
+  // tma = 1: the same tiles read through tensor descriptors (TMA into wgmma's buffers on sm_90a);
+  // a shape whose rows are not 16-byte aligned (N = 4100) cannot have B's descriptor,
+  // and those configs are reported as failed.
+  space.values("tma", {0, 1});
   space.constraint("(BM + BN) * BK * stages * 2 bytes <= 227 KB", [](const Config& k) {
     return (k["BM"] + k["BN"]) * k["BK"] * k["num_stages"] * 2 <= 227 * 1024;
   });
@@ -550,12 +558,21 @@ template <class TO> void matmul_cases(bench::Timer& tm, const std::string& out_n
   opts.backend = Backend::GPU;
   auto mm = make_matmul<bf16, TO>();
   auto mmp = ex::make_matmul_persistent<bf16, TO>();
+  auto mmt = ex::make_matmul_tma<bf16, TO>();
+  auto mmtp = ex::make_matmul_tma_persistent<bf16, TO>();
   auto launch = [&](const Config& k, const bf16* pa, const bf16* pb, TO* pc, int M, int N, int K) {
     const MmConfig cfg = mm_config(k);
     Grid g = cfg.grid(M, N);
     g.stream = k.stream ? k.stream : tm.stream().handle();
-    if (cfg.persistent) mmp(g, pa, pb, pc, M, N, K, cfg.BM, cfg.BN, cfg.BK);
-    else mm(g, pa, pb, pc, M, N, K, cfg.BM, cfg.BN, cfg.BK, 1.0f);
+    if (cfg.tma) {
+      TensorDescriptor<bf16, 2> da(pa, {M, K}, {K, 1}, {cfg.BM, cfg.BK}), db(pb, {K, N}, {N, 1}, {cfg.BK, cfg.BN});
+      if (cfg.persistent) mmtp(g, da, db, pc, M, N, K);
+      else mmt(g, da, db, pc, M, N, K);
+    } else if (cfg.persistent) {
+      mmp(g, pa, pb, pc, M, N, K, cfg.BM, cfg.BN, cfg.BK);
+    } else {
+      mm(g, pa, pb, pc, M, N, K, cfg.BM, cfg.BN, cfg.BK, 1.0f);
+    }
   };
   auto tuned = autotune(
       std::is_same_v<TO, bf16> ? "gpu_bench matmul bf16" : "gpu_bench matmul f32out", space,

@@ -163,6 +163,53 @@ template <class T, class TO = tle::dot_acc_t<T>, int GM = 16> auto make_matmul_p
   });
 }
 
+/// The BM x BN block of A @ B at (m0, n0), A and B read through tensor descriptors (Triton's
+/// tensor-descriptor matmul): a describes A[M, K] with block {BM, BK}, b describes B[K, N] with
+/// block {BK, BN}; K's tail and the edges read zeros, as TMA does. On sm_90a the K
+/// loop's blocks move by TMA into wgmma's swizzled buffers, one thread issuing them
+/// (docs/semantics.md, "Tensor descriptors"); elsewhere they are masked loads pipelined with
+/// cp.async, as in matmul_block.
+template <class T>
+tle::Tile<tle::dot_acc_t<T>> matmul_block_tma(const tle::TensorDescriptor<T, 2>& a, const tle::TensorDescriptor<T, 2>& b,
+                                              tle::Tile<int32_t> m0, tle::Tile<int32_t> n0, tle::Tile<int32_t> K) {
+  using namespace tle;
+  const int32_t BM = int32_t(a.block_shape()[0]), BK = int32_t(a.block_shape()[1]), BN = int32_t(b.block_shape()[1]);
+  Tile<dot_acc_t<T>> acc = zeros<dot_acc_t<T>>({BM, BN});
+  for (auto k : range(0, K, BK)) acc = dot(a.load({m0, k}), b.load({k, n0}), acc);
+  return acc;
+}
+
+/// make_matmul on tensor descriptors (matmul_block_tma; C through a pointer, as make_matmul's):
+/// launch as Grid(cdiv(M, BM), cdiv(N, BN)), the block sizes being the descriptors' blocks.
+template <class T, class TO = tle::dot_acc_t<T>, int GM = 16> auto make_matmul_tma() {
+  using namespace tle;
+  return jit("matmul_tma", [](TensorDescriptor<T, 2> a, TensorDescriptor<T, 2> b, Ptr<TO> c, Tile<int32_t> M,
+                              Tile<int32_t> N, Tile<int32_t> K) {
+    const int32_t BM = int32_t(a.block_shape()[0]), BN = int32_t(b.block_shape()[1]);
+    auto [pm, pn] = grouped_block_ids(GM);
+    Tile<int32_t> rm = pm * BM + arange(0, BM), rn = pn * BN + arange(0, BN);
+    store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), cast<TO>(matmul_block_tma<T>(a, b, pm * BM, pn * BN, K)),
+          expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
+  });
+}
+
+/// The persistent form of make_matmul_tma (as make_matmul_persistent is of make_matmul): Grid(P)
+/// programs walk C's blocks in grouped order.
+template <class T, class TO = tle::dot_acc_t<T>, int GM = 16> auto make_matmul_tma_persistent() {
+  using namespace tle;
+  return jit("matmul_tma_persistent", [](TensorDescriptor<T, 2> a, TensorDescriptor<T, 2> b, Ptr<TO> c,
+                                         Tile<int32_t> M, Tile<int32_t> N, Tile<int32_t> K) {
+    const int32_t BM = int32_t(a.block_shape()[0]), BN = int32_t(b.block_shape()[1]);
+    Tile<int32_t> npm = (M + (BM - 1)) / BM, npn = (N + (BN - 1)) / BN;
+    for (auto t : range(program_id(0), npm * npn, num_programs(0))) {
+      auto [pm, pn] = grouped_tile(t, npm, npn, GM);
+      Tile<int32_t> rm = pm * BM + arange(0, BM), rn = pn * BN + arange(0, BN);
+      store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), cast<TO>(matmul_block_tma<T>(a, b, pm * BM, pn * BN, K)),
+            expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
+    }
+  });
+}
+
 /// Attention forward, FlashAttention-2 structure (Dao 2023, Algorithm 1) as a user writes it in
 /// plain tle: O = softmax(Q K^T * sm_scale) V for q, k, v, o of shape [batch * heads, S, D] (rows of
 /// D contiguous T), causal or not. Program (i, bh) computes BM query rows of head bh: it walks the

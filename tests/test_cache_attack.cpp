@@ -427,7 +427,7 @@ TEST_CASE("cache attack: forged entries (right checksum and key, bad artifact) a
       {"symbol absent from the object", "TLECPU1\ntle_not_there\n0\n" + object},
       {"absurd scratch size", "TLECPU1\n" + symbol + "\n1152921504606846976\n" + object},
       {"scratch not a number", "TLECPU1\n" + symbol + "\nlots\n" + object},
-      {"another artifact kind", "TLEGPU1\n" + symbol + "\n0\n4\n.version 8.5\n"},
+      {"another artifact kind", "TLEGPU2\n" + symbol + "\n0\n4\n\n.version 8.5\n"},
       {"empty", ""},
   };
   for (auto& [what, bytes] : forged) {

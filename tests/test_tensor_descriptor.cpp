@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "../examples/kernels.hpp"
 #include "env_util.hpp"
 #include "error_util.hpp"
 #include "ir/builder.hpp"
@@ -335,8 +336,8 @@ TEST_CASE("descriptor: the IR has desc ops, and the CPU pipeline expands them", 
 TEST_CASE("descriptor: sm_90a PTX moves TMA blocks with cp.async.bulk.tensor and assembles", "[ptx][descriptor]") {
   alignas(16) static float fake[16];
   TensorDescriptor<float, 2> d(fake, {1000, 1000}, {1000, 1}, {64, 32});
-  {  // the TMA lowering is opt-in (gpu::Options::tma): by default plain masked accesses
-    envtest::EnvVar off("TLE_TMA", nullptr);
+  {  // TLE_TMA=0 turns the TMA lowering off (gpu::Options::tma): plain masked accesses
+    envtest::EnvVar off("TLE_TMA", "0");
     CHECK_THAT(copy2d.ptx(90, 4, d, d), !Catch::Contains("cp.async.bulk.tensor"));
   }
   envtest::EnvVar tma("TLE_TMA", "1");
@@ -362,6 +363,16 @@ TEST_CASE("descriptor: sm_90a PTX moves TMA blocks with cp.async.bulk.tensor and
   std::string p80 = copy2d.ptx(80, 4, d, d);
   CHECK_THAT(p80, !Catch::Contains("cp.async.bulk.tensor"));
   ptxtest::assemble("descriptor copy sm_80", p80, "sm_80");
+  // A tensor whose rows are not whole 16-byte chunks (1001 f32): TMA would write past them.
+  TensorDescriptor<float, 2> ragged(fake, {1000, 1001}, {1004, 1}, {64, 32});
+  CHECK_THAT(copy2d.ptx(90, 4, ragged, ragged), !Catch::Contains("cp.async.bulk.tensor"));
+  // An innermost offset not known to be a multiple of 16 bytes (a runtime column 5 or -5; -4 and
+  // 16 are specialized as multiples of 4 and 16): a box TMA may not start there.
+  TensorDescriptor<float, 2> w(fake, {1000, 1000}, {1000, 1}, {8, 16});
+  CHECK_THAT(window.ptx(90, 4, w, fake, 3, 16), Catch::Contains("cp.async.bulk.tensor"));
+  CHECK_THAT(window.ptx(90, 4, w, fake, 3, -4), Catch::Contains("cp.async.bulk.tensor"));
+  CHECK_THAT(window.ptx(90, 4, w, fake, 3, 5), !Catch::Contains("cp.async.bulk.tensor"));
+  CHECK_THAT(window.ptx(90, 4, w, fake, 3, -5), !Catch::Contains("cp.async.bulk.tensor"));
   // 1-D, 3-D and the K loop of a matmul
   TensorDescriptor<float, 2> ma(fake, {1000, 1000}, {1000, 1}, {64, 32}), mb(fake, {1000, 1000}, {1000, 1}, {32, 64}),
       mc(fake, {1000, 1000}, {1000, 1}, {64, 64});
@@ -389,6 +400,83 @@ TEST_CASE("descriptor: sm_90a PTX moves TMA blocks with cp.async.bulk.tensor and
   std::string p3 = k3.ptx(90, 4, d3, d3);
   CHECK_THAT(p3, Catch::Contains("cp.async.bulk.tensor.3d"));
   ptxtest::assemble("descriptor 3-D sm_90a", p3);
+}
+
+static size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+/// The first block of A and B loaded before the K loop, the rest in it: a descriptor read both in
+/// and outside the loop (its tensor map cannot be both swizzled and not), so none of its loads is
+/// pipelined by TMA.
+static auto matmul_split = jit("desc_matmul_split", [](TensorDescriptor<bf16, 2> a, TensorDescriptor<bf16, 2> b,
+                                                Ptr<float> c, Tile<int32_t> M, Tile<int32_t> N, Tile<int32_t> K) {
+  const int32_t BM = int32_t(a.block_shape()[0]), BK = int32_t(a.block_shape()[1]), BN = int32_t(b.block_shape()[1]);
+  Tile<int32_t> m0 = program_id(0) * BM, n0 = program_id(1) * BN;
+  Tile<float> acc = dot(a.load({m0, 0}), b.load({0, n0}), zeros<float>({BM, BN}));
+  for (auto k : range(BK, K, BK)) acc = dot(a.load({m0, k}), b.load({k, n0}), acc);
+  Tile<int32_t> rm = m0 + arange(0, BM), rn = n0 + arange(0, BN);
+  store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), acc, expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
+});
+
+TEST_CASE("descriptor: a K loop's TMA loads are pipelined into wgmma's swizzled buffers", "[ptx][descriptor]") {
+  alignas(16) static bf16 fh[16];
+  alignas(16) static float fc[16];
+  envtest::EnvVar tma("TLE_TMA", "1");
+  auto mm = ex::make_matmul_tma<bf16, float>();
+  auto mmp = ex::make_matmul_tma_persistent<bf16, float>();
+  struct C { int64_t BM, BN, BK; int warps, stages; };
+  for (C c : {C{128, 256, 64, 8, 4}, C{128, 128, 64, 4, 3}, C{64, 64, 32, 4, 2}, C{128, 64, 64, 4, 5}}) {
+    for (bool persistent : {false, true}) {
+      INFO(c.BM << "x" << c.BN << "x" << c.BK << " warps " << c.warps << " stages " << c.stages << " persistent "
+                << persistent);
+      TensorDescriptor<bf16, 2> da(fh, {4096, 4096}, {4096, 1}, {c.BM, c.BK}), db(fh, {4096, 4096}, {4096, 1}, {c.BK, c.BN});
+      Grid g(32, 16);
+      g.with_warps(c.warps).with_stages(c.stages);
+      const std::string ptx = persistent ? mmp.ptx(90, g, da, db, fc, 4096, 4096, 4096) : mm.ptx(90, g, da, db, fc, 4096, 4096, 4096);
+      // one box per 64-column (128-byte) block of each operand, issued by one thread; no cp.async
+      const size_t boxes = size_t(c.BK / std::min<int64_t>(c.BK, 64) + c.BN / std::min<int64_t>(c.BN, 64));
+      CHECK(count_of(ptx, "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes") >= boxes);
+      CHECK(count_of(ptx, "mbarrier.arrive.expect_tx.shared::cta.b64") >= 1);
+      CHECK(count_of(ptx, "cp.async.cg.shared.global") == 0);
+      CHECK(count_of(ptx, "cp.async.ca.shared.global") == 0);
+      CHECK(count_of(ptx, "cp.async.wait_group") == 0);
+      CHECK(count_of(ptx, "wgmma.mma_async") >= 1);
+      CHECK(count_of(ptx, "mbarrier.inval") >= 1);
+      if (!persistent) {  // warp-specialized: a producer warpgroup of which one thread issues the boxes
+        CHECK(ptx.find(".reqntid " + std::to_string(32 * (c.warps + 4)) + ", 1, 1") != std::string::npos);
+        CHECK(count_of(ptx, "cp.async.mbarrier.arrive") == 0);
+        CHECK(count_of(ptx, "fence.proxy.async") == 0);  // TMA and wgmma are both the async proxy
+      } else {  // a K loop inside the tile loop is not warp-specialized: thread 0 issues, bar.sync
+        CHECK(ptx.find(".reqntid " + std::to_string(32 * c.warps) + ", 1, 1") != std::string::npos);
+      }
+      ptxtest::assemble("pipelined TMA matmul", ptx, "sm_90a");
+    }
+  }
+  // A descriptor also read outside the loop: no pipelined TMA, the synchronous path, which still assembles.
+  TensorDescriptor<bf16, 2> da(fh, {4096, 4096}, {4096, 1}, {128, 64}), db(fh, {4096, 4096}, {4096, 1}, {64, 128});
+  const std::string split = matmul_split.ptx(90, 4, da, db, fc, 4096, 4096, 4096);
+  CHECK(count_of(split, "cp.async.bulk.tensor.2d") >= 2);
+  ptxtest::assemble("split matmul", split, "sm_90a");
+}
+
+TEST_CASE("descriptor: the TMA matmul example on ragged shapes (CPU: expanded masked loads)", "[ops][descriptor]") {
+  auto mm = ex::make_matmul_tma<bf16, float>();
+  struct S { int64_t M, N, K; };
+  for (S s : {S{1, 8, 8}, S{17, 24, 40}, S{100, 72, 136}}) {
+    CAPTURE(s.M, s.N, s.K);
+    std::vector<bf16> ha(size_t(s.M * s.K)), hb(size_t(s.K * s.N));
+    for (size_t i = 0; i < ha.size(); ++i) ha[i] = bf16(float(int(i * 37 % 17) - 8) / 8.0f);
+    for (size_t i = 0; i < hb.size(); ++i) hb[i] = bf16(float(int(i * 53 % 13) - 6) / 4.0f);
+    Buf<bf16> a(ha), b(hb);
+    Buf<float> c(size_t(s.M * s.N), 99.f);
+    mm(Grid(cdiv(s.M, 32), cdiv(s.N, 32)), TensorDescriptor<bf16, 2>(a.data(), {s.M, s.K}, {s.K, 1}, {32, 16}),
+       TensorDescriptor<bf16, 2>(b.data(), {s.K, s.N}, {s.N, 1}, {16, 32}), c.data(), int32_t(s.M), int32_t(s.N),
+       int32_t(s.K));
+    CHECK(opstest::diffs(c, ref_matmul(ha, hb, s.M, s.N, s.K, s.K, s.N, s.N, 99.f), 1e-5, 1e-4) == "");
+  }
 }
 
 TEST_CASE("descriptor: which blocks TMA takes (tma_block_ok)", "[ptx][descriptor]") {
@@ -503,5 +591,72 @@ TEST_CASE("gpu: descriptor copies and matmul on ragged shapes (TMA on sm_90)", "
       dc.copy_to_host(got.data(), got.size());
       CHECK(opstest::diffs(got, ref_matmul(ha, hb, s.M, s.N, s.K, lda, ldb, ldc, 99.f), 1e-5, 1e-3) == "");
     }
+  }
+}
+
+TEST_CASE("gpu: the TMA matmul example (pipelined TMA into wgmma) on ragged shapes, stages 2-5", "[.gpu][descriptor]") {
+  if (!gpu_info()) {
+    WARN("no usable GPU: [.gpu] case skipped");
+    return;
+  }
+  envtest::EnvVar tma("TLE_TMA", "1");
+  auto mm = ex::make_matmul_tma<bf16, float>();
+  auto mmp = ex::make_matmul_tma_persistent<bf16, float>();
+  struct S { int64_t M, N, K; };
+  struct C { int64_t BM, BN, BK; int warps, stages; };
+  for (S s : {S{1, 64, 64}, S{17, 136, 72}, S{1000, 1000, 1000}, S{4097, 72, 4104}}) {
+    std::vector<bf16> ha(size_t(s.M * s.K)), hb(size_t(s.K * s.N));
+    for (size_t i = 0; i < ha.size(); ++i) ha[i] = bf16(float(int(i * 37 % 17) - 8) / 8.0f);
+    for (size_t i = 0; i < hb.size(); ++i) hb[i] = bf16(float(int(i * 53 % 13) - 6) / 4.0f);
+    const std::vector<float> want = ref_matmul(ha, hb, s.M, s.N, s.K, s.K, s.N, s.N, 99.f);
+    DeviceBuffer<bf16> da(ha), db(hb);
+    for (C c : {C{128, 256, 64, 8, 4}, C{128, 128, 64, 4, 3}, C{64, 64, 32, 4, 2}, C{128, 64, 64, 4, 5}}) {
+      for (bool persistent : {false, true}) {
+        CAPTURE(s.M, s.N, s.K, c.BM, c.BN, c.BK, c.warps, c.stages, persistent);
+        DeviceBuffer<float> dc(std::vector<float>(size_t(s.M * s.N), 99.f));
+        TensorDescriptor<bf16, 2> ta(da, {s.M, s.K}, {s.K, 1}, {c.BM, c.BK}), tb(db, {s.K, s.N}, {s.N, 1}, {c.BK, c.BN});
+        const int64_t blocks = cdiv(s.M, c.BM) * cdiv(s.N, c.BN);
+        Grid g = persistent ? Grid(std::max<int64_t>(1, blocks / 3)) : Grid(cdiv(s.M, c.BM), cdiv(s.N, c.BN));
+        g.with_warps(c.warps).with_stages(c.stages).backend(Backend::GPU);
+        if (persistent) mmp(g, ta, tb, dc, int32_t(s.M), int32_t(s.N), int32_t(s.K));
+        else mm(g, ta, tb, dc, int32_t(s.M), int32_t(s.N), int32_t(s.K));
+        std::vector<float> got(size_t(s.M * s.N));
+        dc.copy_to_host(got.data(), got.size());
+        CHECK(opstest::diffs(got, want, 1e-5, 1e-3) == "");
+      }
+    }
+  }
+  // A descriptor read in and outside the K loop (no pipelined TMA)
+  const int64_t M = 300, N = 200, K = 520;
+  std::vector<bf16> ha(size_t(M * K)), hb(size_t(K * N));
+  for (size_t i = 0; i < ha.size(); ++i) ha[i] = bf16(float(int(i * 37 % 17) - 8) / 8.0f);
+  for (size_t i = 0; i < hb.size(); ++i) hb[i] = bf16(float(int(i * 53 % 13) - 6) / 4.0f);
+  DeviceBuffer<bf16> da(ha), db(hb);
+  DeviceBuffer<float> dc(size_t(M * N));
+  matmul_split(Grid(cdiv(M, 128), cdiv(N, 64)).backend(Backend::GPU),
+               TensorDescriptor<bf16, 2>(da, {M, K}, {K, 1}, {128, 64}), TensorDescriptor<bf16, 2>(db, {K, N}, {N, 1}, {64, 64}),
+               dc, int32_t(M), int32_t(N), int32_t(K));
+  std::vector<float> got(size_t(M * N));
+  dc.copy_to_host(got.data(), got.size());
+  CHECK(opstest::diffs(got, ref_matmul(ha, hb, M, N, K, K, N, N, 0.f), 1e-5, 1e-3) == "");
+}
+
+TEST_CASE("gpu: TMA windows at negative and past-the-end offsets of a 16-byte-aligned tensor", "[.gpu][descriptor]") {
+  if (!gpu_info()) {
+    WARN("no usable GPU: [.gpu] case skipped");
+    return;
+  }
+  // C = 16 f32: the innermost extent is whole 16-byte chunks, so these blocks move by TMA (with
+  // TLE_TMA=1), including boxes that start before the tensor (tiled TMA takes signed coordinates).
+  const int64_t R = 17, C = 16, ld = C;
+  Buf<float> x = opstest::random_buf<float>(size_t(R * ld), 3);
+  DeviceBuffer<float> dx(std::vector<float>(x.data(), x.data() + x.size()));
+  DeviceBuffer<float> dw(size_t(8 * 16));
+  for (auto [r0, c0] : {std::pair{0, 0}, std::pair{-3, -4}, std::pair{-3, -5}, std::pair{12, 10}, std::pair{17, 0}}) {
+    CAPTURE(r0, c0);
+    window(Grid(1).backend(Backend::GPU), TensorDescriptor<float, 2>(dx, {R, C}, {ld, 1}, {8, 16}), dw, r0, c0);
+    std::vector<float> got(8 * 16);
+    dw.copy_to_host(got.data(), got.size());
+    CHECK(opstest::diffs(got, ref_window(x, R, C, ld, r0, c0, 8, 16)) == "");
   }
 }

@@ -40,13 +40,13 @@
 // meaning of Triton's tensor descriptors and of TMA (PTX ISA 9.7.9.25, cp.async.bulk.tensor:
 // out-of-bound elements of a load are filled with zeros, of a store not written).
 //
-// Lowering: by default the accesses are ordinary masked loads and stores on every backend and
-// target. With TLE_TMA=1 (opt-in until the TMA path has passed its [.gpu][descriptor] tests on an
-// H200; docs/semantics.md), on sm_90a a block TMA can take (power-of-two dims, an innermost row
-// of at least 16 bytes, at most 64 KiB) is loaded by one cp.async.bulk.tensor into shared memory
-// completing on an mbarrier and stored by one cp.async.bulk.tensor from shared memory; the
-// descriptor also reaches the kernel as a CUtensorMap (cuTensorMapEncodeTiled, a 128-byte
-// parameter), encoded at each launch on sm_90.
+// Lowering: the accesses are ordinary masked loads and stores on every backend and target but
+// sm_90a. There (unless TLE_TMA=0; docs/semantics.md), a block TMA can take (power-of-two dims, an
+// innermost row of at least 16 bytes, at most 64 KiB) of a descriptor whose innermost extent is a
+// multiple of 16 bytes, at an innermost offset known to be one, is loaded by cp.async.bulk.tensor into shared memory completing on an
+// mbarrier (pipelined into wgmma's swizzled buffers in a K loop that feeds a dot) and stored by
+// one cp.async.bulk.tensor from shared memory; the descriptor also reaches the kernel as a
+// CUtensorMap (cuTensorMapEncodeTiled, a 128-byte parameter), encoded at each launch on sm_90.
 #pragma once
 #include <array>
 #include <cstdint>

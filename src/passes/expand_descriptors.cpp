@@ -11,11 +11,18 @@
 // interpreter's reference (which evaluates the ops itself) agree element by element.
 //
 // Entry point (pass.hpp): expand_descriptors(f, keep_tma): every descriptor op, except, when
-// keep_tma is set (GPU targets with TMA, sm_90), those whose block TMA takes (tma_block_ok).
+// keep_tma is set (GPU targets with TMA, sm_90), those whose block TMA takes (tma_block_ok) on a
+// descriptor whose innermost extent is known to be a whole number of 16-byte chunks (the shape
+// argument's divisibility, part of the launch's specialization): TMA stores write whole 16-byte
+// chunks, so on a shorter last chunk they would overwrite what lies past the shape (measured on
+// the H200: a row of 17 f32 written up to element 19), and whose innermost offset is known to be a
+// multiple of 16 bytes (axis_info's divisibility: a box starting at f32 column -5 stopped the H200
+// with an illegal instruction, at -4 it ran).
 #include <fmt/format.h>
 
 
 #include "ir/builder.hpp"
+#include "passes/gpu/axis_info.hpp"
 #include "passes/pass.hpp"
 
 namespace tle::passes {
@@ -118,16 +125,33 @@ void expand(Block& blk, OpIter it) {
   blk.ops.erase(it);
 }
 
-bool expand_block(ir::Function& f, Block& blk, bool keep_tma) {
+/// The descriptor of `op` has an innermost extent that is a multiple of 16 bytes (its shape
+/// argument's divisibility says so).
+bool inner_extent_16(const ir::Function& f, const Op& op, DType d) {
+  const int64_t r = op.int_attr("rank");
+  const Value* inner = op.operands.at(static_cast<size_t>(2 + r - 1));
+  if (inner->def || inner->owner != &f.body.body() || inner->index >= f.arg_info.size()) return false;
+  return (int64_t{f.arg_info[inner->index].divisibility} * byte_size(d)) % 16 == 0;
+}
+
+/// The innermost offset of `op` is a multiple of 16 bytes.
+bool inner_offset_16(const std::unordered_map<const Value*, axis::Info>& info, const Op& op, DType d) {
+  const int64_t r = op.int_attr("rank");
+  auto it = info.find(op.operands.at(static_cast<size_t>(2 + 2 * r + r - 1)));
+  return it != info.end() && (it->second.div.at(0) * byte_size(d)) % 16 == 0;
+}
+
+bool expand_block(ir::Function& f, Block& blk, const std::unordered_map<const Value*, axis::Info>* info) {
   bool changed = false;
   for (auto it = blk.ops.begin(); it != blk.ops.end();) {
     Op& op = **it;
     auto next = std::next(it);
-    for (auto& reg : op.regions) changed |= expand_block(f, reg->body(), keep_tma);
+    for (auto& reg : op.regions) changed |= expand_block(f, reg->body(), info);
     if (op.kind == OpKind::DescLoad || op.kind == OpKind::DescStore) {
       const int64_t r = op.int_attr("rank");
       const Type& t = op.kind == OpKind::DescStore ? op.operands[2 + 3 * r]->type : op.result()->type;
-      if (!(keep_tma && tma_block_ok(t.dtype, t.shape))) {
+      if (!(info && tma_block_ok(t.dtype, t.shape) && inner_extent_16(f, op, t.dtype) &&
+            inner_offset_16(*info, op, t.dtype))) {
         expand(blk, it);
         changed = true;
       }
@@ -140,8 +164,9 @@ bool expand_block(ir::Function& f, Block& blk, bool keep_tma) {
 }  // namespace
 
 bool expand_descriptors(ir::Function& f, bool keep_tma) {
-  bool changed = expand_block(f, f.entry(), keep_tma);
-  return changed;
+  std::unordered_map<const Value*, axis::Info> info;
+  if (keep_tma) info = axis::analyze(f);
+  return expand_block(f, f.entry(), keep_tma ? &info : nullptr);
 }
 
 }  // namespace tle::passes

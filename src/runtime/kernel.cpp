@@ -28,6 +28,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -279,12 +280,12 @@ gpu::Options gpu_options(const LaunchOptions& o) {
   return g;
 }
 
-/// `opt` with gpu::Options::tma from TLE_TMA=1, read at each GPU compile (not per launch): the
-/// sm_90a TMA lowering of tensor descriptors is opt-in until it has run on an H200
-/// (docs/semantics.md, "Tensor descriptors").
+/// `opt` with gpu::Options::tma: on unless TLE_TMA=0, read at each GPU compile (not per launch;
+/// part of the cache key), for comparisons with the masked-access lowering (docs/semantics.md,
+/// "Tensor descriptors").
 gpu::Options with_tma(gpu::Options opt) {
   const char* v = std::getenv("TLE_TMA");
-  opt.tma = v && std::strcmp(v, "1") == 0;
+  opt.tma = !(v && std::strcmp(v, "0") == 0);
   return opt;
 }
 
@@ -316,17 +317,28 @@ std::optional<std::pair<std::vector<std::string>, std::string>> split_artifact(c
   return std::make_pair(std::move(fields), s.substr(pos));
 }
 
-/// GPU artifact: "TLEGPU1", entry, shared_bytes, num_warps, then the PTX.
+/// GPU artifact: "TLEGPU2", entry, shared_bytes, num_warps, the swizzled tensor maps ("arg:width"
+/// separated by spaces), then the PTX.
 std::string serialize_artifact(const gpu::Artifact& a) {
-  return join_artifact("TLEGPU1", {a.entry, std::to_string(a.shared_bytes), std::to_string(a.num_warps)}, a.ptx);
+  std::string maps;
+  for (auto [arg, width] : a.tma_swizzled) maps += fmt::format("{}{}:{}", maps.empty() ? "" : " ", arg, width);
+  return join_artifact("TLEGPU2", {a.entry, std::to_string(a.shared_bytes), std::to_string(a.num_warps), maps}, a.ptx);
 }
 std::optional<gpu::Artifact> parse_artifact(const std::string& s) {
-  auto parts = split_artifact(s, "TLEGPU1", 3);
+  auto parts = split_artifact(s, "TLEGPU2", 4);
   if (!parts || parts->first[0].empty()) return std::nullopt;
   gpu::Artifact a;
   try {
     a.shared_bytes = std::stoi(parts->first[1]);
     a.num_warps = std::stoi(parts->first[2]);
+    std::istringstream maps(parts->first[3]);
+    for (std::string m; maps >> m;) {
+      const size_t colon = m.find(':');
+      if (colon == std::string::npos) return std::nullopt;
+      const int arg = std::stoi(m.substr(0, colon)), width = std::stoi(m.substr(colon + 1));
+      if (arg < 0 || (width != 16 && width != 32 && width != 64)) return std::nullopt;
+      a.tma_swizzled.emplace_back(arg, width);
+    }
   } catch (...) {
     return std::nullopt;
   }
@@ -407,6 +419,7 @@ struct Compiled {
   size_t shared_bytes = 0;
   int registers = 0, local_bytes = 0;  // GPU: per thread
   bool tma = false;                    // GPU: compiled with TMA (tensor maps encoded at each launch)
+  std::vector<std::pair<int, int>> tma_swizzled;  // GPU: gpu::Artifact::tma_swizzled
 };
 
 class KernelState;
@@ -554,7 +567,12 @@ class KernelState {
             pk.slots.push_back(static_cast<uint64_t>(a.desc.strides[d]));
           }
           pk.constexprs[i].block.assign(a.desc.block, a.desc.block + p.rank);
-          pk.key.push_back(block_key(a.desc));
+          // Whether the innermost extent is a whole number of 16-byte chunks: only then may TMA
+          // move this descriptor's blocks (a TMA store writes whole 16-byte chunks, past the
+          // shape into the row's padding otherwise; passes/expand_descriptors.cpp).
+          const bool inner16 = (a.desc.shape[p.rank - 1] * byte_size(p.dtype)) % 16 == 0;
+          pk.constexprs[i].i = inner16 ? 1 : 0;
+          pk.key.push_back(block_key(a.desc) | (inner16 ? uint64_t(1) << 62 : 0));
           break;
         }
         case ParamSpec::ConstexprFloat: {
@@ -599,7 +617,11 @@ class KernelState {
         std::vector<ir::Value*>& vs = tp[i].values;
         vs.push_back(add(ir::scalar_type(DType::ptr, DType::u8), "map", 16, true));
         vs.push_back(add(ir::scalar_type(DType::ptr, p.dtype), "base", 16));
-        for (int d = 0; d < p.rank; ++d) vs.push_back(add(ir::scalar_type(DType::i64), fmt::format("shape{}", d), 1));
+        // The innermost extent's divisibility says whether TMA may move its blocks (16 bytes).
+        const int32_t inner_div =
+            tp[i].i ? static_cast<int32_t>(std::max<int64_t>(1, 16 / byte_size(p.dtype))) : 1;
+        for (int d = 0; d < p.rank; ++d)
+          vs.push_back(add(ir::scalar_type(DType::i64), fmt::format("shape{}", d), d == p.rank - 1 ? inner_div : 1));
         const int32_t sdiv = static_cast<int32_t>(std::max<int64_t>(1, 16 / byte_size(p.dtype)));
         for (int d = 0; d + 1 < p.rank; ++d)
           vs.push_back(add(ir::scalar_type(DType::i64), fmt::format("stride{}", d), sdiv));
@@ -771,6 +793,7 @@ class KernelState {
     else out.gpu.emplace(cuda::GpuKernel::from_ptx(art->ptx, art->entry, extra));
     out.num_warps = art->num_warps > 0 ? art->num_warps : opt.num_warps;
     out.shared_bytes = static_cast<size_t>(std::max(0, art->shared_bytes));
+    out.tma_swizzled = art->tma_swizzled;
     out.registers = out.gpu->attribute(CU_FUNC_ATTRIBUTE_NUM_REGS);
     out.local_bytes = out.gpu->attribute(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
     // A kernel that spills is slow in a way nothing else shows (issue: a config 22x slower than
@@ -941,9 +964,13 @@ void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const Laun
   // A GPU kernel compiled with TMA reads the descriptors' CUtensorMaps (encoded per launch: the
   // base and shape change between launches of one specialization).
   if (on_gpu && compiled->tma)
-    for (auto [param, slot] : pk.tensor_maps)
-      if (passes::tma_block_ok(args[param].pointee, pk.constexprs[param].block))
-        encode_tensor_map(args[param], &pk.slots[slot]);
+    for (auto [param, slot] : pk.tensor_maps) {
+      if (!passes::tma_block_ok(args[param].pointee, pk.constexprs[param].block)) continue;
+      int width = 0;  // a swizzled box for the map of this kernel argument (IR argument index)
+      for (auto [arg, w] : compiled->tma_swizzled)
+        if (static_cast<size_t>(arg) < pk.arg_slots.size() && pk.arg_slots[static_cast<size_t>(arg)] == slot) width = w;
+      encode_tensor_map(args[param], &pk.slots[slot], width);
+    }
   std::vector<void*> ptrs = pk.arg_pointers();
   if (backend == Backend::Interp) {
     // A fault of an access (an unmapped pointer) is a RuntimeError naming the op (interp.cpp).

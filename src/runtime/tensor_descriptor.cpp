@@ -69,7 +69,7 @@ void check_tensor_descriptor(DType dtype, int rank, const void* base, const int6
                                      what, dims_str(block, rank), n));
 }
 
-void encode_tensor_map(const HostArg& a, void* out128) {
+void encode_tensor_map(const HostArg& a, void* out128, int swizzle_width) {
   const cuda::Driver& d = cuda::require_driver("cuTensorMapEncodeTiled");
   if (!d.cuTensorMapEncodeTiled)
     throw RuntimeError("cuTensorMapEncodeTiled",
@@ -103,10 +103,18 @@ void encode_tensor_map(const HostArg& a, void* out128) {
     estr[i] = 1;
     if (i > 0) strides[i - 1] = static_cast<cuuint64_t>(a.desc.strides[d] * esize);
   }
+  CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_NONE;
+  if (swizzle_width > 0) {
+    box[0] = static_cast<cuuint32_t>(swizzle_width);
+    const int64_t span = swizzle_width * esize;
+    swizzle = span == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : span == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_32B;
+    if (span != 128 && span != 64 && span != 32)
+      throw InternalError(fmt::format("encode_tensor_map: a swizzled box of {} bytes", span));
+  }
   CUtensorMap map;
   std::memset(&map, 0, sizeof map);
   cuda::check(d.cuTensorMapEncodeTiled(&map, t, static_cast<cuuint32_t>(r), const_cast<void*>(a.p), dims, strides,
-                                       box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                       box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
                                        CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
               "cuTensorMapEncodeTiled");
   static_assert(sizeof(CUtensorMap) == 128, "CUtensorMap is 128 bytes");

@@ -50,6 +50,7 @@ Artifact compile(ir::Function& f, const Target& target, const Options& options, 
   a.entry = name;
   a.num_warps = lowerer.launch_warps();
   a.shared_bytes = static_cast<int>(lowerer.shared_bytes());
+  a.tma_swizzled.assign(lowerer.tma_swizzled.begin(), lowerer.tma_swizzled.end());
   if (keep_llvm_ir) {
     llvm::raw_string_ostream os(a.llvm_ir);
     m.print(os, nullptr);

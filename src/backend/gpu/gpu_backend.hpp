@@ -29,7 +29,7 @@ struct Options {
   bool warp_specialize = true;
   /// On sm_90a, move the tensor-descriptor blocks TMA takes (passes::tma_block_ok) with
   /// cp.async.bulk.tensor (lower_tma.cpp); otherwise every descriptor access is a masked load or
-  /// store. The runtime sets it from TLE_TMA=1 when it compiles (opt-in, docs/semantics.md).
+  /// store. The runtime sets it unless TLE_TMA=0 when it compiles (docs/semantics.md).
   bool tma = false;
 };
 
@@ -39,6 +39,11 @@ struct Artifact {
   int num_warps = 4;        // warps to launch per CTA (2 * Options::num_warps when warp-specialized)
   int shared_bytes = 0;     // dynamic shared memory the kernel needs per CTA
   std::string llvm_ir;      // LLVM IR before optimization (for dumps), filled when asked
+  /// Tensor maps to encode with a swizzled box (kernel argument index, box width in elements):
+  /// TMA loads pipelined into wgmma buffers read boxes of {width, rows} with a width * element
+  /// bytes (128, 64 or 32) swizzle (lower_pipeline.cpp); every other map: the descriptor's
+  /// block, no swizzle.
+  std::vector<std::pair<int, int>> tma_swizzled;
 };
 
 /// Compiles `f` for `target`: runs the GPU passes on a copy-free basis (f is modified: layouts are

@@ -526,6 +526,7 @@ void Lowerer::lower_op(const ir::Op& op) {
     case K::DescLoad: case K::DescStore:
       // Only TMA's blocks on sm_90a reach the lowering (passes::expand_descriptors).
       if (!wgmma) fail(op, "a tensor-descriptor access was not expanded for a target without TMA");
+      if (pipe_reads.count(&op)) return;  // a pipelined TMA load: the wgmma dot reads its stage buffer
       lower_desc_tma(op);
       return;
     case K::AtomicRMW: case K::AtomicCas: lower_atomic(op); return;

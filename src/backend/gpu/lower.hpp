@@ -309,6 +309,13 @@ class Lowerer : public backend::ScalarEmitter {
   /// Appends the op's offsets, innermost first, to args (as inline-asm operands $first...) and
   /// returns the PTX vector "{$first, ...}".
   std::string tma_coords(const ir::Op& op, std::vector<llvm::Value*>& args, int first);
+  /// One cp.async.bulk.tensor load of the box at `coords` (i32, innermost first) of the tensor
+  /// map at generic address `map` (i64) into shared memory at 32-bit address `dst`, completing
+  /// its bytes on the mbarrier at `mbar` (PTX ISA 9.7.9.25.5.1).
+  void tma_load_box(llvm::Value* dst, llvm::Value* map, const std::vector<llvm::Value*>& coords, llvm::Value* mbar);
+  /// Tensor maps the kernel reads with a swizzled box (pipelined TMA loads into wgmma buffers):
+  /// kernel argument index -> box width in elements (the swizzle is its bytes: 128, 64 or 32).
+  std::map<int, int> tma_swizzled;
 
   // ---- mbarriers (PTX ISA 9.7.13.15), at 32-bit shared-memory addresses
   void mbarrier_init(llvm::Value* addr, int count);
@@ -329,14 +336,16 @@ class Lowerer : public backend::ScalarEmitter {
   /// accumulator fits the registers left after the producers').
   const ir::Op* find_ws_loop() const;
   /// The warp-specialized form of lower_for_pipelined for ws_loop_ (lower_pipeline.cpp): `issue`
-  /// copies an iteration into a buffer, `bind_reads` points the loads at a buffer, `next_slot`
+  /// copies an iteration into a buffer (with its TMA boxes when the flag is set: once per
+  /// iteration, whereas the cp.async copies are issued per compute warp), `bind_reads` points the loads at a buffer, `next_slot`
   /// advances a buffer index; `mbar_at` is where plan_loop put the mbarriers, `bytes` the end of
-  /// the loop's shared memory.
+  /// the loop's shared memory; `tma_only`: every pipelined load is a TMA load (one producer
+  /// thread issues them, the full barriers count one arrival).
   void lower_warp_specialized(const ir::Op& op, const Trips& t, int S, int64_t mbar_at, int64_t bytes,
                               const std::unordered_set<const ir::Value*>& need,
-                              const std::function<void(llvm::Value*, llvm::Value*)>& issue,
+                              const std::function<void(llvm::Value*, llvm::Value*, bool)>& issue,
                               const std::function<void(llvm::Value*)>& bind_reads,
-                              const std::function<llvm::Value*(llvm::Value*)>& next_slot);
+                              const std::function<llvm::Value*(llvm::Value*)>& next_slot, bool tma_only);
   /// The ops of the kernel's body before `loop` that compute the values in `need` (the operands
   /// of the loop's pipelined copies), transitively, in program order: the producer warps compute
   /// them again for each compute warp they copy for. Nullopt if one cannot be (it uses shared

@@ -39,6 +39,18 @@
 //                 wgmma of k-2 is done; copy iteration k+S-2 into buffer (k+S-2) % S = (k-2) % S;
 //                 wgmma on buffer k % S; commit; wgmma.wait_group 1
 //
+// A desc_load with `pipelined` (passes/gpu/pipeline_loads.cpp) moves by TMA instead: one thread
+// (thread 0; in a warp-specialized loop the first producer thread) announces the iteration's bytes
+// on full[slot] (mbarrier.arrive.expect_tx) and issues one cp.async.bulk.tensor per atom-wide
+// column block, box {atom, rows} at column offset + a * atom, into the buffer's atom blocks: the
+// tensor map's 128/64/32-byte swizzle writes exactly SwizzledTile::make_wgmma's layout (chunk c of
+// row r at c ^ (r / per_phase) % max_phase: address bits 4.. ^= bits 7..), which wgmma reads.
+// The compute threads wait on full[k % S] with the parity of k / S (no cp.async.wait_group, and
+// no proxy fence: TMA and wgmma are both the async proxy); the buffer is refilled after the
+// bar.sync that the ldmatrix/wgmma path has anyway (or, warp-specialized, after empty[slot]).
+// The maps' swizzle and box width go to the runtime (Lowerer::tma_swizzled, Artifact). A loop with
+// only TMA loads gives the producer warpgroup 40 registers and returns all but one thread.
+//
 // A load with `pipe_vec` (a hinted loop's load read in its own layout) needs no conversion: each
 // thread copies the vectors of its own registers, vector q of thread t at byte
 // (q * threads + t) * vector bytes of the buffer (a warp's copies and reads of one q are 512
@@ -66,6 +78,7 @@ struct PipeLoad {
   const ir::Op* load = nullptr;
   bool own = false;  // read back in its own layout (pipe_vec), else with ldmatrix or wgmma from `tile`
   bool wgmma = false;  // read by wgmma through matrix descriptors
+  bool tma = false;    // a desc_load: moved by cp.async.bulk.tensor, one box per atom column block
   SwizzledTile tile;
   int vec = 1;
   int64_t base = 0;         // byte offset of buffer 0; buffer b at base + b * stage_bytes
@@ -84,8 +97,22 @@ std::vector<PipeLoad> plan_loop(const ir::Op& loop, int num_warps, int64_t& byte
   const int64_t S = loop.int_attr("num_stages");
   if (S < 2) return out;
   const ir::Block& body = loop.region(0).body();
+  bool tma = false;
   for (const auto& opp : body.ops) {
     const ir::Op& ld = *opp;
+    if (ld.kind == ir::OpKind::DescLoad && ld.has_attr("pipelined")) {
+      const ir::Shape& sh = ld.result()->type.shape;
+      PipeLoad p;
+      p.load = &ld;
+      p.wgmma = p.tma = tma = true;
+      p.tile = SwizzledTile::make_wgmma(sh[0], sh[1], 1, ld.int_attr("wgmma"));
+      bytes = (bytes + 1023) / 1024 * 1024;
+      p.base = bytes;
+      p.stage_bytes = p.tile.bytes();
+      bytes += S * p.stage_bytes;
+      out.push_back(p);
+      continue;
+    }
     if (ld.kind != ir::OpKind::Load || !ld.has_attr("pipelined") || ld.int_attr("pipelined") == 0) continue;
     const ir::Value* r = ld.result();
     if (ld.has_attr("pipe_vec")) {
@@ -125,7 +152,7 @@ std::vector<PipeLoad> plan_loop(const ir::Op& loop, int num_warps, int64_t& byte
     bytes += S * p.stage_bytes;
     out.push_back(p);
   }
-  if (barriers && !out.empty()) {
+  if ((barriers || tma) && !out.empty()) {
     bytes = (bytes + 7) / 8 * 8;
     if (mbar_at) *mbar_at = bytes;
     bytes += 16 * S;
@@ -193,12 +220,12 @@ const ir::Op* Lowerer::find_ws_loop() const {
   const ir::Block& entry = fn_ir.entry();
   for (const auto& opp : entry.ops) {
     const ir::Op& op = *opp;
-    // A TMA access (lower_tma.cpp) is issued by thread 0 between CTA-wide barriers: not in a
-    // loop whose producer and compute warps part ways.
+    // A TMA access of lower_tma.cpp is issued by thread 0 between CTA-wide barriers: not in a
+    // loop whose producer and compute warps part ways (pipelined TMA loads are the producers').
     bool tma = false;
     if (op.kind == ir::OpKind::For)
       ir::walk(op.region().body(), [&](const ir::Op& o) {
-        tma = tma || o.kind == ir::OpKind::DescLoad || o.kind == ir::OpKind::DescStore;
+        tma = tma || o.kind == ir::OpKind::DescStore || (o.kind == ir::OpKind::DescLoad && !o.has_attr("pipelined"));
       });
     if (op.kind == ir::OpKind::For && op.has_attr("num_stages") && !tma) {
       int64_t bytes = 0;
@@ -253,12 +280,49 @@ bool Lowerer::lower_for_pipelined(const ir::Op& op) {
   llvm::Function* commit = intr(llvm::Intrinsic::nvvm_cp_async_commit_group);
   llvm::Function* wait = intr(llvm::Intrinsic::nvvm_cp_async_wait_group);
 
-  // Copies of iteration kk (i64) into buffer `slot` (i32), committed as one group unless `ws`.
-  auto issue = [&](Value* kk, Value* slot) {
+  // TMA loads: one thread (thread 0, or the first producer thread) issues an iteration's boxes
+  // after announcing their bytes on full[slot]. Without cp.async loads (or outside warp
+  // specialization, where those complete through wait_group) that announcement is the barrier's
+  // only arrival; in a warp-specialized loop with both, the 128 producer threads' cp.async
+  // arrivals complete it and the announcement adds only the bytes (mbarrier.expect_tx).
+  int64_t tma_bytes = 0;
+  bool copies = false;
+  for (const PipeLoad& p : loads) {
+    if (p.tma) tma_bytes += p.stage_bytes;
+    else copies = true;
+  }
+  const bool tma = tma_bytes > 0;
+  auto full = [&](Value* slot) { return smem_addr32(B.CreateAdd(i32c(mbar_at), B.CreateMul(slot, i32c(16)))); };
+  auto issue_tma = [&](Value* live, Value* slot) {
+    Value* me = B.CreateICmpEQ(tid, i32c(ws ? 32 * num_warps : 0));
+    when(B.CreateAnd(live, me), [&] {
+      Value* bar = full(slot);
+      asm_stmt(fmt::format("mbarrier.{}expect_tx.shared::cta.b64 {}[$0], {};", ws && copies ? "" : "arrive.",
+                           ws && copies ? "" : "_, ", tma_bytes),
+               {bar});
+      for (const PipeLoad& p : loads) {
+        if (!p.tma) continue;
+        const ir::Op& ld = *p.load;
+        Value* map = B.CreatePtrToInt(reg(ld.operands.at(0), 0), B.getInt64Ty());
+        tma_swizzled[static_cast<int>(ld.operands.at(0)->index)] = static_cast<int>(p.tile.atom);
+        Value* row = reg(ld.operands.at(6), 0), *col = reg(ld.operands.at(7), 0);  // offsets (rank 2)
+        Value* buf = B.CreateAdd(i32c(p.base), B.CreateMul(slot, i32c(p.stage_bytes)));
+        for (int64_t a = 0; a < p.tile.cols / p.tile.atom; ++a)  // atom column block a: box {atom, rows}
+          tma_load_box(smem_addr32(B.CreateAdd(buf, i32c(a * p.tile.rows * p.tile.atom * 2))), map,
+                       {B.CreateAdd(col, i32c(a * p.tile.atom)), row}, bar);
+      }
+    });
+  };
+
+  // Copies of iteration kk (i64) into buffer `slot` (i32), committed as one group unless `ws`;
+  // with `with_tma` also the TMA loads.
+  auto issue = [&](Value* kk, Value* slot, bool with_tma) {
     Value* live = B.CreateICmpULT(kk, trips);
     regs[rb.arg(0)] = {B.CreateTrunc(B.CreateAdd(lo, B.CreateMul(kk, step)), ity, "iv.ahead")};
     for (const ir::Op* o : slice) lower_op(*o);
+    if (with_tma && tma) issue_tma(live, slot);
     for (const PipeLoad& p : loads) {
+      if (p.tma) continue;
       const ir::Op& ld = *p.load;
       const ir::Value* ptr = ld.operands.at(0);
       const ir::Value* mask = ld.operands.size() > 1 ? ld.operands[1] : nullptr;
@@ -288,7 +352,7 @@ bool Lowerer::lower_for_pipelined(const ir::Op& op) {
         copy(g, smem_abs_ptr(B.CreateAdd(buf, B.CreateShl(swizzled_offset(p.tile, cc[s], cc[c]), 1))));
       }
     }
-    if (!ws) B.CreateCall(commit, {});
+    if (!ws && copies) B.CreateCall(commit, {});
   };
   auto bind_reads = [&](Value* slot) {  // the loads read buffer `slot` in this iteration
     for (const PipeLoad& p : loads)
@@ -300,28 +364,43 @@ bool Lowerer::lower_for_pipelined(const ir::Op& op) {
     return B.CreateSelect(B.CreateICmpEQ(n, i32c(S)), i32c(0), n);
   };
   if (ws) {
-    lower_warp_specialized(op, Trips{trips, lo, step}, S, mbar_at, bytes, need, issue, bind_reads, next_slot);
+    lower_warp_specialized(op, Trips{trips, lo, step}, S, mbar_at, bytes, need, issue, bind_reads, next_slot,
+                           !copies);
     return true;
   }
 
   // Other shared-memory users before the loop are done (each ends with a barrier; one more keeps
   // that independent of them); inside the loop they work above the buffers.
   barrier();
+  if (tma) {  // full[s]: thread 0's arrive.expect_tx and the boxes' bytes complete a phase
+    when(B.CreateICmpEQ(tid, i32c(0)), [&] {
+      for (int st = 0; st < S; ++st) mbarrier_init(full(i32c(st)), 1);
+      asm_stmt("fence.mbarrier_init.release.cluster;");
+    });
+    barrier();
+  }
   const int64_t outer_base = smem_base_;
   const bool wgmma_reads = std::any_of(loads.begin(), loads.end(), [](const PipeLoad& p) { return p.wgmma; });
+  const bool wgmma_copies =
+      std::any_of(loads.begin(), loads.end(), [](const PipeLoad& p) { return p.wgmma && !p.tma; });
   smem_base_ = wgmma_reads ? (bytes + 1023) / 1024 * 1024 : bytes;  // wgmma operands staged above stay aligned
   if (bytes > smem_bytes_) smem_bytes_ = bytes, smem_op = &op;
   // prologue: iterations 0 .. P-1 into buffers 0 .. P-1
-  for (int st = 0; st < P; ++st) issue(B.getInt64(static_cast<uint64_t>(st)), i32c(st));
+  for (int st = 0; st < P; ++st) issue(B.getInt64(static_cast<uint64_t>(st)), i32c(st), true);
 
   LoopHooks hooks;
   hooks.extra_init = {i32c(0), i32c(P)};  // buffers read (k % S) and written ((k + P) % S)
   const bool shared_reads = std::any_of(loads.begin(), loads.end(), [](const PipeLoad& p) { return !p.own; });
   hooks.begin = [&](Value* k, const std::vector<Value*>& slots) {
-    B.CreateCall(wait, {B.getInt32(static_cast<uint32_t>(P - 1))});
-    if (wgmma_reads) fence_proxy_async();  // the copies (generic proxy) are read by wgmma (async proxy)
-    if (shared_reads) barrier();  // ldmatrix and wgmma read other threads' copies
-    issue(B.CreateAdd(k, llvm::ConstantInt::get(i64, static_cast<uint64_t>(P))), slots[1]);
+    if (copies) B.CreateCall(wait, {B.getInt32(static_cast<uint32_t>(P - 1))});
+    if (tma)  // iteration k is use k / S of its buffer
+      mbarrier_wait(full(slots[0]),
+                    B.CreateTrunc(B.CreateAnd(B.CreateUDiv(k, llvm::ConstantInt::get(i64, static_cast<uint64_t>(S))),
+                                              llvm::ConstantInt::get(i64, 1)),
+                                  B.getInt32Ty()));
+    if (wgmma_copies) fence_proxy_async();  // the copies (generic proxy) are read by wgmma (async proxy)
+    if (shared_reads) barrier();  // ldmatrix and wgmma read other threads' copies; TMA refills a read buffer
+    issue(B.CreateAdd(k, llvm::ConstantInt::get(i64, static_cast<uint64_t>(P))), slots[1], true);
     bind_reads(slots[0]);
   };
   hooks.end = [&](const std::vector<Value*>& slots) {
@@ -338,8 +417,14 @@ bool Lowerer::lower_for_pipelined(const ir::Op& op) {
   }
   // Drain (only empty groups, or copies past the trip count, can be in flight) before the buffers
   // are reused by another pipelined loop.
-  B.CreateCall(wait, {B.getInt32(0)});
+  if (copies) B.CreateCall(wait, {B.getInt32(0)});
   barrier();
+  if (tma) {  // every box issued was waited for; the barriers' memory may be reused
+    when(B.CreateICmpEQ(tid, i32c(0)), [&] {
+      for (int st = 0; st < S; ++st) asm_stmt("mbarrier.inval.shared::cta.b64 [$0];", {full(i32c(st))});
+    });
+    barrier();
+  }
   smem_base_ = outer_base;
   return true;
 }
@@ -369,9 +454,9 @@ std::optional<std::vector<const ir::Op*>> Lowerer::outer_cone(const ir::Op& loop
 
 void Lowerer::lower_warp_specialized(const ir::Op& op, const Trips& t, int S, int64_t mbar_at, int64_t bytes,
                                      const std::unordered_set<const ir::Value*>& need,
-                                     const std::function<void(Value*, Value*)>& issue,
+                                     const std::function<void(Value*, Value*, bool)>& issue,
                                      const std::function<void(Value*)>& bind_reads,
-                                     const std::function<Value*(Value*)>& next_slot) {
+                                     const std::function<Value*(Value*)>& next_slot, bool tma_only) {
   // With a dot in flight across iterations, iteration k's end releases k - 1's buffer; with only
   // dots that wait for themselves (attention's two), k's own.
   const ir::Op* dot = in_flight_dot(op);
@@ -395,7 +480,8 @@ void Lowerer::lower_warp_specialized(const ir::Op& op, const Trips& t, int S, in
   barrier();
   if_then(B.CreateICmpEQ(tid, i32c(0)), [&] {
     for (int s = 0; s < S; ++s) {
-      mbarrier_init(full(i32c(s)), 128);       // one cp.async.mbarrier.arrive per producer thread
+      // one cp.async.mbarrier.arrive per producer thread, or the TMA thread's arrive.expect_tx
+      mbarrier_init(full(i32c(s)), tma_only ? 1 : 128);
       mbarrier_init(empty(i32c(s)), threads);  // one arrive per compute thread
     }
     asm_stmt("fence.mbarrier_init.release.cluster;");
@@ -409,7 +495,8 @@ void Lowerer::lower_warp_specialized(const ir::Op& op, const Trips& t, int S, in
   // Only when the even split caps the compute warps (more than 256 threads in all).
   const int even = 65536 / (32 * launch_warps()) / 8 * 8;
   const bool realloc = even < 248;
-  const int producer_regs = 88, consumer_regs = std::min(248, (65536 - 128 * producer_regs) / threads / 8 * 8);
+  // A TMA producer is one thread issuing boxes: CUTLASS's 40 registers are plenty.
+  const int producer_regs = tma_only ? 40 : 88, consumer_regs = std::min(248, (65536 - 128 * producer_regs) / threads / 8 * 8);
   auto setmaxnreg = [&](bool inc, int n) {
     asm_stmt(fmt::format("setmaxnreg.{}.sync.aligned.u32 {};", inc ? "inc" : "dec", n));
   };
@@ -425,13 +512,21 @@ void Lowerer::lower_warp_specialized(const ir::Op& op, const Trips& t, int S, in
   // j - S), copies, and arrives on full[slot] when its copies have landed; then the warps exit.
   B.SetInsertPoint(producer);
   if (realloc) setmaxnreg(false, producer_regs);
+  if (tma_only) {  // one thread issues the boxes; the rest of the warpgroup is done
+    llvm::BasicBlock* tma_thread = llvm::BasicBlock::Create(ctx, "ws.tma", kernel);
+    llvm::BasicBlock* idle = llvm::BasicBlock::Create(ctx, "ws.idle", kernel);
+    B.CreateCondBr(B.CreateICmpEQ(tid, i32c(32 * num_warps)), tma_thread, idle);
+    B.SetInsertPoint(idle);
+    B.CreateRetVoid();
+    B.SetInsertPoint(tma_thread);
+  }
   Value* const real_warp = warp;
   const std::vector<const ir::Op*> cone = outer_cone(op, need).value();
   std::unordered_map<const ir::Value*, std::vector<Value*>> saved;
   for (const ir::Op* o : cone)
     for (const auto& r : o->results)
       if (auto it = regs.find(r.get()); it != regs.end()) saved[r.get()] = it->second;
-  const int virtual_warps = num_warps / 4;
+  const int virtual_warps = tma_only ? 1 : num_warps / 4;
   std::vector<std::unordered_map<const ir::Value*, std::vector<Value*>>> per_warp(static_cast<size_t>(virtual_warps));
   std::vector<Value*> vwarp(static_cast<size_t>(virtual_warps));
   for (int v = 0; v < virtual_warps; ++v) {
@@ -449,9 +544,9 @@ void Lowerer::lower_warp_specialized(const ir::Op& op, const Trips& t, int S, in
     for (int v = 0; v < virtual_warps; ++v) {
       warp = vwarp[static_cast<size_t>(v)];
       for (auto& [val, rs] : per_warp[static_cast<size_t>(v)]) regs[val] = rs;
-      issue(j, slot);
+      issue(j, slot, v == 0);
     }
-    cp_async_arrive(full(slot));
+    if (!tma_only) cp_async_arrive(full(slot));
     return std::vector<Value*>{next_slot(slot)};
   });
   B.CreateRetVoid();
@@ -474,7 +569,7 @@ void Lowerer::lower_warp_specialized(const ir::Op& op, const Trips& t, int S, in
   hooks.extra_init = {i32c(0), i32c(-1)};  // buffer read in this iteration, buffer read in the last (-1: none)
   hooks.begin = [&](Value* k, const std::vector<Value*>& slots) {
     mbarrier_wait(full(slots[0]), parity(B.CreateUDiv(k, llvm::ConstantInt::get(i64, static_cast<uint64_t>(S)))));
-    fence_proxy_async();  // the copies (generic proxy) are read by wgmma (async proxy)
+    if (!tma_only) fence_proxy_async();  // the copies (generic proxy) are read by wgmma (async proxy)
     bind_reads(slots[0]);
   };
   hooks.end = [&](const std::vector<Value*>& slots) {

@@ -55,7 +55,27 @@ std::string Lowerer::tma_coords(const ir::Op& op, std::vector<Value*>& args, int
   return s + "}";
 }
 
+void Lowerer::tma_load_box(Value* dst, Value* map, const std::vector<Value*>& coords, Value* mbar) {
+  std::vector<Value*> args = {dst, map, mbar};
+  std::string cons = "r,l,r", list;
+  for (size_t i = 0; i < coords.size(); ++i) {
+    args.push_back(coords[i]);
+    cons += ",r";
+    list += fmt::format("{}${}", i ? ", " : "", 3 + i);
+  }
+  std::vector<llvm::Type*> tys;
+  for (Value* a : args) tys.push_back(a->getType());
+  auto* fty = llvm::FunctionType::get(B.getVoidTy(), tys, false);
+  const std::string text = fmt::format(
+      "cp.async.bulk.tensor.{}d.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, {{{}}}], [$2];",
+      coords.size(), list);
+  llvm::CallInst* c = B.CreateCall(fty, llvm::InlineAsm::get(fty, text, cons + ",~{memory}", true), args);
+  c->addFnAttr(llvm::Attribute::Convergent);
+}
+
 void Lowerer::lower_desc_tma(const ir::Op& op) {
+  if (op.has_attr("wgmma"))  // its tensor map is swizzled for the wgmma buffers of a pipelined loop
+    throw InternalError("gpu backend: a desc_load marked for pipelining was not lowered in its pipelined loop");
   const DescOperands d = desc_operands(op);
   const ir::Value* blk = d.block;
   const DType dt = blk->type.dtype;
@@ -89,14 +109,9 @@ void Lowerer::lower_desc_tma(const ir::Op& op) {
     barrier();
     when(B.CreateICmpEQ(tid, i32c(0)), [&] {
       asm_stmt(fmt::format("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], {};", bytes), {mbar});
-      std::vector<Value*> args = {tile, map, mbar};
-      std::string coords = tma_coords(op, args, 3);
-      std::string cons = "r,l,r";
-      for (int64_t i = 0; i < r; ++i) cons += ",r";
-      asm_call(fmt::format("cp.async.bulk.tensor.{}d.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, "
-                           "{}], [$2];",
-                           r, coords),
-               cons + ",~{memory}", args);
+      std::vector<Value*> coords;
+      for (int64_t i = 0; i < r; ++i) coords.push_back(reg(op.operands.at(2 + 2 * r + (r - 1 - i)), 0));
+      tma_load_box(tile, map, coords, mbar);
     });
     mbarrier_wait(mbar, i32c(0));
     regs[op.result()] = unstage(layout_of(blk), blk->type.shape, dt, tile_rel);

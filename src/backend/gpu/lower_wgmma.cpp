@@ -138,7 +138,9 @@ bool Lowerer::lower_dot_wgmma(const ir::Op& op) {
   const int64_t M = a->type.shape[0], K = a->type.shape[1], N = b->type.shape[1];
   const int32_t gm = plan->warpgroups[0], gn = plan->warpgroups[1], instr_n = plan->instr_n;
   const int64_t wn = N / gn;
-  const bool a_regs = layout_of(a) && *layout_of(a) == plan->a_regs;
+  // A pipelined operand is read from its stage buffer whatever its register layout (a desc_load's
+  // result may carry the register-A layout, having no layout of its own to keep).
+  const bool a_regs = !wgmma_source(a) && layout_of(a) && *layout_of(a) == plan->a_regs;
 
   // ---- operands in shared memory
   int64_t staged_end = (smem_base_ + 1023) / 1024 * 1024;  // absolute byte offset
@@ -337,7 +339,8 @@ const ir::Op* Lowerer::in_flight_dot(const ir::Op& loop) const {
   for (int i = 0; i < 2; ++i) {
     const ir::Value* x = dot->operands[static_cast<size_t>(i)];
     if (x->def && x->def->kind == ir::OpKind::Permute) x = x->def->operands.at(0);
-    if (!x->def || x->def->kind != ir::OpKind::Load || x->def->parent != &body || !x->def->has_attr("wgmma"))
+    if (!x->def || (x->def->kind != ir::OpKind::Load && x->def->kind != ir::OpKind::DescLoad) ||
+        x->def->parent != &body || !x->def->has_attr("wgmma"))
       return nullptr;
   }
   // acc: a carried value used only here; the result: only yielded back into it

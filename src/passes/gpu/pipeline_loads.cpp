@@ -25,6 +25,15 @@
 // with no conversion: the lowering lays its buffers out as wgmma's matrix descriptors read them
 // (backend/gpu/lower_wgmma.cpp) and the dot reads the current buffer. It gets `wgmma` = the atom
 // width of that layout (gpu_rules::wgmma_atom).
+// With TMA (sm_90a, descriptor accesses kept by expand_descriptors), a desc_load of 16-bit
+// elements, rank 2, at most 256 rows, directly in the body, whose offsets are computable for any
+// iteration and whose only use is operand a or b of a wgmma dot (directly or through a 2-D
+// permute), qualifies as well: the lowering moves it with cp.async.bulk.tensor, one box of
+// {atom, rows} per atom-wide column block, into the same wgmma buffers (the tensor map's 128/64/32-
+// byte swizzle is the buffer's), completing on an mbarrier. The tensor map of a descriptor is
+// encoded once per launch, so every desc_load of that descriptor must qualify with the same atom;
+// otherwise none of them does (they keep the unswizzled synchronous path of lower_tma.cpp). Such a
+// load gets `pipelined = 1` and `wgmma` = the atom, as a pointer load does.
 // Only innermost loops whose bodies write no memory (no store, atomic, impure inline asm or other
 // op with side effects: the copies run ahead of them) are pipelined. A loop with at least one such
 // load gets `num_stages = S`; each such load `pipelined = 1`.
@@ -87,7 +96,9 @@ class Pipeliner {
     ir::walk(f_.entry(), [&](Op& op) {
       if (op.kind == OpKind::For) loops.push_back(&op);
     });
+    if (wgmma_) tma_candidates();
     for (Op* loop : loops) mark(*loop);
+    if (!tma_atom_.empty()) tma_agree(loops);
   }
 
  private:
@@ -95,6 +106,67 @@ class Pipeliner {
   int nw_, stages_;
   bool wgmma_;
   std::unordered_map<const Value*, std::vector<std::pair<Op*, unsigned>>> uses_;
+  std::unordered_map<const Op*, int64_t> tma_atom_;  // desc_loads that may be pipelined: their atom
+
+  /// The atom of a desc_load that can be pipelined into wgmma buffers by TMA, 0 if it cannot
+  /// (the map-wide agreement is checked by tma_candidates).
+  int64_t tma_qualifies(const Op& ld) {
+    const Op* loop = ld.parent ? ld.parent->parent_op() : nullptr;
+    if (!loop || loop->kind != OpKind::For || ld.results.size() != 1) return 0;
+    const Value* r = ld.result();
+    if (r->type.rank() != 2 || byte_size(r->type.dtype) != 2 || !r->type.layout) return 0;
+    const int64_t rows = r->type.shape[0], cols = r->type.shape[1];
+    if (rows < 8 || rows > 256 || cols < 16) return 0;
+    std::unordered_map<const Value*, bool> memo;
+    for (const Value* x : ld.operands)
+      if (!iteration_computable(x, *loop, memo)) return 0;
+    std::optional<WgmmaUse> wg = wgmma_use(r, loop->region().body());
+    if (!wg) return 0;
+    const int64_t atom = std::min(cols, gpu_rules::wgmma_atom(*wg->dot, wg->idx, wg->permuted ? 0 : 1, nw_));
+    return cols % atom == 0 ? atom : 0;
+  }
+
+  /// Fills tma_atom_: the desc_loads of descriptors all of whose accesses qualify with one atom.
+  void tma_candidates() {
+    std::unordered_map<const Value*, std::vector<const Op*>> by_map;
+    ir::walk(f_.entry(), [&](Op& op) {
+      if (op.kind == OpKind::DescLoad || op.kind == OpKind::DescStore) by_map[op.operands.at(0)].push_back(&op);
+    });
+    for (auto& [map, ops] : by_map) {
+      int64_t atom = -1;
+      for (const Op* o : ops) {
+        const int64_t a = o->kind == OpKind::DescLoad ? tma_qualifies(*o) : 0;
+        atom = (a == 0 || (atom >= 0 && a != atom)) ? 0 : a;
+        if (atom == 0) break;
+      }
+      if (atom > 0)
+        for (const Op* o : ops) tma_atom_[o] = atom;
+    }
+  }
+
+  /// A descriptor's loads are pipelined all or none (its tensor map has one swizzle): where mark()
+  /// left one of them alone (its loop is not pipelined, or it follows a write), the others are
+  /// unmarked too, and a loop left without pipelined loads loses num_stages.
+  void tma_agree(const std::vector<Op*>& loops) {
+    std::unordered_map<const Value*, bool> all;
+    for (auto& [op, atom] : tma_atom_) {
+      const Value* map = op->operands.at(0);
+      const bool marked = op->has_attr("pipelined");
+      all[map] = all.count(map) ? all[map] && marked : marked;
+    }
+    for (auto& [op, atom] : tma_atom_) {
+      if (all[op->operands.at(0)]) continue;
+      Op* o = const_cast<Op*>(op);
+      o->attrs.erase("pipelined");
+      o->attrs.erase("wgmma");
+    }
+    for (Op* loop : loops) {
+      if (!loop->has_attr("num_stages")) continue;
+      bool any = false;
+      for (auto& op : loop->region().body().ops) any = any || op->has_attr("pipelined");
+      if (!any) loop->attrs.erase("num_stages");
+    }
+  }
 
   /// v can be recomputed for any iteration: defined outside `loop`, the induction variable, or a
   /// recomputable op of the body whose operands can.
@@ -242,7 +314,8 @@ class Pipeliner {
     // an atomic, impure inline asm...) that a later iteration's load could read. With the hint the
     // program asserts that; still, a load after a write of its own iteration stays where it is.
     auto writes_memory = [](const Op& op) {
-      return !op.is_pure() && op.kind != OpKind::Load && op.kind != OpKind::If && op.kind != OpKind::Yield;
+      return !op.is_pure() && op.kind != OpKind::Load && op.kind != OpKind::DescLoad && op.kind != OpKind::If &&
+             op.kind != OpKind::Yield;
     };
     bool writes = false;
     ir::walk(body, [&](Op& op) { writes = writes || writes_memory(op); });
@@ -252,7 +325,11 @@ class Pipeliner {
     bool written = false;  // a write came earlier in this iteration
     for (auto& op : body.ops) {
       if (written) break;
-      if (int64_t q = qualifies(*op, loop, memo)) {
+      if (auto t = tma_atom_.find(op.get()); t != tma_atom_.end()) {
+        op->attrs["pipelined"] = int64_t{1};
+        op->attrs["wgmma"] = t->second;
+        ++n;
+      } else if (int64_t q = qualifies(*op, loop, memo)) {
         op->attrs["pipelined"] = int64_t{1};
         if (q > 1) op->attrs["wgmma"] = q;
         ++n;
