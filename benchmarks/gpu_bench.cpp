@@ -648,6 +648,7 @@ void group_matmul_f32out(bench::Timer& tm) {
 void group_attention(bench::Timer& tm) {
   const int shapes[][4] = {{4, 32, 4096, 128}, {4, 32, 16384, 128}};  // batch, heads, S, D
   auto attn = ex::make_attention<bf16>();
+  auto attn_tma = ex::make_attention_tma<bf16>();
   for (auto& s : shapes) {
     const int batch = s[0], heads = s[1], S = s[2], D = s[3], BH = batch * heads;
     const size_t n = size_t(BH) * S * D;
@@ -671,17 +672,27 @@ void group_attention(bench::Timer& tm) {
         });
         struct Cfg {
           int BM, BN, warps, stages;
+          bool tma = false;  // ex::make_attention_tma: q, k, v through tensor descriptors
           std::string str() const {
             return "BM=" + std::to_string(BM) + " BN=" + std::to_string(BN) + " warps=" + std::to_string(warps) +
-                   " stages=" + std::to_string(stages);
+                   " stages=" + std::to_string(stages) + (tma ? " tma" : "");
           }
         };
-        // 4 warps: warp-specialized on sm_90a (a producer warpgroup beside the compute warpgroup)
-        const std::vector<Cfg> cfgs = {{128, 64, 8, 3}, {128, 128, 8, 3}, {64, 64, 4, 3}, {64, 64, 4, 4}};
+        // 4 warps: warp-specialized on sm_90a (a producer warpgroup beside the compute warpgroup);
+        // each with pointer loads and with tensor descriptors (TMA)
+        std::vector<Cfg> cfgs = {{128, 64, 8, 3}, {128, 128, 8, 3}, {64, 64, 4, 3}, {64, 64, 4, 4}};
+        for (size_t i = 0, n0 = cfgs.size(); i < n0; ++i) cfgs.push_back(cfgs[i]), cfgs.back().tma = true;
         std::string errors, sweep;
         auto launch = [&](const Cfg& cfg) {
-          attn(Grid(cdiv(S, cfg.BM), BH).with_warps(cfg.warps).with_stages(cfg.stages).on(tm.stream()), dq, dk, dv,
-               dout, S, qk_scale, cfg.BM, cfg.BN, D, causal);
+          Grid g = Grid(cdiv(S, cfg.BM), BH).with_warps(cfg.warps).with_stages(cfg.stages).on(tm.stream());
+          if (cfg.tma) {
+            const int64_t rows = int64_t(BH) * S;
+            attn_tma(g, TensorDescriptor<bf16, 2>(dq, {rows, D}, {D, 1}, {cfg.BM, D}),
+                     TensorDescriptor<bf16, 2>(dk, {rows, D}, {D, 1}, {cfg.BN, D}),
+                     TensorDescriptor<bf16, 2>(dv, {rows, D}, {D, 1}, {cfg.BN, D}), dout, S, qk_scale, causal);
+          } else {
+            attn(g, dq, dk, dv, dout, S, qk_scale, cfg.BM, cfg.BN, D, causal);
+          }
         };
         dout.fill_zero();
         const Cfg* best = sweep_configs<Cfg>(tm, cfgs, launch, [&] {

@@ -251,6 +251,44 @@ template <class T> auto make_attention() {
   });
 }
 
+/// make_attention with q, k and v read through tensor descriptors (on sm_90a: TMA, the K loop's k
+/// and v blocks pipelined into wgmma's buffers): each describes the [batch * heads * S, D] rows
+/// (D contiguous T, a multiple of 8 for bf16/f16), q with block {BM, D}, k and v with block {BN, D}.
+/// A block that runs past its head's S rows reads the next head's rows (zeros after the last):
+/// their scores are masked to -inf and their p to 0, as make_attention's masked loads give, so O
+/// is the same. o is [batch * heads, S, D] as in make_attention. Launch as Grid(cdiv(S, BM),
+/// batch * heads).
+template <class T> auto make_attention_tma() {
+  using namespace tle;
+  return jit("attention_tma", [](TensorDescriptor<T, 2> q, TensorDescriptor<T, 2> k, TensorDescriptor<T, 2> v, Ptr<T> o,
+                                 Tile<int32_t> S, Tile<float> qk_scale, Constexpr<bool> CAUSAL) {
+    const int32_t BM = int32_t(q.block_shape()[0]), D = int32_t(q.block_shape()[1]), BN = int32_t(k.block_shape()[0]);
+    Tile<int32_t> start_m = program_id(0) * BM;
+    Tile<int32_t> row0 = program_id(1) * S;  // this (batch, head)'s first row
+    Tile<int32_t> rm = start_m + arange(0, BM), rd = arange(0, D);
+    Tile<T> tq = q.load({row0 + start_m, 0});
+    Tile<float> m_i = full<float>({BM}, -INFINITY), l_i = zeros<float>({BM});
+    Tile<float> acc = zeros<float>({BM, D});
+    Tile<int32_t> hi = CAUSAL ? minimum(start_m + BM, S) : S;
+    for (auto n0 : range(0, hi, BN)) {
+      Tile<int32_t> rn = n0 + arange(0, BN);
+      Tile<float> s = dot(tq, trans(k.load({row0 + n0, 0}))) * qk_scale;
+      Tile<bool> keep = expand_dims(rn < S, 0);
+      if (CAUSAL) keep = keep & (expand_dims(rm, 1) >= expand_dims(rn, 0));
+      s = where(keep, s, -INFINITY);
+      Tile<float> m_new = maximum(m_i, max(s, 1));
+      Tile<float> alpha = exp2(m_i - m_new);
+      Tile<float> p = exp2(s - expand_dims(m_new, 1));
+      l_i = l_i * alpha + sum(p, 1);
+      acc = dot(cast<T>(p), v.load({row0 + n0, 0}), acc * expand_dims(alpha, 1));
+      m_i = m_new;
+    }
+    Tile<int64_t> head = program_id(1).to<int64_t>() * S * D;
+    store(o + head + expand_dims(rm, 1) * D + expand_dims(rd, 0), cast<T>(acc / expand_dims(l_i, 1)),
+          expand_dims(rm < S, 1));
+  });
+}
+
 /// The reference for make_attention: row `i` of head `bh` (q, k, v as there, [*, S, D]), in double,
 /// into out[0 .. D).
 template <class T>

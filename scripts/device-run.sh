@@ -30,7 +30,7 @@
 # for the fuzz step, default STEP_TIMEOUT; tle_fuzz stops starting programs a little before it and
 # reports the seeds it ran), FUZZ_ONE_CONFIG=1 (each program at one GPU configuration, not all),
 # SKIP_FUZZ=1 to leave the fuzz step out; SKIP_TESTS=1 leaves out the [.gpu] and mirrored tests,
-# SKIP_EXAMPLES=1 the examples (to spend a call on the fuzzer or the sanitizers alone). Failing fuzz programs are
+# SKIP_TMA_OFF=1 the descriptor tests rerun with TLE_TMA=0, SKIP_EXAMPLES=1 the examples (to spend a call on the fuzzer or the sanitizers alone). Failing fuzz programs are
 # written as C++ to $OUT/fuzz-gpu/ (/tmp/fuzz-gpu without $OUT). SANITIZE_TESTS (catch2 filter
 # for the compute-sanitizer memcheck/racecheck/synccheck/initcheck steps), SKIP_SANITIZE=1 to leave them out.
 set -uo pipefail
@@ -159,9 +159,10 @@ remote)
     step "tle_tests $MIRROR_TESTS on the gpu" env TLE_TEST_BACKEND=gpu TLE_LAUNCH_BLOCKING=1 \
       "$bin/tle_tests" "$MIRROR_TESTS" --durations yes
     # The TMA lowering of tensor descriptors (docs/semantics.md) is on by default; the descriptor
-    # tests again with it off (TLE_TMA=0: masked accesses), so both lowerings stay checked.
-    step "tle_tests [descriptor] with TLE_TMA=0" env TLE_TMA=0 "$bin/tle_tests" "[.gpu][descriptor]" --durations yes
-    step "tle_tests [ops][descriptor] on the gpu with TLE_TMA=0" env TLE_TMA=0 TLE_TEST_BACKEND=gpu \
+    # tests again with it off (TLE_TMA=0: masked accesses), so both lowerings stay checked
+    # (SKIP_TMA_OFF=1 leaves these two steps out).
+    [ "${SKIP_TMA_OFF:-0}" = 1 ] || step "tle_tests [descriptor] with TLE_TMA=0" env TLE_TMA=0 "$bin/tle_tests" "[.gpu][descriptor]" --durations yes
+    [ "${SKIP_TMA_OFF:-0}" = 1 ] || step "tle_tests [ops][descriptor] on the gpu with TLE_TMA=0" env TLE_TMA=0 TLE_TEST_BACKEND=gpu \
       TLE_LAUNCH_BLOCKING=1 "$bin/tle_tests" "[ops][descriptor]" --durations yes
   fi
   # The fuzzer's GPU stage (tests/fuzz, docs/testing.md): portable programs on the interpreter and

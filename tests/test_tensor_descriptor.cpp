@@ -455,6 +455,21 @@ TEST_CASE("descriptor: a K loop's TMA loads are pipelined into wgmma's swizzled 
       ptxtest::assemble("pipelined TMA matmul", ptx, "sm_90a");
     }
   }
+  // Attention on descriptors: k (transposed) and v pipelined by TMA, q one TMA block before the
+  // loop; 4 warps are warp-specialized (a TMA producer thread), 8 are not (two dots per iteration).
+  auto attn = ex::make_attention_tma<bf16>();
+  for (auto [bm, bn, warps] : std::vector<std::tuple<int64_t, int64_t, int>>{{64, 64, 4}, {128, 64, 8}, {128, 128, 8}}) {
+    INFO("attention BM " << bm << " BN " << bn << " warps " << warps);
+    TensorDescriptor<bf16, 2> q(fh, {8 * 4096, 128}, {128, 1}, {bm, 128}), kv(fh, {8 * 4096, 128}, {128, 1}, {bn, 128});
+    Grid g(64, 8);
+    g.with_warps(warps).with_stages(3);
+    const std::string ptx = attn.ptx(90, g, q, kv, kv, fh, 4096, 0.1f, true);
+    CHECK(count_of(ptx, "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes") >= 5);
+    CHECK(count_of(ptx, "cp.async.cg.shared.global") == 0);
+    CHECK(count_of(ptx, "wgmma.mma_async") >= 2);
+    CHECK(ptx.find(".reqntid " + std::to_string(32 * (warps == 4 ? 8 : warps)) + ", 1, 1") != std::string::npos);
+    ptxtest::assemble("pipelined TMA attention", ptx, "sm_90a");
+  }
   // A descriptor also read outside the loop: no pipelined TMA, the synchronous path, which still assembles.
   TensorDescriptor<bf16, 2> da(fh, {4096, 4096}, {4096, 1}, {128, 64}), db(fh, {4096, 4096}, {4096, 1}, {64, 128});
   const std::string split = matmul_split.ptx(90, 4, da, db, fc, 4096, 4096, 4096);

@@ -235,6 +235,9 @@ const ir::Op* Lowerer::find_ws_loop() const {
       // With 8 compute warps the producers' registers come out of the compute warps' (168 each at
       // entry, 208 after setmaxnreg): enough for a GEMM's accumulator (its dot in flight), not for
       // attention's two dots and softmax, which spill there; with 4, each thread keeps up to 255.
+      // (Next to a TMA producer thread they get 232, but ptxas still spilled TMA attention's
+      // 128x128 blocks, 200 bytes, and on the H200 the best 8-warp attention config ran 3-6 %
+      // slower warp-specialized than not: 2026-12-02, benchmarks/RESULTS.md.)
       if (all_wgmma && (num_warps == 4 || in_flight_dot(op))) {
         std::unordered_set<const ir::Value*> need;
         copy_slice(op, loads, need);
@@ -244,8 +247,8 @@ const ir::Op* Lowerer::find_ws_loop() const {
     // The producer warps run everything before the loop: it must not write memory.
     bool writes = false;
     auto check = [&](const ir::Op& o) {
-      writes = writes || (!o.is_pure() && o.kind != ir::OpKind::Load && o.kind != ir::OpKind::For &&
-                          o.kind != ir::OpKind::If && o.kind != ir::OpKind::Yield);
+      writes = writes || (!o.is_pure() && o.kind != ir::OpKind::Load && o.kind != ir::OpKind::DescLoad &&
+                          o.kind != ir::OpKind::For && o.kind != ir::OpKind::If && o.kind != ir::OpKind::Yield);
     };
     check(op);
     for (const auto& r : op.regions) ir::walk(r->body(), check);
