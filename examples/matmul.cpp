@@ -1,7 +1,9 @@
 // Tiled matmul C[M,N] = A[M,K] @ B[K,N], 1024^3, with f32 inputs and with bf16 inputs (f32
 // accumulation). One program per BM x BN block of C; the K loop is a device loop with a carried
 // accumulator and masked tails. With --gpu-sizes: 8192^3 bf16 only, checked on 1024 sampled
-// entries of C. Runs on tle::default_backend(); on the GPU through DeviceBuffers.
+// entries of C. Runs on tle::default_backend(); on the GPU through DeviceBuffers, with bf16
+// inputs read through tensor descriptors (ex::make_matmul_tma: on sm_90a the K loop's blocks move
+// by TMA into wgmma's buffers; the rows here are whole 16-byte chunks, as descriptors need).
 #include <tle/tle.hpp>
 
 #include "common.hpp"
@@ -30,15 +32,20 @@ template <class T> bool run(tle::Backend backend, const char* label, int M, int 
   auto mm = ex::make_matmul<T>();
   double ms;
   if (backend == Backend::GPU) {
-    // 16-bit inputs: 128x256 tiles, 4 stages (on sm_90a wgmma with a producer warpgroup; the
-    // best config of benchmarks/gpu_bench's sweep on the H200); f32 inputs: 128x128, 3 stages.
+    // 16-bit inputs: 128x256 tiles, 4 stages, through descriptors (on sm_90a TMA and wgmma with a
+    // producer thread; the config benchmarks/gpu_bench's tuner picks on the H200); f32 inputs:
+    // 128x128, 3 stages.
     const bool half = sizeof(T) == 2;
     const int BM = 128, BN = half ? 256 : 128, BK = half ? 64 : 32, stages = half ? 4 : 3;
     DeviceBuffer<T> da(a), db(b);
     DeviceBuffer<float> dc(c.size());
+    auto mmt = ex::make_matmul_tma<T, float>();
+    const Grid grid = Grid(cdiv(M, BM), cdiv(N, BN)).with_warps(8).with_stages(stages);
+    const TensorDescriptor<T, 2> ta(da, {M, K}, {K, 1}, {BM, BK}), tb(db, {K, N}, {N, 1}, {BK, BN});
     ms = ex::time_gpu_ms(
         [&] {
-          mm(Grid(cdiv(M, BM), cdiv(N, BN)).with_warps(8).with_stages(stages), da, db, dc, M, N, K, BM, BN, BK);
+          if (half) mmt(grid, ta, tb, dc, M, N, K);
+          else mm(grid, da, db, dc, M, N, K, BM, BN, BK);
         },
         5);
     dc.copy_to_host(c.data(), c.size());

@@ -105,11 +105,11 @@ void encode_tensor_map(const HostArg& a, void* out128, int swizzle_width) {
   }
   CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_NONE;
   if (swizzle_width > 0) {
-    box[0] = static_cast<cuuint32_t>(swizzle_width);
     const int64_t span = swizzle_width * esize;
-    swizzle = span == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : span == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_32B;
     if (span != 128 && span != 64 && span != 32)
       throw InternalError(fmt::format("encode_tensor_map: a swizzled box of {} bytes", span));
+    box[0] = static_cast<cuuint32_t>(swizzle_width);
+    swizzle = span == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : span == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_32B;
   }
   CUtensorMap map;
   std::memset(&map, 0, sizeof map);

@@ -296,18 +296,19 @@ bool Lowerer::lower_for_pipelined(const ir::Op& op) {
   }
   const bool tma = tma_bytes > 0;
   auto full = [&](Value* slot) { return smem_addr32(B.CreateAdd(i32c(mbar_at), B.CreateMul(slot, i32c(16)))); };
+  for (const PipeLoad& p : loads)  // the kernel argument holding the map (pipeline_loads checked)
+    if (p.tma) tma_swizzled[static_cast<int>(p.load->operands.at(0)->index)] = static_cast<int>(p.tile.atom);
+  const std::string announce = ws && copies ? fmt::format("mbarrier.expect_tx.shared::cta.b64 [$0], {};", tma_bytes)
+                                            : fmt::format("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], {};", tma_bytes);
   auto issue_tma = [&](Value* live, Value* slot) {
     Value* me = B.CreateICmpEQ(tid, i32c(ws ? 32 * num_warps : 0));
     when(B.CreateAnd(live, me), [&] {
       Value* bar = full(slot);
-      asm_stmt(fmt::format("mbarrier.{}expect_tx.shared::cta.b64 {}[$0], {};", ws && copies ? "" : "arrive.",
-                           ws && copies ? "" : "_, ", tma_bytes),
-               {bar});
+      asm_stmt(announce, {bar});
       for (const PipeLoad& p : loads) {
         if (!p.tma) continue;
         const ir::Op& ld = *p.load;
         Value* map = B.CreatePtrToInt(reg(ld.operands.at(0), 0), B.getInt64Ty());
-        tma_swizzled[static_cast<int>(ld.operands.at(0)->index)] = static_cast<int>(p.tile.atom);
         Value* row = reg(ld.operands.at(6), 0), *col = reg(ld.operands.at(7), 0);  // offsets (rank 2)
         Value* buf = B.CreateAdd(i32c(p.base), B.CreateMul(slot, i32c(p.stage_bytes)));
         for (int64_t a = 0; a < p.tile.cols / p.tile.atom; ++a)  // atom column block a: box {atom, rows}
@@ -373,7 +374,9 @@ bool Lowerer::lower_for_pipelined(const ir::Op& op) {
   }
 
   // Other shared-memory users before the loop are done (each ends with a barrier; one more keeps
-  // that independent of them); inside the loop they work above the buffers.
+  // that independent of them); inside the loop they work above the buffers. TMA writes the
+  // buffers through the async proxy: their earlier generic accesses are ordered before it.
+  if (tma) fence_proxy_async();
   barrier();
   if (tma) {  // full[s]: thread 0's arrive.expect_tx and the boxes' bytes complete a phase
     when(B.CreateICmpEQ(tid, i32c(0)), [&] {
@@ -479,7 +482,9 @@ void Lowerer::lower_warp_specialized(const ir::Op& op, const Trips& t, int S, in
     B.SetInsertPoint(join);
   };
 
-  // Everyone: earlier shared-memory users are done; thread 0 initializes the barriers.
+  // Everyone: earlier shared-memory users are done (TMA writes the buffers through the async
+  // proxy: a proxy fence orders their generic accesses before it); thread 0 initializes the barriers.
+  if (tma_only) fence_proxy_async();
   barrier();
   if_then(B.CreateICmpEQ(tid, i32c(0)), [&] {
     for (int s = 0; s < S; ++s) {

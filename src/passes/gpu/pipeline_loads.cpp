@@ -106,7 +106,7 @@ class Pipeliner {
   int nw_, stages_;
   bool wgmma_;
   std::unordered_map<const Value*, std::vector<std::pair<Op*, unsigned>>> uses_;
-  std::unordered_map<const Op*, int64_t> tma_atom_;  // desc_loads that may be pipelined: their atom
+  std::unordered_map<Op*, int64_t> tma_atom_;  // desc_loads that may be pipelined: their atom
 
   /// The atom of a desc_load that can be pipelined into wgmma buffers by TMA, 0 if it cannot
   /// (the map-wide agreement is checked by tma_candidates).
@@ -115,6 +115,9 @@ class Pipeliner {
     if (!loop || loop->kind != OpKind::For || ld.results.size() != 1) return 0;
     const Value* r = ld.result();
     if (r->type.rank() != 2 || byte_size(r->type.dtype) != 2 || !r->type.layout) return 0;
+    // The map must be a kernel argument: the runtime encodes that argument's tensor map swizzled.
+    const Value* map = ld.operands.at(0);
+    if (map->def || map->owner != &f_.entry()) return 0;
     const int64_t rows = r->type.shape[0], cols = r->type.shape[1];
     if (rows < 8 || rows > 256 || cols < 16) return 0;
     std::unordered_map<const Value*, bool> memo;
@@ -128,19 +131,19 @@ class Pipeliner {
 
   /// Fills tma_atom_: the desc_loads of descriptors all of whose accesses qualify with one atom.
   void tma_candidates() {
-    std::unordered_map<const Value*, std::vector<const Op*>> by_map;
+    std::unordered_map<const Value*, std::vector<Op*>> by_map;
     ir::walk(f_.entry(), [&](Op& op) {
       if (op.kind == OpKind::DescLoad || op.kind == OpKind::DescStore) by_map[op.operands.at(0)].push_back(&op);
     });
     for (auto& [map, ops] : by_map) {
       int64_t atom = -1;
-      for (const Op* o : ops) {
+      for (Op* o : ops) {
         const int64_t a = o->kind == OpKind::DescLoad ? tma_qualifies(*o) : 0;
         atom = (a == 0 || (atom >= 0 && a != atom)) ? 0 : a;
         if (atom == 0) break;
       }
       if (atom > 0)
-        for (const Op* o : ops) tma_atom_[o] = atom;
+        for (Op* o : ops) tma_atom_[o] = atom;
     }
   }
 
@@ -156,9 +159,8 @@ class Pipeliner {
     }
     for (auto& [op, atom] : tma_atom_) {
       if (all[op->operands.at(0)]) continue;
-      Op* o = const_cast<Op*>(op);
-      o->attrs.erase("pipelined");
-      o->attrs.erase("wgmma");
+      op->attrs.erase("pipelined");
+      op->attrs.erase("wgmma");
     }
     for (Op* loop : loops) {
       if (!loop->has_attr("num_stages")) continue;
