@@ -421,6 +421,54 @@ static auto matmul_split = jit("desc_matmul_split", [](TensorDescriptor<bf16, 2>
   store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), acc, expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
 });
 
+/// A through a descriptor, B through masked pointer loads (a B whose rows are not 16-byte aligned
+/// cannot have a descriptor): one K loop with a TMA load and a cp.async load. With CLEAR, C's
+/// block is zeroed before the loop (a store there: the loop is not warp-specialized).
+static auto matmul_mixed = jit("desc_matmul_mixed", [](TensorDescriptor<bf16, 2> a, Ptr<bf16> b, Ptr<float> c,
+                                                       Tile<int32_t> M, Tile<int32_t> N, Tile<int32_t> K,
+                                                       Constexpr<int> BN, Constexpr<bool> CLEAR) {
+  const int32_t BM = int32_t(a.block_shape()[0]), BK = int32_t(a.block_shape()[1]);
+  Tile<int32_t> m0 = program_id(0) * BM, rn = program_id(1) * BN + arange(0, BN), rk = arange(0, BK);
+  Tile<float> acc = zeros<float>({BM, BN});
+  Tile<int32_t> rm = m0 + arange(0, BM);
+  if (CLEAR) store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), acc, expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
+  for (auto k : range(0, K, BK)) {
+    Tile<int32_t> kk = k + rk;
+    Tile<bf16> tb = load(b + expand_dims(kk, 1) * N + expand_dims(rn, 0),
+                         expand_dims(kk < K, 1) & expand_dims(rn < N, 0));
+    acc = dot(a.load({m0, k}), tb, acc);
+  }
+  store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), acc, expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
+});
+
+TEST_CASE("descriptor: a K loop with a TMA load and a cp.async load (warp-specialized and not)", "[ptx][descriptor]") {
+  alignas(16) static bf16 fh[16];
+  alignas(16) static float fc[16];
+  envtest::EnvVar tma("TLE_TMA", "1");
+  TensorDescriptor<bf16, 2> da(fh, {4096, 4096}, {4096, 1}, {128, 64});
+  for (int warps : {4, 8}) {
+    for (bool clear : {false, true}) {
+      INFO("warps " << warps << " clear " << clear);
+      Grid g(32, 32);
+      g.with_warps(warps).with_stages(3);
+      const std::string ptx = matmul_mixed.ptx(90, g, da, fh, fc, 4096, 4096, 4096, 128, clear);
+      CHECK(count_of(ptx, "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes") >= 1);
+      CHECK(count_of(ptx, "cp.async.cg.shared.global") >= 1);
+      CHECK(count_of(ptx, "wgmma.mma_async") >= 1);
+      const bool ws = ptx.find(".reqntid " + std::to_string(32 * (warps + 4)) + ", 1, 1") != std::string::npos;
+      if (ws) {  // the producer warpgroup's cp.async arrivals complete full[s]; the TMA thread adds bytes
+        CHECK(count_of(ptx, "mbarrier.expect_tx.shared::cta.b64") >= 1);
+        CHECK(count_of(ptx, "cp.async.mbarrier.arrive.noinc") >= 1);
+      } else {  // thread 0 arrives with the bytes; the copies complete through wait_group
+        CHECK(count_of(ptx, "mbarrier.arrive.expect_tx.shared::cta.b64") >= 1);
+        CHECK(count_of(ptx, "cp.async.wait_group") >= 1);
+      }
+      CHECK(ws == !clear);
+      ptxtest::assemble("mixed TMA / cp.async matmul", ptx, "sm_90a");
+    }
+  }
+}
+
 TEST_CASE("descriptor: a K loop's TMA loads are pipelined into wgmma's swizzled buffers", "[ptx][descriptor]") {
   alignas(16) static bf16 fh[16];
   alignas(16) static float fc[16];
@@ -656,6 +704,33 @@ TEST_CASE("gpu: the TMA matmul example (pipelined TMA into wgmma) on ragged shap
   std::vector<float> got(size_t(M * N));
   dc.copy_to_host(got.data(), got.size());
   CHECK(opstest::diffs(got, ref_matmul(ha, hb, M, N, K, K, N, N, 0.f), 1e-5, 1e-3) == "");
+}
+
+TEST_CASE("gpu: a K loop with a TMA load (A) and a cp.async load (B, rows not 16-byte aligned)", "[.gpu][descriptor]") {
+  if (!gpu_info()) {
+    WARN("no usable GPU: [.gpu] case skipped");
+    return;
+  }
+  for (auto [M, N, K] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{17, 100, 72}, {1000, 1001, 1000}}) {
+    std::vector<bf16> ha(size_t(M * K)), hb(size_t(K * N));
+    for (size_t i = 0; i < ha.size(); ++i) ha[i] = bf16(float(int(i * 37 % 17) - 8) / 8.0f);
+    for (size_t i = 0; i < hb.size(); ++i) hb[i] = bf16(float(int(i * 53 % 13) - 6) / 4.0f);
+    const std::vector<float> want = ref_matmul(ha, hb, M, N, K, K, N, N, 0.f);
+    DeviceBuffer<bf16> da(ha), db(hb);
+    for (int warps : {4, 8})
+      for (int stages : {2, 4})
+        for (bool clear : {false, true}) {
+        CAPTURE(M, N, K, warps, stages, clear);
+        DeviceBuffer<float> dc(size_t(M * N));
+        Grid g(cdiv(M, 128), cdiv(N, 128));
+        g.with_warps(warps).with_stages(stages).backend(Backend::GPU);
+        matmul_mixed(g, TensorDescriptor<bf16, 2>(da, {M, K}, {K, 1}, {128, 64}), db, dc, int32_t(M), int32_t(N),
+                     int32_t(K), 128, clear);
+        std::vector<float> got(size_t(M * N));
+        dc.copy_to_host(got.data(), got.size());
+        CHECK(opstest::diffs(got, want, 1e-5, 1e-3) == "");
+      }
+  }
 }
 
 TEST_CASE("gpu: TMA windows at negative and past-the-end offsets of a 16-byte-aligned tensor", "[.gpu][descriptor]") {
