@@ -671,11 +671,6 @@ class Assigner {
   }
 };
 
-bool env_is_one(const char* name) {
-  const char* v = std::getenv(name);
-  return v && std::string(v) == "1";
-}
-
 }  // namespace
 
 void assign_layouts(ir::Function& f, int num_warps, bool wgmma) {
