@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -74,6 +75,29 @@ inline int registers(const std::string& what, const std::string& ptx, const std:
     return 0;
   }
   return std::atoi(r.log.c_str() + at + 5);
+}
+
+/// The spill-store bytes ptxas reports for `ptx` ("N bytes spill stores" of ptxas -v, summed over
+/// its entries); -1 (with a warning) without ptxas, a failed check when it fails.
+inline int spill_store_bytes(const std::string& what, const std::string& ptx, const std::string& arch = "sm_90a") {
+  static const std::string ptxas = ptxas_path();
+  if (ptxas.empty()) {
+    WARN("ptxas not found: spills of " << what << " not counted");
+    return -1;
+  }
+  PtxasRun r = run_ptxas(ptxas, ptx, arch, "-v");
+  if (r.status != 0) {
+    FAIL_CHECK("ptxas -v -arch=" << arch << " on " << what << " (status " << r.status << "):\n" << r.log);
+    return 0;
+  }
+  int total = 0;
+  const std::string key = " bytes spill stores";
+  for (size_t at = r.log.find(key); at != std::string::npos; at = r.log.find(key, at + 1)) {
+    size_t b = at;
+    while (b > 0 && std::isdigit(static_cast<unsigned char>(r.log[b - 1]))) --b;
+    total += std::atoi(r.log.c_str() + b);
+  }
+  return total;
 }
 
 }  // namespace ptxtest

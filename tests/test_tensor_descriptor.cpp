@@ -503,6 +503,7 @@ TEST_CASE("descriptor: a K loop's TMA loads are pipelined into wgmma's swizzled 
         CHECK(ptx.find(".reqntid " + std::to_string(32 * c.warps) + ", 1, 1") != std::string::npos);
       }
       ptxtest::assemble("pipelined TMA matmul", ptx, "sm_90a");
+      CHECK(ptxtest::spill_store_bytes("pipelined TMA matmul", ptx) <= 0);  // issue #11: no spills
     }
   }
   // Attention on descriptors: k (transposed) and v pipelined by TMA, q one TMA block before the
