@@ -46,7 +46,8 @@
 // tensor map's 128/64/32-byte swizzle writes exactly SwizzledTile::make_wgmma's layout (chunk c of
 // row r at c ^ (r / per_phase) % max_phase: address bits 4.. ^= bits 7..), which wgmma reads.
 // The compute threads wait on full[k % S] with the parity of k / S (no cp.async.wait_group, and
-// no proxy fence: TMA and wgmma are both the async proxy); the buffer is refilled after the
+// no proxy fence per iteration: TMA and wgmma are both the async proxy; one before the loop orders
+// earlier generic uses of that shared memory before the first boxes); the buffer is refilled after the
 // bar.sync that the ldmatrix/wgmma path has anyway (or, warp-specialized, after empty[slot]).
 // The maps' swizzle and box width go to the runtime (Lowerer::tma_swizzled, Artifact). A loop with
 // only TMA loads gives the producer warpgroup 40 registers and returns all but one thread.
@@ -367,6 +368,9 @@ bool Lowerer::lower_for_pipelined(const ir::Op& op) {
     Value* n = B.CreateAdd(v, i32c(1));
     return B.CreateSelect(B.CreateICmpEQ(n, i32c(S)), i32c(0), n);
   };
+  // TMA writes the buffers through the async proxy: the generic accesses of earlier users of that
+  // shared memory are ordered before it (PTX ISA 9.7.13.4.20), then the barrier below.
+  if (tma) fence_proxy_async();
   if (ws) {
     lower_warp_specialized(op, Trips{trips, lo, step}, S, mbar_at, bytes, need, issue, bind_reads, next_slot,
                            !copies);
@@ -374,9 +378,7 @@ bool Lowerer::lower_for_pipelined(const ir::Op& op) {
   }
 
   // Other shared-memory users before the loop are done (each ends with a barrier; one more keeps
-  // that independent of them); inside the loop they work above the buffers. TMA writes the
-  // buffers through the async proxy: their earlier generic accesses are ordered before it.
-  if (tma) fence_proxy_async();
+  // that independent of them); inside the loop they work above the buffers.
   barrier();
   if (tma) {  // full[s]: thread 0's arrive.expect_tx and the boxes' bytes complete a phase
     when(B.CreateICmpEQ(tid, i32c(0)), [&] {
@@ -482,9 +484,7 @@ void Lowerer::lower_warp_specialized(const ir::Op& op, const Trips& t, int S, in
     B.SetInsertPoint(join);
   };
 
-  // Everyone: earlier shared-memory users are done (TMA writes the buffers through the async
-  // proxy: a proxy fence orders their generic accesses before it); thread 0 initializes the barriers.
-  if (tma_only) fence_proxy_async();
+  // Everyone: earlier shared-memory users are done; thread 0 initializes the barriers.
   barrier();
   if_then(B.CreateICmpEQ(tid, i32c(0)), [&] {
     for (int s = 0; s < S; ++s) {
