@@ -30,7 +30,8 @@
 # for the fuzz step, default STEP_TIMEOUT; tle_fuzz stops starting programs a little before it and
 # reports the seeds it ran), FUZZ_ONE_CONFIG=1 (each program at one GPU configuration, not all),
 # SKIP_FUZZ=1 to leave the fuzz step out; SKIP_TESTS=1 leaves out the [.gpu] and mirrored tests,
-# SKIP_TMA_OFF=1 the descriptor tests rerun with TLE_TMA=0, SKIP_EXAMPLES=1 the examples (to spend a call on the fuzzer or the sanitizers alone). Failing fuzz programs are
+# SKIP_TMA_OFF=1 the descriptor tests rerun with TLE_TMA=0, RUN_TUNE_STUDY=1 adds
+# benchmarks/tune_study (TUNE_STUDY_ARGS, TUNE_STUDY_TIMEOUT), SKIP_EXAMPLES=1 the examples (to spend a call on the fuzzer or the sanitizers alone). Failing fuzz programs are
 # written as C++ to $OUT/fuzz-gpu/ (/tmp/fuzz-gpu without $OUT). SANITIZE_TESTS (catch2 filter
 # for the compute-sanitizer memcheck/racecheck/synccheck/initcheck steps), SKIP_SANITIZE=1 to leave them out.
 set -uo pipefail
@@ -39,6 +40,7 @@ cd "$root"
 mode=${1:-}
 EXAMPLES=(vector_add softmax layernorm matmul attention raw_softmax raw_device_function)
 BENCHMARKS=(compile_latency gpu_bench tune_report)  # tune_report: after the suite, on the tuning cache it filled
+STUDIES=(tune_study)  # in the bundle, run only when asked (RUN_TUNE_STUDY=1: minutes of device time)
 LIMIT=$((64 * 1024 * 1024))
 
 case "$mode" in
@@ -48,7 +50,7 @@ build)
   build=${TLE_DEVICE_BUILD:-build-device}
   bundle=$build/bundle
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-  ninja -C "$build" -j "$jobs" tle tle_tests tle_fuzz "${EXAMPLES[@]}" "${BENCHMARKS[@]}"
+  ninja -C "$build" -j "$jobs" tle tle_tests tle_fuzz "${EXAMPLES[@]}" "${BENCHMARKS[@]}" "${STUDIES[@]}"
   rm -rf "$bundle"
   mkdir -p "$bundle/lib" "$bundle/bin"
   cp -L "$build/libtle.so.0" "$bundle/lib/libtle.so.0"
@@ -69,7 +71,7 @@ build)
   fi
   cp "$build/tests/tle_tests" "$build/tests/tle_fuzz" "$bundle/bin/"
   for e in "${EXAMPLES[@]}"; do cp "$build/examples/$e" "$bundle/bin/"; done
-  for b in "${BENCHMARKS[@]}"; do cp "$build/benchmarks/$b" "$bundle/bin/"; done
+  for b in "${BENCHMARKS[@]}" "${STUDIES[@]}"; do cp "$build/benchmarks/$b" "$bundle/bin/"; done
   strip --strip-unneeded "$bundle"/bin/*
   # Every binary must find libtle through $ORIGIN/../lib (CMake BUILD_RPATH), not the build tree.
   for f in "$bundle"/bin/*; do
@@ -229,6 +231,11 @@ remote)
   for b in "${BENCHMARKS[@]}"; do
     step "$b" "$bin/$b"
   done
+  # The autotuner study (issue #16: the search against exhaustive, the model's transfer between
+  # shapes); TUNE_STUDY_ARGS passes options (e.g. --shapes 8192x8192x8192,4096x7168x2048).
+  if [ "${RUN_TUNE_STUDY:-0}" = 1 ]; then
+    STEP_TIMEOUT=${TUNE_STUDY_TIMEOUT:-480} step "tune_study" "$bin/tune_study" ${TUNE_STUDY_ARGS:-}
+  fi
   csv=${OUT:-.}/tune_report.csv
   [ -f "$csv" ] && step "tune_plot" python3 benchmarks/tune_plot.py "$csv"
   echo
