@@ -28,7 +28,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -36,6 +35,7 @@
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
+#include <sstream>
 #include <unordered_map>
 #include <utility>
 
