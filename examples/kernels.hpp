@@ -210,6 +210,28 @@ template <class T, class TO = tle::dot_acc_t<T>, int GM = 16> auto make_matmul_t
   });
 }
 
+/// One key block of the attention loop (make_attention, make_attention_tma): the scaled scores s
+/// [BM, BN] of the keys at rn are masked to the keys below S (and, when causal, at or before each
+/// query row rm), then folded into the running row maximum m_i, row sum l_i and output acc with
+/// the value block load_v() returns ([BN, D] T; loaded where this step needs it): m_new =
+/// max(m, rowmax s); alpha = 2^(m - m_new); p = 2^(s - m_new); l = l * alpha + rowsum p;
+/// acc = dot(p, v, acc * alpha).
+template <class T, class LoadV>
+void attention_block(tle::Tile<float> s, tle::Tile<int32_t> rm, tle::Tile<int32_t> rn, tle::Tile<int32_t> S,
+                     bool causal, tle::Tile<float>& m_i, tle::Tile<float>& l_i, tle::Tile<float>& acc, LoadV load_v) {
+  using namespace tle;
+  Tile<bool> keep = expand_dims(rn < S, 0);
+  if (causal) keep = keep & (expand_dims(rm, 1) >= expand_dims(rn, 0));
+  s = where(keep, s, -INFINITY);
+  Tile<float> m_new = maximum(m_i, max(s, 1));
+  Tile<float> alpha = exp2(m_i - m_new);
+  Tile<float> p = exp2(s - expand_dims(m_new, 1));
+  l_i = l_i * alpha + sum(p, 1);
+  Tile<T> tv = load_v();
+  acc = dot(cast<T>(p), tv, acc * expand_dims(alpha, 1));
+  m_i = m_new;
+}
+
 /// Attention forward, FlashAttention-2 structure (Dao 2023, Algorithm 1) as a user writes it in
 /// plain tle: O = softmax(Q K^T * sm_scale) V for q, k, v, o of shape [batch * heads, S, D] (rows of
 /// D contiguous T), causal or not. Program (i, bh) computes BM query rows of head bh: it walks the
@@ -234,17 +256,8 @@ template <class T> auto make_attention() {
       Tile<bool> col_ok = rn < S;
       Tile<int64_t> kv = head + expand_dims(rn, 1) * D + expand_dims(rd, 0);
       Tile<T> tk = load(k + kv, expand_dims(col_ok, 1));
-      Tile<float> s = dot(tq, trans(tk)) * qk_scale;
-      Tile<bool> keep = expand_dims(col_ok, 0);
-      if (CAUSAL) keep = keep & (expand_dims(rm, 1) >= expand_dims(rn, 0));
-      s = where(keep, s, -INFINITY);
-      Tile<float> m_new = maximum(m_i, max(s, 1));
-      Tile<float> alpha = exp2(m_i - m_new);
-      Tile<float> p = exp2(s - expand_dims(m_new, 1));
-      l_i = l_i * alpha + sum(p, 1);
-      Tile<T> tv = load(v + kv, expand_dims(col_ok, 1));
-      acc = dot(cast<T>(p), tv, acc * expand_dims(alpha, 1));
-      m_i = m_new;
+      attention_block<T>(dot(tq, trans(tk)) * qk_scale, rm, rn, S, CAUSAL, m_i, l_i, acc,
+                         [&] { return load(v + kv, expand_dims(col_ok, 1)); });
     }
     store(o + head + expand_dims(rm, 1) * D + expand_dims(rd, 0), cast<T>(acc / expand_dims(l_i, 1)),
           expand_dims(row_ok, 1));
@@ -272,16 +285,8 @@ template <class T> auto make_attention_tma() {
     Tile<int32_t> hi = CAUSAL ? minimum(start_m + BM, S) : S;
     for (auto n0 : range(0, hi, BN)) {
       Tile<int32_t> rn = n0 + arange(0, BN);
-      Tile<float> s = dot(tq, trans(k.load({row0 + n0, 0}))) * qk_scale;
-      Tile<bool> keep = expand_dims(rn < S, 0);
-      if (CAUSAL) keep = keep & (expand_dims(rm, 1) >= expand_dims(rn, 0));
-      s = where(keep, s, -INFINITY);
-      Tile<float> m_new = maximum(m_i, max(s, 1));
-      Tile<float> alpha = exp2(m_i - m_new);
-      Tile<float> p = exp2(s - expand_dims(m_new, 1));
-      l_i = l_i * alpha + sum(p, 1);
-      acc = dot(cast<T>(p), v.load({row0 + n0, 0}), acc * expand_dims(alpha, 1));
-      m_i = m_new;
+      attention_block<T>(dot(tq, trans(k.load({row0 + n0, 0}))) * qk_scale, rm, rn, S, CAUSAL, m_i, l_i, acc,
+                         [&] { return v.load({row0 + n0, 0}); });
     }
     Tile<int64_t> head = program_id(1).to<int64_t>() * S * D;
     store(o + head + expand_dims(rm, 1) * D + expand_dims(rd, 0), cast<T>(acc / expand_dims(l_i, 1)),

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 
 namespace ptxtest {
@@ -60,42 +61,50 @@ inline void assemble(const std::string& what, const std::string& ptx, const std:
                               << ptx.substr(0, 3000));
 }
 
-/// The registers per thread ptxas gives the one entry of `ptx` ("Used N registers" of ptxas -v);
-/// -1 (with a warning) without ptxas, 0 (a failed check) when it fails or says nothing.
-inline int registers(const std::string& what, const std::string& ptx, const std::string& arch = "sm_90a") {
+/// The log of `ptxas -v -arch=<arch>` on `ptx`; nullopt with a warning when there is no ptxas
+/// (`missing` set), nullopt with a failed check when it fails.
+inline std::optional<std::string> verbose_log(const std::string& what, const std::string& ptx, const std::string& arch,
+                                              bool& missing) {
   static const std::string ptxas = ptxas_path();
-  if (ptxas.empty()) {
-    WARN("ptxas not found: registers of " << what << " not counted");
-    return -1;
-  }
-  PtxasRun r = run_ptxas(ptxas, ptx, arch, "-v");
-  const size_t at = r.log.find("Used ");
-  if (r.status != 0 || at == std::string::npos) {
-    FAIL_CHECK("ptxas -v -arch=" << arch << " on " << what << " (status " << r.status << "):\n" << r.log);
-    return 0;
-  }
-  return std::atoi(r.log.c_str() + at + 5);
-}
-
-/// The spill-store bytes ptxas reports for `ptx` ("N bytes spill stores" of ptxas -v, summed over
-/// its entries); -1 (with a warning) without ptxas, a failed check when it fails.
-inline int spill_store_bytes(const std::string& what, const std::string& ptx, const std::string& arch = "sm_90a") {
-  static const std::string ptxas = ptxas_path();
-  if (ptxas.empty()) {
-    WARN("ptxas not found: spills of " << what << " not counted");
-    return -1;
+  missing = ptxas.empty();
+  if (missing) {
+    WARN("ptxas not found: " << what << " not inspected");
+    return std::nullopt;
   }
   PtxasRun r = run_ptxas(ptxas, ptx, arch, "-v");
   if (r.status != 0) {
     FAIL_CHECK("ptxas -v -arch=" << arch << " on " << what << " (status " << r.status << "):\n" << r.log);
+    return std::nullopt;
+  }
+  return r.log;
+}
+
+/// The registers per thread ptxas gives the one entry of `ptx` ("Used N registers" of ptxas -v);
+/// -1 (with a warning) without ptxas, 0 (a failed check) when it fails or says nothing.
+inline int registers(const std::string& what, const std::string& ptx, const std::string& arch = "sm_90a") {
+  bool missing = false;
+  const std::optional<std::string> log = verbose_log(what, ptx, arch, missing);
+  if (!log) return missing ? -1 : 0;
+  const size_t at = log->find("Used ");
+  if (at == std::string::npos) {
+    FAIL_CHECK("ptxas -v -arch=" << arch << " on " << what << " reports no registers:\n" << *log);
     return 0;
   }
+  return std::atoi(log->c_str() + at + 5);
+}
+
+/// The spill-store bytes ptxas reports for `ptx` ("N bytes spill stores" of ptxas -v, summed over
+/// its entries); -1 (with a warning) without ptxas, 0 (a failed check) when it fails.
+inline int spill_store_bytes(const std::string& what, const std::string& ptx, const std::string& arch = "sm_90a") {
+  bool missing = false;
+  const std::optional<std::string> log = verbose_log(what, ptx, arch, missing);
+  if (!log) return missing ? -1 : 0;
   int total = 0;
   const std::string key = " bytes spill stores";
-  for (size_t at = r.log.find(key); at != std::string::npos; at = r.log.find(key, at + 1)) {
+  for (size_t at = log->find(key); at != std::string::npos; at = log->find(key, at + 1)) {
     size_t b = at;
-    while (b > 0 && std::isdigit(static_cast<unsigned char>(r.log[b - 1]))) --b;
-    total += std::atoi(r.log.c_str() + b);
+    while (b > 0 && std::isdigit(static_cast<unsigned char>((*log)[b - 1]))) --b;
+    total += std::atoi(log->c_str() + b);
   }
   return total;
 }

@@ -321,6 +321,8 @@ class Lowerer : public backend::ScalarEmitter {
   void mbarrier_init(llvm::Value* addr, int count);
   /// Spins on mbarrier.try_wait.parity until the phase of parity `parity` (i32 0/1) completed.
   void mbarrier_wait(llvm::Value* addr, llvm::Value* parity);
+  /// The parity (i32 0/1) of the phase that use number `use` (i64) of a buffer's barrier completes.
+  llvm::Value* mbarrier_parity(llvm::Value* use);
   void mbarrier_arrive(llvm::Value* addr);
   /// cp.async.mbarrier.arrive.noinc: arrives when this thread's earlier cp.async copies land.
   void cp_async_arrive(llvm::Value* addr);

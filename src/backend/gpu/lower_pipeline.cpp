@@ -402,10 +402,7 @@ bool Lowerer::lower_for_pipelined(const ir::Op& op) {
   hooks.begin = [&](Value* k, const std::vector<Value*>& slots) {
     if (copies) B.CreateCall(wait, {B.getInt32(static_cast<uint32_t>(P - 1))});
     if (tma)  // iteration k is use k / S of its buffer
-      mbarrier_wait(full(slots[0]),
-                    B.CreateTrunc(B.CreateAnd(B.CreateUDiv(k, llvm::ConstantInt::get(i64, static_cast<uint64_t>(S))),
-                                              llvm::ConstantInt::get(i64, 1)),
-                                  B.getInt32Ty()));
+      mbarrier_wait(full(slots[0]), mbarrier_parity(B.CreateUDiv(k, llvm::ConstantInt::get(i64, static_cast<uint64_t>(S)))));
     if (wgmma_copies) fence_proxy_async();  // the copies (generic proxy) are read by wgmma (async proxy)
     if (shared_reads) barrier();  // ldmatrix and wgmma read other threads' copies; TMA refills a read buffer
     issue(B.CreateAdd(k, llvm::ConstantInt::get(i64, static_cast<uint64_t>(P))), slots[1], true);
@@ -472,8 +469,6 @@ void Lowerer::lower_warp_specialized(const ir::Op& op, const Trips& t, int S, in
   const int threads = 32 * num_warps;  // compute threads; the producers are one warpgroup (128)
   auto full = [&](Value* slot) { return smem_addr32(B.CreateAdd(i32c(mbar_at), B.CreateMul(slot, i32c(16)))); };
   auto empty = [&](Value* slot) { return B.CreateAdd(full(slot), i32c(8)); };
-  // parity of the phase of a buffer's barrier that use number `n` (i64) completes
-  auto parity = [&](Value* n) { return B.CreateTrunc(B.CreateAnd(n, llvm::ConstantInt::get(i64, 1)), B.getInt32Ty()); };
   auto if_then = [&](Value* cond, const std::function<void()>& body) {
     llvm::BasicBlock* then = llvm::BasicBlock::Create(ctx, "ws.then", kernel);
     llvm::BasicBlock* join = llvm::BasicBlock::Create(ctx, "ws.join", kernel);
@@ -548,7 +543,7 @@ void Lowerer::lower_warp_specialized(const ir::Op& op, const Trips& t, int S, in
     Value* slot = cur[0];
     Value* use = B.CreateUDiv(j, llvm::ConstantInt::get(i64, static_cast<uint64_t>(S)));
     if_then(B.CreateICmpUGE(j, llvm::ConstantInt::get(i64, static_cast<uint64_t>(S))),
-            [&] { mbarrier_wait(empty(slot), parity(B.CreateSub(use, llvm::ConstantInt::get(i64, 1)))); });
+            [&] { mbarrier_wait(empty(slot), mbarrier_parity(B.CreateSub(use, llvm::ConstantInt::get(i64, 1)))); });
     for (int v = 0; v < virtual_warps; ++v) {
       warp = vwarp[static_cast<size_t>(v)];
       for (auto& [val, rs] : per_warp[static_cast<size_t>(v)]) regs[val] = rs;
@@ -576,7 +571,7 @@ void Lowerer::lower_warp_specialized(const ir::Op& op, const Trips& t, int S, in
   LoopHooks hooks;
   hooks.extra_init = {i32c(0), i32c(-1)};  // buffer read in this iteration, buffer read in the last (-1: none)
   hooks.begin = [&](Value* k, const std::vector<Value*>& slots) {
-    mbarrier_wait(full(slots[0]), parity(B.CreateUDiv(k, llvm::ConstantInt::get(i64, static_cast<uint64_t>(S)))));
+    mbarrier_wait(full(slots[0]), mbarrier_parity(B.CreateUDiv(k, llvm::ConstantInt::get(i64, static_cast<uint64_t>(S)))));
     if (!tma_only) fence_proxy_async();  // the copies (generic proxy) are read by wgmma (async proxy)
     bind_reads(slots[0]);
   };

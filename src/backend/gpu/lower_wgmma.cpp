@@ -104,6 +104,10 @@ void Lowerer::mbarrier_wait(Value* addr, Value* parity) {
   B.SetInsertPoint(done);
 }
 
+Value* Lowerer::mbarrier_parity(Value* use) {
+  return B.CreateTrunc(B.CreateAnd(use, llvm::ConstantInt::get(use->getType(), 1)), B.getInt32Ty());
+}
+
 void Lowerer::mbarrier_arrive(Value* addr) {
   asm_stmt("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [$0];\n}", {addr});
 }
