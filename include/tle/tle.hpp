@@ -13,6 +13,7 @@
 #include "tle/error.hpp"
 #include "tle/kernel.hpp"
 #include "tle/random.hpp"
+#include "tle/struct.hpp"
 #include "tle/tensor_descriptor.hpp"
 #include "tle/raw.hpp"
 #include "tle/tile.hpp"

@@ -887,6 +887,51 @@ V histogram(V x, int64_t bins, V mask, const SrcLoc& loc) {
   return make(c, ir::OpKind::Histogram, ops, {scalar(DType::i32).with_shape({bins})}, {{"bins", bins}}, loc)->result();
 }
 
+// ====================================================================== TLE-Struct: shared buffers
+
+V local_alloc(DType elem, const ShapeVec& shape, int64_t numel, int64_t align, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  if (!c.frames.empty())
+    throw UserError(loc, "gpu::alloc must be called in the kernel's body, outside tle::range, tle::if_ and combine "
+                         "functions (a shared buffer lives for the whole program); allocate it before the loop");
+  if (shape.empty()) throw UserError(loc, "gpu::alloc: the shape needs at least one dimension");
+  for (int64_t d : shape)
+    if (d < 1) throw UserError(loc, fmt::format("gpu::alloc: shape {} has a dimension < 1", shape_str(shape)));
+  if (elem == DType::ptr || elem == DType::i1)
+    throw UserError(loc, "gpu::alloc: buffers hold numbers (integers or floats), not bool or pointers");
+  // The total the program may hold: the largest shared memory an NVIDIA GPU gives one block (227 KB
+  // on sm_90, CUDA Programming Guide, "Compute capabilities"). Checked here, on every backend, so
+  // that a kernel run on the CPU does not hide a GPU failure; the GPU compile checks the total with
+  // the compiler's own staging buffers again.
+  constexpr int64_t kLimit = 232448;
+  const int64_t bytes = numel * byte_size(elem);
+  int64_t total = 0;
+  std::string list;
+  ir::walk(c.fn.entry(), [&](const ir::Op& op) {
+    if (op.kind != ir::OpKind::LocalAlloc) return;
+    const int64_t b = op.int_attr("numel") * byte_size(op.result()->type.pointee);
+    const int64_t a = op.int_attr("align");
+    total = (total + a - 1) / a * a + b;
+    list += fmt::format("{}:{} ({} bytes), ", op.loc.file, op.loc.line, b);
+  });
+  total = (total + align - 1) / align * align + bytes;
+  if (numel > (int64_t(1) << 31) / 16 || total > kLimit)
+    throw UserError(loc, fmt::format("gpu::alloc: this buffer ({} bytes) brings the program's shared buffers to {} "
+                                     "bytes, more than the {} bytes a GPU block can use (buffers allocated: {}this "
+                                     "one); use fewer stages or smaller tiles",
+                                     bytes, total, kLimit, list));
+  Type t = scalar(DType::ptr);
+  t.pointee = elem;
+  return make(c, ir::OpKind::LocalAlloc, {}, {t},
+              {{"shape", std::vector<int64_t>(shape)}, {"numel", numel}, {"align", align}}, loc)
+      ->result();
+}
+
+void barrier(const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  make(c, ir::OpKind::Barrier, {}, {}, {}, loc);
+}
+
 // ====================================================================== sort, gather
 
 void sort(V x, int axis, bool descending, int64_t k, V* values, V* indices, const SrcLoc& loc, const char* what) {

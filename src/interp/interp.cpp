@@ -79,6 +79,7 @@ class Interpreter {
       pid_[2] = p / grid[0] / grid[1];
       program_ = p;
       env_.clear();
+      for (auto& [op, bytes] : locals_) std::fill(bytes.begin(), bytes.end(), uint8_t(0));
       for (size_t i = 0; i < argv.size(); ++i) env_[entry.arg(static_cast<unsigned>(i))] = argv[i];
       eval_block(entry);
     }
@@ -96,6 +97,9 @@ class Interpreter {
     int64_t read_by = -1;    // a program that read it plainly, or -1 (-2: several)
   };
   int64_t program_ = 0;                                    // linear index of the running program
+  /// Storage of each local_alloc (zeroed for every program) and the byte ranges it hands out.
+  std::unordered_map<const Op*, std::vector<uint8_t>> locals_;
+  std::vector<std::pair<uintptr_t, uintptr_t>> local_ranges_;
   mutable std::unordered_map<uintptr_t, ByteUse> uses_;    // Options::detect_program_races
 
   [[noreturn]] void fail(const Op& op, const std::string& msg) const {
@@ -144,6 +148,15 @@ class Interpreter {
   uintptr_t checked(const Op& op, int64_t lane, uint64_t p, DType d, bool write) const {
     uintptr_t addr = static_cast<uintptr_t>(p);
     size_t bytes = static_cast<size_t>(byte_size(d));
+    // The program's own shared buffers (local_alloc): private to it, so neither the caller's
+    // check nor the race detector applies; an access that starts inside one must end inside it.
+    for (const auto& [lo, hi] : local_ranges_) {
+      if (addr < lo || addr >= hi) continue;
+      if (addr + bytes > hi)
+        fail(op, fmt::format("lane {} {} {} bytes at address {:#x}, past the end of its shared buffer", lane,
+                             write ? "writes" : "reads", bytes, addr));
+      return addr;
+    }
     if (opts_.check_access && !opts_.check_access(addr, bytes, write))
       fail(op, fmt::format("lane {} {} {} bytes at address {:#x}, outside the memory the caller allowed", lane,
                            write ? "writes" : "reads", bytes, addr));
@@ -352,6 +365,20 @@ class Interpreter {
         produce(op, 0, [&](int64_t k) { return elem(in[0], k); });  // the same bits
         return;
       }
+      case K::LocalAlloc: {
+        // A program-private buffer, aligned as asked (docs/ir.md); allocated once per op.
+        const int64_t align = op.int_attr("align");
+        const int64_t bytes = op.int_attr("numel") * byte_size(op.result()->type.pointee);
+        auto [it, fresh] = locals_.try_emplace(&op);
+        if (fresh) it->second.assign(static_cast<size_t>(bytes + align), uint8_t(0));
+        const uintptr_t raw = reinterpret_cast<uintptr_t>(it->second.data());
+        const uintptr_t lo = (raw + static_cast<uintptr_t>(align) - 1) / static_cast<uintptr_t>(align) *
+                             static_cast<uintptr_t>(align);
+        if (fresh) local_ranges_.emplace_back(lo, lo + static_cast<uintptr_t>(bytes));
+        produce(op, 0, [&](int64_t) { return static_cast<uint64_t>(lo); });
+        return;
+      }
+      case K::Barrier: return;  // statements already run in order
       case K::AddPtr: {
         const uint64_t size = static_cast<uint64_t>(byte_size(in[0]->type.pointee));
         const DType od = in[1]->type.dtype;

@@ -586,6 +586,26 @@ class Verifier {
         if (prec != Precision::IEEE && a.dtype != DType::f32) fail(&op, "tf32 precisions need f32 inputs");
         break;
       }
+      case OpKind::LocalAlloc: {
+        n_operands(op, 0, 0);
+        n_results(op, 1);
+        const auto& shape = ints_attr(op, "shape");
+        int64_t elems = 1;
+        for (int64_t d : shape) {
+          if (d < 1) fail(&op, "every dim of a shared buffer must be at least 1");
+          elems *= d;
+        }
+        const int64_t numel = int_attr(op, "numel"), align = int_attr(op, "align");
+        if (shape.empty() || numel < elems) fail(&op, fmt::format("numel {} must cover the shape's {} elements", numel, elems));
+        if (align < 16 || (align & (align - 1))) fail(&op, fmt::format("align {} must be a power of two >= 16", align));
+        if (out(op).dtype != DType::ptr || !out(op).is_scalar() || out(op).pointee == DType::ptr)
+          fail(&op, fmt::format("result must be a scalar pointer to elements, is {}", ts(out(op))));
+        break;
+      }
+      case OpKind::Barrier:
+        n_operands(op, 0, 0);
+        n_results(op, 0);
+        break;
       case OpKind::Histogram: {
         n_operands(op, 1, 2);
         n_results(op, 1);

@@ -56,7 +56,9 @@ PipelineOptions default_pipeline_options();
 /// layouts and convert_layout ops, passes/gpu/gpu_passes.hpp), then dce (values the layout pass
 /// replaced by recomputation), then hoist_conversions (loop-invariant conversions out of loops),
 /// then pipeline_loads (marks the loads of `for` loops that the
-/// backend software-pipelines `num_stages` deep; 1 = hinted loops only, 0 = none), then, when verifying, ir::verify and
+/// backend software-pipelines `num_stages` deep; 1 = hinted loops only, 0 = none), then
+/// plan_shared_buffers and insert_shared_barriers (the program's own shared buffers), then
+/// check_tile_registers, then, when verifying, ir::verify and
 /// verify_layouts. `wgmma`: the target has wgmma (sm_90a), so f16/bf16 dots that fit
 /// gpu_rules::mma_v3_plan run on it. Dumps as run_pipeline does (stages numbered from 50).
 /// `tma`: keep the descriptor accesses TMA takes (gpu::Options::tma on sm_90a).

@@ -148,6 +148,7 @@ void run_gpu_pipeline(ir::Function& f, int num_warps, int num_stages, bool wgmma
   dump.stage("gpu_hoist");
   pipeline_loads(f, num_warps, num_stages, wgmma);
   dump.stage("gpu_pipeline");
+  if (plan_shared_buffers(f) > 0 && insert_shared_barriers(f) > 0) dump.stage("gpu_shared_barriers");
   check_tile_registers(f, num_warps);
   if (options.verify) verify_at(f, "after the GPU passes", num_warps);
 }

@@ -99,6 +99,15 @@ void store(V ptr, V value, V mask, const MemHints& hints, const SrcLoc& loc);
 V atomic_rmw(ir::AtomicOp op, V ptr, V value, V mask, const SrcLoc& loc);
 V atomic_cas(V ptr, V cmp, V value, const SrcLoc& loc);
 
+// ---- TLE-Struct (tle/struct.hpp, docs/struct.md)
+/// A program-private buffer of `numel` elements of `elem` (shared memory on the GPU) whose first
+/// element is aligned to `align` bytes; `shape` is recorded for messages and dumps. Returns the
+/// scalar pointer to its first element. UserError at loc inside a region, or when the program's
+/// buffers would exceed 232448 bytes.
+V local_alloc(DType elem, const ShapeVec& shape, int64_t numel, int64_t align, const SrcLoc& loc);
+/// A barrier of the program: its memory accesses before it complete before any after it.
+void barrier(const SrcLoc& loc);
+
 // ---- reductions, scans, dot
 V reduce(V x, int axis, ir::ReduceKind kind, bool keepdims, const SrcLoc& loc);
 /// A user combine over n operands: (left values, right values) -> n combined values; left holds the

@@ -127,6 +127,17 @@ void Lowerer::lower_op(const ir::Op& op) {
     case K::Reduce: lower_reduce(op); return;
     case K::Scan: lower_scan(op); return;
     case K::Dot: lower_dot(op); return;
+    case K::LocalAlloc: {
+      // The program's buffer: stack storage of the function that runs one program, aligned as
+      // asked; its contents are undefined until written, as shared memory is.
+      const int64_t bytes = op.int_attr("numel") * byte_size(op.result()->type.pointee);
+      llvm::IRBuilder<> ab(alloca_bb, alloca_bb->begin());
+      auto* a = ab.CreateAlloca(llvm::ArrayType::get(B.getInt8Ty(), static_cast<uint64_t>(bytes)), nullptr, "local");
+      a->setAlignment(llvm::Align(static_cast<uint64_t>(op.int_attr("align"))));
+      tiles[op.result()] = Tile{nullptr, a};
+      return;
+    }
+    case K::Barrier: return;  // one thread runs the program's statements in order
     case K::Histogram: lower_histogram(op); return;
     case K::Sort: lower_sort(op); return;
     case K::Gather: lower_gather(op); return;

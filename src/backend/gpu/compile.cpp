@@ -40,11 +40,15 @@ Artifact compile(ir::Function& f, const Target& target, const Options& options, 
                                     pipelined, options.num_stages)
                       : "";
     const std::string user = op ? fmt::format("this {}", ir::op_mnemonic(op->kind)) : "a layout conversion";
+    std::string buffers;
+    if (lowerer.user_shared_bytes() > 0)
+      buffers = fmt::format(" ({} of them the kernel's own gpu::alloc buffers: fewer stages or smaller buffers)",
+                            lowerer.user_shared_bytes());
     throw UserError(op ? op->loc : f.loc,
-                    fmt::format("this kernel needs {} bytes of shared memory per program{}, more than the {} bytes "
+                    fmt::format("this kernel needs {} bytes of shared memory per program{}{}, more than the {} bytes "
                                 "an {} block can use (the largest user is {}, which stages its tiles in shared "
                                 "memory); use smaller tiles",
-                                lowerer.shared_bytes(), stages, smem_limit, target.cpu(), user));
+                                lowerer.shared_bytes(), stages, buffers, smem_limit, target.cpu(), user));
   }
   Artifact a;
   a.entry = name;

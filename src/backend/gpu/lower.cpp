@@ -443,9 +443,18 @@ llvm::Function* Lowerer::run(const std::string& name) {
   // setmaxnreg (the warp-specialized loop) needs a register cap at entry: the registers divided
   // evenly among the CTA's threads (PTX ISA 9.7.17.1).
   else if (ws_loop_) annotate("maxnreg", std::min(255, 65536 / (32 * launch_warps()) / 8 * 8));
-  smem = new llvm::GlobalVariable(mod, llvm::ArrayType::get(B.getInt8Ty(), 0), false, llvm::GlobalValue::ExternalLinkage,
-                                  nullptr, "tle_smem", nullptr, llvm::GlobalVariable::NotThreadLocal, 3);
-  smem->setAlignment(llvm::Align(1024));  // wgmma's 128-byte swizzle repeats every 1024 bytes
+  smem_var = new llvm::GlobalVariable(mod, llvm::ArrayType::get(B.getInt8Ty(), 0), false,
+                                      llvm::GlobalValue::ExternalLinkage, nullptr, "tle_smem", nullptr,
+                                      llvm::GlobalVariable::NotThreadLocal, 3);
+  smem_var->setAlignment(llvm::Align(1024));  // wgmma's 128-byte swizzle repeats every 1024 bytes
+  for (const auto& op : fn_ir.entry().ops)
+    if (op->kind == ir::OpKind::LocalAlloc) {
+      if (!op->has_attr("offset")) fail(*op, "a shared buffer without an offset (passes::plan_shared_buffers)");
+      user_smem_ = std::max(user_smem_, op->int_attr("offset") + op->int_attr("numel") * byte_size(op->result()->type.pointee));
+    }
+  user_smem_ = (user_smem_ + 1023) / 1024 * 1024;  // the compiler's own buffers stay 1024-aligned
+  smem = user_smem_ ? llvm::ConstantExpr::getInBoundsGetElementPtr(B.getInt8Ty(), smem_var, B.getInt32(static_cast<uint32_t>(user_smem_)))
+                    : static_cast<llvm::Constant*>(smem_var);
 
   B.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", kernel));
   tid = B.CreateCall(llvm::Intrinsic::getDeclaration(&mod, llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x), {}, "tid");
@@ -534,6 +543,14 @@ void Lowerer::lower_op(const ir::Op& op) {
     case K::Scan: lower_scan(op); return;
     case K::Dot: lower_dot(op); return;
     case K::Histogram: lower_histogram(op); return;
+    case K::LocalAlloc: {
+      // a generic pointer into the buffer's bytes (LLVM's InferAddressSpaces turns the accesses
+      // through it into ld/st/atom.shared where it can follow the address)
+      Value* p = B.CreateInBoundsGEP(B.getInt8Ty(), smem_var, {i32c(op.int_attr("offset"))});
+      regs[op.result()] = {B.CreateAddrSpaceCast(p, llvm::PointerType::get(ctx, 0))};
+      return;
+    }
+    case K::Barrier: barrier(); return;
     case K::Sort: lower_sort(op); return;
     case K::Gather: lower_gather(op); return;
     case K::ExtractTile: case K::InsertTile: lower_subtile(op); return;

@@ -106,7 +106,9 @@ class Lowerer : public backend::ScalarEmitter {
   /// Emits the kernel `name`; returns it.
   llvm::Function* run(const std::string& name);
   /// Dynamic shared memory the kernel needs (bytes).
-  int64_t shared_bytes() const { return std::max(smem_reserved_, smem_bytes_); }
+  int64_t shared_bytes() const { return user_smem_ + std::max(smem_reserved_, smem_bytes_); }
+  /// Of which the program's own buffers (local_alloc, at the start; a multiple of 1024).
+  int64_t user_shared_bytes() const { return user_smem_; }
 
   // hooks of ScalarEmitter: libdevice math, exact i64 -> bf16 in integer code, and sm_80
   // instructions: f32 max/min as max.NaN / min.NaN.f32, f32 -> bf16 as cvt.rn.bf16.f32
@@ -133,9 +135,14 @@ class Lowerer : public backend::ScalarEmitter {
   llvm::Value* lane = nullptr;  // i32 thread index in the warp
   llvm::Value* warp = nullptr;  // i32 warp index in the CTA
   llvm::Value* tid = nullptr;   // i32 thread index in the CTA
-  llvm::GlobalVariable* smem = nullptr;
-  // Shared memory: other users (conversions, reductions, ...) work from byte smem_base_, which is 0
-  // except inside a pipelined loop, whose buffers occupy [0, smem_reserved_).
+  // Shared memory (`tle_smem`, the dynamic shared memory): the program's own buffers
+  // (local_alloc, placed by passes::plan_shared_buffers) occupy [0, user_smem_); `smem` points
+  // just past them, and every other user works from there: conversions, reductions, ... from byte
+  // smem_base_ of it, which is 0 except inside a pipelined loop, whose buffers occupy
+  // [0, smem_reserved_).
+  llvm::GlobalVariable* smem_var = nullptr;
+  llvm::Constant* smem = nullptr;
+  int64_t user_smem_ = 0;
   int64_t smem_bytes_ = 0;     // end of the furthest use
   int64_t smem_reserved_ = 0;  // pipeline buffers of the largest pipelined loop
   int64_t smem_base_ = 0;

@@ -11,6 +11,7 @@
 #include <llvm/IR/Intrinsics.h>
 
 #include "backend/gpu/lower.hpp"
+#include "passes/pointer_origin.hpp"
 
 namespace tle::gpu::detail {
 
@@ -26,8 +27,11 @@ int usable_vec(const LinearLayout* l, int vec) { return l ? static_cast<int>(lay
 /// allows a cache operator or an eviction priority, not both, as ld/st do): "" when there are
 /// none, else e.g. ".cs" or ".L1::evict_last" (PTX ISA 9.7.9.8 ld, 9.7.9.10 st). Volatile
 /// accesses are plain LLVM volatile loads/stores (ld.volatile / st.volatile) and take no other hint.
-std::string hint_modifiers(const ir::Op& op) {
+std::string hint_modifiers(const ir::Op& op, bool has_buffers) {
   if (op.has_attr("volatile") && op.int_attr("volatile")) return "";
+  // Cache operators and L1 priorities are global-memory hints: an access that may reach a shared
+  // buffer is a plain one (a generic ld/st works on both spaces).
+  if (has_buffers && passes::pointer_origin(op.operands.at(0)).shared()) return "";
   std::string m;
   if (op.has_attr("cache")) m += op.str_attr("cache");
   if (op.has_attr("evict")) m += ".L1::" + op.str_attr("evict");
@@ -140,7 +144,7 @@ void Lowerer::lower_load(const ir::Op& op) {
   // The layout pass proved the mask constant over each vector (mask_vec >= vec): then a group is
   // loaded whole or not at all, with no per-element fallback (fewer branches and registers).
   const bool uniform_mask = op.has_attr("mask_vec") && op.int_attr("mask_vec") >= vec;
-  const std::string mods = hint_modifiers(op);
+  const std::string mods = hint_modifiers(op, user_smem_ > 0);
   const bool is_volatile = op.has_attr("volatile") && op.int_attr("volatile");
   auto from_mem = [&](Value* v) { return d == DType::i1 ? B.CreateICmpNE(v, B.getInt8(0)) : v; };
   auto fill = [&](int i) -> Value* {
@@ -252,7 +256,7 @@ void Lowerer::lower_store(const ir::Op& op) {
   const int n = num_regs(p);
   const int vec = usable_vec(l, op.has_attr("vec") ? static_cast<int>(op.int_attr("vec")) : 1);
   const bool uniform_mask = op.has_attr("mask_vec") && op.int_attr("mask_vec") >= vec;  // as in lower_load
-  const std::string mods = hint_modifiers(op);
+  const std::string mods = hint_modifiers(op, user_smem_ > 0);
   const bool is_volatile = op.has_attr("volatile") && op.int_attr("volatile");
   auto to_mem = [&](Value* x) { return d == DType::i1 ? B.CreateZExt(x, B.getInt8Ty()) : x; };
   Value* own = owner(l);

@@ -249,7 +249,8 @@ const ir::Op* Lowerer::find_ws_loop() const {
     bool writes = false;
     auto check = [&](const ir::Op& o) {
       writes = writes || (!o.is_pure() && o.kind != ir::OpKind::Load && o.kind != ir::OpKind::DescLoad &&
-                          o.kind != ir::OpKind::For && o.kind != ir::OpKind::If && o.kind != ir::OpKind::Yield);
+                          o.kind != ir::OpKind::For && o.kind != ir::OpKind::If && o.kind != ir::OpKind::Yield &&
+                          o.kind != ir::OpKind::LocalAlloc && o.kind != ir::OpKind::Barrier);
     };
     check(op);
     for (const auto& r : op.regions) ir::walk(r->body(), check);

@@ -61,6 +61,22 @@ int hoist_conversions(ir::Function& f);
 /// 1 marks only hinted loops; 0 (a target without cp.async) marks nothing; < 0 is an InternalError.
 void pipeline_loads(ir::Function& f, int num_warps, int num_stages, bool wgmma = false);
 
+/// Places the program's shared buffers (plan_shared_buffers.cpp): sets int attribute `offset`
+/// (bytes from the start of the buffers' region, aligned as the local_alloc's `align`) on every
+/// local_alloc, letting buffers whose uses do not overlap in the kernel body's top-level order
+/// share bytes (first fit in allocation order). Returns the region's size in bytes (0 without
+/// buffers). The GPU lowering puts the region at the start of the dynamic shared memory.
+int64_t plan_shared_buffers(ir::Function& f);
+
+/// Orders the program's statements on its shared buffers (insert_shared_barriers.cpp; after
+/// plan_shared_buffers): inserts a `barrier` op before every load / store / atomic that may
+/// touch bytes of a buffer that an access since the last barrier touched in a conflicting way
+/// (read after write, write after read or write, plain after atomic and atomic after plain,
+/// atomic after atomic when either one's old values are used),
+/// loops' back edges and ifs' joins included. Returns the number of barriers inserted (0 for a
+/// kernel without buffers, which it leaves alone).
+int insert_shared_barriers(ir::Function& f);
+
 /// The most 32-bit registers per thread one tile may take (4x the 255 a GPU thread has).
 constexpr int64_t kMaxTileRegs = 1024;
 

@@ -61,6 +61,7 @@
 #include "passes/gpu/gpu_passes.hpp"
 #include "passes/gpu/layout_rules.hpp"
 #include "passes/pass.hpp"
+#include "passes/pointer_origin.hpp"
 
 namespace tle::passes {
 namespace {
@@ -86,7 +87,7 @@ bool recomputable(const Op& op) {
 class Pipeliner {
  public:
   Pipeliner(ir::Function& f, int num_warps, int num_stages, bool wgmma)
-      : f_(f), nw_(num_warps), stages_(num_stages), wgmma_(wgmma) {}
+      : f_(f), nw_(num_warps), stages_(num_stages), wgmma_(wgmma), locals_(has_local_alloc(f)) {}
 
   void run() {
     ir::walk(f_.entry(), [&](Op& op) {
@@ -105,7 +106,19 @@ class Pipeliner {
   ir::Function& f_;
   int nw_, stages_;
   bool wgmma_;
+  bool locals_;  // the kernel has shared buffers (local_alloc)
   std::unordered_map<const Value*, std::vector<std::pair<Op*, unsigned>>> uses_;
+
+  /// A load that may read a shared buffer: cp.async copies from global memory only.
+  bool may_read_shared(const Op& ld) const { return locals_ && pointer_origin(ld.operands.at(0)).shared(); }
+  /// A store or atomic that writes only the program's shared buffers: a global load of a later
+  /// iteration cannot observe it.
+  bool writes_only_shared(const Op& op) const {
+    if (!locals_ || (op.kind != OpKind::Store && op.kind != OpKind::AtomicRMW && op.kind != OpKind::AtomicCas))
+      return false;
+    PointerOrigin o = pointer_origin(op.operands.at(0));
+    return !o.global && !o.unknown;
+  }
   std::unordered_map<Op*, int64_t> tma_atom_;  // desc_loads that may be pipelined: their atom
 
   /// The atom of a desc_load that can be pipelined into wgmma buffers by TMA, 0 if it cannot
@@ -207,6 +220,7 @@ class Pipeliner {
   bool movable(const Op& ld, const Op& loop, std::unordered_map<const Value*, bool>& memo) {
     const Block& body = loop.region().body();
     if (ld.kind != OpKind::Load || ld.parent != &body || ld.results.size() != 1) return false;
+    if (may_read_shared(ld)) return false;
     if (!ld.result()->type.layout || ld.operands.at(0)->type.is_scalar()) return false;
     if (ld.has_attr("volatile") && ld.int_attr("volatile") != 0) return false;
     if (ld.has_attr("cache") && ld.str_attr("cache") == ".cv") return false;
@@ -315,9 +329,11 @@ class Pipeliner {
     // Loads move earlier by up to S-1 iterations: nothing in the body may write memory (a store,
     // an atomic, impure inline asm...) that a later iteration's load could read. With the hint the
     // program asserts that; still, a load after a write of its own iteration stays where it is.
-    auto writes_memory = [](const Op& op) {
+    // (Stores into the program's shared buffers do not count: loads moved earlier read global memory.)
+    auto writes_memory = [&](const Op& op) {
       return !op.is_pure() && op.kind != OpKind::Load && op.kind != OpKind::DescLoad && op.kind != OpKind::If &&
-             op.kind != OpKind::Yield;
+             op.kind != OpKind::Yield && op.kind != OpKind::Barrier && op.kind != OpKind::LocalAlloc &&
+             !writes_only_shared(op);
     };
     bool writes = false;
     ir::walk(body, [&](Op& op) { writes = writes || writes_memory(op); });

@@ -1,0 +1,252 @@
+// tle/struct.hpp - TLE-Struct: shared buffers a kernel names itself, and the program barrier.
+//
+// The middle layer of the language (FlagTree's `tle.gpu`; docs/struct.md has the memory model and
+// a worked example): the kernel states which tiles live in shared memory and reads and writes them
+// through ordinary pointer tiles, still writing tiles, not threads.
+//
+//   auto buf = tle::gpu::alloc<float>({2, 32, 33});         // two stages of a [32, 33] tile
+//   tle::store(tle::gpu::local_ptr(buf[0]), x);             // stage 0 <- x   (any layout)
+//   auto t = tle::load(tle::gpu::local_ptr(buf[0], {cols, rows}));  // read it transposed
+//
+// A program's statements take effect in order on every backend: on the GPU the compiler puts a
+// CTA barrier between two accesses to a buffer by different threads that could conflict (a
+// write, then a read or write of the same buffer; a read, then a write), so a kernel needs
+// gpu::sync() only to order accesses the compiler cannot see (inline PTX, CUDA device code).
+#pragma once
+#include <initializer_list>
+#include <vector>
+
+#include "tle/tile.hpp"
+
+namespace tle::gpu {
+
+/// Where a buffer lives (FlagTree's tle.gpu.smem). `shared`: the program's shared memory - the
+/// CTA's shared memory on the GPU, storage private to the program on the CPU backend and in the
+/// interpreter. Its contents are undefined until written.
+enum class scope { shared };
+
+/// How a buffer's elements are placed in shared memory (FlagTree's swizzled_shared_layout; the
+/// wgmma/ldmatrix layouts the compiler uses for its own staging are the swizzled form below).
+struct SharedLayout {
+  enum class Kind { row_major, padded, swizzled } kind = Kind::row_major;
+  int64_t pad = 0;                          // padded: unused elements after each innermost row
+  int64_t vec = 1, per_phase = 1, max_phase = 1;  // swizzled
+
+  /// Row-major over the buffer's dims, no gaps.
+  static SharedLayout row_major() { return {}; }
+  /// Row-major with `pad` (>= 1) unused elements after each row of the innermost dim, so that a
+  /// walk down a column spreads over the 32 banks (a [32, 32] f32 buffer padded by 1 is read
+  /// transposed without bank conflicts).
+  static SharedLayout padded(int64_t pad) { return {Kind::padded, pad, 1, 1, 1}; }
+  /// XOR-swizzled rows: in row r (the index along the next-to-last dim) the group of `vec`
+  /// consecutive elements numbered g is stored at group g ^ ((r / per_phase) % max_phase), as
+  /// Triton's SwizzledSharedEncoding. vec, per_phase and max_phase are powers of two; the buffer
+  /// needs rank >= 2 and an innermost dim that is a multiple of vec * max_phase (UserError at
+  /// alloc otherwise). With vec = 16 bytes / element size, per_phase = max(1, 128 bytes / row
+  /// bytes) and max_phase = 8 / per_phase, 8 rows' 16-byte chunks at one column fall in 8
+  /// different bank groups.
+  static SharedLayout swizzled(int64_t vec, int64_t per_phase, int64_t max_phase) {
+    return {Kind::swizzled, 0, vec, per_phase, max_phase};
+  }
+};
+
+/// One index of gpu::local_ptr: an integer tile (any integer dtype, converted to i32) or a C++
+/// integer.
+struct Index {
+  tle::detail::V v;
+  SrcLoc loc;
+  template <class U>
+    requires tle::detail::IntElem<U>
+  Index(const Tile<U>& t, loc_t l = loc_t::current()) : v(t.value()), loc(l) {
+    tle::detail::require_value(v, l);
+    if constexpr (!std::is_same_v<U, int32_t>) v = tle::detail::convert(v, DType::i32, l);
+  }
+  template <class U>
+    requires std::is_integral_v<U>
+  Index(U x, loc_t l = loc_t::current()) : v(tle::detail::constant_int(DType::i32, static_cast<int64_t>(x), l)), loc(l) {}
+};
+
+/// The index of Buffer::operator[] / slot(): a C++ integer (checked against the dim at trace
+/// time) or an integer scalar tile (a runtime stage; not checked).
+struct Stage {
+  tle::detail::V v;
+  int64_t static_index = -1;  // the C++ integer, -1 for a tile
+  SrcLoc loc;
+  template <class U>
+    requires tle::detail::IntElem<U>
+  Stage(const Tile<U>& t, loc_t l = loc_t::current()) : v(t.value()), loc(l) {
+    tle::detail::require_value(v, l);
+    if (!t.shape(l).empty()) throw UserError(l, "Buffer[]: the stage index must be a scalar");
+    if constexpr (!std::is_same_v<U, int32_t>) v = tle::detail::convert(v, DType::i32, l);
+  }
+  template <class U>
+    requires std::is_integral_v<U>
+  Stage(U x, loc_t l = loc_t::current())
+      : v(tle::detail::constant_int(DType::i32, static_cast<int64_t>(x), l)), static_index(static_cast<int64_t>(x)), loc(l) {
+    if constexpr (std::is_signed_v<U>)
+      if (x < 0) static_index = -2;  // out of range below
+  }
+};
+
+/// A buffer in shared memory, or a view of part of one (FlagTree's buffered_tensor): element type
+/// T, a shape known at trace time, and where its elements are (a base pointer, strides and the
+/// layout's swizzle). Copying a Buffer copies the view, not the data.
+template <class T> class Buffer {
+ public:
+  /// The view's shape (the allocated shape, less the dims indexed away by operator[]).
+  const Shape& shape() const { return shape_; }
+  int rank() const { return static_cast<int>(shape_.size()); }
+  const SharedLayout& layout() const { return layout_; }
+  /// Element strides of the view's dims (padding included; the swizzle is applied on top).
+  const std::vector<int64_t>& strides() const { return strides_; }
+
+  /// The view of index `i` of dim 0 (one stage of a multi-buffered tile; FlagTree's slot()):
+  /// the same buffer less its leading dim. `i` is a C++ integer, checked against the dim
+  /// (UserError), or an integer scalar tile (a runtime stage, not checked: an index outside
+  /// [0, shape()[0]) addresses outside the buffer, as a pointer would). A view of rank 0 cannot
+  /// be made (index a rank-1 view's elements with local_ptr), nor one that drops a swizzled
+  /// buffer's rows.
+  Buffer operator[](Stage i) const { return slot(i); }
+  Buffer slot(Stage i) const {
+    const SrcLoc& l = i.loc;
+    if (rank() < 2)
+      throw UserError(l, "Buffer[]: the view would have no dimension left; address a rank-1 buffer's elements with "
+                         "gpu::local_ptr(buf, {i})");
+    if (layout_.kind == SharedLayout::Kind::swizzled && rank() < 3)
+      throw UserError(l, "Buffer[]: a swizzled view keeps its last two dims; index the rows with gpu::local_ptr");
+    if (i.static_index != -1 && (i.static_index < 0 || i.static_index >= shape_[0]))
+      throw UserError(l, "Buffer[]: index " + std::string(i.static_index < 0 ? "below 0" : std::to_string(i.static_index)) +
+                             " is outside the leading dim of size " + std::to_string(shape_[0]));
+    tle::detail::V st = tle::detail::constant_int(DType::i32, strides_[0], l);
+    Ptr<T> b(tle::detail::addptr(base_.value(), tle::detail::binary(ir::BinaryOp::Mul, i.v, st, DType::i32, l), l));
+    return Buffer(b, Shape(shape_.begin() + 1, shape_.end()), std::vector<int64_t>(strides_.begin() + 1, strides_.end()),
+                  layout_);
+  }
+
+  /// The pointer to the view's first element.
+  Ptr<T> data() const { return base_; }
+
+  /// The whole view as a tile (the load of local_ptr(*this)).
+  Tile<T> load(loc_t l = loc_t::current()) const;
+  /// Writes `v` (broadcast and converted to T) to the whole view.
+  void store(std::type_identity_t<Operand<T>> v, loc_t l = loc_t::current()) const;
+
+ private:
+  template <class U> friend Buffer<U> alloc(const Shape&, scope, SharedLayout, loc_t);
+  Buffer(Ptr<T> base, Shape shape, std::vector<int64_t> strides, SharedLayout layout)
+      : base_(std::move(base)), shape_(std::move(shape)), strides_(std::move(strides)), layout_(layout) {}
+
+  Ptr<T> base_;
+  Shape shape_;
+  std::vector<int64_t> strides_;
+  SharedLayout layout_;
+};
+
+/// Allocates a buffer of `shape` (every dim >= 1) in `scope` with `layout` (FlagTree's
+/// tle.gpu.alloc): the leading dim is typically the stage of a multi-buffered tile
+/// ({S, BM, BK}). Call it in the kernel's body, not inside tle::range / tle::if_; the buffer
+/// lives for the whole program and starts undefined. T: any integer or floating-point element
+/// type. The first element is aligned to 128 bytes (1024 when swizzled). The program's buffers
+/// may take at most 232448 bytes (227 KB, what an sm_90 block can use; padding and alignment
+/// count), checked on every backend: a UserError at this line naming every buffer otherwise. On
+/// the GPU the compiler's own staging buffers come on top, and the compile checks the sum.
+template <class T>
+Buffer<T> alloc(const Shape& shape, scope where = scope::shared, SharedLayout layout = {}, loc_t l = loc_t::current()) {
+  static_assert(tle::detail::Arith<T>, "gpu::alloc<T>: T must be an integer or floating-point element type");
+  (void)where;
+  const int n = static_cast<int>(shape.size());
+  for (int64_t d : shape)
+    if (d < 1) throw UserError(l, "gpu::alloc: every dim of a buffer must be at least 1");
+  auto pow2 = [](int64_t x) { return x >= 1 && (x & (x - 1)) == 0; };
+  std::vector<int64_t> strides(shape.size(), 1);
+  int64_t pad = 0;
+  if (layout.kind == SharedLayout::Kind::padded) {
+    if (layout.pad < 1) throw UserError(l, "SharedLayout::padded: pad must be at least 1 element");
+    pad = layout.pad;
+  }
+  if (layout.kind == SharedLayout::Kind::swizzled) {
+    if (!pow2(layout.vec) || !pow2(layout.per_phase) || !pow2(layout.max_phase))
+      throw UserError(l, "SharedLayout::swizzled: vec, per_phase and max_phase must be powers of two");
+    if (n < 2) throw UserError(l, "SharedLayout::swizzled needs a buffer of rank 2 or more (rows and columns)");
+    if (shape[static_cast<size_t>(n - 1)] % (layout.vec * layout.max_phase) != 0)
+      throw UserError(l, "SharedLayout::swizzled: the innermost dim (" + std::to_string(shape.back()) +
+                             ") must be a multiple of vec * max_phase (" +
+                             std::to_string(layout.vec * layout.max_phase) + ")");
+  }
+  int64_t numel = 1;
+  for (int d = n; d-- > 0;) {
+    strides[static_cast<size_t>(d)] = numel;
+    numel *= shape[static_cast<size_t>(d)] + (d == n - 1 ? pad : 0);
+  }
+  const int64_t align = layout.kind == SharedLayout::Kind::swizzled ? 1024 : 128;
+  Ptr<T> base(tle::detail::local_alloc(tle::detail::dtype_of<T>::value, shape, numel, align, l));
+  return Buffer<T>(base, shape, strides, layout);
+}
+
+/// local_ptr with the indices already i32 tiles (used by the overloads below): the offset
+/// sum of index * stride over the dims, the last index swizzled for a swizzled layout. The ops
+/// carry the user's position `l`.
+template <class T> Ptr<T> local_ptr_of(const Buffer<T>& buf, const std::vector<Tile<int32_t>>& ix, loc_t l) {
+  using ir::BinaryOp;
+  auto c = [&](int64_t x) { return tle::detail::constant_int(DType::i32, x, l); };
+  auto bin = [&](BinaryOp op, tle::detail::V a, tle::detail::V b) { return tle::detail::binary(op, a, b, DType::i32, l); };
+  auto lg = [](int64_t x) { int64_t k = 0; while ((int64_t(1) << k) < x) ++k; return k; };
+  const int n = buf.rank();
+  const SharedLayout& lay = buf.layout();
+  tle::detail::V off = nullptr;
+  for (int d = 0; d < n; ++d) {
+    tle::detail::V i = ix[static_cast<size_t>(d)].value();
+    tle::detail::V term;
+    if (lay.kind == SharedLayout::Kind::swizzled && d == n - 1) {
+      // group g = col / vec of row r moves to g ^ ((r / per_phase) % max_phase)
+      tle::detail::V r = ix[static_cast<size_t>(n - 2)].value();
+      tle::detail::V phase = bin(BinaryOp::And, bin(BinaryOp::Shr, r, c(lg(lay.per_phase))), c(lay.max_phase - 1));
+      tle::detail::V g = bin(BinaryOp::Xor, bin(BinaryOp::Shr, i, c(lg(lay.vec))), phase);
+      term = bin(BinaryOp::Or, bin(BinaryOp::Shl, g, c(lg(lay.vec))), bin(BinaryOp::And, i, c(lay.vec - 1)));
+    } else {
+      const int64_t st = buf.strides()[static_cast<size_t>(d)];
+      term = st == 1 ? i : bin(BinaryOp::Mul, i, c(st));
+    }
+    off = off ? bin(BinaryOp::Add, off, term) : term;
+  }
+  return Ptr<T>(tle::detail::addptr(buf.data().value(), off, l));
+}
+
+/// The pointers to the elements buf[idx[0], idx[1], ...] (FlagTree's tle.gpu.local_ptr): one
+/// index per dim of the view (UserError otherwise), integer tiles or C++ integers broadcast
+/// together numpy-style; the result has their common shape. The pointers work with tle::load,
+/// tle::store and the atomics, masks included, in any layout. Indices are not checked at run
+/// time: one outside its dim addresses another element of the buffer or memory outside it.
+template <class T> Ptr<T> local_ptr(const Buffer<T>& buf, std::initializer_list<Index> idx, loc_t l = loc_t::current()) {
+  if (static_cast<int>(idx.size()) != buf.rank())
+    throw UserError(l, "gpu::local_ptr: " + std::to_string(idx.size()) + " indices for a view of rank " +
+                           std::to_string(buf.rank()) + "; give one index per dim");
+  std::vector<Tile<int32_t>> ix;
+  for (const Index& i : idx) ix.emplace_back(i.v);
+  return local_ptr_of(buf, ix, l);
+}
+/// The pointers to every element of the view, a tile of the view's shape.
+template <class T> Ptr<T> local_ptr(const Buffer<T>& buf, loc_t l = loc_t::current()) {
+  std::vector<Tile<int32_t>> ix;
+  const Shape& s = buf.shape();
+  for (size_t d = 0; d < s.size(); ++d) {
+    Shape one(s.size(), 1);
+    one[d] = s[d];
+    ix.push_back(reshape(arange(0, s[d], l), one, l));
+  }
+  return local_ptr_of(buf, ix, l);
+}
+
+template <class T> Tile<T> Buffer<T>::load(loc_t l) const { return tle::load(local_ptr(*this, l), l); }
+template <class T> void Buffer<T>::store(std::type_identity_t<Operand<T>> v, loc_t l) const {
+  tle::store(local_ptr(*this, l), v, l);
+}
+
+/// A barrier of the program (CUDA's __syncthreads, FlagTree's CTA barrier): every memory access
+/// the program made before it completes, and is visible to the program, before any after it.
+/// The compiler already orders the accesses it sees to shared buffers (see the top of this
+/// file); sync() is for what it cannot see. On the CPU backend and in the interpreter programs
+/// run their statements in order, and it does nothing.
+inline void sync(loc_t l = loc_t::current()) { tle::detail::barrier(l); }
+
+}  // namespace tle::gpu

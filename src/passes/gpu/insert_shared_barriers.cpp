@@ -1,0 +1,155 @@
+// src/passes/gpu/insert_shared_barriers.cpp - CTA barriers between conflicting accesses of the
+// program's shared buffers (see gpu_passes.hpp).
+//
+// A tile statement runs on all the program's threads, each on the elements its layout gives it,
+// so two statements on one shared buffer touch its bytes from different threads. The program's
+// order is kept by a barrier between an access and an earlier one it conflicts with: a read
+// after a write (a plain store or an atomic), a write after a read or a write, a plain access
+// after an atomic one or an atomic after a plain one, and two atomics when either one's old
+// values are read (they must reflect exactly the statements before it); two reads, or two
+// atomics whose old values nobody reads, need none (their updates commute).
+// (As FlagTree's TleInsertLocalPointerBarriers.) Accesses are compared by the bytes their buffers
+// occupy (plan_shared_buffers' offsets, so buffers sharing bytes conflict too); a pointer of
+// unknown origin may touch every byte.
+//
+// The pass walks the body in program order with the set of accesses made since the last barrier
+// (`pending`). An access that conflicts with a pending one gets a barrier right before it, which
+// empties the set. A loop's body starts from what is pending before the loop joined with what is
+// pending at the end of its body (the previous iteration), computed to a fixpoint before any
+// barrier is inserted; after the loop, the same join (zero trips included). An if's branches start
+// from the same set and join after it. A barrier the program wrote (gpu::sync) empties the set.
+// Uniform control flow (tle's loops and ifs run the same trips and branch on every thread) makes
+// every barrier reached by all threads.
+#include <algorithm>
+#include <iterator>
+#include <map>
+#include <vector>
+
+#include "passes/gpu/gpu_passes.hpp"
+#include "passes/pointer_origin.hpp"
+
+namespace tle::passes {
+namespace {
+
+using ir::Op;
+using ir::OpKind;
+
+/// Atomic: an atomic whose old values nobody reads; AtomicRead: one whose old values are used
+/// (they must include every earlier statement's update, so it is ordered after earlier atomics).
+enum class Access { Read, Write, Atomic, AtomicRead };
+
+struct Range {
+  int64_t lo, hi;  // bytes [lo, hi)
+  Access kind;
+  bool operator<(const Range& o) const { return std::tie(lo, hi, kind) < std::tie(o.lo, o.hi, o.kind); }
+  bool operator==(const Range& o) const { return lo == o.lo && hi == o.hi && kind == o.kind; }
+};
+using Pending = std::vector<Range>;  // sorted, unique
+
+/// Whether access `cur` must wait for the earlier access `prev` (both may touch common bytes).
+bool conflicts(const Range& cur, const Range& prev) {
+  if (cur.hi <= prev.lo || prev.hi <= cur.lo) return false;
+  if (cur.kind == Access::Read && prev.kind == Access::Read) return false;
+  // Atomic updates commute; old values that are read must reflect exactly the earlier statements.
+  if (cur.kind == Access::Atomic && prev.kind == Access::Atomic) return false;
+  return true;
+}
+
+Pending join(const Pending& a, const Pending& b) {
+  Pending r;
+  std::set_union(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(r));
+  return r;
+}
+
+class Inserter {
+ public:
+  explicit Inserter(const ir::Function& f) : uses_(ir::count_uses(f.entry())) {}
+  int inserted = 0;
+
+  /// The shared-memory ranges a memory op touches (empty: none of the program's buffers).
+  std::vector<Range> ranges(const Op& op) const {
+    Access kind;
+    switch (op.kind) {
+      case OpKind::Load: kind = Access::Read; break;
+      case OpKind::Store: kind = Access::Write; break;
+      case OpKind::AtomicRMW: case OpKind::AtomicCas: {
+        auto u = uses_.find(op.result());
+        kind = u != uses_.end() && u->second > 0 ? Access::AtomicRead : Access::Atomic;
+        break;
+      }
+      default: return {};
+    }
+    PointerOrigin o = pointer_origin(op.operands.at(0));
+    std::vector<Range> r;
+    if (o.unknown) return {{0, INT64_MAX, kind}};
+    for (const Op* a : o.allocs) {
+      const int64_t lo = a->int_attr("offset");
+      r.push_back({lo, lo + a->int_attr("numel") * byte_size(a->result()->type.pointee), kind});
+    }
+    return r;
+  }
+
+  /// Walks block b from `pending`; with `insert`, puts barriers where needed. Returns what is
+  /// pending at its end.
+  Pending block(ir::Block& b, Pending pending, bool insert) {
+    for (auto it = b.ops.begin(); it != b.ops.end(); ++it) {
+      Op& op = **it;
+      if (op.kind == OpKind::Barrier) {
+        pending.clear();
+        continue;
+      }
+      if (op.kind == OpKind::For) {
+        ir::Block& body = op.region().body();
+        Pending in = pending, end;
+        for (int guard = 0; guard < 64; ++guard) {  // sets only grow: a fixpoint in a few rounds
+          Pending next = block(body, in, false);
+          Pending in2 = join(pending, next);
+          if (in2 == in) break;
+          in = std::move(in2);
+        }
+        end = block(body, in, insert);
+        pending = join(pending, end);
+        continue;
+      }
+      if (op.kind == OpKind::If) {
+        Pending out;
+        for (auto& r : op.regions) out = join(out, block(r->body(), pending, insert));
+        pending = std::move(out);
+        continue;
+      }
+      std::vector<Range> rs = ranges(op);
+      if (rs.empty()) continue;
+      bool clash = false;
+      for (const Range& r : rs)
+        for (const Range& p : pending) clash = clash || conflicts(r, p);
+      if (clash) {
+        pending.clear();
+        if (insert) {
+          auto bar = std::make_unique<Op>();
+          bar->kind = OpKind::Barrier;
+          bar->parent = &b;
+          bar->loc = op.loc;
+          b.ops.insert(it, std::move(bar));
+          ++inserted;
+        }
+      }
+      std::sort(rs.begin(), rs.end());
+      pending = join(pending, rs);
+    }
+    return pending;
+  }
+
+ private:
+  std::map<const ir::Value*, int> uses_;
+};
+
+}  // namespace
+
+int insert_shared_barriers(ir::Function& f) {
+  if (!has_local_alloc(f)) return 0;
+  Inserter ins(f);
+  ins.block(f.entry(), {}, true);
+  return ins.inserted;
+}
+
+}  // namespace tle::passes

@@ -1,0 +1,459 @@
+// tests/test_struct.cpp - TLE-Struct shared buffers (issue #13 items 1 and 3: gpu::alloc,
+// Buffer views, gpu::local_ptr, gpu::sync; docs/struct.md): numerical tests against plain C++
+// references on ragged shapes ([ops][struct]: the CPU backend in CI, mirrored on the interpreter
+// and, by scripts/device-run.sh, on the GPU), user errors at the call's line ([errors]), the GPU
+// passes that place the buffers and order their accesses ([struct-pass]), PTX assembled by ptxas
+// ([ptx]) and the kernels at 1, 4 and 8 warps on the GPU ([.gpu]).
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "error_util.hpp"
+#include "ir/printer.hpp"
+#include "ops_util.hpp"
+#include "passes/gpu/gpu_passes.hpp"
+#include "passes/pass.hpp"
+#include "ptxas_util.hpp"
+#include "trace_util.hpp"
+
+using namespace tle;
+using namespace opstest;
+
+namespace {
+
+template <class T> T* fake(uintptr_t a = 0x10000) { return reinterpret_cast<T*>(a); }
+template <class T> std::vector<T> all(const Buf<T>& b) { return std::vector<T>(b.begin(), b.end()); }
+
+/// x [M, N] row-major through a shared buffer: stored whole, read back transposed (out [N, M]).
+/// LAYOUT 0: row-major, 1: padded by 1, 2: swizzled (vec 4, per_phase 1, max_phase 8).
+auto transpose_kernel = [](Ptr<float> x, Ptr<float> out, Constexpr<int> M, Constexpr<int> N, Constexpr<int> LAYOUT) {
+  gpu::SharedLayout lay = LAYOUT == 1   ? gpu::SharedLayout::padded(1)
+                          : LAYOUT == 2 ? gpu::SharedLayout::swizzled(4, 1, 8)
+                                        : gpu::SharedLayout::row_major();
+  auto buf = gpu::alloc<float>({M, N}, gpu::scope::shared, lay);
+  Tile<int32_t> r = expand_dims(arange(0, M), 1), c = expand_dims(arange(0, N), 0);
+  buf.store(load(x + r * N + c));
+  Tile<int32_t> i = expand_dims(arange(0, N), 1), j = expand_dims(arange(0, M), 0);  // out [N, M]
+  store(out + i * M + j, load(gpu::local_ptr(buf, {j, i})));
+};
+
+/// c^T = (a [M, K] @ b [K, N])^T, one program: a bf16 K loop (on sm_90a a wgmma loop the compiler
+/// warp-specializes) whose f32 result goes through a padded shared buffer allocated before the
+/// loop and is read back transposed (out [N, M]).
+auto ws_kernel = [](Ptr<bf16> a, Ptr<bf16> b, Ptr<float> out, Constexpr<int> M, Constexpr<int> N, Constexpr<int> K) {
+  auto t = gpu::alloc<float>({M, N}, gpu::scope::shared, gpu::SharedLayout::padded(1));
+  Tile<int32_t> rm = arange(0, M), rn = arange(0, N);
+  Tile<float> acc = zeros<float>({M, N});
+  for (auto k0 : range(0, K, 64)) {
+    Tile<int32_t> rk = k0 + arange(0, 64);
+    acc = dot(load(a + expand_dims(rm, 1) * K + expand_dims(rk, 0)), load(b + expand_dims(rk, 1) * N + expand_dims(rn, 0)),
+              acc);
+  }
+  t.store(acc);
+  store(out + expand_dims(rn, 1) * M + expand_dims(rm, 0), load(gpu::local_ptr(t, {expand_dims(rm, 0), expand_dims(rn, 1)})));
+};
+
+/// Small integers in bf16 (exact products and sums in f32 in any order) and the reference c^T.
+void ws_data(int M, int N, int K, Buf<bf16>& a, Buf<bf16>& b, std::vector<float>& want) {
+  for (size_t i = 0; i < a.size(); ++i) a[i] = bf16(float(int(i * 7 % 5) - 2));
+  for (size_t i = 0; i < b.size(); ++i) b[i] = bf16(float(int(i * 3 % 7) - 3));
+  want.assign(size_t(M) * N, 0.0f);
+  for (int m = 0; m < M; ++m)
+    for (int n = 0; n < N; ++n) {
+      float s = 0;
+      for (int k = 0; k < K; ++k) s += float(a[size_t(m) * K + k]) * float(b[size_t(k) * N + n]);
+      want[size_t(n) * M + m] = s;
+    }
+}
+
+}  // namespace
+
+TEST_CASE("ops: a K loop's result through a shared buffer allocated before the loop", "[ops][struct]") {
+  auto k = jit("struct_ws", ws_kernel);
+  for (auto [M, N, K] : {std::tuple{64, 64, 256}, std::tuple{64, 128, 64}}) {
+    INFO(M << "x" << N << "x" << K);
+    Buf<bf16> a(size_t(M) * K), b(size_t(K) * N);
+    Buf<float> out(size_t(M) * N);
+    std::vector<float> want;
+    ws_data(M, N, K, a, b, want);
+    k(Grid(1), a.data(), b.data(), out.data(), M, N, K);
+    CHECK(diffs(all(out), want) == "");
+  }
+}
+
+TEST_CASE("ops: a tile through a shared buffer, read back transposed, in each layout", "[ops][struct]") {
+  auto k = jit("struct_transpose", transpose_kernel);
+  for (auto [M, N] : {std::pair{17, 33}, std::pair{1, 1}, std::pair{32, 64}, std::pair{5, 1001}}) {
+    for (int lay : {0, 1, 2}) {
+      if (lay == 2 && N % 32 != 0) continue;  // swizzled: the innermost dim a multiple of vec * max_phase
+      INFO("[" << M << ", " << N << "] layout " << lay);
+      Buf<float> x = random_buf<float>(size_t(M) * N, 7), out(size_t(M) * N);
+      k(Grid(1), x.data(), out.data(), M, N, lay);
+      std::vector<float> want(size_t(M) * N);
+      for (int a = 0; a < M; ++a)
+        for (int b = 0; b < N; ++b) want[size_t(b) * M + a] = x[size_t(a) * N + b];
+      CHECK(diffs(all(out), want) == "");
+    }
+  }
+}
+
+TEST_CASE("ops: a two-stage buffer indexed by the loop, written and read in different layouts", "[ops][struct]") {
+  // Each iteration writes row block r of x into stage r % 2 and reads the stage back reversed
+  // along its columns, adding it to the accumulator; the previous stage's read and this write
+  // never conflict, but the write and the read of one stage do (and on the GPU the read of
+  // iteration r and the write of iteration r + 2, to the same stage).
+  auto k = jit("struct_stages", [](Ptr<float> x, Ptr<float> out, Tile<int32_t> rows, Constexpr<int> R,
+                                   Constexpr<int> N) {
+    auto buf = gpu::alloc<float>({2, R, N});
+    Tile<int32_t> r = expand_dims(arange(0, R), 1), c = expand_dims(arange(0, N), 0);
+    Tile<float> acc = zeros<float>({R, N});
+    for (auto b : range(0, rows)) {
+      auto st = buf[b % 2];
+      st.store(load(x + (b * R + r) * N + c));
+      acc = acc + load(gpu::local_ptr(st, {r, (N - 1) - c}));
+    }
+    store(out + r * N + c, acc);
+  });
+  for (auto [B, R, N] : {std::tuple{5, 4, 17}, std::tuple{1, 1, 1}, std::tuple{3, 8, 64}, std::tuple{4, 2, 1001}}) {
+    INFO("blocks " << B << " [" << R << ", " << N << "]");
+    Buf<float> x = random_buf<float>(size_t(B) * R * N, 11), out(size_t(R) * N);
+    k(Grid(1), x.data(), out.data(), B, R, N);
+    std::vector<float> want(size_t(R) * N, 0.0f);
+    for (int b = 0; b < B; ++b)
+      for (int i = 0; i < R; ++i)
+        for (int j = 0; j < N; ++j) want[size_t(i) * N + j] += x[(size_t(b) * R + i) * N + (N - 1 - j)];
+    CHECK(diffs(all(out), want, 1e-5, 1e-5) == "");
+  }
+}
+
+TEST_CASE("ops: a histogram in shared memory with atomics, per program", "[ops][struct]") {
+  // Each program counts its chunk of x into BINS shared counters (atomic_add through local_ptr),
+  // in a loop over blocks of BLOCK, then writes its counts: FlagTree's moe_align pattern.
+  auto k = jit("struct_hist", [](Ptr<int32_t> x, Ptr<int32_t> out, Tile<int32_t> n, Tile<int32_t> per_prog,
+                                 Constexpr<int> BINS, Constexpr<int> BLOCK) {
+    auto counts = gpu::alloc<int32_t>({BINS});
+    Tile<int32_t> bins = arange(0, BINS);
+    store(gpu::local_ptr(counts, {bins}), 0);
+    Tile<int32_t> start = program_id(0) * per_prog;
+    for (auto b : range(0, per_prog, BLOCK)) {
+      Tile<int32_t> i = start + b + arange(0, BLOCK);
+      Tile<bool> m = (i < n) & (i < start + per_prog);
+      Tile<int32_t> v = load(x + i, m, 0);
+      atomic_add(gpu::local_ptr(counts, {v % BINS}), 1, m);
+    }
+    store(out + program_id(0) * BINS + bins, counts.load());
+  });
+  for (auto [N, BINS, BLOCK, P] : {std::tuple{1001, 17, 64, 3}, std::tuple{1, 1, 1, 1}, std::tuple{4100, 128, 256, 4}}) {
+    INFO("n " << N << " bins " << BINS << " block " << BLOCK << " programs " << P);
+    Buf<int32_t> x = random_buf<int32_t>(size_t(N), 13, 0, 100000), out(size_t(P) * BINS, -1);
+    const int per = (N + P - 1) / P;
+    k(Grid(P), x.data(), out.data(), N, per, BINS, BLOCK);
+    std::vector<int32_t> want(size_t(P) * BINS, 0);
+    for (int i = 0; i < N; ++i) ++want[size_t(i / per) * BINS + x[size_t(i)] % BINS];
+    CHECK(diffs(all(out), want) == "");
+  }
+}
+
+TEST_CASE("ops: buffers with disjoint lifetimes, scalar accesses and gpu::sync", "[ops][struct]") {
+  // a is used only before b is allocated (the GPU places them on the same bytes); a scalar
+  // element is written and read back; sync() is accepted anywhere.
+  auto k = jit("struct_reuse", [](Ptr<float> x, Ptr<float> out, Constexpr<int> N) {
+    Tile<int32_t> o = arange(0, N);
+    auto a = gpu::alloc<float>({N});
+    store(gpu::local_ptr(a, {o}), load(x + o) * 2.0f);
+    Tile<float> t = load(gpu::local_ptr(a, {(N - 1) - o}));
+    gpu::sync();
+    auto b = gpu::alloc<float>({1, N});
+    b[0].store(t + 1.0f);
+    store(gpu::local_ptr(b, {0, N / 2}), -5.0f);
+    store(out + o, b[0].load());
+    store(out + N, load(gpu::local_ptr(b, {0, N / 2})));
+  });
+  for (int N : {17, 1, 1001, 64}) {
+    INFO("N " << N);
+    Buf<float> x = random_buf<float>(size_t(N), 17), out(size_t(N) + 1);
+    k(Grid(1), x.data(), out.data(), N);
+    std::vector<float> want(size_t(N) + 1);
+    for (int i = 0; i < N; ++i) want[size_t(i)] = x[size_t(N - 1 - i)] * 2.0f + 1.0f;
+    want[size_t(N / 2)] = -5.0f;
+    want[size_t(N)] = -5.0f;
+    CHECK(diffs(all(out), want) == "");
+  }
+}
+
+// ============================================================================ errors
+
+namespace {
+int line = 0;
+std::vector<float> fbuf(4096, 1.0f);
+template <class F> void expect_error(F&& f, const std::vector<std::string>& phrases) {
+  errtest::expect_user_error(f, phrases, "test_struct.cpp", line);
+}
+}  // namespace
+
+TEST_CASE("errors: shared buffers: scope, size, indices, layouts", "[errors][struct]") {
+  auto in_loop = jit("struct_err_loop", [](Ptr<float> x) {
+    for (auto i : range(0, 4)) {
+      line = __LINE__; auto b = gpu::alloc<float>({16});
+      store(gpu::local_ptr(b, {i}), 1.0f);
+    }
+  });
+  expect_error([&] { in_loop(Grid(1), fbuf.data()); }, {"gpu::alloc must be called in the kernel's body", "before the loop"});
+
+  auto too_big = jit("struct_err_big", [](Ptr<float> x) {
+    auto a = gpu::alloc<float>({128, 256});  // 128 KiB
+    line = __LINE__; auto b = gpu::alloc<float>({2, 64, 256});
+    store(x, load(gpu::local_ptr(a, {0, 0})) + load(gpu::local_ptr(b, {0, 0, 0})));
+  });
+  expect_error([&] { too_big(Grid(1), fbuf.data()); },
+               {"brings the program's shared buffers to 262144 bytes", "more than the 232448 bytes",
+                "test_struct.cpp:", "(131072 bytes)"});
+
+  auto n_idx = jit("struct_err_nidx", [](Ptr<float> x) {
+    auto a = gpu::alloc<float>({4, 8});
+    line = __LINE__; store(x, load(gpu::local_ptr(a, {1})));
+  });
+  expect_error([&] { n_idx(Grid(1), fbuf.data()); }, {"1 indices for a view of rank 2", "one index per dim"});
+
+  auto stage = jit("struct_err_stage", [](Ptr<float> x) {
+    auto a = gpu::alloc<float>({3, 8});
+    line = __LINE__; auto s = a[3];
+    store(x, load(gpu::local_ptr(s, {0})));
+  });
+  expect_error([&] { stage(Grid(1), fbuf.data()); }, {"index 3 is outside the leading dim of size 3"});
+
+  auto rank0 = jit("struct_err_rank0", [](Ptr<float> x) {
+    auto a = gpu::alloc<float>({8});
+    line = __LINE__; auto s = a[1];
+    (void)s;
+  });
+  expect_error([&] { rank0(Grid(1), fbuf.data()); }, {"no dimension left", "gpu::local_ptr(buf, {i})"});
+
+  auto swz = jit("struct_err_swizzle", [](Ptr<float> x) {
+    line = __LINE__; auto a = gpu::alloc<float>({8, 24}, gpu::scope::shared, gpu::SharedLayout::swizzled(4, 1, 8));
+    store(x, load(gpu::local_ptr(a, {0, 0})));
+  });
+  expect_error([&] { swz(Grid(1), fbuf.data()); }, {"innermost dim (24) must be a multiple of vec * max_phase (32)"});
+
+  auto bcast = jit("struct_err_bcast", [](Ptr<float> x) {
+    auto a = gpu::alloc<float>({8, 8});
+    line = __LINE__; store(x + arange(0, 3), load(gpu::local_ptr(a, {arange(0, 3), arange(0, 4)})));
+  });
+  expect_error([&] { bcast(Grid(1), fbuf.data()); }, {"broadcast"});
+}
+
+// ============================================================================ GPU passes
+
+namespace {
+template <class F> std::unique_ptr<ir::Function> trace_ir(const char* name, F fn) {
+  return tracetest::trace(name, fn, {}, true, true);
+}
+/// The kernel's IR after the GPU passes at 4 warps (sm_90a rules).
+void gpu_ir(ir::Function& f) { passes::run_gpu_pipeline(f, 4, 3, true, true); }
+int count_kind(const ir::Function& f, ir::OpKind k) {
+  int n = 0;
+  ir::walk(f.entry(), [&](const ir::Op& op) { n += op.kind == k; });
+  return n;
+}
+}  // namespace
+
+TEST_CASE("struct passes: buffers placed with reuse, barriers where accesses conflict", "[struct-pass]") {
+  // store a; load a (barrier 1); b allocated after a's last use takes a's bytes; store b
+  // (barrier 2: a's reads of those bytes); load b twice (barrier 3 before the first only: reads
+  // do not conflict with reads).
+  auto f = trace_ir("struct_pass_reuse", [](Ptr<float> x) {
+    Tile<int32_t> o = arange(0, 64);
+    auto a = gpu::alloc<float>({64});
+    store(gpu::local_ptr(a, {o}), load(x + o));
+    Tile<float> t = load(gpu::local_ptr(a, {63 - o}));
+    auto b = gpu::alloc<float>({64});
+    store(gpu::local_ptr(b, {o}), t);
+    Tile<float> u = load(gpu::local_ptr(b, {63 - o})) + load(gpu::local_ptr(b, {o}));
+    store(x + o, u);
+  });
+  gpu_ir(*f);
+  auto allocs = tracetest::ops_of(*f, ir::OpKind::LocalAlloc);
+  REQUIRE(allocs.size() == 2);
+  CHECK(allocs[0]->int_attr("offset") == 0);
+  CHECK(allocs[1]->int_attr("offset") == 0);  // a is dead when b is allocated
+  CHECK(count_kind(*f, ir::OpKind::Barrier) == 3);
+
+  // Both live at once: disjoint bytes, 128-byte aligned; two atomics in a row whose old values are
+  // not used need no barrier.
+  auto g = trace_ir("struct_pass_live", [](Ptr<int32_t> x) {
+    Tile<int32_t> o = arange(0, 16);
+    auto a = gpu::alloc<int32_t>({10});
+    auto b = gpu::alloc<int32_t>({16});
+    atomic_add(gpu::local_ptr(a, {o % 10}), 1);
+    atomic_add(gpu::local_ptr(a, {o % 3}), 1);
+    store(gpu::local_ptr(b, {o}), o);
+    store(x + o, load(gpu::local_ptr(b, {o})) + load(gpu::local_ptr(a, {o % 10})));
+  });
+  gpu_ir(*g);
+  auto ga = tracetest::ops_of(*g, ir::OpKind::LocalAlloc);
+  REQUIRE(ga.size() == 2);
+  CHECK(ga[0]->int_attr("offset") == 0);
+  CHECK(ga[1]->int_attr("offset") == 128);
+  // one barrier: before the loads (b's store, a's atomics); the store to b does not conflict with a
+  CHECK(count_kind(*g, ir::OpKind::Barrier) == 1);
+  // An atomic whose old values are stored must see the earlier atomic's updates: a barrier.
+  auto g2 = trace_ir("struct_pass_atomic_old", [](Ptr<int32_t> x) {
+    Tile<int32_t> o = arange(0, 16);
+    auto a = gpu::alloc<int32_t>({16});
+    atomic_add(gpu::local_ptr(a, {o}), 1);
+    store(x + o, atomic_add(gpu::local_ptr(a, {15 - o}), 1));
+  });
+  gpu_ir(*g2);
+  CHECK(count_kind(*g2, ir::OpKind::Barrier) == 1);
+
+  // A loop: the store of iteration i + 1 conflicts with the load of iteration i (back edge) and
+  // the load with the store before it: two barriers in the body. A program's sync() right before
+  // the load stands for the second one.
+  for (bool sync : {false, true}) {
+    INFO("sync " << sync);
+    auto h = trace_ir("struct_pass_loop", [sync](Ptr<float> x, Tile<int32_t> n) {
+      Tile<int32_t> o = arange(0, 32);
+      auto a = gpu::alloc<float>({32});
+      Tile<float> acc = zeros<float>({32});
+      for (auto i : range(0, n)) {
+        store(gpu::local_ptr(a, {o}), load(x + i * 32 + o));
+        if (sync) gpu::sync();
+        acc = acc + load(gpu::local_ptr(a, {31 - o}));
+      }
+      store(x + o, acc);
+    });
+    gpu_ir(*h);
+    auto loops = tracetest::ops_of(*h, ir::OpKind::For);
+    REQUIRE(loops.size() == 1);
+    int in_body = 0;
+    for (auto& op : loops[0]->region().body().ops) in_body += op->kind == ir::OpKind::Barrier;
+    CHECK(in_body == 2);
+    CHECK(count_kind(*h, ir::OpKind::Barrier) == 2);
+  }
+
+  // A kernel without buffers gets no barrier op, and its global loads still pipeline.
+  auto p = trace_ir("struct_pass_none", [](Ptr<float> x) {
+    Tile<int32_t> o = arange(0, 32);
+    store(x + o, load(x + o) + 1.0f);
+  });
+  gpu_ir(*p);
+  CHECK(count_kind(*p, ir::OpKind::Barrier) == 0);
+}
+
+TEST_CASE("struct passes: a load from a shared buffer is never a cp.async copy, stores into one do not stop "
+          "global loads from pipelining",
+          "[struct-pass]") {
+  auto f = trace_ir("struct_pass_pipe", [](Ptr<float> x, Tile<int32_t> n) {
+    Tile<int32_t> o = arange(0, 128);
+    auto a = gpu::alloc<float>({128});
+    Tile<float> acc = zeros<float>({128});
+    for (auto i : range(0, n, 1, {.num_stages = 3})) {
+      Tile<float> v = load(x + i * 128 + o, MemHints{.is_async = true});
+      store(gpu::local_ptr(a, {o}), v);
+      acc = acc + load(gpu::local_ptr(a, {127 - o}), MemHints{.is_async = true});
+    }
+    store(x + o, acc);
+  });
+  gpu_ir(*f);
+  auto loads = tracetest::ops_of(*f, ir::OpKind::Load);
+  int global_pipelined = 0, shared_pipelined = 0;
+  for (const ir::Op* ld : loads) {
+    const bool p = ld->has_attr("pipelined");
+    if (ld->operands[0]->def && ld->operands[0]->def->kind == ir::OpKind::AddPtr &&
+        ld->operands[0]->def->operands[0]->def && ld->operands[0]->def->operands[0]->def->kind == ir::OpKind::LocalAlloc)
+      shared_pipelined += p;
+    else
+      global_pipelined += p;
+  }
+  CHECK(shared_pipelined == 0);
+  CHECK(global_pipelined == 1);
+}
+
+// ============================================================================ PTX
+
+TEST_CASE("ptx: shared buffers are shared-memory accesses with bar.sync between conflicting ones", "[ptx][struct]") {
+  auto k = jit("struct_ptx_transpose", transpose_kernel);
+  for (int lay : {0, 1, 2})
+    for (int sm : {90, 80}) {
+      const std::string arch = sm == 90 ? "sm_90a" : "sm_80";
+      INFO(arch << " layout " << lay);
+      const std::string ptx = k.ptx(sm, 4, fake<float>(), fake<float>(), 32, 64, lay);
+      CHECK(ptx.find("st.shared") != std::string::npos);
+      CHECK(ptx.find("ld.shared") != std::string::npos);
+      CHECK(ptx.find("bar.sync") != std::string::npos);
+      ptxtest::assemble("transpose through a shared buffer", ptx, arch);
+    }
+  // The histogram: shared atomics (atom.shared / red.shared), ragged shapes padded.
+  auto h = jit("struct_ptx_hist", [](Ptr<int32_t> x, Ptr<int32_t> out, Tile<int32_t> n) {
+    auto counts = gpu::alloc<int32_t>({17});
+    Tile<int32_t> bins = arange(0, 17);
+    store(gpu::local_ptr(counts, {bins}), 0);
+    for (auto b : range(0, n, 1001)) {
+      Tile<int32_t> i = b + arange(0, 1001);
+      Tile<int32_t> v = load(x + i, i < n, 0);
+      atomic_add(gpu::local_ptr(counts, {v % 17}), 1, i < n);
+    }
+    store(out + bins, counts.load());
+  });
+  const std::string hp = h.ptx(90, 4, fake<int32_t>(), fake<int32_t>(), 0);
+  CHECK((hp.find("atom.shared") != std::string::npos || hp.find("red.shared") != std::string::npos));
+  ptxtest::assemble("shared histogram", hp);
+}
+
+TEST_CASE("ptx: a shared buffer beside a warp-specialized wgmma loop", "[ptx][struct]") {
+  // The buffer allocated before the loop does not stop warp specialization (4 compute warps + a
+  // producer warpgroup); after the loop the barrier between the buffer's store and load is the
+  // compute warps' named barrier (the producers have exited).
+  auto k = jit("struct_ptx_ws", ws_kernel);
+  Grid g(1);
+  g.with_warps(4).with_stages(3);
+  const std::string ptx = k.ptx(90, g, fake<bf16>(), fake<bf16>(), fake<float>(), 64, 64, 256);
+  CHECK(ptx.find(".reqntid 256, 1, 1") != std::string::npos);
+  CHECK(ptx.find("mbarrier.try_wait.parity") != std::string::npos);
+  CHECK(ptx.find("wgmma.mma_async") != std::string::npos);
+  CHECK(ptx.find("barrier.sync \t1, 128;") != std::string::npos);
+  CHECK(ptx.find("st.shared.f32") != std::string::npos);
+  ptxtest::assemble("shared buffer beside a warp-specialized loop", ptx);
+}
+
+// ============================================================================ GPU
+
+TEST_CASE("gpu: shared-buffer kernels at 1, 4 and 8 warps", "[.gpu][struct]") {
+  if (!gpu_info()) {
+    WARN("no usable GPU: [.gpu] case skipped");
+    return;
+  }
+  auto k = jit("struct_gpu_transpose", transpose_kernel);
+  for (int w : {1, 4, 8})
+    for (auto [M, N] : {std::pair{17, 33}, std::pair{64, 128}, std::pair{3, 1001}})
+      for (int lay : {0, 1, 2}) {
+        if (lay == 2 && N % 32 != 0) continue;
+        INFO("warps " << w << " [" << M << ", " << N << "] layout " << lay);
+        ManagedBuffer<float> x(size_t(M) * N), out(size_t(M) * N);
+        for (size_t i = 0; i < x.size(); ++i) x.data()[i] = float(i % 1013) - 500.0f;
+        k(Grid(1).with_warps(w).backend(Backend::GPU), x.data(), out.data(), M, N, lay);
+        synchronize();
+        int bad = 0;
+        for (int a = 0; a < M; ++a)
+          for (int b = 0; b < N; ++b) bad += out.data()[size_t(b) * M + a] != x.data()[size_t(a) * N + b];
+        CHECK(bad == 0);
+      }
+  // The K loop (warp-specialized on sm_90a) with a buffer, at 4 and 8 compute warps.
+  auto w = jit("struct_gpu_ws", ws_kernel);
+  for (int warps : {4, 8}) {
+    const int M = 64, N = 128, K = 320;
+    INFO("warps " << warps);
+    ManagedBuffer<bf16> a(size_t(M) * K), b(size_t(K) * N);
+    ManagedBuffer<float> out(size_t(M) * N);
+    Buf<bf16> ha(a.size()), hb(b.size());
+    std::vector<float> want;
+    ws_data(M, N, K, ha, hb, want);
+    std::copy(ha.begin(), ha.end(), a.data());
+    std::copy(hb.begin(), hb.end(), b.data());
+    w(Grid(1).with_warps(warps).backend(Backend::GPU), a.data(), b.data(), out.data(), M, N, K);
+    synchronize();
+    CHECK(diffs(std::vector<float>(out.data(), out.data() + out.size()), want) == "");
+  }
+}
