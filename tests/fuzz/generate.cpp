@@ -88,6 +88,9 @@ class Gen {
     pid_ = binary(BinaryOp::Add, x, binary(BinaryOp::Mul, gx, binary(BinaryOp::Add, y, binary(BinaryOp::Mul, gy, z))));
     block(opt_.statements);
     store_leaves();
+    // The shared buffers' allocations go first (gpu::alloc is only allowed in the top-level
+    // block); their ids were taken when the round trips needed them.
+    P.body.insert(P.body.begin(), local_allocs_.begin(), local_allocs_.end());
     return std::move(P);
   }
 
@@ -98,6 +101,7 @@ class Gen {
   std::vector<VarInfo> info_;
   std::vector<std::vector<int>> scopes_;
   std::vector<std::vector<Stmt>*> blocks_;
+  std::vector<Stmt> local_allocs_;  // gpu::alloc statements, put at the top of the body by run()
   std::vector<Shape> base_shapes_;
   int pid_ = -1, n_param_ = -1, t_param_ = -1;
   int depth_ = 0;
@@ -627,6 +631,46 @@ class Gen {
     s.kind = Kind::Store;
     s.args = {p, v, mask};
     emit_void(s);
+  }
+
+  /// A round trip through a shared buffer (TLE-Struct, gpu::alloc): a tile stored whole into a
+  /// buffer of its element count at one permutation of the slots (so every slot is written: the
+  /// buffer's initial contents are undefined), now and then updated by an atomic at another
+  /// permutation (one lane per slot: the old values are defined), and read back at a third,
+  /// possibly in another shape, masked or not. On the GPU the statements' threads differ, so
+  /// this checks the barriers the compiler inserts (passes::insert_shared_barriers), loops'
+  /// back edges included.
+  void gen_shared() {
+    DType d = dtype_from_pool();
+    if (d == DType::i1) d = DType::i32;
+    Shape sh = some_shape_nonscalar();
+    const int64_t n = numel(sh);
+    Stmt a;
+    a.kind = Kind::LocalAlloc;
+    a.to = d;
+    a.a = n;
+    a.result = fresh(DType::ptr, {}, std::nullopt, d);
+    scopes_.back().pop_back();  // used only here (its statement goes to the top: run())
+    const int buf = a.result;
+    count_uses(a);
+    local_allocs_.push_back(a);
+    const int v = operand(d, sh);
+    Stmt st;
+    st.kind = Kind::Store;
+    st.args = {addptr(buf, permutation_offsets(sh)), v, -1};
+    emit_void(st);
+    if (tle::is_int(d) && tle::byte_size(d) >= 2 && coin(0.3)) {  // atomics: 16/32/64-bit integers
+      Shape s2 = coin(0.5) ? sh : Shape{n};
+      Stmt at;
+      at.kind = Kind::Atomic;
+      at.op = pick(std::vector<int>{int(ir::AtomicOp::Add), int(ir::AtomicOp::Max), int(ir::AtomicOp::Xor)});
+      at.args = {addptr(buf, permutation_offsets(s2)), operand_compat(d, s2), -1};
+      emit(at, d, s2);
+    }
+    Shape s3 = coin(0.5) ? sh : Shape{n};
+    const int p = addptr(buf, permutation_offsets(s3));
+    if (coin(0.3)) load_at(p, extra_mask(s3, -1), -1, literal(d));
+    else load_at(p);
   }
 
   void atomic() {
@@ -1452,7 +1496,8 @@ class Gen {
       else if (r < 77) gen_histogram();
       else if (r < 82) load(dtype_from_pool(), coin(0.15) ? Shape{} : some_shape_nonscalar());
       else if (r < 85) store(any_var([](int) { return true; }, random_dtype()));
-      else if (r < 88) atomic();
+      else if (r < 87) atomic();
+      else if (r < 88) gen_shared();
       else if (r < 90 && opt_.max_numel >= 1024 && depth_ < opt_.max_depth) gen_matmul_loop();
       else if (r < 94 && depth_ < opt_.max_depth) gen_for();
       else if (depth_ < opt_.max_depth) gen_if();

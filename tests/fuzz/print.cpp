@@ -232,6 +232,7 @@ class Printer {
         else def(ind, s, fmt::format("tle::max_contiguous({}, {})", A(0), s.b));
         return;
       case Kind::AddPtr: def(ind, s, fmt::format("{} + {}", A(0), A(1))); return;
+      case Kind::LocalAlloc: def(ind, s, fmt::format("tle::gpu::alloc<{}>({{{}}}).data()", cpp_type(s.to), s.a)); return;
       case Kind::Load: {
         std::string e = "tle::load(" + A(0);
         if (a[1] >= 0) e += ", " + A(1);

@@ -90,7 +90,8 @@ TEST_CASE("fuzz: generated programs cover the op families", "[fuzz]") {
   for (K k : {K::Const, K::Arange, K::ProgramId, K::Binary, K::Compare, K::Unary, K::Fma, K::Where, K::Cast, K::Bitcast,
               K::BroadcastTo, K::ExpandDims, K::Reshape, K::Permute, K::Reduce, K::ReduceCombine, K::Cumsum,
               K::ScanCombine, K::Dot, K::Histogram, K::Sort, K::Gather, K::Hint, K::AddPtr, K::Load, K::Store,
-              K::Atomic, K::AtomicCas, K::For, K::If, K::Assign, K::ExtractTile, K::InsertTile, static_cast<K>(100)}) {
+              K::Atomic, K::AtomicCas, K::For, K::If, K::Assign, K::ExtractTile, K::InsertTile, K::LocalAlloc,
+              static_cast<K>(100)}) {
     INFO("statement kind " << int(k));
     CHECK(seen[k] > 0);
   }

@@ -180,6 +180,7 @@ class Tracer {
       case Kind::Gather: define(s.result, detail::gather(val(a[0]), val(a[1]), s.axis, loc)); return;
       case Kind::Hint: define(s.result, detail::hint(val(a[0]), s.a, s.a ? 0 : s.b, loc)); return;
       case Kind::AddPtr: define(s.result, detail::addptr(val(a[0]), val(a[1]), loc)); return;
+      case Kind::LocalAlloc: define(s.result, detail::local_alloc(s.to, {s.a}, s.a, 128, loc)); return;
       case Kind::Load: {
         V mask = a[1] >= 0 ? val(a[1]) : nullptr;
         V other = nullptr;
