@@ -13,6 +13,8 @@
 #include "error_util.hpp"
 #include "ir/printer.hpp"
 #include "ops_util.hpp"
+#include "layout/ir_layout.hpp"
+#include "layout/named_layouts.hpp"
 #include "passes/gpu/gpu_passes.hpp"
 #include "passes/pass.hpp"
 #include "ptxas_util.hpp"
@@ -183,6 +185,32 @@ TEST_CASE("ops: buffers with disjoint lifetimes, scalar accesses and gpu::sync",
   }
 }
 
+TEST_CASE("ops: set_layout keeps the values, on ragged tiles, through a reduction and a loop", "[ops][struct]") {
+  // x [M, N]: laid out [1, 4] per thread, 4 x 8 threads, 4 warps down the rows (the launch's
+  // default 4 warps); its row sums (a reduction in that layout) and a loop-carried copy of it.
+  auto k = jit("struct_set_layout", [](Ptr<float> x, Ptr<float> out, Ptr<float> sums, Tile<int32_t> n,
+                                       Constexpr<int> M, Constexpr<int> N) {
+    Tile<int32_t> r = expand_dims(arange(0, M), 1), c = expand_dims(arange(0, N), 0);
+    Tile<float> v = gpu::set_layout(load(x + r * N + c),
+                                    {.size_per_thread = {1, 4}, .threads_per_warp = {4, 8}, .warps_per_cta = {4, 1}, .order = {1, 0}});
+    Tile<float> acc = zeros<float>({M, N});
+    for (auto i : range(0, n)) acc = acc + v;
+    store(out + r * N + c, acc);
+    store(sums + arange(0, M), sum(v, 1));
+  });
+  for (auto [M, N] : {std::pair{17, 33}, std::pair{64, 64}, std::pair{1, 1}}) {
+    INFO("[" << M << ", " << N << "]");
+    Buf<float> x = random_buf<float>(size_t(M) * N, 5), out(size_t(M) * N), sums(static_cast<size_t>(M));
+    for (auto& e : x) e = float(int(e * 8));  // small integers: sums exact in any order
+    k(Grid(1), x.data(), out.data(), sums.data(), 3, M, N);
+    std::vector<float> want(size_t(M) * N), want_s(size_t(M), 0.0f);
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) want[size_t(i) * N + j] = 3 * x[size_t(i) * N + j], want_s[size_t(i)] += x[size_t(i) * N + j];
+    CHECK(diffs(all(out), want) == "");
+    CHECK(diffs(all(sums), want_s) == "");
+  }
+}
+
 // ============================================================================ errors
 
 namespace {
@@ -236,6 +264,81 @@ TEST_CASE("errors: shared buffers: scope, size, indices, layouts", "[errors][str
     store(x, load(gpu::local_ptr(a, {0, 0})));
   });
   expect_error([&] { swz(Grid(1), fbuf.data()); }, {"innermost dim (24) must be a multiple of vec * max_phase (32)"});
+
+  auto lay_threads = jit("struct_err_threads", [](Ptr<float> x) {
+    Tile<float> v = load(x + arange(0, 64));
+    line = __LINE__; store(x + arange(0, 64), gpu::set_layout(v, {{1}, {16}, {4}, {0}}));
+  });
+  expect_error([&] { lay_threads(Grid(1), fbuf.data()); }, {"threads_per_warp [16] makes 16 threads; a warp has 32"});
+  auto lay_rank = jit("struct_err_lrank", [](Ptr<float> x) {
+    Tile<float> v = load(x + arange(0, 64));
+    line = __LINE__; store(x + arange(0, 64), gpu::set_layout(v, {{1, 1}, {32}, {4}, {0}}));
+  });
+  expect_error([&] { lay_rank(Grid(1), fbuf.data()); }, {"size_per_thread has 2 entries for a tile of rank 1"});
+  auto lay_order = jit("struct_err_order", [](Ptr<float> x) {
+    Tile<float> v = load(x + expand_dims(arange(0, 8), 1) * 8 + expand_dims(arange(0, 8), 0));
+    line = __LINE__; store(x, sum(sum(gpu::set_layout(v, {{1, 1}, {4, 8}, {1, 4}, {1, 1}}), 1), 0));
+  });
+  expect_error([&] { lay_order(Grid(1), fbuf.data()); }, {"order [1, 1] is not a permutation of the dims 0..1"});
+  auto lay_pow2 = jit("struct_err_pow2", [](Ptr<float> x) {
+    Tile<float> v = load(x + arange(0, 64));
+    line = __LINE__; store(x + arange(0, 64), gpu::set_layout(v, {{3}, {32}, {4}, {0}}));
+  });
+  expect_error([&] { lay_pow2(Grid(1), fbuf.data()); }, {"size_per_thread [3] has an entry that is not a power of two"});
+  // the warps are checked when compiled for the GPU (the launch's num_warps)
+  auto lay_warps = jit("struct_err_warps", [](Ptr<float> x) {
+    Tile<float> v = load(x + arange(0, 64));
+    line = __LINE__; store(x + arange(0, 64), gpu::set_layout(v, {{1}, {32}, {2}, {0}}));
+  });
+  expect_error([&] { (void)lay_warps.ptx(90, 4, fake<float>()); },
+               {"warps_per_cta [2] spreads the tile over 2 warps, but the kernel is compiled for 4"});
+
+  auto combine_load = jit("struct_err_combine", [](Ptr<float> x) {
+    auto a = gpu::alloc<float>({8});
+    store(gpu::local_ptr(a, {arange(0, 8)}), 1.0f);
+    Tile<float> v = load(x + arange(0, 8));
+    store(x, reduce(v, 0, [&](Tile<float> p, Tile<float> q) {
+      line = __LINE__; return p + q * load(gpu::local_ptr(a, {0}));
+    }));
+  });
+  expect_error([&] { combine_load(Grid(1), fbuf.data()); }, {"an access to a gpu::alloc buffer inside a combine function"});
+  auto combine_sync = jit("struct_err_combine_sync", [](Ptr<float> x) {
+    Tile<float> v = load(x + arange(0, 8));
+    store(x, reduce(v, 0, [&](Tile<float> p, Tile<float> q) {
+      line = __LINE__; gpu::sync();
+      return p + q;
+    }));
+  });
+  expect_error([&] { combine_sync(Grid(1), fbuf.data()); }, {"gpu::sync() inside a combine function"});
+  auto huge = jit("struct_err_huge", [](Ptr<float> x) {
+    line = __LINE__; auto a = gpu::alloc<float>({int64_t(1) << 40, 4});
+    store(x, load(gpu::local_ptr(a, {0, 0})));
+  });
+  expect_error([&] { huge(Grid(1), fbuf.data()); }, {"every dim of a buffer must be from 1 to 2^31 - 1"});
+  auto overflow = jit("struct_err_overflow", [](Ptr<float> x) {
+    line = __LINE__; auto a = gpu::alloc<float>({int64_t(1) << 30, int64_t(1) << 30});
+    store(x, load(gpu::local_ptr(a, {0, 0})));
+  });
+  expect_error([&] { overflow(Grid(1), fbuf.data()); }, {"far larger than any GPU's shared memory"});
+  auto swz_big = jit("struct_err_swizzle_big", [](Ptr<float> x) {
+    line = __LINE__; auto a = gpu::alloc<float>({8, 64}, gpu::scope::shared, gpu::SharedLayout::swizzled(int64_t(1) << 32, 1, int64_t(1) << 32));
+    store(x, load(gpu::local_ptr(a, {0, 0})));
+  });
+  expect_error([&] { swz_big(Grid(1), fbuf.data()); }, {"powers of two below 65536"});
+  auto ustage = jit("struct_err_ustage", [](Ptr<float> x) {
+    auto a = gpu::alloc<float>({3, 8});
+    line = __LINE__; auto s = a[size_t(-1)];
+    store(x, load(gpu::local_ptr(s, {0})));
+  });
+  expect_error([&] { ustage(Grid(1), fbuf.data()); }, {"index out of range is outside the leading dim of size 3"});
+  // 160 KiB of buffers: allowed on every backend (<= 227 KB), too much for an sm_86 block (99 KB)
+  auto sm86 = jit("struct_err_sm86", [](Ptr<float> x) {
+    auto a = gpu::alloc<float>({64, 256});
+    line = __LINE__; auto b = gpu::alloc<float>({96, 256});
+    store(x, load(gpu::local_ptr(a, {0, 0})) + load(gpu::local_ptr(b, {0, 0})));
+  });
+  expect_error([&] { (void)sm86.ptx(86, 4, fake<float>()); },
+               {"gpu::alloc buffers take 163840 bytes", "more than the 101376 bytes an sm_86 block", "(98304 bytes)"});
 
   auto bcast = jit("struct_err_bcast", [](Ptr<float> x) {
     auto a = gpu::alloc<float>({8, 8});
@@ -307,6 +410,44 @@ TEST_CASE("struct passes: buffers placed with reuse, barriers where accesses con
   });
   gpu_ir(*g2);
   CHECK(count_kind(*g2, ir::OpKind::Barrier) == 1);
+  // Updates of different kinds, exchanges and float adds depend on their order: a barrier each;
+  // integer adds (and float max) commute exactly: none.
+  auto mixed = [](int kind) {
+    return trace_ir("struct_pass_atomic_kinds", [kind](Ptr<float> x, Ptr<int32_t> y) {
+      Tile<int32_t> o = arange(0, 16);
+      auto a = gpu::alloc<int32_t>({16});
+      auto f = gpu::alloc<float>({16});
+      if (kind == 0) atomic_xchg(gpu::local_ptr(a, {o}), 5), atomic_add(gpu::local_ptr(a, {15 - o}), 1);
+      if (kind == 1) atomic_add(gpu::local_ptr(a, {o}), 2), atomic_add(gpu::local_ptr(a, {15 - o}), 1);
+      if (kind == 2) atomic_add(gpu::local_ptr(f, {o}), 0.5f), atomic_add(gpu::local_ptr(f, {15 - o}), 0.25f);
+      if (kind == 3) atomic_max(gpu::local_ptr(f, {o}), 0.5f), atomic_max(gpu::local_ptr(f, {15 - o}), 0.25f);
+      if (kind == 4) atomic_add(gpu::local_ptr(a, {o}), 2), atomic_max(gpu::local_ptr(a, {15 - o}), 1);
+      store(y + o, load(gpu::local_ptr(a, {o})));
+      store(x + o, load(gpu::local_ptr(f, {o})));
+    });
+  };
+  for (auto [kind, between] : {std::pair{0, 1}, std::pair{1, 0}, std::pair{2, 1}, std::pair{3, 0}, std::pair{4, 1}}) {
+    INFO("atomic pair " << kind);
+    auto m = mixed(kind);
+    gpu_ir(*m);
+    CHECK(count_kind(*m, ir::OpKind::Barrier) == between + 1);  // + 1: before the loads
+  }
+  // A loop that only reads what was stored before it: one barrier before the loop, none inside.
+  auto before = trace_ir("struct_pass_before_loop", [](Ptr<float> x, Tile<int32_t> n) {
+    Tile<int32_t> o = arange(0, 32);
+    auto a = gpu::alloc<float>({32});
+    store(gpu::local_ptr(a, {o}), load(x + o));
+    Tile<float> acc = zeros<float>({32});
+    for (auto i : range(0, n)) acc = acc + load(gpu::local_ptr(a, {(o + i) % 32}));
+    store(x + o, acc);
+  });
+  gpu_ir(*before);
+  auto bl = tracetest::ops_of(*before, ir::OpKind::For);
+  REQUIRE(bl.size() == 1);
+  CHECK(count_kind(*before, ir::OpKind::Barrier) == 1);
+  int barrier_in_loop = 0;
+  for (auto& op : bl[0]->region().body().ops) barrier_in_loop += op->kind == ir::OpKind::Barrier;
+  CHECK(barrier_in_loop == 0);
 
   // A loop: the store of iteration i + 1 conflicts with the load of iteration i (back edge) and
   // the load with the store before it: two barriers in the body. A program's sync() right before
@@ -340,6 +481,30 @@ TEST_CASE("struct passes: buffers placed with reuse, barriers where accesses con
   });
   gpu_ir(*p);
   CHECK(count_kind(*p, ir::OpKind::Barrier) == 0);
+}
+
+TEST_CASE("struct passes: set_layout pins its value's layout and the access of a load it wraps", "[struct-pass]") {
+  // A [64, 64] f32 tile would be loaded 4-wide along the rows; the program asks for a column-major
+  // blocked layout (4 rows per thread, lanes down the columns): the load takes it (no conversion
+  // after it), the elementwise op keeps it, the store converts back to its own coalesced layout.
+  auto f = trace_ir("struct_pass_setl", [](Ptr<float> x) {
+    Tile<int32_t> o = expand_dims(arange(0, 64), 1) * 64 + expand_dims(arange(0, 64), 0);
+    Tile<float> v = gpu::set_layout(load(x + o),
+                                    {.size_per_thread = {4, 1}, .threads_per_warp = {8, 4}, .warps_per_cta = {1, 4}, .order = {0, 1}});
+    store(x + o, v * 2.0f);
+  });
+  gpu_ir(*f);
+  const layout::LinearLayout want = layout::blocked({64, 64}, {4, 1}, {8, 4}, {1, 4}, {0, 1});
+  auto sets = tracetest::ops_of(*f, ir::OpKind::SetLayout);
+  REQUIRE(sets.size() == 1);
+  REQUIRE(sets[0]->result()->type.layout);
+  CHECK(sets[0]->result()->type.layout->ll == want);
+  const ir::Value* loaded = sets[0]->operands[0];
+  REQUIRE(loaded->def);
+  CHECK(loaded->def->kind == ir::OpKind::Load);  // no convert_layout between the load and the anchor
+  CHECK(loaded->type.layout->ll == want);
+  CHECK(loaded->def->int_attr("vec") == 1);  // 4 rows per thread: no vector along a row
+  CHECK(count_kind(*f, ir::OpKind::ConvertLayout) == 1);  // before the store (coalesced along rows)
 }
 
 TEST_CASE("struct passes: a load from a shared buffer is never a cp.async copy, stores into one do not stop "

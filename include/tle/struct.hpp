@@ -1,4 +1,5 @@
-// tle/struct.hpp - TLE-Struct: shared buffers a kernel names itself, and the program barrier.
+// tle/struct.hpp - TLE-Struct: shared buffers a kernel names itself, the program barrier, and
+// explicit register layouts.
 //
 // The middle layer of the language (FlagTree's `tle.gpu`; docs/struct.md has the memory model and
 // a worked example): the kernel states which tiles live in shared memory and reads and writes them
@@ -70,7 +71,9 @@ struct Index {
 /// time) or an integer scalar tile (a runtime stage; not checked).
 struct Stage {
   tle::detail::V v;
-  int64_t static_index = -1;  // the C++ integer, -1 for a tile
+  bool is_static = false;     // a C++ integer (checked against the dim)
+  bool in_range_type = true;  // the integer fits int64_t and is not negative
+  int64_t static_index = 0;   // the C++ integer
   SrcLoc loc;
   template <class U>
     requires tle::detail::IntElem<U>
@@ -81,10 +84,9 @@ struct Stage {
   }
   template <class U>
     requires std::is_integral_v<U>
-  Stage(U x, loc_t l = loc_t::current())
-      : v(tle::detail::constant_int(DType::i32, static_cast<int64_t>(x), l)), static_index(static_cast<int64_t>(x)), loc(l) {
-    if constexpr (std::is_signed_v<U>)
-      if (x < 0) static_index = -2;  // out of range below
+  Stage(U x, loc_t l = loc_t::current()) : v(nullptr), is_static(true), static_index(static_cast<int64_t>(x)), loc(l) {
+    if constexpr (std::is_signed_v<U>) in_range_type = x >= 0;
+    else in_range_type = static_cast<uint64_t>(x) <= static_cast<uint64_t>(INT64_MAX);
   }
 };
 
@@ -114,11 +116,12 @@ template <class T> class Buffer {
                          "gpu::local_ptr(buf, {i})");
     if (layout_.kind == SharedLayout::Kind::swizzled && rank() < 3)
       throw UserError(l, "Buffer[]: a swizzled view keeps its last two dims; index the rows with gpu::local_ptr");
-    if (i.static_index != -1 && (i.static_index < 0 || i.static_index >= shape_[0]))
-      throw UserError(l, "Buffer[]: index " + std::string(i.static_index < 0 ? "below 0" : std::to_string(i.static_index)) +
+    if (i.is_static && (!i.in_range_type || i.static_index >= shape_[0]))
+      throw UserError(l, "Buffer[]: index " + std::string(i.in_range_type ? std::to_string(i.static_index) : "out of range") +
                              " is outside the leading dim of size " + std::to_string(shape_[0]));
+    tle::detail::V idx = i.is_static ? tle::detail::constant_int(DType::i32, i.static_index, l) : i.v;
     tle::detail::V st = tle::detail::constant_int(DType::i32, strides_[0], l);
-    Ptr<T> b(tle::detail::addptr(base_.value(), tle::detail::binary(ir::BinaryOp::Mul, i.v, st, DType::i32, l), l));
+    Ptr<T> b(tle::detail::addptr(base_.value(), tle::detail::binary(ir::BinaryOp::Mul, idx, st, DType::i32, l), l));
     return Buffer(b, Shape(shape_.begin() + 1, shape_.end()), std::vector<int64_t>(strides_.begin() + 1, strides_.end()),
                   layout_);
   }
@@ -155,18 +158,21 @@ Buffer<T> alloc(const Shape& shape, scope where = scope::shared, SharedLayout la
   static_assert(tle::detail::Arith<T>, "gpu::alloc<T>: T must be an integer or floating-point element type");
   (void)where;
   const int n = static_cast<int>(shape.size());
+  // Every size below 2^31 first, so that no product below overflows (the tracer then refuses
+  // anything over the shared-memory limit).
+  constexpr int64_t kBig = int64_t(1) << 31;
   for (int64_t d : shape)
-    if (d < 1) throw UserError(l, "gpu::alloc: every dim of a buffer must be at least 1");
-  auto pow2 = [](int64_t x) { return x >= 1 && (x & (x - 1)) == 0; };
+    if (d < 1 || d >= kBig) throw UserError(l, "gpu::alloc: every dim of a buffer must be from 1 to 2^31 - 1");
+  auto pow2 = [](int64_t x) { return x >= 1 && x < (int64_t(1) << 16) && (x & (x - 1)) == 0; };
   std::vector<int64_t> strides(shape.size(), 1);
   int64_t pad = 0;
   if (layout.kind == SharedLayout::Kind::padded) {
-    if (layout.pad < 1) throw UserError(l, "SharedLayout::padded: pad must be at least 1 element");
+    if (layout.pad < 1 || layout.pad >= kBig) throw UserError(l, "SharedLayout::padded: pad must be from 1 to 2^31 - 1 elements");
     pad = layout.pad;
   }
   if (layout.kind == SharedLayout::Kind::swizzled) {
     if (!pow2(layout.vec) || !pow2(layout.per_phase) || !pow2(layout.max_phase))
-      throw UserError(l, "SharedLayout::swizzled: vec, per_phase and max_phase must be powers of two");
+      throw UserError(l, "SharedLayout::swizzled: vec, per_phase and max_phase must be powers of two below 65536");
     if (n < 2) throw UserError(l, "SharedLayout::swizzled needs a buffer of rank 2 or more (rows and columns)");
     if (shape[static_cast<size_t>(n - 1)] % (layout.vec * layout.max_phase) != 0)
       throw UserError(l, "SharedLayout::swizzled: the innermost dim (" + std::to_string(shape.back()) +
@@ -176,7 +182,8 @@ Buffer<T> alloc(const Shape& shape, scope where = scope::shared, SharedLayout la
   int64_t numel = 1;
   for (int d = n; d-- > 0;) {
     strides[static_cast<size_t>(d)] = numel;
-    numel *= shape[static_cast<size_t>(d)] + (d == n - 1 ? pad : 0);
+    const int64_t ext = shape[static_cast<size_t>(d)] + (d == n - 1 ? pad : 0);
+    numel = numel >= kBig / ext ? kBig : numel * ext;  // saturates: the tracer refuses it
   }
   const int64_t align = layout.kind == SharedLayout::Kind::swizzled ? 1024 : 128;
   Ptr<T> base(tle::detail::local_alloc(tle::detail::dtype_of<T>::value, shape, numel, align, l));
@@ -240,6 +247,32 @@ template <class T> Ptr<T> local_ptr(const Buffer<T>& buf, loc_t l = loc_t::curre
 template <class T> Tile<T> Buffer<T>::load(loc_t l) const { return tle::load(local_ptr(*this, l), l); }
 template <class T> void Buffer<T>::store(std::type_identity_t<Operand<T>> v, loc_t l) const {
   tle::store(local_ptr(*this, l), v, l);
+}
+
+/// A blocked register layout (Triton's BlockedEncoding, FlagTree's tle.gpu.BlockEncoding): each
+/// thread holds a size_per_thread[d] block along dim d, a warp is threads_per_warp[d] threads
+/// along d (product 32), the program warps_per_cta[d] warps along d (product: the launch's
+/// num_warps); within each level the indices run along `order` (order[0] the fastest dim). One
+/// entry per dim of the tile, powers of two. On a tile larger than the layout's extent the
+/// pattern repeats in registers; on a smaller one threads hold copies.
+struct BlockedLayout {
+  Shape size_per_thread, threads_per_warp, warps_per_cta, order;
+};
+
+/// x, with its GPU register layout pinned to `layout` (FlagTree's tle.gpu.set_layout): a hard
+/// anchor the layout pass spreads to x's producers and the result's users (elementwise chains,
+/// shape ops, loops' carried values) before anything else and never overrides; where a neighbour
+/// needs another layout (a tensor-core dot, a differently laid out value) the compiler converts at
+/// the boundary. A load whose value's only use is set_layout, or a load / store / atomic whose
+/// pointer tile is a set_layout result, accesses memory in that layout (instead of the coalesced
+/// one it would pick). The values are x's on every backend; the CPU backend and the interpreter
+/// ignore the layout. UserError at this line for a scalar x or a malformed layout (lengths,
+/// powers of two, 32 threads, order a permutation), and when compiled for the GPU with a number
+/// of warps other than warps_per_cta's product.
+template <class T> Tile<T> set_layout(const Tile<T>& x, const BlockedLayout& layout, loc_t l = loc_t::current()) {
+  tle::detail::require_value(x.value(), l);
+  return Tile<T>(tle::detail::set_layout(x.value(), layout.size_per_thread, layout.threads_per_warp,
+                                         layout.warps_per_cta, layout.order, l));
 }
 
 /// A barrier of the program (CUDA's __syncthreads, FlagTree's CTA barrier): every memory access

@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "ir/inline_asm.hpp"
+#include "passes/pointer_origin.hpp"
 #include "tle/tensor_descriptor.hpp"
 #include "support/half.hpp"
 
@@ -619,10 +620,28 @@ static void add_hints(std::map<std::string, ir::Attr>& attrs, const MemHints& h,
   if (h.is_async) attrs["async"] = int64_t(1);
 }
 
+/// Inside a combine function (reduce / scan bodies) the GPU runs the code a varying number of
+/// times per thread: a shared-buffer access or a barrier there could not be ordered (or would
+/// hang). UserError at loc.
+void refuse_in_combine(TraceContext& c, const char* what, const SrcLoc& loc) {
+  for (const Frame& f : c.frames)
+    if (f.kind == Frame::Body)
+      throw UserError(loc, fmt::format("{} inside a combine function (reduce / associative_scan): its code runs a "
+                                       "varying number of times on each GPU thread; move it out of the combine",
+                                       what));
+}
+void refuse_shared_in_combine(TraceContext& c, V p, const SrcLoc& loc) {
+  if (c.frames.empty()) return;
+  bool body = false;
+  for (const Frame& f : c.frames) body = body || f.kind == Frame::Body;
+  if (body && !passes::pointer_origin(p).allocs.empty()) refuse_in_combine(c, "an access to a gpu::alloc buffer", loc);
+}
+
 V load(V p, V mask, V other, const MemHints& hints, const SrcLoc& loc) {
   auto& c = ctx(loc);
   use(c, p, loc);
   require_dtype(p->type.dtype == DType::ptr, p, loc, "load", "pointer");
+  refuse_shared_in_combine(c, p, loc);
   std::map<std::string, ir::Attr> attrs;
   add_hints(attrs, hints, false, loc);
   std::vector<V*> bs = {&p};
@@ -648,6 +667,7 @@ void store(V p, V value, V mask, const MemHints& hints, const SrcLoc& loc) {
   auto& c = ctx(loc);
   use(c, p, loc), use(c, value, loc);
   require_dtype(p->type.dtype == DType::ptr, p, loc, "store", "pointer");
+  refuse_shared_in_combine(c, p, loc);
   std::map<std::string, ir::Attr> attrs;
   add_hints(attrs, hints, true, loc);
   value = cast(c, value, p->type.pointee, loc);
@@ -720,6 +740,7 @@ V atomic_rmw(ir::AtomicOp op, V p, V value, V mask, const SrcLoc& loc) {
   auto& c = ctx(loc);
   use(c, p, loc), use(c, value, loc);
   require_dtype(p->type.dtype == DType::ptr, p, loc, "atomic", "pointer");
+  refuse_shared_in_combine(c, p, loc);
   DType d = p->type.pointee;
   bool bitwise = op == ir::AtomicOp::And || op == ir::AtomicOp::Or || op == ir::AtomicOp::Xor;
   if ((bitwise && !is_int(d)) || d == DType::i1 || bit_width(d) < 16)
@@ -742,6 +763,7 @@ V atomic_cas(V p, V cmp, V value, const SrcLoc& loc) {
   auto& c = ctx(loc);
   use(c, p, loc), use(c, cmp, loc), use(c, value, loc);
   require_dtype(p->type.dtype == DType::ptr, p, loc, "atomic_cas", "pointer");
+  refuse_shared_in_combine(c, p, loc);
   DType d = p->type.pointee;
   if (d == DType::i1 || bit_width(d) < 16)
     throw UserError(loc, fmt::format("atomic_cas is not supported on {} memory (16, 32 and 64-bit types only)",
@@ -899,6 +921,12 @@ V local_alloc(DType elem, const ShapeVec& shape, int64_t numel, int64_t align, c
     if (d < 1) throw UserError(loc, fmt::format("gpu::alloc: shape {} has a dimension < 1", shape_str(shape)));
   if (elem == DType::ptr || elem == DType::i1)
     throw UserError(loc, "gpu::alloc: buffers hold numbers (integers or floats), not bool or pointers");
+  int64_t elems = 1;
+  for (int64_t d : shape) elems = d > (int64_t(1) << 31) / elems ? (int64_t(1) << 31) : elems * d;
+  if (numel < elems || numel < 1 || elems >= (int64_t(1) << 31))
+    throw UserError(loc, fmt::format("gpu::alloc: shape {} ({} elements with padding) is far larger than any GPU's "
+                                     "shared memory (232448 bytes)",
+                                     shape_str(shape), numel));
   // The total the program may hold: the largest shared memory an NVIDIA GPU gives one block (227 KB
   // on sm_90, CUDA Programming Guide, "Compute capabilities"). Checked here, on every backend, so
   // that a kernel run on the CPU does not hide a GPU failure; the GPU compile checks the total with
@@ -929,7 +957,48 @@ V local_alloc(DType elem, const ShapeVec& shape, int64_t numel, int64_t align, c
 
 void barrier(const SrcLoc& loc) {
   auto& c = ctx(loc);
+  refuse_in_combine(c, "gpu::sync()", loc);
   make(c, ir::OpKind::Barrier, {}, {}, {}, loc);
+}
+
+V set_layout(V x, const ShapeVec& spt, const ShapeVec& tpw, const ShapeVec& wpc, const ShapeVec& order,
+             const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, x, loc);
+  const size_t r = x->type.shape.size();
+  if (r == 0) throw UserError(loc, "gpu::set_layout: a scalar has no layout (every thread holds it)");
+  auto pow2 = [](int64_t v) { return v >= 1 && (v & (v - 1)) == 0; };
+  int64_t threads = 1;
+  std::vector<bool> seen(r, false);
+  for (auto [name, v] : {std::pair{"size_per_thread", &spt}, std::pair{"threads_per_warp", &tpw},
+                         std::pair{"warps_per_cta", &wpc}, std::pair{"order", &order}}) {
+    if (v->size() != r)
+      throw UserError(loc, fmt::format("gpu::set_layout: {} has {} entries for a tile of rank {}; give one per dim", name,
+                                       v->size(), r));
+    for (int64_t e : *v) {
+      if (v == &order) {
+        if (e < 0 || e >= static_cast<int64_t>(r) || seen[static_cast<size_t>(e)])
+          throw UserError(loc, fmt::format("gpu::set_layout: order {} is not a permutation of the dims 0..{}",
+                                           shape_str(order), r - 1));
+        seen[static_cast<size_t>(e)] = true;
+      } else if (!pow2(e) || e > 1024) {
+        throw UserError(loc, fmt::format("gpu::set_layout: {} {} has an entry that is not a power of two from 1 to "
+                                         "1024",
+                                         name, shape_str(*v)));
+      }
+    }
+  }
+  for (int64_t t : tpw) threads *= t;
+  if (threads != 32)
+    throw UserError(loc, fmt::format("gpu::set_layout: threads_per_warp {} makes {} threads; a warp has 32",
+                                     shape_str(tpw), threads));
+  return make(c, ir::OpKind::SetLayout, {x}, {x->type},
+              {{"size_per_thread", std::vector<int64_t>(spt)},
+               {"threads_per_warp", std::vector<int64_t>(tpw)},
+               {"warps_per_cta", std::vector<int64_t>(wpc)},
+               {"order", std::vector<int64_t>(order)}},
+              loc)
+      ->result();
 }
 
 // ====================================================================== sort, gather

@@ -319,7 +319,7 @@ class Interpreter {
           return;
         }
         [[fallthrough]];
-      case K::ExpandDims: case K::Hint: case K::ConvertLayout: {
+      case K::ExpandDims: case K::Hint: case K::ConvertLayout: case K::SetLayout: {
         if (in[0]->type.numel() != op.result()->type.numel()) fail(op, "element count changes");
         produce(op, 0, [&](int64_t k) { return elem(in[0], k); });
         return;

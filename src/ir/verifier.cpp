@@ -586,14 +586,24 @@ class Verifier {
         if (prec != Precision::IEEE && a.dtype != DType::f32) fail(&op, "tf32 precisions need f32 inputs");
         break;
       }
+      case OpKind::SetLayout: {
+        n_operands(op, 1, 1);
+        n_results(op, 1);
+        same_type(op, bare(in(op, 0)), bare(out(op)), "result type differs from the operand's");
+        const size_t r = static_cast<size_t>(in(op, 0).rank());
+        for (const char* k : {"size_per_thread", "threads_per_warp", "warps_per_cta", "order"})
+          if (ints_attr(op, k).size() != r) fail(&op, fmt::format("'{}' needs one entry per dim ({})", k, r));
+        break;
+      }
       case OpKind::LocalAlloc: {
         n_operands(op, 0, 0);
         n_results(op, 1);
         const auto& shape = ints_attr(op, "shape");
+        if (op.parent && op.parent->parent_op()) fail(&op, "a shared buffer is allocated only in the function's body");
         int64_t elems = 1;
         for (int64_t d : shape) {
-          if (d < 1) fail(&op, "every dim of a shared buffer must be at least 1");
-          elems *= d;
+          if (d < 1 || d >= (int64_t(1) << 31)) fail(&op, "every dim of a shared buffer must be from 1 to 2^31 - 1");
+          elems = elems >= (int64_t(1) << 31) / d ? (int64_t(1) << 31) : elems * d;
         }
         const int64_t numel = int_attr(op, "numel"), align = int_attr(op, "align");
         if (shape.empty() || numel < elems) fail(&op, fmt::format("numel {} must cover the shape's {} elements", numel, elems));

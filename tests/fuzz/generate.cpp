@@ -650,10 +650,14 @@ class Gen {
     a.to = d;
     a.a = n;
     a.result = fresh(DType::ptr, {}, std::nullopt, d);
-    scopes_.back().pop_back();  // used only here (its statement goes to the top: run())
+    scopes_.back().pop_back();  // used only here
     const int buf = a.result;
     count_uses(a);
-    local_allocs_.push_back(a);
+    // In the top-level block, half the time allocated right here (so that the GPU may give it the
+    // bytes of a buffer whose use has ended: plan_shared_buffers' reuse, and the barriers between
+    // the two); else at the top of the body (run()), as inside loops and branches it must be.
+    if (depth_ == 0 && coin(0.5)) blocks_.back()->push_back(a);
+    else local_allocs_.push_back(a);
     const int v = operand(d, sh);
     Stmt st;
     st.kind = Kind::Store;

@@ -107,6 +107,12 @@ V atomic_cas(V ptr, V cmp, V value, const SrcLoc& loc);
 V local_alloc(DType elem, const ShapeVec& shape, int64_t numel, int64_t align, const SrcLoc& loc);
 /// A barrier of the program: its memory accesses before it complete before any after it.
 void barrier(const SrcLoc& loc);
+/// x, pinned on the GPU to the blocked layout (size_per_thread, threads_per_warp, warps_per_cta,
+/// order: one entry per dim of x, Triton's BlockedEncoding). UserError at loc for a scalar x,
+/// wrong lengths, entries that are not powers of two, threads that are not 32, or an order that
+/// is not a permutation.
+V set_layout(V x, const ShapeVec& size_per_thread, const ShapeVec& threads_per_warp, const ShapeVec& warps_per_cta,
+             const ShapeVec& order, const SrcLoc& loc);
 
 // ---- reductions, scans, dot
 V reduce(V x, int axis, ir::ReduceKind kind, bool keepdims, const SrcLoc& loc);

@@ -119,6 +119,7 @@ void Lowerer::lower_op(const ir::Op& op) {
       return;
     }
     case K::Broadcast: case K::ExpandDims: case K::Reshape: case K::Permute: case K::Hint: case K::ConvertLayout:
+    case K::SetLayout:
       lower_shape(op);
       return;
     case K::AddPtr: case K::Load: case K::Store: case K::AtomicRMW: case K::AtomicCas:
@@ -162,7 +163,8 @@ void Lowerer::lower_shape(const ir::Op& op) {
   const ir::Value* r = op.result();
   const Tile& xt = tile(x);
   // Same row-major element order: share the storage (values are immutable).
-  if (op.kind == ir::OpKind::ExpandDims || op.kind == ir::OpKind::Reshape || op.kind == ir::OpKind::Hint || op.kind == ir::OpKind::ConvertLayout || xt.splat) {
+  if (op.kind == ir::OpKind::ExpandDims || op.kind == ir::OpKind::Reshape || op.kind == ir::OpKind::Hint || op.kind == ir::OpKind::ConvertLayout ||
+      op.kind == ir::OpKind::SetLayout || xt.splat) {
     if (x->type.numel() != r->type.numel() && !xt.splat) fail(op, "element count changes");
     tiles[r] = xt;
     return;

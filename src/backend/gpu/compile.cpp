@@ -31,6 +31,20 @@ Artifact compile(ir::Function& f, const Target& target, const Options& options, 
   // Shared memory per block that an sm can give a kernel (opt-in maximum, CUDA Programming
   // Guide, "Compute capabilities": 227 KB on sm_90, 163 KB on sm_80, 99 KB on sm_86/89).
   const int64_t smem_limit = target.sm >= 90 ? 232448 : target.sm == 80 ? 166912 : 101376;
+  if (lowerer.user_shared_bytes() > smem_limit) {  // the program's own buffers alone do not fit
+    const ir::Op* largest = nullptr;
+    std::string list;
+    ir::walk(f.entry(), [&](const ir::Op& op) {
+      if (op.kind != ir::OpKind::LocalAlloc) return;
+      const int64_t b = op.int_attr("numel") * byte_size(op.result()->type.pointee);
+      list += fmt::format("{}{}:{} ({} bytes)", list.empty() ? "" : ", ", op.loc.file, op.loc.line, b);
+      if (!largest || b > largest->int_attr("numel") * byte_size(largest->result()->type.pointee)) largest = &op;
+    });
+    throw UserError(largest ? largest->loc : f.loc,
+                    fmt::format("the kernel's gpu::alloc buffers take {} bytes of shared memory per program, more than "
+                                "the {} bytes an {} block can use (buffers: {}); use fewer stages or smaller buffers",
+                                lowerer.user_shared_bytes(), smem_limit, target.cpu(), list));
+  }
   if (lowerer.shared_bytes() > smem_limit) {
     const ir::Op* op = lowerer.smem_op;
     const int64_t pipelined = lowerer.pipeline_smem_bytes();

@@ -521,7 +521,7 @@ void Lowerer::lower_op(const ir::Op& op) {
       if (op.has_attr("real_in")) lower_remap(op);
       else lower_shape(op);
       return;
-    case K::Broadcast: case K::ExpandDims: case K::Hint:
+    case K::Broadcast: case K::ExpandDims: case K::Hint: case K::SetLayout:
       lower_shape(op);
       return;
     case K::ConvertLayout: lower_convert(op); return;

@@ -11,8 +11,10 @@
 //     and the conversion lands at the store, after a narrowing cast); a
 //     wgmma dot's b, and its a when a is a load of the dot's block, get no layout from it (the
 //     lowering reads them from shared memory, whatever their layout); any other a is offered, then
-//     converted to, wgmma's register-A layout; then each load / store / atomic on a pointer
-//     tile gets a coalesced blocked layout from its pointer's contiguity; its result takes it,
+//     converted to, wgmma's register-A layout; gpu::set_layout results take the program's blocked
+//     layout (hard: set before anything else spreads); then each load / store / atomic on a pointer
+//     tile gets a coalesced blocked layout from its pointer's contiguity (or the set_layout of its
+//     pointer or of its value's only use); its result takes it,
 //     its operands are offered it;
 //  3. propagation: a worklist spreads layouts along the per-op relations (layout_rules.hpp), both
 //     from operands to results and back, first come first served; then such dots offer the mma
@@ -173,7 +175,8 @@ class Assigner {
     info_ = axis::analyze(f_);
     collect_uses(f_.entry());
     seed_dots(f_.entry());
-    drain();  // accumulator layouts reach loop results and elementwise users before the anchors
+    seed_set_layouts(f_.entry());
+    drain();  // accumulator and set_layout layouts reach their neighbours before the memory anchors
     seed_anchors(f_.entry());
     drain();
     for (auto& [op, plan] : mma_plans_) {
@@ -198,6 +201,7 @@ class Assigner {
   std::vector<std::pair<Op*, MmaV2Plan>> mma_plans_;  // dots that may run on tensor cores, program order
   std::unordered_map<const Op*, size_t> mma_index_;    // dot -> its entry in mma_plans_
   std::unordered_map<const Op*, MmaV3Plan> wgmma_plans_;  // dots that may run on wgmma
+  std::unordered_map<const Op*, LL> set_layouts_;         // gpu::set_layout ops and their layouts
   std::deque<Value*> queue_;
   struct Cached {
     Value* value;
@@ -258,16 +262,59 @@ class Assigner {
     }
   }
 
+  /// gpu::set_layout (TLE-Struct): the program's blocked layout on the result, offered before
+  /// anything but the tensor-core accumulators, so it spreads first and nothing overrides it; a
+  /// mismatch with a neighbour's layout becomes a convert_layout in the fix-up. Its warps must be
+  /// the launch's (UserError at the call otherwise).
+  void seed_set_layouts(Block& b) {
+    for (auto& opp : b.ops) {
+      Op& op = *opp;
+      if (op.kind == OpKind::SetLayout && !op.result()->type.is_scalar()) {
+        auto v32 = [&](const char* k) {
+          std::vector<int32_t> v;
+          for (int64_t x : op.ints_attr(k)) v.push_back(static_cast<int32_t>(x));
+          return v;
+        };
+        const std::vector<int32_t> wpc = v32("warps_per_cta");
+        int64_t warps = 1;
+        for (int32_t w : wpc) warps *= w;
+        if (warps != nw_)
+          throw UserError(op.loc, fmt::format("gpu::set_layout: warps_per_cta [{}] spreads the tile over {} warps, but "
+                                              "the kernel is compiled for {} (Grid::with_warps); make them agree",
+                                              fmt::join(wpc, ", "), warps, nw_));
+        LL l = layout::blocked(op.result()->type.shape, v32("size_per_thread"), v32("threads_per_warp"), wpc,
+                               v32("order"));
+        set_layouts_.emplace(&op, l);
+        offer(op.result(), l);
+      }
+      for (auto& r : op.regions) seed_set_layouts(r->body());
+    }
+  }
+  /// The layout a set_layout asks of memory op `op`'s access: its pointer is a set_layout's result,
+  /// or its result's only use is one.
+  const LL* requested_access(const Op& op) const {
+    if (const Op* d = op.operands[0]->def; d && d->kind == OpKind::SetLayout) return &set_layouts_.at(d);
+    if (op.results.size() == 1) {
+      auto u = uses_.find(op.result());
+      if (u != uses_.end() && u->second.size() == 1 && u->second[0].first->kind == OpKind::SetLayout)
+        return &set_layouts_.at(u->second[0].first);
+    }
+    return nullptr;
+  }
+
   void seed_anchors(Block& b) {
-    std::vector<Op*> mem;
+    std::vector<Op*> mem, requested;
     collect_memory_ops(b, mem);
     for (Op* op : mem) {
       Anchor a{LL(), info_.at(op->operands[0]), std::nullopt};
       int mi = mask_index(*op);
       if (mi >= 0) a.mask = info_.at(op->operands[mi]);
       a.layout = coalesced(*op, a.ptr);
+      // An access the program gave a layout (gpu::set_layout on its pointer or value) uses it.
+      if (const LL* l = requested_access(*op)) a.layout = *l, requested.push_back(op);
       anchors_.emplace(op, std::move(a));
     }
+    std::erase_if(mem, [&](Op* op) { return std::find(requested.begin(), requested.end(), op) != requested.end(); });
     // Memory ops on tiles of one shape share one layout: the one with the shortest contiguous run
     // per thread (e.g. a bf16 row loaded 8-wide and f32 weights loaded 4-wide both use 4), so the
     // values they exchange need no convert_layout (a shared-memory round trip) on the hot path.
@@ -282,9 +329,10 @@ class Assigner {
     }
     std::map<Key, LL> chosen;
     for (auto& [k, l] : shortest) chosen.emplace(k, *l);
+    for (Op* op : mem) anchors_.at(op).layout = chosen.at(key(op));
+    mem.insert(mem.end(), requested.begin(), requested.end());
     for (Op* op : mem) {
-      Anchor& a = anchors_.at(op);
-      a.layout = chosen.at(key(op));
+      const Anchor& a = anchors_.at(op);
       for (auto& r : op->results) offer(r.get(), a.layout);
       for (Value* x : op->operands) offer(x, a.layout);
     }

@@ -213,7 +213,7 @@ class Analysis {
       case OpKind::NumPrograms: return unknown(t);
       // A shared buffer starts at its alignment (plan_shared_buffers; the region is 1024-aligned).
       case OpKind::LocalAlloc: return splat(t, op.int_attr("align"), std::nullopt);
-      case OpKind::ConvertLayout: return get(op.operands[0], t);
+      case OpKind::ConvertLayout: case OpKind::SetLayout: return get(op.operands[0], t);
       case OpKind::Hint: {
         Info i = get(op.operands[0], t);
         if (op.has_attr("multiple_of"))

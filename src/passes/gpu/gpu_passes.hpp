@@ -72,7 +72,9 @@ int64_t plan_shared_buffers(ir::Function& f);
 /// plan_shared_buffers): inserts a `barrier` op before every load / store / atomic that may
 /// touch bytes of a buffer that an access since the last barrier touched in a conflicting way
 /// (read after write, write after read or write, plain after atomic and atomic after plain,
-/// atomic after atomic when either one's old values are used),
+/// atomic after atomic unless both are exactly commuting updates of one kind whose old values are
+/// unused; inline asm / cuda_call with a pointer into a buffer count as writes of it), with one
+/// barrier before a loop whose body conflicts with what is pending before it,
 /// loops' back edges and ifs' joins included. Returns the number of barriers inserted (0 for a
 /// kernel without buffers, which it leaves alone).
 int insert_shared_barriers(ir::Function& f);

@@ -5,23 +5,27 @@
 // so two statements on one shared buffer touch its bytes from different threads. The program's
 // order is kept by a barrier between an access and an earlier one it conflicts with: a read
 // after a write (a plain store or an atomic), a write after a read or a write, a plain access
-// after an atomic one or an atomic after a plain one, and two atomics when either one's old
-// values are read (they must reflect exactly the statements before it); two reads, or two
-// atomics whose old values nobody reads, need none (their updates commute).
-// (As FlagTree's TleInsertLocalPointerBarriers.) Accesses are compared by the bytes their buffers
-// occupy (plan_shared_buffers' offsets, so buffers sharing bytes conflict too); a pointer of
-// unknown origin may touch every byte.
+// after an atomic one or an atomic after a plain one, and two atomics unless both are updates of
+// one kind that commute exactly (integer add, and, or, xor, max, min; float max, min) and neither
+// one's old values are used; two reads need none. (As FlagTree's TleInsertLocalPointerBarriers.)
+// Inline asm and cuda_call given a pointer that may point into a buffer count as writing all of
+// it. Accesses are compared by the bytes their buffers occupy (plan_shared_buffers' offsets, so
+// buffers sharing bytes conflict too); a pointer of unknown origin may touch every byte.
 //
 // The pass walks the body in program order with the set of accesses made since the last barrier
 // (`pending`). An access that conflicts with a pending one gets a barrier right before it, which
-// empties the set. A loop's body starts from what is pending before the loop joined with what is
-// pending at the end of its body (the previous iteration), computed to a fixpoint before any
+// empties the set. A loop whose body conflicts with what is pending before it gets one barrier
+// before it instead; its body then starts from what is pending before the loop joined with what
+// is pending at the end of its body (the previous iteration), computed to a fixpoint before any
 // barrier is inserted; after the loop, the same join (zero trips included). An if's branches start
 // from the same set and join after it. A barrier the program wrote (gpu::sync) empties the set.
 // Uniform control flow (tle's loops and ifs run the same trips and branch on every thread) makes
-// every barrier reached by all threads.
+// every barrier reached by all threads; the tracer refuses shared-buffer accesses and gpu::sync
+// inside combine functions (their code runs a varying number of times per thread).
 #include <algorithm>
 #include <iterator>
+#include <list>
+#include <memory>
 #include <map>
 #include <vector>
 
@@ -41,8 +45,16 @@ enum class Access { Read, Write, Atomic, AtomicRead };
 struct Range {
   int64_t lo, hi;  // bytes [lo, hi)
   Access kind;
-  bool operator<(const Range& o) const { return std::tie(lo, hi, kind) < std::tie(o.lo, o.hi, o.kind); }
-  bool operator==(const Range& o) const { return lo == o.lo && hi == o.hi && kind == o.kind; }
+  /// Atomic: which updates it commutes with exactly (the same op on the same dtype: integer add,
+  /// and, or, xor, max, min; float max, min), -1 for none (xchg, compare-and-swap, float add,
+  /// whose results depend on the order).
+  int64_t commutes = -1;
+  bool operator<(const Range& o) const {
+    return std::tie(lo, hi, kind, commutes) < std::tie(o.lo, o.hi, o.kind, o.commutes);
+  }
+  bool operator==(const Range& o) const {
+    return lo == o.lo && hi == o.hi && kind == o.kind && commutes == o.commutes;
+  }
 };
 using Pending = std::vector<Range>;  // sorted, unique
 
@@ -50,8 +62,10 @@ using Pending = std::vector<Range>;  // sorted, unique
 bool conflicts(const Range& cur, const Range& prev) {
   if (cur.hi <= prev.lo || prev.hi <= cur.lo) return false;
   if (cur.kind == Access::Read && prev.kind == Access::Read) return false;
-  // Atomic updates commute; old values that are read must reflect exactly the earlier statements.
-  if (cur.kind == Access::Atomic && prev.kind == Access::Atomic) return false;
+  // Atomic updates of one commuting kind may land in any order; old values that are read must
+  // reflect exactly the earlier statements.
+  if (cur.kind == Access::Atomic && prev.kind == Access::Atomic && cur.commutes >= 0 && cur.commutes == prev.commutes)
+    return false;
   return true;
 }
 
@@ -66,27 +80,63 @@ class Inserter {
   explicit Inserter(const ir::Function& f) : uses_(ir::count_uses(f.entry())) {}
   int inserted = 0;
 
-  /// The shared-memory ranges a memory op touches (empty: none of the program's buffers).
+  /// The shared-memory ranges op touches (empty: none of the program's buffers). Loads read,
+  /// stores write, atomics update; inline asm and cuda_call given a pointer that may point into a
+  /// buffer count as writing all of that buffer (they may read or write any of it).
   std::vector<Range> ranges(const Op& op) const {
     Access kind;
+    int64_t commutes = -1;
+    std::vector<const ir::Value*> ptrs = {};
     switch (op.kind) {
       case OpKind::Load: kind = Access::Read; break;
       case OpKind::Store: kind = Access::Write; break;
       case OpKind::AtomicRMW: case OpKind::AtomicCas: {
         auto u = uses_.find(op.result());
         kind = u != uses_.end() && u->second > 0 ? Access::AtomicRead : Access::Atomic;
+        if (op.kind == OpKind::AtomicRMW) {
+          const auto aop = op.enum_attr<ir::AtomicOp>("op");
+          const DType d = op.operands[0]->type.pointee;
+          const bool exact = is_int(d) ? aop != ir::AtomicOp::Xchg
+                                       : aop == ir::AtomicOp::Max || aop == ir::AtomicOp::Min;
+          if (exact) commutes = static_cast<int64_t>(aop) * 64 + static_cast<int64_t>(d);
+        }
         break;
       }
+      case OpKind::InlineAsm: case OpKind::CudaCall:
+        kind = Access::Write;
+        for (const ir::Value* v : op.operands)
+          if (v->type.dtype == DType::ptr) ptrs.push_back(v);
+        break;
       default: return {};
     }
-    PointerOrigin o = pointer_origin(op.operands.at(0));
+    if (ptrs.empty()) ptrs.push_back(op.operands.at(0));
     std::vector<Range> r;
-    if (o.unknown) return {{0, INT64_MAX, kind}};
-    for (const Op* a : o.allocs) {
-      const int64_t lo = a->int_attr("offset");
-      r.push_back({lo, lo + a->int_attr("numel") * byte_size(a->result()->type.pointee), kind});
+    for (const ir::Value* p : ptrs) {
+      PointerOrigin o = pointer_origin(p);
+      if (o.unknown) return {{0, INT64_MAX, kind, commutes}};
+      for (const Op* a : o.allocs) {
+        const int64_t lo = a->int_attr("offset");
+        r.push_back({lo, lo + a->int_attr("numel") * byte_size(a->result()->type.pointee), kind, commutes});
+      }
     }
     return r;
+  }
+
+  /// Every range the ops of b touch, at any depth.
+  void all_ranges(const ir::Block& b, std::vector<Range>& out) const {
+    for (const auto& op : b.ops) {
+      for (const Range& r : ranges(*op)) out.push_back(r);
+      for (const auto& reg : op->regions) all_ranges(reg->body(), out);
+    }
+  }
+
+  Op* insert_barrier(ir::Block& b, std::list<std::unique_ptr<Op>>::iterator at, const SrcLoc& loc) {
+    auto bar = std::make_unique<Op>();
+    bar->kind = OpKind::Barrier;
+    bar->parent = &b;
+    bar->loc = loc;
+    ++inserted;
+    return b.ops.insert(at, std::move(bar))->get();
   }
 
   /// Walks block b from `pending`; with `insert`, puts barriers where needed. Returns what is
@@ -100,6 +150,17 @@ class Inserter {
       }
       if (op.kind == OpKind::For) {
         ir::Block& body = op.region().body();
+        // An access in the loop that conflicts with one from before it: one barrier before the
+        // loop rather than one in every iteration.
+        std::vector<Range> inside;
+        all_ranges(body, inside);
+        bool clash = false;
+        for (const Range& r : inside)
+          for (const Range& p : pending) clash = clash || conflicts(r, p);
+        if (clash) {
+          pending.clear();
+          if (insert) insert_barrier(b, it, op.loc);
+        }
         Pending in = pending, end;
         for (int guard = 0; guard < 64; ++guard) {  // sets only grow: a fixpoint in a few rounds
           Pending next = block(body, in, false);
@@ -124,14 +185,7 @@ class Inserter {
         for (const Range& p : pending) clash = clash || conflicts(r, p);
       if (clash) {
         pending.clear();
-        if (insert) {
-          auto bar = std::make_unique<Op>();
-          bar->kind = OpKind::Barrier;
-          bar->parent = &b;
-          bar->loc = op.loc;
-          b.ops.insert(it, std::move(bar));
-          ++inserted;
-        }
+        if (insert) insert_barrier(b, it, op.loc);
       }
       std::sort(rs.begin(), rs.end());
       pending = join(pending, rs);

@@ -17,7 +17,7 @@ inline bool is_elementwise(ir::OpKind k) {
   switch (k) {
     case ir::OpKind::Binary: case ir::OpKind::Compare: case ir::OpKind::Unary: case ir::OpKind::Fma:
     case ir::OpKind::Select: case ir::OpKind::Cast: case ir::OpKind::Bitcast: case ir::OpKind::AddPtr:
-    case ir::OpKind::Hint: case ir::OpKind::InlineAsm:
+    case ir::OpKind::Hint: case ir::OpKind::InlineAsm: case ir::OpKind::SetLayout:
       return true;
     default: return false;
   }
