@@ -483,6 +483,19 @@ TEST_CASE("struct passes: buffers placed with reuse, barriers where accesses con
   CHECK(count_kind(*p, ir::OpKind::Barrier) == 0);
 }
 
+TEST_CASE("struct passes: shared-buffer accesses take their neighbours' layouts (a transpose converts nothing)",
+          "[struct-pass]") {
+  // The tile is stored into the buffer in the layout its global load has, and read back
+  // transposed in the layout its global store wants: no convert_layout anywhere.
+  for (int lay : {0, 1, 2}) {
+    INFO("layout " << lay);
+    auto f = tracetest::trace("struct_pass_transpose", transpose_kernel, {32, 64, lay}, true, true);
+    gpu_ir(*f);
+    CHECK(count_kind(*f, ir::OpKind::ConvertLayout) == 0);
+    CHECK(count_kind(*f, ir::OpKind::Barrier) == 1);
+  }
+}
+
 TEST_CASE("struct passes: set_layout pins its value's layout and the access of a load it wraps", "[struct-pass]") {
   // A [64, 64] f32 tile would be loaded 4-wide along the rows; the program asks for a column-major
   // blocked layout (4 rows per thread, lanes down the columns): the load takes it (no conversion

@@ -14,7 +14,8 @@
 //     converted to, wgmma's register-A layout; gpu::set_layout results take the program's blocked
 //     layout (hard: set before anything else spreads); then each load / store / atomic on a pointer
 //     tile gets a coalesced blocked layout from its pointer's contiguity (or the set_layout of its
-//     pointer or of its value's only use); its result takes it,
+//     pointer or of its value's only use; accesses of the program's shared buffers are anchored
+//     after propagation, in the layout their value got); its result takes it,
 //     its operands are offered it;
 //  3. propagation: a worklist spreads layouts along the per-op relations (layout_rules.hpp), both
 //     from operands to results and back, first come first served; then such dots offer the mma
@@ -42,6 +43,7 @@
 #include "passes/gpu/gpu_passes.hpp"
 #include "passes/gpu/layout_rules.hpp"
 #include "passes/pass.hpp"
+#include "passes/pointer_origin.hpp"
 
 namespace tle::passes {
 namespace {
@@ -187,6 +189,7 @@ class Assigner {
       if (wgmma_a_in_registers(*op)) offer(op->operands[0], plan.a_regs);
     drain();
     defaults(f_.entry());
+    anchor_shared_accesses();
     fix_block(f_.entry());
     set_vec_attrs();
   }
@@ -202,6 +205,7 @@ class Assigner {
   std::unordered_map<const Op*, size_t> mma_index_;    // dot -> its entry in mma_plans_
   std::unordered_map<const Op*, MmaV3Plan> wgmma_plans_;  // dots that may run on wgmma
   std::unordered_map<const Op*, LL> set_layouts_;         // gpu::set_layout ops and their layouts
+  std::vector<Op*> shared_accesses_;                      // memory ops of shared buffers only
   std::deque<Value*> queue_;
   struct Cached {
     Value* value;
@@ -305,6 +309,13 @@ class Assigner {
   void seed_anchors(Block& b) {
     std::vector<Op*> mem, requested;
     collect_memory_ops(b, mem);
+    // Accesses of the program's shared buffers only are anchored last (anchor_shared_accesses).
+    std::erase_if(mem, [&](Op* op) {
+      const PointerOrigin o = pointer_origin(op->operands[0]);
+      const bool shared_only = !o.allocs.empty() && !o.global && !o.unknown && !requested_access(*op);
+      if (shared_only) shared_accesses_.push_back(op);
+      return shared_only;
+    });
     for (Op* op : mem) {
       Anchor a{LL(), info_.at(op->operands[0]), std::nullopt};
       int mi = mask_index(*op);
@@ -509,6 +520,22 @@ class Assigner {
     for (auto& op : b.ops) {
       for (auto& r : op->results) default_value(r.get());
       for (auto& reg : op->regions) defaults(reg->body());
+    }
+  }
+
+  /// Loads, stores and atomics of the program's shared buffers (TLE-Struct) seek no coalescing:
+  /// shared memory is banked, not fetched in lines, and a buffer's layout (padding, swizzle) is
+  /// the program's. They take the layout propagation gave their value - the user of a load (a
+  /// transposed read keeps the layout its global store wants: no conversion after it), the
+  /// producer of a stored tile - and vectorize as far as that layout and the address allow.
+  void anchor_shared_accesses() {
+    for (Op* op : shared_accesses_) {
+      Anchor a{LL(), info_.at(op->operands[0]), std::nullopt};
+      const int mi = mask_index(*op);
+      if (mi >= 0) a.mask = info_.at(op->operands[mi]);
+      const Value* v = op->kind == OpKind::Store ? op->operands[1] : op->result();
+      a.layout = has(v) ? lay(v) : lay(op->operands[0]);
+      anchors_.emplace(op, std::move(a));
     }
   }
 
