@@ -310,6 +310,59 @@ void group_softmax(bench::Timer& tm) {
 // TLE-Raw (docs/raw.md): the softmax whose exp is inline ex2.approx.ftz.f32 (timed against the
 // tile softmax of examples/kernels.hpp on the same data, in the same process), and tile code
 // calling CUDA device functions (a CTA-wide bitonic sort and a warp-shuffle sum of squares per row).
+// Transpose y [N, M] = x [M, N]^T in [T, T] tiles, one program each: through a shared buffer the
+// kernel names (TLE-Struct, gpu::alloc padded by one element: rows read coalesced, stored into the
+// buffer, read back down its columns, written coalesced), and the plain tile form (load, permuted
+// store: the compiler converts the layout through its own shared memory).
+template <bool SHARED> auto make_transpose() {
+  return jit(SHARED ? "transpose_shared" : "transpose", [](Ptr<float> x, Ptr<float> y, Tile<int32_t> M, Tile<int32_t> N,
+                                                          Constexpr<int> T) {
+    Tile<int32_t> r = program_id(1) * T + arange(0, T), c = program_id(0) * T + arange(0, T);
+    Tile<float> v = load(x + expand_dims(r, 1) * N + expand_dims(c, 0), expand_dims(r < M, 1) & expand_dims(c < N, 0));
+    if constexpr (SHARED) {
+      auto buf = gpu::alloc<float>({T, T}, gpu::scope::shared, gpu::SharedLayout::padded(1));
+      buf.store(v);
+      Tile<int32_t> i = expand_dims(arange(0, T), 1), j = expand_dims(arange(0, T), 0);  // out tile [c, r]
+      Tile<float> t = load(gpu::local_ptr(buf, {j, i}));
+      store(y + expand_dims(c, 1) * M + expand_dims(r, 0), t, expand_dims(c < N, 1) & expand_dims(r < M, 0));
+    } else {
+      store(y + expand_dims(c, 0) * M + expand_dims(r, 1), v, expand_dims(r < M, 1) & expand_dims(c < N, 0));
+    }
+  });
+}
+
+void group_transpose(bench::Timer& tm) {
+  for (auto [M, N] : {std::pair{8192, 8192}, std::pair{4100, 1000}}) {
+    const size_t n = size_t(M) * N;
+    const int T = 64;
+    CaseInfo c{"transpose/f32/" + shape2(M, N), "transpose", shape2(M, N), "f32", 2.0 * 4 * double(n), 0};
+    guarded(c, [&] {
+      auto x = bench::random_f32(n, 9);
+      DeviceBuffer<float> dx(x), dy(n), dp(n);
+      auto shared = make_transpose<true>();
+      auto plain = make_transpose<false>();
+      Grid g(cdiv(int64_t(N), T), cdiv(int64_t(M), T));
+      auto run = [&] { shared(Grid(g).with_warps(4).on(tm.stream()), dx, dy, M, N, T); };
+      auto run_plain = [&] { plain(Grid(g).with_warps(4).on(tm.stream()), dx, dp, M, N, T); };
+      run();
+      run_plain();
+      tm.stream().synchronize();
+      auto y = dy.to_host();
+      auto p = dp.to_host();
+      auto want = [&](size_t i) { return double(x[(i % size_t(M)) * size_t(N) + i / size_t(M)]); };
+      auto chk = bench::compare(n, [&](size_t i) { return double(y[i]); }, want, 0, 0);
+      if (!chk.ok) return emit_error(c, "shared-buffer transpose: " + chk.message);
+      chk = bench::compare(n, [&](size_t i) { return double(p[i]); }, want, 0, 0);
+      if (!chk.ok) return emit_error(c, "plain transpose: " + chk.message);
+      Timing tp = tm.time(run_plain);
+      Timing t = tm.time(run);
+      Json extra;
+      extra.num("tle_plain_ms", tp.median).num("plain_over_shared", tp.median / t.median);
+      emit_ok(c, t, "gpu::alloc [64, 64] padded(1), T=64 warps=4", Json(), extra);
+    });
+  }
+}
+
 void group_raw(bench::Timer& tm) {
   {
     const int rows = 8192, cols = 8192, warps = 16;
@@ -1179,6 +1232,7 @@ const std::vector<Group>& groups() {
         "compile_disk/matmul", "compile_mem/matmul"}},
       {"launch", group_launch, {"launch_host/vector_add", "launch_sync/vector_add"}},
       {"raw", group_raw, {"raw_softmax/f32/8192x8192", "sort_rows/f32/16384x1000"}},
+      {"transpose", group_transpose, {"transpose/f32/8192x8192", "transpose/f32/4100x1000"}},
       {"topk", group_topk,
        {"topk/f32/64x131072/k2048", "topk/f32/1x131072/k2048", "topk/f32/256x32768/k64", "topk/f32/64x129280/k50",
         "topk/f32/4096x8192/k8", "topk/bf16/64x131072/k2048", "topk/f16/64x128/k8", "topk/f16/64x1024/k32",

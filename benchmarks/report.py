@@ -72,7 +72,7 @@ def case_work(case):
         n = 2 ** int(shape[2:]) if shape.startswith("2^") else int(shape)
         return (2 if kernel == "copy" else 3) * esize * n, (n if kernel == "vector_add" else 0), "bandwidth"
     dims = [int(d) for d in shape.split("x")]
-    if kernel in ("softmax", "raw_softmax"):
+    if kernel in ("softmax", "raw_softmax", "transpose"):
         return 2 * esize * dims[0] * dims[1], 0, "bandwidth"
     if kernel == "layernorm":
         return 2 * esize * dims[0] * dims[1] + 2 * esize * dims[1], 0, "bandwidth"

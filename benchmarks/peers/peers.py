@@ -55,7 +55,8 @@ except Exception as e:  # noqa: BLE001 - report any import failure as a per-case
     class tl:  # noqa: N801 - stand-in so the kernel definitions below still evaluate
         constexpr = "constexpr"
 
-GROUPS = ["copy", "vector_add", "softmax", "layernorm", "matmul", "attention", "compile", "launch", "topk", "moe_align"]
+GROUPS = ["copy", "vector_add", "softmax", "layernorm", "matmul", "attention", "compile", "launch", "topk", "moe_align",
+          "transpose"]
 
 
 # ----------------------------------------------------------------------------------- output
@@ -514,6 +515,21 @@ def group_copy(tm):
 
     guarded(case, "torch", torch_case)
     guarded(case, "triton", triton_case)
+
+
+def group_transpose(tm):
+    for m, n in ((8192, 8192), (4100, 1000)):
+        case = "transpose/f32/%dx%d" % (m, n)
+        x = random_nonzero((m, n), torch.float32, seed=9)
+        y = torch.empty((n, m), dtype=torch.float32, device=x.device)
+        want = x.t().contiguous()
+
+        def torch_case():
+            f = lambda: y.copy_(x.t())  # noqa: E731
+            run_checked(f, y, want, "copy_ of the transposed view is wrong")
+            emit_ok(case, "torch", tm.time(f), config="y.copy_(x.t())")
+
+        guarded(case, "torch", torch_case)
 
 
 def group_vector_add(tm):
@@ -1050,7 +1066,8 @@ def group_moe_align(tm):
 
 GROUP_FNS = {"copy": group_copy, "vector_add": group_vector_add, "softmax": group_softmax,
              "layernorm": group_layernorm, "matmul": group_matmul, "attention": group_attention,
-             "compile": group_compile, "launch": group_launch, "topk": group_topk, "moe_align": group_moe_align}
+             "compile": group_compile, "launch": group_launch, "topk": group_topk, "moe_align": group_moe_align,
+             "transpose": group_transpose}
 
 
 def main():
