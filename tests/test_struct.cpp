@@ -432,6 +432,16 @@ TEST_CASE("struct passes: buffers placed with reuse, barriers where accesses con
     gpu_ir(*m);
     CHECK(count_kind(*m, ir::OpKind::Barrier) == between + 1);  // + 1: before the loads
   }
+  // Inline asm without pointer operands names no buffer: no barrier around it (one before the load).
+  auto asm_k = trace_ir("struct_pass_asm", [](Ptr<int32_t> x) {
+    Tile<int32_t> o = arange(0, 32);
+    auto a = gpu::alloc<int32_t>({32});
+    store(gpu::local_ptr(a, {o}), o);
+    Tile<int32_t> v = inline_asm<int32_t>("add.s32 $0, $1, 1;", "=r,r", {o}, /*pure=*/false);
+    store(x + o, load(gpu::local_ptr(a, {31 - o})) + v);
+  });
+  gpu_ir(*asm_k);
+  CHECK(count_kind(*asm_k, ir::OpKind::Barrier) == 1);
   // A loop that only reads what was stored before it: one barrier before the loop, none inside.
   auto before = trace_ir("struct_pass_before_loop", [](Ptr<float> x, Tile<int32_t> n) {
     Tile<int32_t> o = arange(0, 32);

@@ -106,6 +106,7 @@ class Inserter {
         kind = Access::Write;
         for (const ir::Value* v : op.operands)
           if (v->type.dtype == DType::ptr) ptrs.push_back(v);
+        if (ptrs.empty()) return {};  // no pointer: nothing of the buffers it could name
         break;
       default: return {};
     }
