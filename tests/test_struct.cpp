@@ -528,6 +528,32 @@ TEST_CASE("struct passes: set_layout pins its value's layout and the access of a
   CHECK(loaded->type.layout->ll == want);
   CHECK(loaded->def->int_attr("vec") == 1);  // 4 rows per thread: no vector along a row
   CHECK(count_kind(*f, ir::OpKind::ConvertLayout) == 1);  // before the store (coalesced along rows)
+
+  // Used as a dot's accumulator, a set_layout keeps its layout (the dot's operand is converted).
+  auto d = trace_ir("struct_pass_setl_acc", [](Ptr<bf16> a, Ptr<float> c) {
+    Tile<int32_t> r = expand_dims(arange(0, 64), 1), k = expand_dims(arange(0, 64), 0);
+    Tile<bf16> t = load(a + r * 64 + k);
+    Tile<float> acc = gpu::set_layout(zeros<float>({64, 64}), {{1, 4}, {4, 8}, {4, 1}, {1, 0}});
+    store(c + r * 64 + k, dot(t, t, acc));
+  });
+  gpu_ir(*d);
+  auto ds = tracetest::ops_of(*d, ir::OpKind::SetLayout);
+  REQUIRE(ds.size() == 1);
+  CHECK(ds[0]->result()->type.layout->ll == layout::blocked({64, 64}, {1, 4}, {4, 8}, {4, 1}, {1, 0}));
+  auto dots = tracetest::ops_of(*d, ir::OpKind::Dot);
+  REQUIRE(dots.size() == 1);
+  CHECK(dots[0]->operands[2]->def->kind == ir::OpKind::ConvertLayout);
+
+  // A global pointer through set_layout stays global: no barrier around its load beside a buffer.
+  auto g = trace_ir("struct_pass_setl_ptr", [](Ptr<float> x) {
+    Tile<int32_t> o = arange(0, 128);
+    auto b = gpu::alloc<float>({128});
+    store(gpu::local_ptr(b, {o}), 1.0f);
+    Tile<float> v = load(gpu::set_layout(x + o, {{1}, {32}, {4}, {0}}));
+    store(x + o, v);
+  });
+  gpu_ir(*g);
+  CHECK(count_kind(*g, ir::OpKind::Barrier) == 0);
 }
 
 TEST_CASE("struct passes: a load from a shared buffer is never a cp.async copy, stores into one do not stop "

@@ -11,8 +11,10 @@
 //
 // A program's statements take effect in order on every backend: on the GPU the compiler puts a
 // CTA barrier between two accesses to a buffer by different threads that could conflict (a
-// write, then a read or write of the same buffer; a read, then a write), so a kernel needs
-// gpu::sync() only to order accesses the compiler cannot see (inline PTX, CUDA device code).
+// write, then a read or write of the same bytes; a read, then a write; atomics against plain
+// accesses or against atomics that do not commute exactly; docs/struct.md, "Memory model"), so a
+// kernel needs gpu::sync() only to order accesses the compiler cannot see (shared memory that
+// inline PTX reaches, or CUDA device code without a pointer operand into the buffer).
 #pragma once
 #include <initializer_list>
 #include <vector>

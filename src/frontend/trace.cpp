@@ -988,7 +988,7 @@ V set_layout(V x, const ShapeVec& spt, const ShapeVec& tpw, const ShapeVec& wpc,
       }
     }
   }
-  for (int64_t t : tpw) threads *= t;
+  for (int64_t t : tpw) threads = std::min<int64_t>(threads * t, int64_t(1) << 40);
   if (threads != 32)
     throw UserError(loc, fmt::format("gpu::set_layout: threads_per_warp {} makes {} threads; a warp has 32",
                                      shape_str(tpw), threads));

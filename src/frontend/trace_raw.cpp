@@ -19,6 +19,15 @@ std::vector<V> cuda_call(const std::string& source, const std::vector<std::strin
                                      "lambda given to tle::jit)",
                                      name));
   c->check_pending();
+  // A collective call of the whole CTA: never inside a combine function, whose code runs a varying
+  // number of times on each GPU thread (it would hang, and its shared-memory effects could not
+  // be ordered).
+  for (const frontend::Frame& f : c->frames)
+    if (f.kind == frontend::Frame::Body)
+      throw UserError(loc, fmt::format("cuda_function '{}' inside a combine function (reduce / associative_scan): "
+                                       "the whole CTA calls it, but a combine runs a varying number of times on each "
+                                       "GPU thread; call it outside the combine",
+                                       name));
   bool ident = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
   for (char ch : name) ident = ident && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_');
   if (!ident)

@@ -37,7 +37,8 @@ PointerOrigin pointer_origin(const ir::Value* p) {
       case OpKind::LocalAlloc: o.allocs.insert(&d); break;
       case OpKind::Constant: break;  // a null pointer points nowhere
       case OpKind::AddPtr: case OpKind::Broadcast: case OpKind::ExpandDims: case OpKind::Reshape:
-      case OpKind::Permute: case OpKind::Hint: case OpKind::ConvertLayout: case OpKind::ExtractTile:
+      case OpKind::Permute: case OpKind::Hint: case OpKind::ConvertLayout: case OpKind::SetLayout:
+      case OpKind::ExtractTile:
         push(d.operands.at(0));
         break;
       case OpKind::InsertTile: push(d.operands.at(0)), push(d.operands.at(1)); break;

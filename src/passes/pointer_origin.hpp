@@ -20,7 +20,7 @@ struct PointerOrigin {
 };
 
 /// Follows `p` back through addptr, the shape ops (broadcast, expand_dims, reshape, permute,
-/// hint, convert_layout, extract_tile, insert_tile), select, the carried values of `for`
+/// hint, convert_layout, set_layout, extract_tile, insert_tile), select, the carried values of `for`
 /// (initial and yielded values) and the results of `if` (both branches' yields) to the
 /// local_alloc ops and kernel arguments it derives from. Constants (a null pointer) add nothing.
 PointerOrigin pointer_origin(const ir::Value* p);

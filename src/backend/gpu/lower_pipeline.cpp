@@ -198,7 +198,7 @@ bool producer_recomputable(const ir::Op& o) {
     case ir::OpKind::Broadcast: case ir::OpKind::ExpandDims: case ir::OpKind::Reshape: case ir::OpKind::Permute:
     case ir::OpKind::Binary: case ir::OpKind::Compare: case ir::OpKind::Unary: case ir::OpKind::Fma:
     case ir::OpKind::Select: case ir::OpKind::Cast: case ir::OpKind::Bitcast: case ir::OpKind::AddPtr:
-    case ir::OpKind::Hint: case ir::OpKind::Load:
+    case ir::OpKind::Hint: case ir::OpKind::SetLayout: case ir::OpKind::Load:
       return true;
     default: return false;
   }

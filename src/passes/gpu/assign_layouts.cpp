@@ -4,15 +4,15 @@
 // RemoveLayoutConversions.cpp); the code is ours:
 //  0. every tile dimension must be a power of two (pad_shapes.cpp makes them so; InternalError);
 //  1. axis info (axis_info.hpp) for every integer / pointer value;
-//  2. anchors: a dot that can run on tensor cores (layout_rules.hpp: mma_v3_plan on targets with
+//  2. anchors: gpu::set_layout results take the program's blocked layout first (hard); a dot that
+//     can run on tensor cores (layout_rules.hpp: mma_v3_plan on targets with
 //     wgmma, else mma_v2_plan) offers the wgmma or mma.sync accumulator layout to its result and
 //     acc first, and it spreads before the memory anchors are placed (so a loop-carried
 //     accumulator, its zero init, the loop results and the elementwise epilogue on them carry it,
 //     and the conversion lands at the store, after a narrowing cast); a
 //     wgmma dot's b, and its a when a is a load of the dot's block, get no layout from it (the
 //     lowering reads them from shared memory, whatever their layout); any other a is offered, then
-//     converted to, wgmma's register-A layout; gpu::set_layout results take the program's blocked
-//     layout (hard: set before anything else spreads); then each load / store / atomic on a pointer
+//     converted to, wgmma's register-A layout; then each load / store / atomic on a pointer
 //     tile gets a coalesced blocked layout from its pointer's contiguity (or the set_layout of its
 //     pointer or of its value's only use; accesses of the program's shared buffers are anchored
 //     after propagation, in the layout their value got); its result takes it,
@@ -176,8 +176,8 @@ class Assigner {
     check_pow2(f_.entry());
     info_ = axis::analyze(f_);
     collect_uses(f_.entry());
+    seed_set_layouts(f_.entry());  // first: a set_layout used as a dot's acc keeps its layout (converted)
     seed_dots(f_.entry());
-    seed_set_layouts(f_.entry());
     drain();  // accumulator and set_layout layouts reach their neighbours before the memory anchors
     seed_anchors(f_.entry());
     drain();
@@ -281,7 +281,7 @@ class Assigner {
         };
         const std::vector<int32_t> wpc = v32("warps_per_cta");
         int64_t warps = 1;
-        for (int32_t w : wpc) warps *= w;
+        for (int32_t w : wpc) warps = std::min<int64_t>(warps * w, int64_t(1) << 40);
         if (warps != nw_)
           throw UserError(op.loc, fmt::format("gpu::set_layout: warps_per_cta [{}] spreads the tile over {} warps, but "
                                               "the kernel is compiled for {} (Grid::with_warps); make them agree",

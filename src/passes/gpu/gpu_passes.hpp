@@ -73,7 +73,7 @@ int64_t plan_shared_buffers(ir::Function& f);
 /// touch bytes of a buffer that an access since the last barrier touched in a conflicting way
 /// (read after write, write after read or write, plain after atomic and atomic after plain,
 /// atomic after atomic unless both are exactly commuting updates of one kind whose old values are
-/// unused; inline asm / cuda_call with a pointer into a buffer count as writes of it), with one
+/// unused; a cuda_call with a pointer into a buffer counts as a write of it), with one
 /// barrier before a loop whose body conflicts with what is pending before it,
 /// loops' back edges and ifs' joins included. Returns the number of barriers inserted (0 for a
 /// kernel without buffers, which it leaves alone).

@@ -8,8 +8,7 @@
 // after an atomic one or an atomic after a plain one, and two atomics unless both are updates of
 // one kind that commute exactly (integer add, and, or, xor, max, min; float max, min) and neither
 // one's old values are used; two reads need none. (As FlagTree's TleInsertLocalPointerBarriers.)
-// Inline asm and cuda_call given a pointer that may point into a buffer count as writing all of
-// it. Accesses are compared by the bytes their buffers occupy (plan_shared_buffers' offsets, so
+// A cuda_call given a pointer that may point into a buffer counts as writing all of it. Accesses are compared by the bytes their buffers occupy (plan_shared_buffers' offsets, so
 // buffers sharing bytes conflict too); a pointer of unknown origin may touch every byte.
 //
 // The pass walks the body in program order with the set of accesses made since the last barrier
@@ -81,8 +80,8 @@ class Inserter {
   int inserted = 0;
 
   /// The shared-memory ranges op touches (empty: none of the program's buffers). Loads read,
-  /// stores write, atomics update; inline asm and cuda_call given a pointer that may point into a
-  /// buffer count as writing all of that buffer (they may read or write any of it).
+  /// stores write, atomics update; a cuda_call given a pointer that may point into a buffer counts
+  /// as writing all of that buffer (it may read or write any of it).
   std::vector<Range> ranges(const Op& op) const {
     Access kind;
     int64_t commutes = -1;
@@ -102,11 +101,11 @@ class Inserter {
         }
         break;
       }
-      case OpKind::InlineAsm: case OpKind::CudaCall:
+      case OpKind::CudaCall:  // (inline_asm takes no pointers)
         kind = Access::Write;
         for (const ir::Value* v : op.operands)
           if (v->type.dtype == DType::ptr) ptrs.push_back(v);
-        if (ptrs.empty()) return {};  // no pointer: nothing of the buffers it could name
+        if (ptrs.empty()) return {};  // no pointer: it names no buffer
         break;
       default: return {};
     }

@@ -78,7 +78,7 @@ bool recomputable(const Op& op) {
     case OpKind::Constant: case OpKind::Arange: case OpKind::ProgramId: case OpKind::NumPrograms:
     case OpKind::Broadcast: case OpKind::ExpandDims: case OpKind::Reshape: case OpKind::Permute:
     case OpKind::Binary: case OpKind::Compare: case OpKind::Unary: case OpKind::Fma: case OpKind::Select:
-    case OpKind::Cast: case OpKind::Bitcast: case OpKind::AddPtr: case OpKind::Hint:
+    case OpKind::Cast: case OpKind::Bitcast: case OpKind::AddPtr: case OpKind::Hint: case OpKind::SetLayout:
       return true;
     default: return false;
   }
