@@ -623,18 +623,18 @@ static void add_hints(std::map<std::string, ir::Attr>& attrs, const MemHints& h,
 /// Inside a combine function (reduce / scan bodies) the GPU runs the code a varying number of
 /// times per thread: a shared-buffer access or a barrier there could not be ordered (or would
 /// hang). UserError at loc.
-void refuse_in_combine(TraceContext& c, const char* what, const SrcLoc& loc) {
-  for (const Frame& f : c.frames)
-    if (f.kind == Frame::Body)
-      throw UserError(loc, fmt::format("{} inside a combine function (reduce / associative_scan): its code runs a "
-                                       "varying number of times on each GPU thread; move it out of the combine",
-                                       what));
+bool in_combine(const TraceContext& c) {
+  return std::any_of(c.frames.begin(), c.frames.end(), [](const Frame& f) { return f.kind == Frame::Body; });
 }
-void refuse_shared_in_combine(TraceContext& c, V p, const SrcLoc& loc) {
-  if (c.frames.empty()) return;
-  bool body = false;
-  for (const Frame& f : c.frames) body = body || f.kind == Frame::Body;
-  if (body && !passes::pointer_origin(p).allocs.empty()) refuse_in_combine(c, "an access to a gpu::alloc buffer", loc);
+void refuse_in_combine(const TraceContext& c, const char* what, const SrcLoc& loc) {
+  if (in_combine(c))
+    throw UserError(loc, fmt::format("{} inside a combine function (reduce / associative_scan): its code runs a "
+                                     "varying number of times on each GPU thread; move it out of the combine",
+                                     what));
+}
+void refuse_shared_in_combine(const TraceContext& c, V p, const SrcLoc& loc) {
+  if (in_combine(c) && !passes::pointer_origin(p).allocs.empty())
+    refuse_in_combine(c, "an access to a gpu::alloc buffer", loc);
 }
 
 V load(V p, V mask, V other, const MemHints& hints, const SrcLoc& loc) {
@@ -937,20 +937,18 @@ V local_alloc(DType elem, const ShapeVec& shape, int64_t numel, int64_t align, c
   std::string list;
   ir::walk(c.fn.entry(), [&](const ir::Op& op) {
     if (op.kind != ir::OpKind::LocalAlloc) return;
-    const int64_t b = op.int_attr("numel") * byte_size(op.result()->type.pointee);
+    const int64_t b = ir::local_alloc_bytes(op);
     const int64_t a = op.int_attr("align");
     total = (total + a - 1) / a * a + b;
     list += fmt::format("{}:{} ({} bytes), ", op.loc.file, op.loc.line, b);
   });
   total = (total + align - 1) / align * align + bytes;
-  if (numel > (int64_t(1) << 31) / 16 || total > kLimit)
+  if (total > kLimit)
     throw UserError(loc, fmt::format("gpu::alloc: this buffer ({} bytes) brings the program's shared buffers to {} "
                                      "bytes, more than the {} bytes a GPU block can use (buffers allocated: {}this "
                                      "one); use fewer stages or smaller tiles",
                                      bytes, total, kLimit, list));
-  Type t = scalar(DType::ptr);
-  t.pointee = elem;
-  return make(c, ir::OpKind::LocalAlloc, {}, {t},
+  return make(c, ir::OpKind::LocalAlloc, {}, {scalar(DType::ptr, elem)},
               {{"shape", std::vector<int64_t>(shape)}, {"numel", numel}, {"align", align}}, loc)
       ->result();
 }

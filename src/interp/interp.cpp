@@ -368,7 +368,7 @@ class Interpreter {
       case K::LocalAlloc: {
         // A program-private buffer, aligned as asked (docs/ir.md); allocated once per op.
         const int64_t align = op.int_attr("align");
-        const int64_t bytes = op.int_attr("numel") * byte_size(op.result()->type.pointee);
+        const int64_t bytes = ir::local_alloc_bytes(op);
         auto [it, fresh] = locals_.try_emplace(&op);
         if (fresh) it->second.assign(static_cast<size_t>(bytes + align), uint8_t(0));
         const uintptr_t raw = reinterpret_cast<uintptr_t>(it->second.data());

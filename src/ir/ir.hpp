@@ -171,6 +171,9 @@ inline AxisSplit split_at_axis(const Shape& s, int64_t axis) {
   return r;
 }
 
+/// The bytes a local_alloc's buffer occupies: numel elements of its result's pointee.
+inline int64_t local_alloc_bytes(const Op& op) { return op.int_attr("numel") * byte_size(op.result()->type.pointee); }
+
 /// Replace every use of `from` by `to` in ops nested under `root` (operands of all ops, at any depth).
 void replace_all_uses(Block& root, Value* from, Value* to);
 /// Number of uses of every value under `root`.

@@ -21,10 +21,10 @@ void Lowerer::fail(const ir::Op& op, const std::string& msg) const {
   throw RuntimeError("tle::cpu::lower", fmt::format("kernel '{}': op '{}': {}{}", fn_ir.name, ir::op_mnemonic(op.kind), msg, where));
 }
 
-Value* Lowerer::alloc(llvm::Type* elem, int64_t n, const llvm::Twine& name) {
+Value* Lowerer::alloc(llvm::Type* elem, int64_t n, const llvm::Twine& name, uint64_t align) {
   llvm::IRBuilder<> ab(alloca_bb, alloca_bb->begin());
   auto* a = ab.CreateAlloca(llvm::ArrayType::get(elem, static_cast<uint64_t>(n)), nullptr, name);
-  a->setAlignment(llvm::Align(64));
+  a->setAlignment(llvm::Align(align));
   return a;
 }
 
@@ -131,11 +131,8 @@ void Lowerer::lower_op(const ir::Op& op) {
     case K::LocalAlloc: {
       // The program's buffer: stack storage of the function that runs one program, aligned as
       // asked; its contents are undefined until written, as shared memory is.
-      const int64_t bytes = op.int_attr("numel") * byte_size(op.result()->type.pointee);
-      llvm::IRBuilder<> ab(alloca_bb, alloca_bb->begin());
-      auto* a = ab.CreateAlloca(llvm::ArrayType::get(B.getInt8Ty(), static_cast<uint64_t>(bytes)), nullptr, "local");
-      a->setAlignment(llvm::Align(static_cast<uint64_t>(op.int_attr("align"))));
-      tiles[op.result()] = Tile{nullptr, a};
+      tiles[op.result()] = Tile{nullptr, alloc(B.getInt8Ty(), ir::local_alloc_bytes(op), "local",
+                                               static_cast<uint64_t>(op.int_attr("align")))};
       return;
     }
     case K::Barrier: return;  // one thread runs the program's statements in order

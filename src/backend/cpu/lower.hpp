@@ -74,7 +74,7 @@ class Lowerer : public backend::ScalarEmitter {
   [[noreturn]] void fail(const ir::Op& op, const std::string& msg) const override;
   llvm::Value* i64c(int64_t v) { return B.getInt64(static_cast<uint64_t>(v)); }
   /// An array of n elements in the frame (entry block).
-  llvm::Value* alloc(llvm::Type* elem, int64_t n, const llvm::Twine& name = "");
+  llvm::Value* alloc(llvm::Type* elem, int64_t n, const llvm::Twine& name = "", uint64_t align = 64);
   /// After lowering: while the frame's arrays exceed kStackArrayBudget, moves the largest into
   /// the scratch arena (`scratch`, the body's last argument), setting scratch_bytes.
   void move_large_arrays_to_scratch(llvm::Value* scratch);

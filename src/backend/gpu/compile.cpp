@@ -36,9 +36,9 @@ Artifact compile(ir::Function& f, const Target& target, const Options& options, 
     std::string list;
     ir::walk(f.entry(), [&](const ir::Op& op) {
       if (op.kind != ir::OpKind::LocalAlloc) return;
-      const int64_t b = op.int_attr("numel") * byte_size(op.result()->type.pointee);
+      const int64_t b = ir::local_alloc_bytes(op);
       list += fmt::format("{}{}:{} ({} bytes)", list.empty() ? "" : ", ", op.loc.file, op.loc.line, b);
-      if (!largest || b > largest->int_attr("numel") * byte_size(largest->result()->type.pointee)) largest = &op;
+      if (!largest || b > ir::local_alloc_bytes(*largest)) largest = &op;
     });
     throw UserError(largest ? largest->loc : f.loc,
                     fmt::format("the kernel's gpu::alloc buffers take {} bytes of shared memory per program, more than "

@@ -450,7 +450,7 @@ llvm::Function* Lowerer::run(const std::string& name) {
   for (const auto& op : fn_ir.entry().ops)
     if (op->kind == ir::OpKind::LocalAlloc) {
       if (!op->has_attr("offset")) fail(*op, "a shared buffer without an offset (passes::plan_shared_buffers)");
-      user_smem_ = std::max(user_smem_, op->int_attr("offset") + op->int_attr("numel") * byte_size(op->result()->type.pointee));
+      user_smem_ = std::max(user_smem_, op->int_attr("offset") + ir::local_alloc_bytes(*op));
     }
   user_smem_ = (user_smem_ + 1023) / 1024 * 1024;  // the compiler's own buffers stay 1024-aligned
   smem = user_smem_ ? llvm::ConstantExpr::getInBoundsGetElementPtr(B.getInt8Ty(), smem_var, B.getInt32(static_cast<uint32_t>(user_smem_)))

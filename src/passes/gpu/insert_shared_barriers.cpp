@@ -8,8 +8,9 @@
 // after an atomic one or an atomic after a plain one, and two atomics unless both are updates of
 // one kind that commute exactly (integer add, and, or, xor, max, min; float max, min) and neither
 // one's old values are used; two reads need none. (As FlagTree's TleInsertLocalPointerBarriers.)
-// A cuda_call given a pointer that may point into a buffer counts as writing all of it. Accesses are compared by the bytes their buffers occupy (plan_shared_buffers' offsets, so
-// buffers sharing bytes conflict too); a pointer of unknown origin may touch every byte.
+// A cuda_call given a pointer that may point into a buffer counts as writing all of it. Accesses
+// are compared by the bytes their buffers occupy (plan_shared_buffers' offsets, so buffers sharing
+// bytes conflict too); a pointer of unknown origin may touch every byte.
 //
 // The pass walks the body in program order with the set of accesses made since the last barrier
 // (`pending`). An access that conflicts with a pending one gets a barrier right before it, which
@@ -22,6 +23,7 @@
 // every barrier reached by all threads; the tracer refuses shared-buffer accesses and gpu::sync
 // inside combine functions (their code runs a varying number of times per thread).
 #include <algorithm>
+#include <compare>
 #include <iterator>
 #include <list>
 #include <memory>
@@ -48,12 +50,7 @@ struct Range {
   /// and, or, xor, max, min; float max, min), -1 for none (xchg, compare-and-swap, float add,
   /// whose results depend on the order).
   int64_t commutes = -1;
-  bool operator<(const Range& o) const {
-    return std::tie(lo, hi, kind, commutes) < std::tie(o.lo, o.hi, o.kind, o.commutes);
-  }
-  bool operator==(const Range& o) const {
-    return lo == o.lo && hi == o.hi && kind == o.kind && commutes == o.commutes;
-  }
+  auto operator<=>(const Range&) const = default;
 };
 using Pending = std::vector<Range>;  // sorted, unique
 
@@ -66,6 +63,14 @@ bool conflicts(const Range& cur, const Range& prev) {
   if (cur.kind == Access::Atomic && prev.kind == Access::Atomic && cur.commutes >= 0 && cur.commutes == prev.commutes)
     return false;
   return true;
+}
+
+/// Whether any of `rs` must wait for any pending access.
+bool clashes(const std::vector<Range>& rs, const Pending& pending) {
+  for (const Range& r : rs)
+    for (const Range& p : pending)
+      if (conflicts(r, p)) return true;
+  return false;
 }
 
 Pending join(const Pending& a, const Pending& b) {
@@ -116,7 +121,7 @@ class Inserter {
       if (o.unknown) return {{0, INT64_MAX, kind, commutes}};
       for (const Op* a : o.allocs) {
         const int64_t lo = a->int_attr("offset");
-        r.push_back({lo, lo + a->int_attr("numel") * byte_size(a->result()->type.pointee), kind, commutes});
+        r.push_back({lo, lo + ir::local_alloc_bytes(*a), kind, commutes});
       }
     }
     return r;
@@ -130,13 +135,13 @@ class Inserter {
     }
   }
 
-  Op* insert_barrier(ir::Block& b, std::list<std::unique_ptr<Op>>::iterator at, const SrcLoc& loc) {
+  void insert_barrier(ir::Block& b, std::list<std::unique_ptr<Op>>::iterator at, const SrcLoc& loc) {
     auto bar = std::make_unique<Op>();
     bar->kind = OpKind::Barrier;
     bar->parent = &b;
     bar->loc = loc;
+    b.ops.insert(at, std::move(bar));
     ++inserted;
-    return b.ops.insert(at, std::move(bar))->get();
   }
 
   /// Walks block b from `pending`; with `insert`, puts barriers where needed. Returns what is
@@ -154,22 +159,18 @@ class Inserter {
         // loop rather than one in every iteration.
         std::vector<Range> inside;
         all_ranges(body, inside);
-        bool clash = false;
-        for (const Range& r : inside)
-          for (const Range& p : pending) clash = clash || conflicts(r, p);
-        if (clash) {
+        if (clashes(inside, pending)) {
           pending.clear();
           if (insert) insert_barrier(b, it, op.loc);
         }
-        Pending in = pending, end;
+        Pending in = pending;
         for (int guard = 0; guard < 64; ++guard) {  // sets only grow: a fixpoint in a few rounds
           Pending next = block(body, in, false);
           Pending in2 = join(pending, next);
           if (in2 == in) break;
           in = std::move(in2);
         }
-        end = block(body, in, insert);
-        pending = join(pending, end);
+        pending = join(pending, block(body, in, insert));
         continue;
       }
       if (op.kind == OpKind::If) {
@@ -180,10 +181,7 @@ class Inserter {
       }
       std::vector<Range> rs = ranges(op);
       if (rs.empty()) continue;
-      bool clash = false;
-      for (const Range& r : rs)
-        for (const Range& p : pending) clash = clash || conflicts(r, p);
-      if (clash) {
+      if (clashes(rs, pending)) {
         pending.clear();
         if (insert) insert_barrier(b, it, op.loc);
       }

@@ -31,7 +31,7 @@ int64_t plan_shared_buffers(ir::Function& f) {
   for (auto& top : f.entry().ops) {
     if (top->kind == ir::OpKind::LocalAlloc) {
       index[top.get()] = bufs.size();
-      bufs.push_back({top.get(), pos, pos, top->int_attr("numel") * byte_size(top->result()->type.pointee),
+      bufs.push_back({top.get(), pos, pos, ir::local_alloc_bytes(*top),
                       top->int_attr("align")});
     }
     auto use = [&](const ir::Op& op) {
