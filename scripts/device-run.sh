@@ -197,15 +197,16 @@ remote)
   # compute-sanitizer (issue #12): memcheck, racecheck, synccheck and initcheck over a set of GPU
   # tests that covers loads/stores at ragged tails, atomics, the tensor-core K loops (mma.sync and
   # wgmma, cp.async pipelines, warp specialization), streams and shared buffers (TLE-Struct), and over the examples at their
-  # default sizes. SANITIZE_TESTS overrides the test set; SKIP_SANITIZE=1 leaves it all out.
+  # default sizes. SANITIZE_TESTS overrides the test set, SANITIZE_EXAMPLES the examples (empty:
+  # none); SKIP_SANITIZE=1 leaves it all out.
   # Skipped with a note where the machine has no compute-sanitizer.
   if [ "${SKIP_SANITIZE:-0}" != 1 ]; then
     cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
-    san_tests=${SANITIZE_TESTS:-"gpu: E27*,gpu: atomics,gpu: E21*,gpu: matmul with a K loop*,gpu: a hinted K loop*,gpu: launches on streams*,gpu: shared-buffer kernels*"}
+    san_tests=${SANITIZE_TESTS:-"gpu: E27*,gpu: atomics,gpu: E21*,gpu: matmul with a K loop*,gpu: a hinted K loop*,gpu: launches on streams*,gpu: shared-buffer kernels*,gpu: gpu::copy kernels*"}
     if [ -n "$cs" ]; then
       for tool in memcheck racecheck synccheck initcheck; do
         step "compute-sanitizer $tool" "$cs" --tool "$tool" --error-exitcode 9 "$bin/tle_tests" "$san_tests"
-        for e in vector_add softmax layernorm matmul attention; do
+        for e in ${SANITIZE_EXAMPLES-vector_add softmax layernorm matmul attention}; do
           step "compute-sanitizer $tool $e" env TLE_BACKEND=gpu "$cs" --tool "$tool" --error-exitcode 9 "$bin/$e"
         done
       done

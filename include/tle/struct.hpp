@@ -1,5 +1,5 @@
-// tle/struct.hpp - TLE-Struct: shared buffers a kernel names itself, the program barrier, and
-// explicit register layouts.
+// tle/struct.hpp - TLE-Struct: shared buffers a kernel names itself, asynchronous copies into
+// them, the program barrier, and explicit register layouts.
 //
 // The middle layer of the language (FlagTree's `tle.gpu`; docs/struct.md has the memory model and
 // a worked example): the kernel states which tiles live in shared memory and reads and writes them
@@ -19,6 +19,7 @@
 #include <initializer_list>
 #include <vector>
 
+#include "tle/tensor_descriptor.hpp"
 #include "tle/tile.hpp"
 
 namespace tle::gpu {
@@ -249,6 +250,152 @@ template <class T> Ptr<T> local_ptr(const Buffer<T>& buf, loc_t l = loc_t::curre
 template <class T> Tile<T> Buffer<T>::load(loc_t l) const { return tle::load(local_ptr(*this, l), l); }
 template <class T> void Buffer<T>::store(std::type_identity_t<Operand<T>> v, loc_t l) const {
   tle::store(local_ptr(*this, l), v, l);
+}
+
+/// Copies global memory into a shared buffer asynchronously (FlagTree's tle.gpu.copy from a
+/// pointer tile; Triton Gluon's async_copy_global_to_shared): element i of the view `dst` (or of
+/// the buffer pointer tile `dst`, from gpu::local_ptr) receives *src[i], or 0 where `mask` is
+/// false (src is then not read). src: global pointers (kernel arguments plus offsets), of the
+/// view's shape; mask broadcasts to it. The copy lands in the background: gpu::commit_group()
+/// closes the group of copies issued since the last commit and gpu::wait_group(n) waits until at
+/// most n groups are still in flight; until then the destination elements must not be read or
+/// written (the interpreter stops a kernel that does, naming the copy's line). Once waited for,
+/// the data is the program's like a store's (the compiler puts the barrier between the wait and
+/// the first read by other threads). On the GPU each thread copies its elements with cp.async
+/// (PTX ISA 9.7.9.25.3; 4, 8 or 16 bytes each, zero-filled where masked, as far as the layout and
+/// the pointers' alignment allow; 1- and 2-byte elements that cannot be grouped into 4 bytes are
+/// loaded and stored at once); the CPU backend copies at once. The source may be read at any time
+/// until the wait: do not write it in between. A kernel that copies
+/// manages its cp.async groups itself: the compiler then pipelines none of its loops' loads.
+/// UserError at this line when src points into a buffer, dst outside the program's buffers,
+/// the shapes or element types differ, or inside a combine function.
+template <class T> void copy(const Ptr<T>& src, const Ptr<T>& dst, loc_t l = loc_t::current()) {
+  tle::detail::require_value(src.value(), l);
+  tle::detail::require_value(dst.value(), l);
+  tle::detail::async_copy(src.value(), dst.value(), nullptr, l);
+}
+template <class T> void copy(const Ptr<T>& src, const Ptr<T>& dst, const Tile<bool>& mask, loc_t l = loc_t::current()) {
+  tle::detail::require_value(src.value(), l);
+  tle::detail::require_value(dst.value(), l);
+  tle::detail::require_value(mask.value(), l);
+  tle::detail::async_copy(src.value(), dst.value(), mask.value(), l);
+}
+template <class T> void copy(const Ptr<T>& src, const Buffer<T>& dst, loc_t l = loc_t::current()) {
+  copy(src, local_ptr(dst, l), l);
+}
+template <class T> void copy(const Ptr<T>& src, const Buffer<T>& dst, const Tile<bool>& mask, loc_t l = loc_t::current()) {
+  copy(src, local_ptr(dst, l), mask, l);
+}
+/// Closes the group of gpu::copy calls issued since the previous commit (cp.async.commit_group,
+/// PTX ISA 9.7.9.25.3.2). A copy not yet committed is not waited for by wait_group.
+inline void commit_group(loc_t l = loc_t::current()) { tle::detail::async_commit(l); }
+/// Waits until at most `pending` (0 to 255) committed groups of this program's copies are still
+/// in flight (cp.async.wait_group, PTX ISA 9.7.9.25.3.3): the groups before them have landed.
+/// UserError at this line for a count outside 0..255.
+inline void wait_group(int pending, loc_t l = loc_t::current()) { tle::detail::async_wait(pending, l); }
+
+/// One mbarrier (PTX ISA 9.7.13.15) of an array from alloc_mbarriers: a phase completes when the
+/// program has made the phase's arrive statements and every transaction byte announced in it has
+/// landed; then the next phase begins. Copying an MBarrier copies the reference.
+class MBarrier {
+ public:
+  /// The 8-byte mbarrier object in shared memory.
+  Ptr<int64_t> data() const { return p_; }
+
+ private:
+  friend class MBarriers;
+  explicit MBarrier(Ptr<int64_t> p) : p_(std::move(p)) {}
+  Ptr<int64_t> p_;
+};
+
+/// An array of mbarriers in shared memory (FlagTree's alloc_barriers with phase indices, Gluon's
+/// mbarrier.allocate_mbarrier + init).
+class MBarriers {
+ public:
+  int64_t size() const { return n_; }
+  /// Barrier i: a C++ integer (checked: UserError outside [0, size())) or an integer scalar
+  /// tile (a runtime index, not checked).
+  MBarrier operator[](Stage i) const {
+    if (i.is_static && (!i.in_range_type || i.static_index >= n_))
+      throw UserError(i.loc, "MBarriers[]: index " +
+                                 std::string(i.in_range_type ? std::to_string(i.static_index) : "out of range") +
+                                 " is outside the " + std::to_string(n_) + " mbarriers");
+    tle::detail::V idx = i.is_static ? tle::detail::constant_int(DType::i32, i.static_index, i.loc) : i.v;
+    return MBarrier(Ptr<int64_t>(tle::detail::addptr(base_.value(), idx, i.loc)));
+  }
+
+ private:
+  friend MBarriers alloc_mbarriers(int64_t, int64_t, loc_t);
+  MBarriers(Ptr<int64_t> base, int64_t n) : base_(std::move(base)), n_(n) {}
+  Ptr<int64_t> base_;
+  int64_t n_;
+};
+
+/// Allocates `n` (1 to 1024) mbarriers in shared memory, each initialized so that a phase
+/// completes after `arrivals` (1 to 2^20 - 1) arrive statements of the program (gpu::arrive or
+/// gpu::arrive_expect_tx; a statement counts once, however many threads run it) and the
+/// transaction bytes they announced. In the kernel's body only, like gpu::alloc (UserError at this
+/// line otherwise, or for counts out of range). Phase 0 is the first; wait for phase k with its
+/// parity, gpu::wait(bar, k & 1) or gpu::wait(bar, k).
+/// GPU: mbarrier.init by one thread (count: arrivals times the program's threads, each of which
+/// arrives), then a fence and a barrier; works on sm_80 and later. CPU backend: nothing to wait
+/// for (statements run in order); interpreter: phases counted, and a wait that nothing can
+/// complete stops the kernel (a deadlock on the GPU).
+inline MBarriers alloc_mbarriers(int64_t n, int64_t arrivals = 1, loc_t l = loc_t::current()) {
+  return MBarriers(Ptr<int64_t>(tle::detail::mbarrier_alloc(n, arrivals, l)), n);
+}
+/// The program arrives on `bar` once (every thread arrives: its earlier memory accesses are
+/// released to whoever waits on the phase; PTX mbarrier.arrive).
+inline void arrive(const MBarrier& bar, loc_t l = loc_t::current()) { tle::detail::mbarrier_arrive(bar.data().value(), 0, l); }
+/// The program announces `bytes` (0 to 2^20 - 1) transaction bytes for the current phase and
+/// arrives once (PTX mbarrier.arrive.expect_tx; sm_90): the phase completes when as many bytes of
+/// TMA copies (gpu::copy from a TensorDescriptor) have landed. UserError at this line for a count
+/// out of range, and at compile time for a GPU without it (before sm_90).
+inline void arrive_expect_tx(const MBarrier& bar, int64_t bytes, loc_t l = loc_t::current()) {
+  tle::detail::mbarrier_arrive(bar.data().value(), bytes, l);
+}
+/// Waits until the phase of `bar` whose parity is `phase & 1` has completed (PTX
+/// mbarrier.try_wait.parity; test_wait.parity before sm_90): the accesses released by its arrivals
+/// and the bytes of its TMA copies are visible to the program. The phase is an integer scalar or
+/// a C++ integer.
+inline void wait(const MBarrier& bar, Index phase, loc_t l = loc_t::current()) {
+  tle::detail::mbarrier_wait(bar.data().value(), phase.v, l);
+}
+
+/// Copies the block of tensor descriptor `desc` at `offsets` (elements; out-of-bounds elements
+/// are zeros, as desc.load) into the buffer view `dst` (shape: the descriptor's block) with the
+/// tensor memory accelerator (cp.async.bulk.tensor, PTX ISA 9.7.9.25.5.1; FlagTree's
+/// tle.gpu.copy from a descriptor, Gluon's tma.async_copy_global_to_shared), completing its bytes
+/// (the block's, out-of-bound ones included) on `bar`: announce them in the same phase with
+/// gpu::arrive_expect_tx(bar, bytes) and wait on the phase before touching the view. One thread
+/// issues it. dst's layout must be what TMA writes: row_major, or for rows of 32, 64 or 128 bytes
+/// SharedLayout::swizzled(16 / sizeof(T), 128 / row bytes, row bytes / 16) (the 32/64/128-byte
+/// swizzle); a view of a buffer whose stage offset keeps 128 bytes alignment (1024 swizzled).
+/// UserError at this line for a block TMA cannot move (dims powers of two up to 256, rows >= 16
+/// bytes, <= 64 KiB), a view of another shape or layout; at compile time on a GPU without TMA
+/// (before sm_90, or TLE_TMA=0), for a view not provably aligned or an innermost offset not
+/// provably a multiple of 16 bytes. CPU backend and interpreter: a plain copy that completes the
+/// bytes at once.
+template <class T, int R>
+void copy(const TensorDescriptor<T, R>& desc, const std::array<Offset, (R > 0 ? R : 0)>& offsets, const Buffer<T>& dst,
+          const MBarrier& bar, loc_t l = loc_t::current()) {
+  const SharedLayout& lay = dst.layout();
+  int64_t swizzle = 0;
+  if (lay.kind == SharedLayout::Kind::padded)
+    throw UserError(l, "gpu::copy from a TensorDescriptor: TMA writes rows without padding; use a row_major or swizzled buffer");
+  if (lay.kind == SharedLayout::Kind::swizzled) {
+    const int64_t row = dst.shape().back() * static_cast<int64_t>(sizeof(T));
+    const bool ok = (row == 32 || row == 64 || row == 128) && lay.vec * static_cast<int64_t>(sizeof(T)) == 16 &&
+                    lay.per_phase == 128 / row && lay.max_phase == row / 16;
+    if (!ok)
+      throw UserError(l, "gpu::copy from a TensorDescriptor: a swizzled buffer must have rows of 32, 64 or 128 bytes "
+                         "laid out as SharedLayout::swizzled(16 / sizeof(T), 128 / row bytes, row bytes / 16), the "
+                         "swizzle TMA writes");
+    swizzle = row;
+  }
+  tle::detail::tma_copy(desc.traced_values(), std::vector<int64_t>(desc.block_shape().begin(), desc.block_shape().end()),
+                        TensorDescriptor<T, R>::offsets_of(offsets), dst.data().value(), local_ptr(dst, l).value(),
+                        bar.data().value(), swizzle, l);
 }
 
 /// A blocked register layout (Triton's BlockedEncoding, FlagTree's tle.gpu.BlockEncoding): each

@@ -108,6 +108,11 @@ template <class T, int Rank> class TensorDescriptor {
     detail::desc_store(values_, block_vec(), offset_values(offsets), value.v, l);
   }
 
+  /// Kernel side: the descriptor's IR values (tensor map, base, shape, strides) and the offsets'
+  /// (for library code such as gpu::copy).
+  const std::vector<detail::V>& traced_values() const { return values_; }
+  static std::vector<detail::V> offsets_of(const std::array<Offset, (Rank > 0 ? Rank : 0)>& o) { return offset_values(o); }
+
   /// Used by tle::jit: the traced parameter.
   static TensorDescriptor traced(const detail::TraceParam& p) {
     TensorDescriptor d;

@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "ir/inline_asm.hpp"
+#include "passes/pass.hpp"
 #include "passes/pointer_origin.hpp"
 #include "tle/tensor_descriptor.hpp"
 #include "support/half.hpp"
@@ -957,6 +958,112 @@ void barrier(const SrcLoc& loc) {
   auto& c = ctx(loc);
   refuse_in_combine(c, "gpu::sync()", loc);
   make(c, ir::OpKind::Barrier, {}, {}, {}, loc);
+}
+
+void async_copy(V src, V dst, V mask, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, src, loc), use(c, dst, loc);
+  require_dtype(src->type.dtype == DType::ptr, src, loc, "gpu::copy (source)", "pointer");
+  require_dtype(dst->type.dtype == DType::ptr, dst, loc, "gpu::copy (destination)", "pointer");
+  refuse_in_combine(c, "gpu::copy", loc);
+  const passes::PointerOrigin so = passes::pointer_origin(src), d = passes::pointer_origin(dst);
+  if (!so.allocs.empty())
+    throw UserError(loc, "gpu::copy: the source points into a gpu::alloc buffer; gpu::copy moves global memory into a "
+                         "buffer (read a buffer with tle::load and write it with tle::store)");
+  if (d.allocs.empty() || d.global || d.unknown)
+    throw UserError(loc, "gpu::copy: the destination must point into a gpu::alloc buffer only (a Buffer view or "
+                         "gpu::local_ptr of one)");
+  if (src->type.pointee != dst->type.pointee)
+    throw UserError(loc, fmt::format("gpu::copy: the source holds {} and the destination {}; a copy does not convert",
+                                     dtype_name(src->type.pointee), dtype_name(dst->type.pointee)));
+  if (src->type.shape != dst->type.shape)
+    throw UserError(loc, fmt::format("gpu::copy: the source pointers have shape {} and the destination's {}; give "
+                                     "one source element per destination element",
+                                     shape_str(src->type.shape), shape_str(dst->type.shape)));
+  std::vector<V> ops = {src, dst};
+  if (mask) {
+    use(c, mask, loc);
+    require_dtype(mask->type.dtype == DType::i1, mask, loc, "gpu::copy (mask)", "bool");
+    if (mask->type.rank() > src->type.rank() ||
+        broadcast_shapes(src->type.shape, mask->type.shape, loc, "gpu::copy") != src->type.shape)
+      throw UserError(loc, fmt::format("gpu::copy: a mask of shape {} does not broadcast to the copy's shape {}",
+                                       shape_str(mask->type.shape), shape_str(src->type.shape)));
+    ops.push_back(broadcast(c, mask, src->type.shape, loc));
+  }
+  make(c, ir::OpKind::AsyncCopy, ops, {}, {}, loc);
+}
+
+void async_commit(const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  refuse_in_combine(c, "gpu::commit_group()", loc);
+  make(c, ir::OpKind::AsyncCommit, {}, {}, {}, loc);
+}
+
+void async_wait(int64_t pending, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  refuse_in_combine(c, "gpu::wait_group()", loc);
+  if (pending < 0 || pending > 255)
+    throw UserError(loc, fmt::format("gpu::wait_group({}): the number of groups left in flight must be from 0 to 255 "
+                                     "(PTX cp.async.wait_group)",
+                                     pending));
+  make(c, ir::OpKind::AsyncWait, {}, {}, {{"pending", pending}}, loc);
+}
+
+V mbarrier_alloc(int64_t n, int64_t count, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  if (n < 1 || n > 1024) throw UserError(loc, fmt::format("gpu::alloc_mbarriers: {} mbarriers; allocate 1 to 1024", n));
+  if (count < 1 || count >= (int64_t(1) << 20))
+    throw UserError(loc, fmt::format("gpu::alloc_mbarriers: {} arrivals per phase; an mbarrier counts 1 to 2^20 - 1 "
+                                     "(PTX ISA 9.7.13.15.1)",
+                                     count));
+  V p = local_alloc(DType::i64, {n}, n, 16, loc);  // refuses regions
+  make(c, ir::OpKind::MBarrierInit, {p}, {}, {{"n", n}, {"count", count}}, loc);
+  return p;
+}
+
+void mbarrier_arrive(V bar, int64_t tx, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, bar, loc);
+  refuse_in_combine(c, "an mbarrier arrive", loc);
+  if (tx < 0 || tx >= (int64_t(1) << 20))
+    throw UserError(loc, fmt::format("gpu::arrive_expect_tx: {} bytes; a phase expects 0 to 2^20 - 1 transaction "
+                                     "bytes (PTX ISA 9.7.13.15.1)",
+                                     tx));
+  make(c, ir::OpKind::MBarrierArrive, {bar}, {}, {{"tx", tx}}, loc);
+}
+
+void mbarrier_wait(V bar, V phase, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, bar, loc), use(c, phase, loc);
+  refuse_in_combine(c, "an mbarrier wait", loc);
+  if (!phase->type.is_scalar())
+    throw UserError(loc, fmt::format("gpu::wait: the phase is a {}; give an integer scalar (its parity is waited for)",
+                                     phase->type.str()));
+  make(c, ir::OpKind::MBarrierWait, {bar, cast(c, phase, DType::i32, loc)}, {}, {}, loc);
+}
+
+void tma_copy(const std::vector<V>& values, const std::vector<int64_t>& block, const std::vector<V>& offsets,
+              V dst_base, V dst_ptrs, V bar, int64_t swizzle, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  refuse_in_combine(c, "gpu::copy", loc);
+  std::vector<V> ops = desc_operands(c, values, block, offsets, loc, "gpu::copy");
+  use(c, dst_base, loc), use(c, dst_ptrs, loc), use(c, bar, loc);
+  const DType d = values[1]->type.pointee;
+  if (dst_ptrs->type.shape != block)
+    throw UserError(loc, fmt::format("gpu::copy: the descriptor's block is {} but the destination view is {}; copy "
+                                     "into a view of the block's shape (one stage: buf[s])",
+                                     shape_str(block), shape_str(dst_ptrs->type.shape)));
+  if (!passes::tma_block_ok(d, block))
+    throw UserError(loc, fmt::format("gpu::copy: TMA cannot move a {} block of {}: every dim a power of two up to 256, "
+                                     "rows of at least 16 bytes, at most 64 KiB in all",
+                                     shape_str(block), dtype_name(d)));
+  const passes::PointerOrigin o = passes::pointer_origin(dst_base);
+  if (o.allocs.empty() || o.global || o.unknown)
+    throw UserError(loc, "gpu::copy: the destination must be a view of a gpu::alloc buffer");
+  ops.push_back(dst_base);
+  ops.push_back(bar);
+  ops.push_back(dst_ptrs);
+  make(c, ir::OpKind::TmaCopy, ops, {}, {{"rank", int64_t(block.size())}, {"swizzle", swizzle}}, loc);
 }
 
 V set_layout(V x, const ShapeVec& spt, const ShapeVec& tpw, const ShapeVec& wpc, const ShapeVec& order,

@@ -80,6 +80,7 @@ class Interpreter {
       program_ = p;
       env_.clear();
       for (auto& [op, bytes] : locals_) std::fill(bytes.begin(), bytes.end(), uint8_t(0));
+      copies_.clear(), inflight_.clear(), groups_ = 0, mbarriers_.clear();
       for (size_t i = 0; i < argv.size(); ++i) env_[entry.arg(static_cast<unsigned>(i))] = argv[i];
       eval_block(entry);
     }
@@ -101,6 +102,40 @@ class Interpreter {
   std::unordered_map<const Op*, std::vector<uint8_t>> locals_;
   std::vector<std::pair<uintptr_t, uintptr_t>> local_ranges_;
   mutable std::unordered_map<uintptr_t, ByteUse> uses_;    // Options::detect_program_races
+  /// Async copies (gpu::copy) not yet landed: what each writes, and its group (-1: not committed
+  /// yet; else the commit's number). Their bytes may not be touched until a wait lands them.
+  struct InflightCopy {
+    const Op* op;
+    int64_t group;
+    std::vector<std::pair<uintptr_t, uint64_t>> writes;  // address, bits
+    DType dtype;
+  };
+  std::vector<InflightCopy> copies_;
+  /// The program's mbarriers (gpu::alloc_mbarriers) by address: arrivals per phase, those still
+  /// to come and the transaction bytes outstanding in the current phase, phases completed.
+  struct MBarrierState {
+    const Op* init;
+    int64_t count, pending, tx = 0, phases = 0;
+  };
+  std::unordered_map<uintptr_t, MBarrierState> mbarriers_;
+  MBarrierState& mbarrier(const Op& op, uint64_t addr) {
+    auto it = mbarriers_.find(static_cast<uintptr_t>(addr));
+    if (it == mbarriers_.end()) fail(op, fmt::format("address {:#x} is not an mbarrier of this program", addr));
+    return it->second;
+  }
+  /// Completes the current phase when its arrivals and bytes are all in.
+  static void mbarrier_step(MBarrierState& b) {
+    if (b.pending == 0 && b.tx == 0) b.pending = b.count, ++b.phases;
+  }
+  std::unordered_map<uintptr_t, const Op*> inflight_;  // byte -> the copy still writing it
+  int64_t groups_ = 0;                                 // commits so far in this program
+
+  /// Whether [addr, addr + bytes) lies in one of the program's shared buffers.
+  bool in_local(uintptr_t addr, size_t bytes) const {
+    for (const auto& [lo, hi] : local_ranges_)
+      if (addr >= lo && addr + bytes <= hi) return true;
+    return false;
+  }
 
   [[noreturn]] void fail(const Op& op, const std::string& msg) const {
     std::string where;
@@ -155,6 +190,12 @@ class Interpreter {
       if (addr + bytes > hi)
         fail(op, fmt::format("lane {} {} {} bytes at address {:#x}, past the end of its shared buffer", lane,
                              write ? "writes" : "reads", bytes, addr));
+      for (size_t b = 0; b < bytes && !inflight_.empty(); ++b)
+        if (auto it = inflight_.find(addr + b); it != inflight_.end())
+          fail(op, fmt::format("lane {} {} a buffer element that the gpu::copy traced at {}:{} is still copying "
+                               "into (its group is not waited for): commit the copy with gpu::commit_group() and "
+                               "wait for it with gpu::wait_group(n) before touching the element",
+                               lane, write ? "writes" : "reads", it->second->loc.file, it->second->loc.line));
       return addr;
     }
     if (opts_.check_access && !opts_.check_access(addr, bytes, write))
@@ -379,6 +420,83 @@ class Interpreter {
         return;
       }
       case K::Barrier: return;  // statements already run in order
+      case K::AsyncCopy: {
+        // Read now, land at the wait that completes its group (docs/struct.md, "Copies"); until
+        // then its destination bytes are off limits, so a kernel that reads them early fails here
+        // rather than racing on the GPU.
+        const ir::Value* mask = in.size() > 2 ? in[2] : nullptr;
+        const ir::Value* active = in.size() > 3 ? in[3] : nullptr;  // (the GPU's pad lanes)
+        const DType d = in[0]->type.pointee;
+        const size_t eb = static_cast<size_t>(byte_size(d));
+        InflightCopy cp{&op, -1, {}, d};
+        const int64_t n = in[0]->type.numel();
+        for (int64_t k = 0; k < n; ++k) {
+          if (active && !truth(active, k)) continue;
+          const uint64_t v = mask && !truth(mask, k) ? 0 : read(op, k, elem(in[0], k), d);
+          const uintptr_t a = checked(op, k, elem(in[1], k), d, true);
+          if (!in_local(a, eb))
+            fail(op, fmt::format("lane {} copies to address {:#x}, outside the program's shared buffers (a "
+                                 "destination index past its buffer)",
+                                 k, a));
+          for (size_t b = 0; b < eb; ++b)
+            if (!inflight_.emplace(a + b, &op).second)
+              fail(op, fmt::format("lane {} copies into a buffer element that another lane of this copy also writes "
+                                   "(two lanes of one copy race)",
+                                   k));
+          cp.writes.emplace_back(a, v);
+        }
+        copies_.push_back(std::move(cp));
+        return;
+      }
+      case K::MBarrierInit: {
+        const uint64_t base = elem(in[0], 0);
+        for (int64_t i = 0; i < op.int_attr("n"); ++i) {
+          const int64_t c = op.int_attr("count");
+          mbarriers_[static_cast<uintptr_t>(base + 8 * static_cast<uint64_t>(i))] = MBarrierState{&op, c, c};
+        }
+        return;
+      }
+      case K::MBarrierArrive: case K::MBarrierTx: {
+        MBarrierState& b = mbarrier(op, elem(in[0], 0));
+        if (op.kind == K::MBarrierTx) {
+          b.tx -= op.int_attr("bytes");
+        } else {
+          b.tx += op.int_attr("tx");
+          --b.pending;
+        }
+        mbarrier_step(b);
+        return;
+      }
+      case K::MBarrierWait: {
+        // Statements run in order and nothing else arrives: a phase not complete now never is.
+        const MBarrierState& b = mbarrier(op, elem(in[0], 0));
+        const int64_t parity = int_of(DType::i32, elem(in[1], 0)) & 1;
+        if ((b.phases & 1) == parity)
+          fail(op, fmt::format("waits for phase parity {} of the mbarrier allocated at {}:{}, whose phase {} has {} of "
+                               "{} arrivals and {} transaction bytes still to come, and nothing else can arrive: on "
+                               "the GPU it would wait forever (arrive on it first, or wait for the other parity)",
+                               parity, b.init->loc.file, b.init->loc.line, b.phases, b.pending, b.count,
+                               b.tx > 0 ? b.tx : 0));
+        return;
+      }
+      case K::AsyncCommit:
+        ++groups_;
+        for (InflightCopy& cp : copies_)
+          if (cp.group < 0) cp.group = groups_;
+        return;
+      case K::AsyncWait: {
+        const int64_t done = groups_ - op.int_attr("pending");  // groups 1..done have landed
+        std::erase_if(copies_, [&](const InflightCopy& cp) {
+          if (cp.group < 0 || cp.group > done) return false;
+          const size_t eb = static_cast<size_t>(byte_size(cp.dtype));
+          for (auto [a, v] : cp.writes) {
+            for (size_t b = 0; b < eb; ++b) inflight_.erase(a + b);
+            copy(*cp.op, 0, reinterpret_cast<void*>(a), &v, eb, a, true);  // inside a buffer (checked at issue)
+          }
+          return true;
+        });
+        return;
+      }
       case K::AddPtr: {
         const uint64_t size = static_cast<uint64_t>(byte_size(in[0]->type.pointee));
         const DType od = in[1]->type.dtype;
@@ -407,15 +525,20 @@ class Interpreter {
         return;
       }
       case K::DescLoad:
-      case K::DescStore: {
+      case K::DescStore:
+      case K::TmaCopy: {
         // docs/ir.md, "Tensor descriptors": element i of the block is global element offsets + i
         // when 0 <= offsets[d] + i[d] < shape[d] in every dimension d, else 0 (load) or not
-        // written (store).
+        // written (store). A tma_copy (kept when the trace was made for the GPU) writes the block
+        // through its view pointer tile at once and completes its bytes on the mbarrier, as its
+        // expanded form does.
         const int64_t r = op.int_attr("rank");
         const bool store = op.kind == K::DescStore;
-        const ir::Value* blockv = store ? in[2 + 3 * r] : op.result();
+        const bool tma = op.kind == K::TmaCopy;
+        if (tma && in.size() != static_cast<size_t>(5 + 3 * r)) fail(op, "a tma_copy without its view pointer tile");
+        const ir::Value* blockv = store ? in[2 + 3 * r] : tma ? in.back() : op.result();
         const ir::Shape& B = blockv->type.shape;
-        const DType d = blockv->type.dtype;
+        const DType d = tma ? in[1]->type.pointee : blockv->type.dtype;
         const uint64_t base = elem(in[1], 0);
         const std::vector<int64_t> bst = strides(B);
         // Element k's address, or nullopt outside the tensor.
@@ -432,6 +555,14 @@ class Interpreter {
         if (store) {
           for (int64_t k = 0; k < blockv->type.numel(); ++k)
             if (auto a = addr(k)) write(op, k, *a, d, elem(blockv, k));
+        } else if (tma) {
+          for (int64_t k = 0; k < blockv->type.numel(); ++k) {
+            auto a = addr(k);
+            write(op, k, elem(blockv, k), d, a ? read(op, k, *a, d) : 0);
+          }
+          MBarrierState& b = mbarrier(op, elem(in[3 + 3 * r], 0));
+          b.tx -= blockv->type.numel() * byte_size(d);
+          mbarrier_step(b);
         } else {
           produce(op, 0, [&](int64_t k) -> uint64_t {
             auto a = addr(k);

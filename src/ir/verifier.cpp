@@ -613,9 +613,66 @@ class Verifier {
         break;
       }
       case OpKind::Barrier:
+      case OpKind::AsyncCommit:
         n_operands(op, 0, 0);
         n_results(op, 0);
         break;
+      case OpKind::AsyncWait:
+        n_operands(op, 0, 0);
+        n_results(op, 0);
+        if (int_attr(op, "pending") < 0 || int_attr(op, "pending") > 255)
+          fail(&op, fmt::format("pending {} must be from 0 to 255", int_attr(op, "pending")));
+        break;
+      case OpKind::MBarrierInit:
+      case OpKind::MBarrierArrive:
+      case OpKind::MBarrierTx:
+      case OpKind::MBarrierWait: {
+        const bool wait = op.kind == OpKind::MBarrierWait;
+        n_operands(op, wait ? 2 : 1, wait ? 2 : 1);
+        n_results(op, 0);
+        const Type& b = in(op, 0);
+        if (b.dtype != DType::ptr || b.pointee != DType::i64 || !b.is_scalar())
+          fail(&op, fmt::format("operand 0 (the mbarrier) must be a scalar ptr<i64>, is {}", ts(b)));
+        if (wait && (in(op, 1).dtype != DType::i32 || !in(op, 1).is_scalar()))
+          fail(&op, fmt::format("the phase must be an i32 scalar, is {}", ts(in(op, 1))));
+        if (op.kind == OpKind::MBarrierInit && (int_attr(op, "n") < 1 || int_attr(op, "count") < 1 ||
+                                                int_attr(op, "count") >= (int64_t(1) << 20)))
+          fail(&op, "n must be >= 1 and count from 1 to 2^20 - 1");
+        if (op.kind == OpKind::MBarrierArrive && (int_attr(op, "tx") < 0 || int_attr(op, "tx") >= (int64_t(1) << 20)))
+          fail(&op, "tx must be from 0 to 2^20 - 1 bytes");
+        if (op.kind == OpKind::MBarrierTx && (int_attr(op, "bytes") < 1 || int_attr(op, "bytes") >= (int64_t(1) << 20)))
+          fail(&op, "bytes must be from 1 to 2^20 - 1");
+        break;
+      }
+      case OpKind::TmaCopy: {
+        const int64_t r = int_attr(op, "rank");
+        if (r < 1 || r > 5) fail(&op, "rank must be 1 to 5");
+        n_operands(op, 4 + 3 * r, 5 + 3 * r);
+        n_results(op, 0);
+        const int64_t sw = int_attr(op, "swizzle");
+        if (sw != 0 && sw != 32 && sw != 64 && sw != 128) fail(&op, "swizzle must be 0, 32, 64 or 128 bytes");
+        const Type& dst = in(op, static_cast<size_t>(2 + 3 * r));
+        if (dst.dtype != DType::ptr || !dst.is_scalar() || dst.pointee != in(op, 1).pointee)
+          fail(&op, fmt::format("the destination must be a scalar pointer to the descriptor's elements, is {}", ts(dst)));
+        const Type& bar = in(op, static_cast<size_t>(3 + 3 * r));
+        if (bar.dtype != DType::ptr || bar.pointee != DType::i64 || !bar.is_scalar())
+          fail(&op, fmt::format("the mbarrier must be a scalar ptr<i64>, is {}", ts(bar)));
+        if (op.operands.size() == static_cast<size_t>(5 + 3 * r)) {
+          const Type& t = in(op, static_cast<size_t>(4 + 3 * r));
+          if (t.dtype != DType::ptr || t.pointee != dst.pointee || t.is_scalar())
+            fail(&op, fmt::format("the destination pointer tile must point to the descriptor's elements, is {}", ts(t)));
+        }
+        break;
+      }
+      case OpKind::AsyncCopy: {
+        n_operands(op, 2, 4);
+        n_results(op, 0);
+        is_ptr(op, 0);
+        is_ptr(op, 1);
+        same_type(op, bare(in(op, 1)), bare(in(op, 0)), "destination pointers differ from the source's type");
+        for (size_t i = 2; i < op.operands.size(); ++i) is_mask(op, i, in(op, 0));
+        break;
+      }
       case OpKind::Histogram: {
         n_operands(op, 1, 2);
         n_results(op, 1);

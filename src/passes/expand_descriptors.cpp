@@ -10,6 +10,11 @@
 // not written, as TMA does (docs/ir.md, "Tensor descriptors"). The CPU backend and the
 // interpreter's reference (which evaluates the ops itself) agree element by element.
 //
+// A tma_copy (gpu::copy from a descriptor into a buffer view, TLE-Struct) becomes the same masked
+// load, a store through the view's pointer tile and an mbarrier_tx completing the block's bytes;
+// with keep_tma it stays (the GPU pipeline, gpu_final, checks its alignment and drops the pointer
+// tile: keep_tma_copy).
+//
 // Entry point (pass.hpp): expand_descriptors(f, keep_tma): every descriptor op, except, when
 // keep_tma is set (GPU targets with TMA, sm_90), those whose block TMA takes (tma_block_ok) on a
 // descriptor whose innermost extent is known to be a whole number of 16-byte chunks (the shape
@@ -91,8 +96,10 @@ void expand(Block& blk, OpIter it) {
   At at{&blk, it, op.loc};
   const int64_t r = op.int_attr("rank");
   const bool store = op.kind == OpKind::DescStore;
+  const bool tma_copy = op.kind == OpKind::TmaCopy;
   Value* base = op.operands[1];
-  const Type block_t = store ? op.operands[2 + 3 * r]->type : op.result()->type;
+  Type block_t = store ? op.operands[2 + 3 * r]->type : tma_copy ? op.operands.back()->type : op.result()->type;
+  if (tma_copy) block_t = block_t.with_dtype(base->type.pointee);
   const ir::Shape& B = block_t.shape;
   Value* offset = nullptr;  // i64 [B]
   Value* mask = nullptr;    // i1 [B]
@@ -120,9 +127,37 @@ void expand(Block& blk, OpIter it) {
     const DType d = block_t.dtype;
     Value* zero = at.constant(block_t, is_float(d) ? ir::Attr(0.0) : ir::Attr(int64_t(0)));
     Value* loaded = at.v(OpKind::Load, {ptr, mask, zero}, block_t);
-    ir::replace_all_uses(*op.parent, op.result(), loaded);
+    if (tma_copy) {  // into the view's element pointers, then the block's bytes complete on the mbarrier
+      at.op(OpKind::Store, {op.operands.back(), loaded}, {});
+      at.op(OpKind::MBarrierTx, {op.operands[3 + 3 * r]}, {},
+            {{"bytes", block_t.numel() * byte_size(block_t.dtype)}});
+    } else {
+      ir::replace_all_uses(*op.parent, op.result(), loaded);
+    }
   }
   blk.ops.erase(it);
+}
+
+/// A tma_copy kept for TMA on the GPU: its view pointer tile is dropped (the TMA lowering needs
+/// only the view's start), after checking what TMA needs and the tracer could not know: the
+/// view's start aligned to 128 bytes (1024 when swizzled) and the innermost offset a multiple of
+/// 16 bytes, both as axis_info proves them (UserError at the copy's line otherwise).
+void keep_tma_copy(Op& op, const std::unordered_map<const Value*, axis::Info>& info) {
+  const int64_t r = op.int_attr("rank");
+  const DType d = op.operands[1]->type.pointee;
+  const int64_t align = op.int_attr("swizzle") ? 1024 : 128;
+  auto it = info.find(op.operands.at(static_cast<size_t>(2 + 3 * r)));
+  if (it == info.end() || it->second.div.empty() || it->second.div[0] % align != 0)
+    throw UserError(op.loc, fmt::format("gpu::copy from a TensorDescriptor: TMA writes to shared memory aligned to {} "
+                                        "bytes, and this view's start is not known to be (a stage of a buffer whose "
+                                        "stages are a multiple of {} bytes apart)",
+                                        align, align));
+  auto o = info.find(op.operands.at(static_cast<size_t>(2 + 2 * r + r - 1)));
+  if (o == info.end() || (o->second.div.at(0) * byte_size(d)) % 16 != 0)
+    throw UserError(op.loc, fmt::format("gpu::copy from a TensorDescriptor: the innermost offset must be known to be a "
+                                        "multiple of 16 bytes ({} elements; tle::multiple_of states it), as TMA needs",
+                                        16 / byte_size(d)));
+  if (op.operands.size() == static_cast<size_t>(5 + 3 * r)) op.operands.pop_back();
 }
 
 /// The descriptor of `op` has an innermost extent that is a multiple of 16 bytes (its shape
@@ -141,12 +176,23 @@ bool inner_offset_16(const std::unordered_map<const Value*, axis::Info>& info, c
   return it != info.end() && (it->second.div.at(0) * byte_size(d)) % 16 == 0;
 }
 
-bool expand_block(ir::Function& f, Block& blk, const std::unordered_map<const Value*, axis::Info>* info) {
+bool expand_block(ir::Function& f, Block& blk, const std::unordered_map<const Value*, axis::Info>* info,
+                  bool gpu_final) {
   bool changed = false;
   for (auto it = blk.ops.begin(); it != blk.ops.end();) {
     Op& op = **it;
     auto next = std::next(it);
-    for (auto& reg : op.regions) changed |= expand_block(f, reg->body(), info);
+    for (auto& reg : op.regions) changed |= expand_block(f, reg->body(), info, gpu_final);
+    if (op.kind == OpKind::TmaCopy) {
+      if (!info) {
+        expand(blk, it);
+        changed = true;
+      } else if (gpu_final) {
+        keep_tma_copy(op, *info);
+      }
+      it = next;
+      continue;
+    }
     if (op.kind == OpKind::DescLoad || op.kind == OpKind::DescStore) {
       const int64_t r = op.int_attr("rank");
       const Type& t = op.kind == OpKind::DescStore ? op.operands[2 + 3 * r]->type : op.result()->type;
@@ -163,10 +209,10 @@ bool expand_block(ir::Function& f, Block& blk, const std::unordered_map<const Va
 
 }  // namespace
 
-bool expand_descriptors(ir::Function& f, bool keep_tma) {
+bool expand_descriptors(ir::Function& f, bool keep_tma, bool gpu_final) {
   std::unordered_map<const Value*, axis::Info> info;
   if (keep_tma) info = axis::analyze(f);
-  return expand_block(f, f.entry(), keep_tma ? &info : nullptr);
+  return expand_block(f, f.entry(), keep_tma ? &info : nullptr, gpu_final);
 }
 
 }  // namespace tle::passes

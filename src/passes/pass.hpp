@@ -26,7 +26,9 @@ bool dce(ir::Function& f);
 
 /// Rewrites tensor-descriptor accesses (desc_load / desc_store) into masked pointer loads and
 /// stores (expand_descriptors.cpp); with keep_tma, those whose block TMA takes (tma_block_ok) stay.
-bool expand_descriptors(ir::Function& f, bool keep_tma);
+/// tma_copy ops (TLE-Struct) stay with keep_tma; `gpu_final` (the GPU pipeline, which knows the
+/// target) then checks their alignment (UserError at the copy) and drops their view pointer tile.
+bool expand_descriptors(ir::Function& f, bool keep_tma, bool gpu_final = false);
 /// Whether the GPU moves a block of this dtype and shape with TMA (cp.async.bulk.tensor): rank 1
 /// to 5, every dimension a power of two up to 256, the innermost row a multiple of 16 bytes, at
 /// most 64 KiB (its shared-memory buffer), a dtype TMA has (not bool). The launch encodes a

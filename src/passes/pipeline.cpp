@@ -132,7 +132,14 @@ void run_pipeline(ir::Function& f, const PipelineOptions& options) {
 void run_gpu_pipeline(ir::Function& f, int num_warps, int num_stages, bool wgmma, bool tma) {
   const PipelineOptions options = default_pipeline_options();
   Dumper dump(f, options, 50);
-  if (expand_descriptors(f, /*keep_tma=*/tma)) {
+  bool copies_by_tma = false;
+  ir::walk(f.entry(), [&](const ir::Op& op) {
+    if (op.kind == ir::OpKind::TmaCopy && !tma)
+      throw UserError(op.loc, "gpu::copy from a TensorDescriptor needs the tensor memory accelerator (an sm_90a "
+                              "target, TLE_TMA not 0); copy through pointers (gpu::copy(ptrs, buf)) elsewhere");
+    copies_by_tma |= op.kind == ir::OpKind::TmaCopy;
+  });
+  if (expand_descriptors(f, /*keep_tma=*/tma, /*gpu_final=*/true) || copies_by_tma) {
     dump.stage("gpu_expand_descriptors");
     if (options.verify) verify_at(f, "after pass expand_descriptors");
   }

@@ -23,10 +23,11 @@ PointerOrigin pointer_origin(const ir::Value* p) {
       if (!parent) {
         o.global = true;  // a kernel argument
       } else if (parent->kind == OpKind::For && v->index >= 1) {
-        // carried value i: the init (operand 3 + i - 1) and what the body yields for it
+        // carried value i: the init (operand 3 + i - 1) and what the body yields for it (while
+        // the tracer builds the body, it has no yield yet: the init only)
         const size_t i = v->index - 1;
         push(parent->operands.at(3 + i));
-        push(parent->region().body().terminator()->operands.at(i));
+        if (const ir::Op* y = parent->region().body().terminator()) push(y->operands.at(i));
       } else {
         o.unknown = true;  // a combine region's argument, or the induction variable
       }

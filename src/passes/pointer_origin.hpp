@@ -23,6 +23,8 @@ struct PointerOrigin {
 /// hint, convert_layout, set_layout, extract_tile, insert_tile), select, the carried values of `for`
 /// (initial and yielded values) and the results of `if` (both branches' yields) to the
 /// local_alloc ops and kernel arguments it derives from. Constants (a null pointer) add nothing.
+/// Inside a loop the tracer is still building (no yield yet), a carried value's origin is its
+/// initial value's.
 PointerOrigin pointer_origin(const ir::Value* p);
 
 /// True when the function allocates a shared buffer (local_alloc anywhere in it).

@@ -634,8 +634,8 @@ class Gen {
   }
 
   /// A round trip through a shared buffer (TLE-Struct, gpu::alloc): a tile stored whole into a
-  /// buffer of its element count at one permutation of the slots (so every slot is written: the
-  /// buffer's initial contents are undefined), now and then updated by an atomic at another
+  /// buffer of its element count at one permutation of the slots, or copied there from an input
+  /// buffer by gpu::copy (so every slot is written: the buffer's initial contents are undefined), now and then updated by an atomic at another
   /// permutation (one lane per slot: the old values are defined), and read back at a third,
   /// possibly in another shape, masked or not. On the GPU the statements' threads differ, so
   /// this checks the barriers the compiler inserts (passes::insert_shared_barriers), loops'
@@ -658,11 +658,29 @@ class Gen {
     // the two); else at the top of the body (run()), as inside loops and branches it must be.
     if (depth_ == 0 && coin(0.5)) blocks_.back()->push_back(a);
     else local_allocs_.push_back(a);
-    const int v = operand(d, sh);
-    Stmt st;
-    st.kind = Kind::Store;
-    st.args = {addptr(buf, permutation_offsets(sh)), v, -1};
-    emit_void(st);
+    if (coin(0.3)) {
+      // filled by gpu::copy from an input buffer (masked lanes zero-filled), its group committed
+      // and waited for: the compiler orders the wait before the reads (a barrier on the GPU)
+      const int src = buffer_for(d, std::max<int64_t>(n, 16), Buffer::Special);
+      Stmt cp;
+      cp.kind = Kind::Copy;
+      cp.args = {addptr(src, permutation_offsets(sh)), addptr(buf, permutation_offsets(sh)),
+                 coin(0.4) ? extra_mask(sh, -1) : -1};
+      emit_void(cp);
+      Stmt commit;
+      commit.kind = Kind::CopyCommit;
+      emit_void(commit);
+      Stmt wait;
+      wait.kind = Kind::CopyWait;
+      wait.a = 0;
+      emit_void(wait);
+    } else {
+      const int v = operand(d, sh);
+      Stmt st;
+      st.kind = Kind::Store;
+      st.args = {addptr(buf, permutation_offsets(sh)), v, -1};
+      emit_void(st);
+    }
     if (tle::is_int(d) && tle::byte_size(d) >= 2 && coin(0.3)) {  // atomics: 16/32/64-bit integers
       Shape s2 = coin(0.5) ? sh : Shape{n};
       Stmt at;

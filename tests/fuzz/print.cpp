@@ -233,6 +233,11 @@ class Printer {
         return;
       case Kind::AddPtr: def(ind, s, fmt::format("{} + {}", A(0), A(1))); return;
       case Kind::LocalAlloc: def(ind, s, fmt::format("tle::gpu::alloc<{}>({{{}}}).data()", cpp_type(s.to), s.a)); return;
+      case Kind::Copy:
+        line(ind, fmt::format("tle::gpu::copy({}, {}{});", A(0), A(1), a[2] >= 0 ? ", " + A(2) : std::string()));
+        return;
+      case Kind::CopyCommit: line(ind, "tle::gpu::commit_group();"); return;
+      case Kind::CopyWait: line(ind, fmt::format("tle::gpu::wait_group({});", s.a)); return;
       case Kind::Load: {
         std::string e = "tle::load(" + A(0);
         if (a[1] >= 0) e += ", " + A(1);

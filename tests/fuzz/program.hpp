@@ -78,6 +78,9 @@ enum class Kind : uint8_t {
   Assign,         // result = args[0];  (a variable declared earlier takes a new value)
   LocalAlloc,     // result = gpu::alloc<to>({a}).data(): the pointer to a shared buffer of a elements
                   // (TLE-Struct; in the kernel's top-level block only, before every use)
+  Copy,           // gpu::copy(args[0] global pointers, args[1] buffer pointers [, args[2] mask])
+  CopyCommit,     // gpu::commit_group()
+  CopyWait,       // gpu::wait_group(a)
   ExtractTile,    // result = extract_tile(args[0], <index>, shape)          (tle::TileIndex forms, by op:
   InsertTile,     // result = insert_tile(args[0], args[1], <index>)          0 the static linear id index[0],
                   // 1 the static per-dim index `index`, 2 the dynamic linear id: the integer scalar variable

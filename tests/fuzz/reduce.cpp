@@ -33,7 +33,7 @@ void uses(const std::vector<Stmt>& b, std::set<int>& used) {
 
 bool pure(Kind k) {
   return k != Kind::Store && k != Kind::Atomic && k != Kind::AtomicCas && k != Kind::For && k != Kind::If &&
-         k != Kind::Assign;
+         k != Kind::Assign && k != Kind::Copy && k != Kind::CopyCommit && k != Kind::CopyWait;
 }
 
 /// Deletes definitions nobody uses and assignments to variables nobody reads, to a fixpoint.

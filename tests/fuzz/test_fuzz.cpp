@@ -91,6 +91,7 @@ TEST_CASE("fuzz: generated programs cover the op families", "[fuzz]") {
               K::BroadcastTo, K::ExpandDims, K::Reshape, K::Permute, K::Reduce, K::ReduceCombine, K::Cumsum,
               K::ScanCombine, K::Dot, K::Histogram, K::Sort, K::Gather, K::Hint, K::AddPtr, K::Load, K::Store,
               K::Atomic, K::AtomicCas, K::For, K::If, K::Assign, K::ExtractTile, K::InsertTile, K::LocalAlloc,
+              K::Copy, K::CopyCommit, K::CopyWait,
               static_cast<K>(100)}) {
     INFO("statement kind " << int(k));
     CHECK(seen[k] > 0);

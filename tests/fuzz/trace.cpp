@@ -181,6 +181,9 @@ class Tracer {
       case Kind::Hint: define(s.result, detail::hint(val(a[0]), s.a, s.a ? 0 : s.b, loc)); return;
       case Kind::AddPtr: define(s.result, detail::addptr(val(a[0]), val(a[1]), loc)); return;
       case Kind::LocalAlloc: define(s.result, detail::local_alloc(s.to, {s.a}, s.a, 128, loc)); return;
+      case Kind::Copy: detail::async_copy(val(a[0]), val(a[1]), a[2] >= 0 ? val(a[2]) : nullptr, loc); return;
+      case Kind::CopyCommit: detail::async_commit(loc); return;
+      case Kind::CopyWait: detail::async_wait(s.a, loc); return;
       case Kind::Load: {
         V mask = a[1] >= 0 ? val(a[1]) : nullptr;
         V other = nullptr;

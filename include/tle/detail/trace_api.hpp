@@ -107,6 +107,27 @@ V atomic_cas(V ptr, V cmp, V value, const SrcLoc& loc);
 V local_alloc(DType elem, const ShapeVec& shape, int64_t numel, int64_t align, const SrcLoc& loc);
 /// A barrier of the program: its memory accesses before it complete before any after it.
 void barrier(const SrcLoc& loc);
+/// An asynchronous copy *dst = mask ? *src : 0 per element (cp.async on the GPU): src global
+/// pointers, dst pointers into one of the program's buffers, mask broadcast to their shape.
+/// UserError at loc for other pointers, shapes that differ or a combine function around it.
+void async_copy(V src, V dst, V mask, const SrcLoc& loc);
+/// Closes the group of async copies issued since the last commit.
+void async_commit(const SrcLoc& loc);
+/// Waits until at most `pending` (0..255) committed groups are still in flight.
+void async_wait(int64_t pending, const SrcLoc& loc);
+/// n mbarriers in a new shared buffer (local_alloc of i64[n]), initialized for `count` arrive
+/// statements per phase; returns the pointer to the first. UserError at loc inside a region.
+V mbarrier_alloc(int64_t n, int64_t count, const SrcLoc& loc);
+/// The program arrives on `bar` (a scalar ptr<i64> from mbarrier_alloc), announcing `tx` bytes.
+void mbarrier_arrive(V bar, int64_t tx, const SrcLoc& loc);
+/// Waits until the phase of parity `phase` (an integer scalar) of `bar` has completed.
+void mbarrier_wait(V bar, V phase, const SrcLoc& loc);
+/// The descriptor's block at `offsets` into the buffer view at `dst_base` (whose element
+/// pointers, row-major over the block, are `dst_ptrs`), completing its bytes on `bar`; `swizzle`
+/// (0, 32, 64, 128) is the view's TMA swizzle span. UserError at loc for a block TMA cannot move or
+/// a view of another shape.
+void tma_copy(const std::vector<V>& values, const std::vector<int64_t>& block, const std::vector<V>& offsets,
+              V dst_base, V dst_ptrs, V bar, int64_t swizzle, const SrcLoc& loc);
 /// x, pinned on the GPU to the blocked layout (size_per_thread, threads_per_warp, warps_per_cta,
 /// order: one entry per dim of x, Triton's BlockedEncoding). UserError at loc for a scalar x,
 /// wrong lengths, entries that are not powers of two, threads that are not 32, or an order that

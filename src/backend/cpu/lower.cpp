@@ -122,7 +122,7 @@ void Lowerer::lower_op(const ir::Op& op) {
     case K::SetLayout:
       lower_shape(op);
       return;
-    case K::AddPtr: case K::Load: case K::Store: case K::AtomicRMW: case K::AtomicCas:
+    case K::AddPtr: case K::Load: case K::Store: case K::AtomicRMW: case K::AtomicCas: case K::AsyncCopy:
       lower_memory(op);
       return;
     case K::Reduce: lower_reduce(op); return;
@@ -136,6 +136,13 @@ void Lowerer::lower_op(const ir::Op& op) {
       return;
     }
     case K::Barrier: return;  // one thread runs the program's statements in order
+    case K::AsyncCommit: case K::AsyncWait: return;  // the CPU's copies land when issued
+    // mbarriers order nothing on one thread running the statements in order (the interpreter
+    // counts their phases)
+    case K::MBarrierInit: case K::MBarrierArrive: case K::MBarrierWait: case K::MBarrierTx: return;
+    case K::TmaCopy:
+      fail(op, "a tma_copy reached the CPU lowering (passes::expand_descriptors runs first)");
+      return;
     case K::Histogram: lower_histogram(op); return;
     case K::Sort: lower_sort(op); return;
     case K::Gather: lower_gather(op); return;

@@ -1,4 +1,4 @@
-// src/backend/cpu/lower_memory.cpp - addptr, load, store, atomic_rmw, atomic_cas.
+// src/backend/cpu/lower_memory.cpp - addptr, load, store, atomic_rmw, atomic_cas, async_copy.
 //
 // Every lane is its own access at its own pointer. A lane whose mask is false branches around the
 // access, so it never touches memory (inputs may end right before an unmapped page). i1 is a byte
@@ -100,6 +100,20 @@ void Lowerer::lower_memory(const ir::Op& op) {
           B.CreateAlignedStore(to_mem(val), ptr, natural(pd));
           return nullptr;
         }, nullptr);
+      });
+      return;
+    }
+    case K::AsyncCopy: {
+      // gpu::copy: synchronous here (the program's statements run in order on one thread), so
+      // its data is in place before the wait that the GPU needs.
+      const ir::Value* dst = ops.at(1);
+      const ir::Value* mask = ops.size() > 2 ? ops[2] : nullptr;
+      if (ops.size() > 3) fail(op, "an 'active' operand (the GPU's pad lanes) on the CPU");
+      loop(n, [&](Value* i) {
+        Value* v = guarded(
+            mask, i, [&]() -> Value* { return B.CreateAlignedLoad(mt, elem(p, i), natural(pd)); },
+            [&]() -> Value* { return llvm::Constant::getNullValue(mt); });
+        B.CreateAlignedStore(v, elem(dst, i), natural(pd));
       });
       return;
     }

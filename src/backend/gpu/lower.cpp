@@ -212,6 +212,7 @@ Value* Lowerer::smem_ptr(Value* off) {
 Value* Lowerer::smem_abs_ptr(Value* off) { return B.CreateInBoundsGEP(B.getInt8Ty(), smem, {off}); }
 
 void Lowerer::barrier() {
+  if (proxy_fence_barriers_) fence_proxy_async();
   if (consumers_only_)  // the producer warps of a warp-specialized loop have exited
     B.CreateCall(llvm::Intrinsic::getDeclaration(&mod, llvm::Intrinsic::nvvm_barrier_sync_cnt),
                  {i32c(1), i32c(32 * num_warps)});
@@ -467,6 +468,7 @@ llvm::Function* Lowerer::run(const std::string& name) {
     regs[a.get()] = {p};
     ++i;
   }
+  ir::walk(fn_ir.entry(), [&](const ir::Op& op) { proxy_fence_barriers_ |= op.kind == ir::OpKind::TmaCopy; });
   smem_reserved_ = pipeline_smem_bytes();
   lower_block(fn_ir.entry());
   B.CreateRetVoid();
@@ -551,6 +553,16 @@ void Lowerer::lower_op(const ir::Op& op) {
       return;
     }
     case K::Barrier: barrier(); return;
+    case K::AsyncCopy: lower_async_copy(op); return;
+    case K::MBarrierInit: case K::MBarrierArrive: case K::MBarrierWait: case K::TmaCopy: lower_mbarrier(op); return;
+    case K::MBarrierTx: fail(op, "an mbarrier_tx reached the GPU lowering (a tma_copy expanded without TMA)");
+    case K::AsyncCommit:
+      B.CreateCall(llvm::Intrinsic::getDeclaration(&mod, llvm::Intrinsic::nvvm_cp_async_commit_group));
+      return;
+    case K::AsyncWait:
+      B.CreateCall(llvm::Intrinsic::getDeclaration(&mod, llvm::Intrinsic::nvvm_cp_async_wait_group),
+                   {i32c(op.int_attr("pending"))});
+      return;
     case K::Sort: lower_sort(op); return;
     case K::Gather: lower_gather(op); return;
     case K::ExtractTile: case K::InsertTile: lower_subtile(op); return;

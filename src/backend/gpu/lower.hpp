@@ -241,6 +241,8 @@ class Lowerer : public backend::ScalarEmitter {
   void lower_load(const ir::Op& op);
   void lower_store(const ir::Op& op);
   void lower_atomic(const ir::Op& op);
+  /// async_copy (gpu::copy): cp.async per vector of each owner thread's registers.
+  void lower_async_copy(const ir::Op& op);
   /// A global load of type t (1-16 bytes) / store of val as inline PTX ld.global<mods> /
   /// st.global<mods> (mods: cache operator or .L1:: eviction priority, e.g. ".L1::evict_last").
   llvm::Value* hinted_load(llvm::Type* t, llvm::Value* ptr, const std::string& mods);
@@ -323,6 +325,15 @@ class Lowerer : public backend::ScalarEmitter {
   /// Tensor maps the kernel reads with a swizzled box (pipelined TMA loads into wgmma buffers):
   /// kernel argument index -> box width in elements (the swizzle is its bytes: 128, 64 or 32).
   std::map<int, int> tma_swizzled;
+
+  // ---- TLE-Struct mbarriers and TMA copies (lower_tma.cpp)
+  /// mbarrier_init (one thread inits, count x the program's threads; fence; barrier),
+  /// mbarrier_arrive (every thread arrives; with tx thread 0 announces the bytes first),
+  /// mbarrier_wait (every thread spins on the parity), tma_copy (thread 0 issues the box).
+  void lower_mbarrier(const ir::Op& op);
+  /// The program has tma_copy ops: every barrier is preceded by fence.proxy.async, so generic
+  /// writes to shared memory before it are ordered before the async proxy's copies after it.
+  bool proxy_fence_barriers_ = false;
 
   // ---- mbarriers (PTX ISA 9.7.13.15), at 32-bit shared-memory addresses
   void mbarrier_init(llvm::Value* addr, int count);

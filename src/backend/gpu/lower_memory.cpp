@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <llvm/IR/InlineAsm.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsNVPTX.h>
 
 #include "backend/gpu/lower.hpp"
 #include "passes/pointer_origin.hpp"
@@ -373,6 +374,67 @@ void Lowerer::lower_atomic(const ir::Op& op) {
   }
   // Old values reach every holder of an element (masked-off elements read 0).
   regs[r] = share_from_owners(r, out);
+}
+
+}  // namespace tle::gpu::detail
+
+namespace tle::gpu::detail {
+
+void Lowerer::lower_async_copy(const ir::Op& op) {
+  // gpu::copy: each owner thread copies its registers' elements with cp.async (PTX ISA
+  // 9.7.9.25.3), a group of `vec` consecutive registers (the layout pass's width for both pointer
+  // tiles, at most the mask's uniform run) per instruction of 4, 8 or 16 bytes, src-size 0 where
+  // masked (the destination is zero-filled). Elements that make less than 4 bytes a group are
+  // loaded and stored at once instead (landed before the wait, which is allowed).
+  const ir::Value* src = op.operands.at(0);
+  const ir::Value* dst = op.operands.at(1);
+  const ir::Value* mask = op.operands.size() > 2 ? op.operands[2] : nullptr;
+  const ir::Value* active = op.operands.size() > 3 ? op.operands[3] : nullptr;  // pad_shapes: real lanes
+  const DType d = src->type.pointee;
+  const int eb = byte_size(d);
+  const LinearLayout* l = layout_of(src);
+  const int n = num_regs(src);
+  int vec = usable_vec(l, op.has_attr("vec") ? static_cast<int>(op.int_attr("vec")) : 1);
+  if (mask) vec = std::min(vec, std::max(1, static_cast<int>(op.has_attr("mask_vec") ? op.int_attr("mask_vec") : 1)));
+  const int bytes = vec * eb;
+  llvm::Type* gptr = llvm::PointerType::get(ctx, 1);
+  llvm::Type* sptr = llvm::PointerType::get(ctx, 3);
+  Value* own = owner(l);
+  for (int g = 0; g < n; g += vec) {
+    if (l && duplicate_reg(*l, g)) continue;
+    Value* on = mask ? reg(mask, g) : B.getTrue();
+    Value* go = active ? B.CreateAnd(own, reg(active, g)) : own;  // uniform over the vector (mask_vec)
+    if (bytes == 4 || bytes == 8 || bytes == 16) {
+      const llvm::Intrinsic::ID id = bytes == 16 ? llvm::Intrinsic::nvvm_cp_async_cg_shared_global_16_s
+                                     : bytes == 8 ? llvm::Intrinsic::nvvm_cp_async_ca_shared_global_8_s
+                                                  : llvm::Intrinsic::nvvm_cp_async_ca_shared_global_4_s;
+      when(go, [&] {
+        Value* size = B.CreateSelect(on, B.getInt32(static_cast<uint32_t>(bytes)), B.getInt32(0));
+        B.CreateCall(llvm::Intrinsic::getDeclaration(&mod, id),
+                     {B.CreateAddrSpaceCast(reg(dst, g), sptr), B.CreateAddrSpaceCast(reg(src, g), gptr), size});
+      });
+      continue;
+    }
+    llvm::Type* mt = mem_ty(d);
+    const llvm::Align al(static_cast<uint64_t>(eb));
+    for (int k = 0; k < vec; ++k) {
+      Value* mk = mask ? reg(mask, g + k) : B.getTrue();
+      when(active ? B.CreateAnd(own, reg(active, g + k)) : own, [&] {
+        auto* ld = llvm::BasicBlock::Create(ctx, "copy.ld", kernel);
+        auto* st = llvm::BasicBlock::Create(ctx, "copy.st", kernel);
+        llvm::BasicBlock* from = B.GetInsertBlock();
+        B.CreateCondBr(mk, ld, st);
+        B.SetInsertPoint(ld);
+        Value* v = B.CreateAlignedLoad(mt, B.CreateAddrSpaceCast(reg(src, g + k), gptr), al);
+        B.CreateBr(st);
+        B.SetInsertPoint(st);
+        auto* phi = B.CreatePHI(mt, 2);
+        phi->addIncoming(v, ld);
+        phi->addIncoming(llvm::Constant::getNullValue(mt), from);
+        B.CreateAlignedStore(phi, B.CreateAddrSpaceCast(reg(dst, g + k), sptr), al);
+      });
+    }
+  }
 }
 
 }  // namespace tle::gpu::detail

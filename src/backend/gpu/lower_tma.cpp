@@ -138,3 +138,107 @@ void Lowerer::lower_desc_tma(const ir::Op& op) {
 }
 
 }  // namespace tle::gpu::detail
+
+namespace tle::gpu::detail {
+
+void Lowerer::lower_mbarrier(const ir::Op& op) {
+  using K = ir::OpKind;
+  // The 32-bit shared-memory address of a generic pointer into the program's buffers.
+  auto shared32 = [&](const ir::Value* p) {
+    return B.CreatePtrToInt(B.CreateAddrSpaceCast(reg(p, 0), llvm::PointerType::get(ctx, 3)), B.getInt32Ty());
+  };
+  const int threads = 32 * launch_warps();
+  Value* first = B.CreateICmpEQ(tid, i32c(0));
+  switch (op.kind) {
+    case K::MBarrierInit: {
+      Value* base = shared32(op.operands[0]);
+      const int64_t n = op.int_attr("n");
+      const int64_t count = op.int_attr("count") * threads;  // every thread arrives (lower_mbarrier)
+      if (count >= (int64_t(1) << 20))
+        throw UserError(op.loc, fmt::format("gpu::alloc_mbarriers: {} arrivals per phase of {} threads each make {} "
+                                            "mbarrier arrivals, more than the 2^20 - 1 an mbarrier counts",
+                                            op.int_attr("count"), threads, count));
+      when(first, [&] {
+        for (int64_t i = 0; i < n; ++i) mbarrier_init(B.CreateAdd(base, i32c(8 * i)), static_cast<int>(count));
+      });
+      if (wgmma) asm_stmt("fence.mbarrier_init.release.cluster;");
+      barrier();
+      return;
+    }
+    case K::MBarrierArrive: {
+      Value* bar = shared32(op.operands[0]);
+      const int64_t tx = op.int_attr("tx");
+      if (tx == 0) {
+        mbarrier_arrive(bar);
+        return;
+      }
+      if (!wgmma)
+        throw UserError(op.loc, "gpu::arrive_expect_tx: transaction counts need an sm_90 mbarrier (an sm_90a target)");
+      // Thread 0 arrives announcing the bytes, the others arrive plainly: one arrival each.
+      auto* with_tx = llvm::BasicBlock::Create(ctx, "arrive.tx", kernel);
+      auto* plain = llvm::BasicBlock::Create(ctx, "arrive.plain", kernel);
+      auto* done = llvm::BasicBlock::Create(ctx, "arrive.done", kernel);
+      B.CreateCondBr(first, with_tx, plain);
+      B.SetInsertPoint(with_tx);
+      asm_stmt(fmt::format("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], {};", tx), {bar});
+      B.CreateBr(done);
+      B.SetInsertPoint(plain);
+      mbarrier_arrive(bar);
+      B.CreateBr(done);
+      B.SetInsertPoint(done);
+      return;
+    }
+    case K::MBarrierWait: {
+      Value* bar = shared32(op.operands[0]);
+      Value* parity = B.CreateAnd(reg(op.operands[1], 0), i32c(1));
+      if (wgmma) {
+        mbarrier_wait(bar, parity);
+        return;
+      }
+      // sm_80: mbarrier.test_wait.parity in a loop (try_wait is sm_90)
+      llvm::BasicBlock* loop = llvm::BasicBlock::Create(ctx, "mbar.test", kernel);
+      llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "mbar.tested", kernel);
+      B.CreateBr(loop);
+      B.SetInsertPoint(loop);
+      auto* fty = llvm::FunctionType::get(B.getInt32Ty(), {B.getInt32Ty(), B.getInt32Ty()}, false);
+      llvm::CallInst* ok = B.CreateCall(
+          fty,
+          llvm::InlineAsm::get(fty,
+                               "{\n.reg .pred p;\nmbarrier.test_wait.parity.shared.b64 p, [$1], $2;\nselp.u32 $0, 1, 0, p;\n}",
+                               "=r,r,r,~{memory}", true),
+          {bar, parity});
+      ok->addFnAttr(llvm::Attribute::Convergent);
+      B.CreateCondBr(B.CreateICmpNE(ok, i32c(0)), done, loop);
+      B.SetInsertPoint(done);
+      return;
+    }
+    case K::TmaCopy: {
+      const int64_t r = op.int_attr("rank");
+      const ir::Value* map = op.operands[0];
+      const int64_t sw = op.int_attr("swizzle");
+      if (map->def || map->owner != &fn_ir.entry())
+        fail(op, "the tensor map of a tma_copy is not a kernel parameter");
+      const int arg = static_cast<int>(map->index);
+      if (sw > 0) {
+        const int width = static_cast<int>(sw / byte_size(op.operands[1]->type.pointee));
+        auto [it, fresh] = tma_swizzled.emplace(arg, width);
+        if (!fresh && it->second != width)
+          throw UserError(op.loc, "gpu::copy: this TensorDescriptor is also moved into buffers of another swizzle; a "
+                                  "descriptor has one tensor map: pass one descriptor per buffer layout");
+      } else if (tma_swizzled.count(arg)) {
+        throw UserError(op.loc, "gpu::copy: this TensorDescriptor is also moved into swizzled buffers; a descriptor has "
+                                "one tensor map: pass one descriptor per buffer layout");
+      }
+      Value* dst = shared32(op.operands[static_cast<size_t>(2 + 3 * r)]);
+      Value* bar = shared32(op.operands[static_cast<size_t>(3 + 3 * r)]);
+      std::vector<Value*> coords;
+      for (int64_t i = 0; i < r; ++i) coords.push_back(reg(op.operands.at(static_cast<size_t>(2 + 2 * r + (r - 1 - i))), 0));
+      Value* m = B.CreatePtrToInt(reg(map, 0), B.getInt64Ty());
+      when(first, [&] { tma_load_box(dst, m, coords, bar); });
+      return;
+    }
+    default: fail(op, "not an mbarrier op");
+  }
+}
+
+}  // namespace tle::gpu::detail

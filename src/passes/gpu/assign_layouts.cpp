@@ -116,12 +116,16 @@ struct Anchor {
   LL layout;
   axis::Info ptr;                   // facts of the pointer operand
   std::optional<axis::Info> mask;   // facts of the mask operand, if any
+  // async_copy: facts of the destination pointers and of pad_shapes' "active" operand (taken
+  // before the fix-up may replace the operands by conversions)
+  std::optional<axis::Info> dst, active;
 };
 
 int mask_index(const Op& op) {
   switch (op.kind) {
     case OpKind::Load: return op.operands.size() > 1 ? 1 : -1;
     case OpKind::Store:
+    case OpKind::AsyncCopy:
     case OpKind::AtomicRMW: return op.operands.size() > 2 ? 2 : -1;
     case OpKind::AtomicCas: return op.operands.size() > 3 ? 3 : -1;
     default: return -1;
@@ -320,6 +324,10 @@ class Assigner {
       Anchor a{LL(), info_.at(op->operands[0]), std::nullopt};
       int mi = mask_index(*op);
       if (mi >= 0) a.mask = info_.at(op->operands[mi]);
+      if (op->kind == OpKind::AsyncCopy) {
+        a.dst = info_.at(op->operands[1]);
+        if (op->operands.size() > 3) a.active = info_.at(op->operands[3]);
+      }
       a.layout = coalesced(*op, a.ptr);
       // An access the program gave a layout (gpu::set_layout on its pointer or value) uses it.
       if (const LL* l = requested_access(*op)) a.layout = *l, requested.push_back(op);
@@ -739,6 +747,12 @@ class Assigner {
       if (a != anchors_.end()) {
         int eb = std::max(1, byte_size(op.operands[0]->type.pointee));
         std::tie(vec, mvec) = vector_width(a->second.layout, a->second.ptr, a->second.mask, eb);
+        if (a->second.dst) {  // an async_copy: one cp.async moves a vector of both pointer tiles
+          const auto dst = vector_width(a->second.layout, *a->second.dst, a->second.mask, eb);
+          vec = std::min(vec, dst.first), mvec = std::min(mvec, dst.second);
+        }
+        if (a->second.active)  // pad_shapes' "active" lanes: uniform over a vector too
+          mvec = std::min(mvec, vector_width(a->second.layout, a->second.ptr, a->second.active, eb).second);
       }
       op.attrs["vec"] = vec;
       op.attrs["mask_vec"] = mvec;

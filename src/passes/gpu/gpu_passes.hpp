@@ -59,6 +59,8 @@ int hoist_conversions(ir::Function& f);
 /// gets `wgmma` = its buffers' atom width (gpu_rules::wgmma_atom): they are laid out as wgmma
 /// reads them, with no conversion. num_stages
 /// 1 marks only hinted loops; 0 (a target without cp.async) marks nothing; < 0 is an InternalError.
+/// A kernel with an async_copy, tma_copy or mbarrier_init (TLE-Struct: it pipelines itself) is left
+/// unmarked.
 void pipeline_loads(ir::Function& f, int num_warps, int num_stages, bool wgmma = false);
 
 /// Places the program's shared buffers (plan_shared_buffers.cpp): sets int attribute `offset`

@@ -8,17 +8,26 @@
 // after an atomic one or an atomic after a plain one, and two atomics unless both are updates of
 // one kind that commute exactly (integer add, and, or, xor, max, min; float max, min) and neither
 // one's old values are used; two reads need none. (As FlagTree's TleInsertLocalPointerBarriers.)
-// A cuda_call given a pointer that may point into a buffer counts as writing all of it. Accesses
+// A cuda_call given a pointer that may point into a buffer counts as writing all of it. An async
+// copy (gpu::copy) writes its destination, but lands at an unknown time until an async_wait: it
+// is ordered after earlier accesses like a write (a barrier before it where they conflict), stays
+// pending across barriers while in flight, and counts as a plain write made at every async_wait
+// that may complete it (a barrier between the wait and a conflicting access after it), until a
+// wait_group(0) after its commit. Nothing orders an access after a
+// copy still in flight: it reads another stage, or the program races (the interpreter stops it).
+// A TMA copy (gpu::copy from a descriptor) is ordered after earlier accesses the same way, but
+// lands by its mbarrier phase, which every thread waits for itself: it needs no barrier after it.
+// Accesses
 // are compared by the bytes their buffers occupy (plan_shared_buffers' offsets, so buffers sharing
 // bytes conflict too); a pointer of unknown origin may touch every byte.
 //
 // The pass walks the body in program order with the set of accesses made since the last barrier
 // (`pending`). An access that conflicts with a pending one gets a barrier right before it, which
-// empties the set. A loop whose body conflicts with what is pending before it gets one barrier
+// empties the set (of all but the copies in flight). A loop whose body conflicts with what is pending before it gets one barrier
 // before it instead; its body then starts from what is pending before the loop joined with what
 // is pending at the end of its body (the previous iteration), computed to a fixpoint before any
 // barrier is inserted; after the loop, the same join (zero trips included). An if's branches start
-// from the same set and join after it. A barrier the program wrote (gpu::sync) empties the set.
+// from the same set and join after it. A barrier the program wrote (gpu::sync) empties it too.
 // Uniform control flow (tle's loops and ifs run the same trips and branch on every thread) makes
 // every barrier reached by all threads; the tracer refuses shared-buffer accesses and gpu::sync
 // inside combine functions (their code runs a varying number of times per thread).
@@ -50,6 +59,14 @@ struct Range {
   /// and, or, xor, max, min; float max, min), -1 for none (xchg, compare-and-swap, float add,
   /// whose results depend on the order).
   int64_t commutes = -1;
+  /// An async copy (gpu::copy) not yet waited for: its bytes land at an unknown time before the
+  /// async_wait that completes it, so no barrier orders it; the wait turns it into a plain write.
+  bool inflight = false;
+  /// An async copy in flight whose group is committed: async_wait(0) completes it.
+  bool committed = false;
+  /// A TMA copy in flight: it lands by its mbarrier's phase, which every thread waits for, so it
+  /// never becomes a write that needs a barrier (an async_wait does not complete it).
+  bool tma = false;
   auto operator<=>(const Range&) const = default;
 };
 using Pending = std::vector<Range>;  // sorted, unique
@@ -57,6 +74,9 @@ using Pending = std::vector<Range>;  // sorted, unique
 /// Whether access `cur` must wait for the earlier access `prev` (both may touch common bytes).
 bool conflicts(const Range& cur, const Range& prev) {
   if (cur.hi <= prev.lo || prev.hi <= cur.lo) return false;
+  // A barrier cannot order an access after a copy in flight (only its wait can): either it reads
+  // another stage than the copy writes, or the program races (the interpreter reports that).
+  if (prev.inflight) return false;
   if (cur.kind == Access::Read && prev.kind == Access::Read) return false;
   // Atomic updates of one commuting kind may land in any order; old values that are read must
   // reflect exactly the earlier statements.
@@ -71,6 +91,39 @@ bool clashes(const std::vector<Range>& rs, const Pending& pending) {
     for (const Range& p : pending)
       if (conflicts(r, p)) return true;
   return false;
+}
+
+/// What stays pending across a barrier: the copies in flight.
+void barrier_passed(Pending& p) { std::erase_if(p, [](const Range& r) { return !r.inflight; }); }
+
+/// At async_commit: the copies in flight so far form committed groups.
+void copies_committed(Pending& p) {
+  for (Range& r : p)
+    if (r.inflight && !r.tma) r.committed = true;
+  std::sort(p.begin(), p.end());
+  p.erase(std::unique(p.begin(), p.end()), p.end());
+}
+
+/// At an async_wait: any copy in flight may have landed here (to a thread's own copies the wait
+/// makes them visible; a barrier then makes them visible to the program), so each is a plain
+/// write made here. Which ones the wait completes is not tracked: those that may still be in
+/// flight (any, after wait_group(n > 0); uncommitted ones, after wait_group(0)) stay in flight
+/// too, and the next wait writes them again.
+void copies_landed(Pending& p, bool all_committed_done) {
+  Pending out;
+  for (const Range& r : p) {
+    if (!r.inflight || r.tma) {
+      out.push_back(r);
+      continue;
+    }
+    Range w = r;
+    w.inflight = w.committed = false;
+    out.push_back(w);
+    if (!(all_committed_done && r.committed)) out.push_back(r);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  p = std::move(out);
 }
 
 Pending join(const Pending& a, const Pending& b) {
@@ -106,6 +159,14 @@ class Inserter {
         }
         break;
       }
+      case OpKind::AsyncCopy:  // writes its destination (operand 1), in flight until waited for
+        kind = Access::Write;
+        ptrs.push_back(op.operands.at(1));
+        break;
+      case OpKind::TmaCopy:  // writes its view, in flight until its mbarrier phase
+        kind = Access::Write;
+        ptrs.push_back(op.operands.at(static_cast<size_t>(2 + 3 * op.int_attr("rank"))));
+        break;
       case OpKind::CudaCall:  // (inline_asm takes no pointers)
         kind = Access::Write;
         for (const ir::Value* v : op.operands)
@@ -121,7 +182,8 @@ class Inserter {
       if (o.unknown) return {{0, INT64_MAX, kind, commutes}};
       for (const Op* a : o.allocs) {
         const int64_t lo = a->int_attr("offset");
-        r.push_back({lo, lo + ir::local_alloc_bytes(*a), kind, commutes});
+        const bool tma = op.kind == OpKind::TmaCopy;
+        r.push_back({lo, lo + ir::local_alloc_bytes(*a), kind, commutes, tma || op.kind == OpKind::AsyncCopy, tma});
       }
     }
     return r;
@@ -150,7 +212,15 @@ class Inserter {
     for (auto it = b.ops.begin(); it != b.ops.end(); ++it) {
       Op& op = **it;
       if (op.kind == OpKind::Barrier) {
-        pending.clear();
+        barrier_passed(pending);
+        continue;
+      }
+      if (op.kind == OpKind::AsyncWait) {
+        copies_landed(pending, op.int_attr("pending") == 0);
+        continue;
+      }
+      if (op.kind == OpKind::AsyncCommit) {
+        copies_committed(pending);
         continue;
       }
       if (op.kind == OpKind::For) {
@@ -160,7 +230,7 @@ class Inserter {
         std::vector<Range> inside;
         all_ranges(body, inside);
         if (clashes(inside, pending)) {
-          pending.clear();
+          barrier_passed(pending);
           if (insert) insert_barrier(b, it, op.loc);
         }
         Pending in = pending;
@@ -182,7 +252,7 @@ class Inserter {
       std::vector<Range> rs = ranges(op);
       if (rs.empty()) continue;
       if (clashes(rs, pending)) {
-        pending.clear();
+        barrier_passed(pending);
         if (insert) insert_barrier(b, it, op.loc);
       }
       std::sort(rs.begin(), rs.end());

@@ -22,9 +22,11 @@ inline bool is_elementwise(ir::OpKind k) {
     default: return false;
   }
 }
-/// Loads, stores and atomics: all non-scalar operands and the result share one layout.
+/// Loads, stores, atomics and async copies: all non-scalar operands and the result share one
+/// layout; operand 0 is the pointer tile whose accesses anchor it (an async copy's source).
 inline bool is_memory(ir::OpKind k) {
-  return k == ir::OpKind::Load || k == ir::OpKind::Store || k == ir::OpKind::AtomicRMW || k == ir::OpKind::AtomicCas;
+  return k == ir::OpKind::Load || k == ir::OpKind::Store || k == ir::OpKind::AtomicRMW || k == ir::OpKind::AtomicCas ||
+         k == ir::OpKind::AsyncCopy;
 }
 
 /// A reshape of padded tiles that moves elements (pad_shapes.cpp: attributes real_in / real_out):

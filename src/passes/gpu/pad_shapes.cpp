@@ -8,6 +8,8 @@
 // start of the function):
 //  - load / store / atomic_rmw / atomic_cas / histogram: mask = mask && real (atomic_cas gets the
 //    optional mask operand only this pass creates); loads' pad lanes then hold `other` or 0;
+//    async_copy gets `real` as its "active" operand (after a mask, all true if it had none), since
+//    its mask zero-fills the destination rather than skipping it;
 //  - reduce along a padded dim: sum / max / min / argmax / argmin select the identity (-0.0 or 0,
 //    -inf or the lowest value, +inf or the highest) on pad lanes; a combine reduce (of any number
 //    of operands, any dtypes) gets the "element is real" flag as one more operand, and the wrapped
@@ -251,6 +253,11 @@ class Padder {
       case OpKind::Store:
       case OpKind::AtomicRMW: and_mask(op, 2, op.operands[0], at); break;
       case OpKind::AtomicCas: and_mask(op, 3, op.operands[0], at); break;
+      case OpKind::AsyncCopy:  // pads copy nothing (the mask zero-fills: a separate operand)
+        if (!real_mask(op.operands[0])) break;
+        if (op.operands.size() == 2) op.operands.push_back(at.constant(op.operands[0]->type.with_dtype(DType::i1), int64_t(1)));
+        and_mask(op, 3, op.operands[0], at);
+        break;
       case OpKind::Histogram: and_mask(op, 1, op.operands[0], at); break;
       case OpKind::Reduce:
       case OpKind::Scan: {

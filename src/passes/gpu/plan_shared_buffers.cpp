@@ -5,7 +5,8 @@
 // there): a buffer is live from its local_alloc to the last top-level op that uses, at any depth,
 // a pointer that may point into it (pointer_origin; a pointer of unknown origin keeps every
 // buffer allocated so far live). A loop is one position, so a buffer used anywhere in a loop is
-// live across all of it. Buffers are placed in order of allocation, each at the lowest offset,
+// live across all of it; the destination of an async or TMA copy (gpu::copy) lives to the end,
+// since its bytes may land as late as that, and so do mbarriers. Buffers are placed in order of allocation, each at the lowest offset,
 // aligned as it asks, that no placed buffer with an overlapping live range occupies (first fit).
 // Two buffers that share bytes are used at disjoint times; insert_shared_barriers orders the
 // last accesses of the first before the first accesses of the second, as it works on bytes.
@@ -39,8 +40,14 @@ int64_t plan_shared_buffers(ir::Function& f) {
         if (v->type.dtype != DType::ptr) continue;
         PointerOrigin o = pointer_origin(v);
         if (o.unknown)
-          for (auto& b : bufs) b.last = pos;
-        for (const ir::Op* a : o.allocs) bufs[index.at(a)].last = pos;
+          for (auto& b : bufs) b.last = std::max(b.last, pos);
+        // An async copy's bytes land as late as the kernel's end (a wait the planner does not
+        // match to it): its destination stays live throughout; so do mbarriers (their bytes
+        // are not reused without mbarrier.inval).
+        const bool to_end = op.kind == ir::OpKind::AsyncCopy || op.kind == ir::OpKind::TmaCopy ||
+                            op.kind == ir::OpKind::MBarrierInit;
+        const int64_t until = to_end ? INT64_MAX : pos;
+        for (const ir::Op* a : o.allocs) bufs[index.at(a)].last = std::max(bufs[index.at(a)].last, until);
       }
     };
     use(*top);
