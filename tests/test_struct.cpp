@@ -506,6 +506,25 @@ TEST_CASE("struct passes: shared-buffer accesses take their neighbours' layouts 
   }
 }
 
+TEST_CASE("struct passes: accesses of swizzled buffers are vectorized over a swizzle group", "[struct-pass]") {
+  // The swizzled offset ((c >> 3) ^ phase) << 3 | (c & 7) keeps runs of 8 consecutive columns
+  // (axis_info: and with a low mask, or of disjoint bits, xor): 16-byte bf16 accesses, on the
+  // store into the buffer and on the read back.
+  auto f = trace_ir("struct_pass_swizzle_vec", [](Ptr<bf16> x) {
+    auto buf = gpu::alloc<bf16>({2, 16, 64}, gpu::scope::shared, gpu::SharedLayout::swizzled(8, 1, 8));
+    Tile<int32_t> r = expand_dims(arange(0, 16), 1), c = expand_dims(arange(0, 64), 0);
+    buf[1].store(load(x + r * 64 + c));
+    store(x + r * 64 + c, buf[1].load() * 2.0f);
+  });
+  gpu_ir(*f);
+  int shared_vec8 = 0;
+  ir::walk(f->entry(), [&](const ir::Op& op) {
+    if ((op.kind == ir::OpKind::Load || op.kind == ir::OpKind::Store) && op.has_attr("vec"))
+      shared_vec8 += op.int_attr("vec") == 8;
+  });
+  CHECK(shared_vec8 == 4);  // the global load and store, and both buffer accesses
+}
+
 TEST_CASE("struct passes: set_layout pins its value's layout and the access of a load it wraps", "[struct-pass]") {
   // A [64, 64] f32 tile would be loaded 4-wide along the rows; the program asks for a column-major
   // blocked layout (4 rows per thread, lanes down the columns): the load takes it (no conversion

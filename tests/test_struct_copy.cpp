@@ -79,6 +79,9 @@ template <class T> auto tma_pipe_kernel() {
   };
 }
 
+/// Small integers from a hash of the index (no period a wrong swizzle or row order could hide in).
+float hashed(size_t i) { return float(int((uint32_t(i) * 2654435761u) >> 26) - 32); }
+
 template <class T> std::vector<float> column_sums_of(const Buf<T>& x, int R, int N) {
   std::vector<float> want(size_t(N), 0.0f);
   for (int i = 0; i < R; ++i)
@@ -195,20 +198,51 @@ TEST_CASE("ops: a TMA pipeline: gpu::copy from a descriptor into stages completi
   for (auto [R, N, S] : {std::tuple{1000, 100, 3}, std::tuple{1, 4, 2}, std::tuple{37, 128, 4}, std::tuple{16, 8, 2}}) {
     INFO("f32 R " << R << " N " << N << " stages " << S);
     Buf<float> x(size_t(R) * N), out(static_cast<size_t>(128));
-    for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 13) - 6);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = hashed(i);
     TensorDescriptor<float, 2> xd(x.data(), {R, N}, {N, 1}, {8, 128});
     kf(Grid(1), xd, out.data(), R, N, 8, 128, S, 0);
     CHECK(diffs(std::vector<float>(out.begin(), out.begin() + N), column_sums_of(x, R, N)) == "");
   }
+  // (the 128-, 64- and 32-byte swizzles: rows of 64, 32 and 16 bf16)
   auto kb = jit("struct_tma_pipe_bf16", tma_pipe_kernel<bf16>());
-  for (auto [R, N, S] : {std::tuple{1000, 40, 3}, std::tuple{9, 64, 2}}) {
-    INFO("bf16 R " << R << " N " << N << " stages " << S);
+  for (auto [R, N, BN, S] : {std::tuple{1000, 40, 64, 3}, std::tuple{9, 64, 64, 2}, std::tuple{100, 24, 32, 3},
+                             std::tuple{33, 16, 16, 2}}) {
+    INFO("bf16 R " << R << " N " << N << " BN " << BN << " stages " << S);
     Buf<bf16> x(size_t(R) * N);
     Buf<float> out(static_cast<size_t>(64));
-    for (size_t i = 0; i < x.size(); ++i) x[i] = bf16(float(int(i % 11) - 5));
-    TensorDescriptor<bf16, 2> xd(x.data(), {R, N}, {N, 1}, {8, 64});
-    kb(Grid(1), xd, out.data(), R, N, 8, 64, S, 1);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = bf16(hashed(i));
+    TensorDescriptor<bf16, 2> xd(x.data(), {R, N}, {N, 1}, {8, BN});
+    kb(Grid(1), xd, out.data(), R, N, 8, BN, S, 1);
     CHECK(diffs(std::vector<float>(out.begin(), out.begin() + N), column_sums_of(x, R, N)) == "");
+  }
+}
+
+TEST_CASE("ops: mbarrier phases: two arrivals per phase, waited for by parity in a loop", "[ops][struct]") {
+  // Each iteration stores a row, arrives twice (the phase's count) and waits for that phase before
+  // reading the row back reversed: on the GPU a miscount hangs or lets the read run early.
+  auto k = jit("struct_mbar_phases", [](Ptr<float> x, Ptr<float> out, Tile<int32_t> n, Constexpr<int> N) {
+    auto bars = gpu::alloc_mbarriers(2, 2);
+    auto row = gpu::alloc<float>({N});
+    Tile<int32_t> c = arange(0, N);
+    Tile<float> acc = zeros<float>({N});
+    for (auto i : range(0, n)) {
+      row.store(load(x + i * N + c));
+      gpu::arrive(bars[i % 2]);
+      gpu::arrive(bars[i % 2]);
+      gpu::wait(bars[i % 2], i / 2);
+      acc = acc + load(gpu::local_ptr(row, {(N - 1) - c}));
+    }
+    store(out + c, acc);
+  });
+  for (auto [n, N] : {std::pair{5, 64}, std::pair{1, 17}, std::pair{8, 1000}}) {
+    INFO("n " << n << " N " << N);
+    Buf<float> x(size_t(n) * N), out(static_cast<size_t>(N));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = hashed(i);
+    k(Grid(1), x.data(), out.data(), n, N);
+    std::vector<float> want(size_t(N), 0.0f);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < N; ++j) want[size_t(j)] += x[size_t(i) * N + (N - 1 - j)];
+    CHECK(diffs(all(out), want) == "");
   }
 }
 
@@ -405,6 +439,33 @@ TEST_CASE("errors: mbarriers and TMA copies", "[errors][struct]") {
     gpu::wait(bars[0], 0);
   });
   expect_error([&] { (void)unaligned.ptx(90, 4, bd, 1); }, {"aligned to 1024 bytes", "not known to be"});
+  // A rank-3 swizzled view whose rows are not whole periods of 8: TMA would swizzle differently.
+  std::vector<bf16> h3(4 * 64 * 64);
+  TensorDescriptor<bf16, 3> d3b(h3.data(), {4, 64, 64}, {64 * 64, 64, 1}, {2, 4, 64});
+  auto rank3 = jit("struct_tma_err_rank3", [](TensorDescriptor<bf16, 3> xd) {
+    auto buf = gpu::alloc<bf16>({2, 4, 64}, gpu::scope::shared, gpu::SharedLayout::swizzled(8, 1, 8));
+    auto bars = gpu::alloc_mbarriers(1);
+    line = __LINE__; gpu::copy(xd, {0, 0, 0}, buf, bars[0]);
+  });
+  expect_error([&] { rank3(Grid(1), d3b); }, {"a next-to-last dim that is a multiple of 8 rows"});
+  // One descriptor moved into a swizzled buffer and loaded plainly: refused at the second use.
+  TensorDescriptor<bf16, 2> b64(hb.data(), {64, 64}, {64, 1}, {8, 64});
+  auto mixed = jit("struct_tma_err_mixed", [](TensorDescriptor<bf16, 2> xd, Ptr<bf16> y) {
+    auto buf = gpu::alloc<bf16>({8, 64}, gpu::scope::shared, gpu::SharedLayout::swizzled(8, 1, 8));
+    auto bars = gpu::alloc_mbarriers(1);
+    gpu::arrive_expect_tx(bars[0], 8 * 64 * 2);
+    gpu::copy(xd, {0, 0}, buf, bars[0]);
+    gpu::wait(bars[0], 0);
+    Tile<int32_t> r = expand_dims(arange(0, 8), 1), c = expand_dims(arange(0, 64), 0);
+    line = __LINE__; store(y + r * 64 + c, buf.load() + xd.load({8, 0}));
+  });
+  expect_error([&] { (void)mixed.ptx(90, 4, b64, fake<bf16>()); }, {"with no swizzle here and with the 128-byte swizzle"});
+  // Arrivals times the program's threads past an mbarrier's count.
+  auto many = jit("struct_mbar_err_count", [](Ptr<float> x) {
+    line = __LINE__; auto b = gpu::alloc_mbarriers(1, 4097);
+    gpu::arrive(b[0]);
+  });
+  expect_error([&] { (void)many.ptx(90, 8, fake<float>()); }, {"4097 arrivals per phase of 256 threads"});
 }
 
 TEST_CASE("errors: the interpreter stops a wait no arrival can complete", "[errors][struct]") {
@@ -430,6 +491,20 @@ TEST_CASE("errors: the interpreter stops a wait no arrival can complete", "[erro
   });
   CHECK_THAT(interp_error([&] { tx(Grid(1).backend(Backend::Interp), fbuf.data()); }),
              Catch::Contains("64 transaction bytes still to come"));
+  // One arrive too many in a phase waiting for its bytes; a program ending with bytes announced.
+  auto extra = jit("struct_mbar_err_extra", [](Ptr<float> x) {
+    auto b = gpu::alloc_mbarriers(1);
+    gpu::arrive_expect_tx(b[0], 64);
+    gpu::arrive(b[0]);
+  });
+  CHECK_THAT(interp_error([&] { extra(Grid(1).backend(Backend::Interp), fbuf.data()); }),
+             Catch::Contains("one arrive too many per phase"));
+  auto ends = jit("struct_mbar_err_end", [](Ptr<float> x) {
+    auto b = gpu::alloc_mbarriers(1);
+    gpu::arrive_expect_tx(b[0], 64);
+  });
+  CHECK_THAT(interp_error([&] { ends(Grid(1).backend(Backend::Interp), fbuf.data()); }),
+             Catch::Contains("ends with 64 transaction bytes"));
 }
 
 // ============================================================================ GPU passes
@@ -633,21 +708,22 @@ TEST_CASE("gpu: gpu::copy kernels (cp.async and TMA) at 1, 4 and 8 warps", "[.gp
       synchronize();
       CHECK(diffs(std::vector<float>(out.data(), out.data() + N), column_sums(hx, R, N)) == "");
     }
-    for (auto [R, N, S, SWZ] : {std::tuple{1000, 100, 3, 0}, std::tuple{4100, 40, 4, 1}, std::tuple{7, 64, 2, 1}}) {
-      INFO("warps " << w << " TMA R " << R << " N " << N << " stages " << S << " swizzled " << SWZ);
+    for (auto [R, N, S, SWZ] : {std::tuple{1000, 100, 3, 0}, std::tuple{4100, 40, 4, 64}, std::tuple{7, 64, 2, 64},
+                                std::tuple{1000, 24, 3, 32}, std::tuple{129, 16, 2, 16}}) {
+      INFO("warps " << w << " TMA R " << R << " N " << N << " stages " << S << " swizzled rows of " << SWZ);
       ManagedBuffer<float> out(static_cast<size_t>(128));
       if (SWZ) {
         ManagedBuffer<bf16> x(size_t(R) * N);
         Buf<bf16> hx(x.size());
-        for (size_t i = 0; i < x.size(); ++i) x.data()[i] = hx[i] = bf16(float(int(i % 11) - 5));
-        TensorDescriptor<bf16, 2> xd(x.data(), {R, N}, {N, 1}, {8, 64});
-        tb(Grid(1).with_warps(w).backend(Backend::GPU), xd, out.data(), R, N, 8, 64, S, 1);
+        for (size_t i = 0; i < x.size(); ++i) x.data()[i] = hx[i] = bf16(hashed(i));
+        TensorDescriptor<bf16, 2> xd(x.data(), {R, N}, {N, 1}, {8, SWZ});
+        tb(Grid(1).with_warps(w).backend(Backend::GPU), xd, out.data(), R, N, 8, SWZ, S, 1);
         synchronize();
         CHECK(diffs(std::vector<float>(out.data(), out.data() + N), column_sums_of(hx, R, N)) == "");
       } else {
         ManagedBuffer<float> x(size_t(R) * N);
         Buf<float> hx(x.size());
-        for (size_t i = 0; i < x.size(); ++i) x.data()[i] = hx[i] = float(int(i % 13) - 6);
+        for (size_t i = 0; i < x.size(); ++i) x.data()[i] = hx[i] = hashed(i);
         TensorDescriptor<float, 2> xd(x.data(), {R, N}, {N, 1}, {8, 128});
         tf(Grid(1).with_warps(w).backend(Backend::GPU), xd, out.data(), R, N, 8, 128, S, 0);
         synchronize();

@@ -332,10 +332,11 @@ class MBarriers {
 };
 
 /// Allocates `n` (1 to 1024) mbarriers in shared memory, each initialized so that a phase
-/// completes after `arrivals` (1 to 2^20 - 1) arrive statements of the program (gpu::arrive or
+/// completes after `arrivals` arrive statements of the program (gpu::arrive or
 /// gpu::arrive_expect_tx; a statement counts once, however many threads run it) and the
 /// transaction bytes they announced. In the kernel's body only, like gpu::alloc (UserError at this
-/// line otherwise, or for counts out of range). Phase 0 is the first; wait for phase k with its
+/// line otherwise, or for counts out of range: arrivals times the program's GPU threads must stay
+/// below 2^20, checked when compiled for the GPU). Phase 0 is the first; wait for phase k with its
 /// parity, gpu::wait(bar, k & 1) or gpu::wait(bar, k).
 /// GPU: mbarrier.init by one thread (count: arrivals times the program's threads, each of which
 /// arrives), then a fence and a barrier; works on sm_80 and later. CPU backend: nothing to wait
@@ -370,7 +371,8 @@ inline void wait(const MBarrier& bar, Index phase, loc_t l = loc_t::current()) {
 /// gpu::arrive_expect_tx(bar, bytes) and wait on the phase before touching the view. One thread
 /// issues it. dst's layout must be what TMA writes: row_major, or for rows of 32, 64 or 128 bytes
 /// SharedLayout::swizzled(16 / sizeof(T), 128 / row bytes, row bytes / 16) (the 32/64/128-byte
-/// swizzle); a view of a buffer whose stage offset keeps 128 bytes alignment (1024 swizzled).
+/// swizzle); a view of a buffer whose stage offset keeps 128 bytes alignment (swizzled: 8 rows, 1024, 512
+/// or 256 bytes).
 /// UserError at this line for a block TMA cannot move (dims powers of two up to 256, rows >= 16
 /// bytes, <= 64 KiB), a view of another shape or layout; at compile time on a GPU without TMA
 /// (before sm_90, or TLE_TMA=0), for a view not provably aligned or an innermost offset not
@@ -392,6 +394,14 @@ void copy(const TensorDescriptor<T, R>& desc, const std::array<Offset, (R > 0 ? 
                          "laid out as SharedLayout::swizzled(16 / sizeof(T), 128 / row bytes, row bytes / 16), the "
                          "swizzle TMA writes");
     swizzle = row;
+    // TMA's swizzle phase follows the box's flattened rows; the buffer's, the rows along the
+    // next-to-last dim: the two agree when that dim is whole periods of 8 rows (or the only one).
+    const Shape& sh = dst.shape();
+    int64_t outer = 1;
+    for (size_t d = 0; d + 2 < sh.size(); ++d) outer *= sh[d];
+    if (outer > 1 && sh[sh.size() - 2] % 8 != 0)
+      throw UserError(l, "gpu::copy from a TensorDescriptor: a swizzled view of rank 3 or more needs a next-to-last "
+                         "dim that is a multiple of 8 rows (TMA's swizzle runs over the flattened rows)");
   }
   tle::detail::tma_copy(desc.traced_values(), std::vector<int64_t>(desc.block_shape().begin(), desc.block_shape().end()),
                         TensorDescriptor<T, R>::offsets_of(offsets), dst.data().value(), local_ptr(dst, l).value(),

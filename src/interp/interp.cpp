@@ -83,6 +83,14 @@ class Interpreter {
       copies_.clear(), inflight_.clear(), groups_ = 0, mbarriers_.clear();
       for (size_t i = 0; i < argv.size(); ++i) env_[entry.arg(static_cast<unsigned>(i))] = argv[i];
       eval_block(entry);
+      // A program must not end while TMA bytes it announced or copied are outstanding: on the GPU
+      // the copy would write into shared memory the next program may already use.
+      for (const auto& [addr, b] : mbarriers_)
+        if (b.tx != 0)
+          fail(*b.init, fmt::format("program {} ends with {} transaction bytes of the mbarrier allocated here {} (a "
+                                    "TMA copy in flight, or bytes announced and never copied): wait for the phase "
+                                    "before the program ends",
+                                    p, b.tx > 0 ? b.tx : -b.tx, b.tx > 0 ? "still to come" : "copied but not announced"));
     }
   }
 
@@ -461,7 +469,15 @@ class Interpreter {
         if (op.kind == K::MBarrierTx) {
           b.tx -= op.int_attr("bytes");
         } else {
+          if (b.pending == 0)
+            fail(op, fmt::format("arrives on the mbarrier allocated at {}:{} after its phase {} already has all {} "
+                                 "arrivals (its transaction bytes are still to come): one arrive too many per phase",
+                                 b.init->loc.file, b.init->loc.line, b.phases, b.count));
           b.tx += op.int_attr("tx");
+          if (b.tx >= (int64_t(1) << 20))
+            fail(op, fmt::format("announces {} transaction bytes in one phase of the mbarrier allocated at {}:{}; a "
+                                 "phase counts at most 2^20 - 1",
+                                 b.tx, b.init->loc.file, b.init->loc.line));
           --b.pending;
         }
         mbarrier_step(b);

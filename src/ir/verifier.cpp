@@ -657,10 +657,23 @@ class Verifier {
         const Type& bar = in(op, static_cast<size_t>(3 + 3 * r));
         if (bar.dtype != DType::ptr || bar.pointee != DType::i64 || !bar.is_scalar())
           fail(&op, fmt::format("the mbarrier must be a scalar ptr<i64>, is {}", ts(bar)));
+        const Type& map = in(op, 0);
+        if (map.dtype != DType::ptr || !map.is_scalar()) fail(&op, "operand 0 (the tensor map) must be a scalar pointer");
+        for (int64_t i = 0; i < r; ++i) {
+          const Type& sh = in(op, static_cast<size_t>(2 + i)), &st = in(op, static_cast<size_t>(2 + r + i)),
+                      &o = in(op, static_cast<size_t>(2 + 2 * r + i));
+          if (sh.dtype != DType::i64 || !sh.is_scalar() || st.dtype != DType::i64 || !st.is_scalar())
+            fail(&op, "shapes and strides must be i64 scalars");
+          if (o.dtype != DType::i32 || !o.is_scalar()) fail(&op, "offsets must be i32 scalars");
+        }
         if (op.operands.size() == static_cast<size_t>(5 + 3 * r)) {
           const Type& t = in(op, static_cast<size_t>(4 + 3 * r));
-          if (t.dtype != DType::ptr || t.pointee != dst.pointee || t.is_scalar())
-            fail(&op, fmt::format("the destination pointer tile must point to the descriptor's elements, is {}", ts(t)));
+          if (t.dtype != DType::ptr || t.pointee != dst.pointee || t.rank() != r)
+            fail(&op, fmt::format("the destination pointer tile must be a rank-{} tile of pointers to the descriptor's "
+                                  "elements, is {}",
+                                  r, ts(t)));
+          if (sw != 0 && t.shape.back() * byte_size(dst.pointee) != sw)
+            fail(&op, fmt::format("a {}-byte swizzle needs rows of {} bytes", sw, sw));
         }
         break;
       }

@@ -140,12 +140,13 @@ void expand(Block& blk, OpIter it) {
 
 /// A tma_copy kept for TMA on the GPU: its view pointer tile is dropped (the TMA lowering needs
 /// only the view's start), after checking what TMA needs and the tracer could not know: the
-/// view's start aligned to 128 bytes (1024 when swizzled) and the innermost offset a multiple of
+/// view's start aligned to 128 bytes (8 swizzled rows when swizzled) and the innermost offset a multiple of
 /// 16 bytes, both as axis_info proves them (UserError at the copy's line otherwise).
 void keep_tma_copy(Op& op, const std::unordered_map<const Value*, axis::Info>& info) {
   const int64_t r = op.int_attr("rank");
   const DType d = op.operands[1]->type.pointee;
-  const int64_t align = op.int_attr("swizzle") ? 1024 : 128;
+  // a swizzle runs over the address bits of 8 rows: its base must start a period (1024, 512 or 256)
+  const int64_t align = op.int_attr("swizzle") ? 8 * op.int_attr("swizzle") : 128;
   auto it = info.find(op.operands.at(static_cast<size_t>(2 + 3 * r)));
   if (it == info.end() || it->second.div.empty() || it->second.div[0] % align != 0)
     throw UserError(op.loc, fmt::format("gpu::copy from a TensorDescriptor: TMA writes to shared memory aligned to {} "

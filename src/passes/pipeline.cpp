@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <fstream>
 
 #include "passes/gpu/gpu_passes.hpp"
@@ -142,6 +143,24 @@ void run_gpu_pipeline(ir::Function& f, int num_warps, int num_stages, bool wgmma
   if (expand_descriptors(f, /*keep_tma=*/tma, /*gpu_final=*/true) || copies_by_tma) {
     dump.stage("gpu_expand_descriptors");
     if (options.verify) verify_at(f, "after pass expand_descriptors");
+  }
+  // A descriptor has one tensor map: every TMA access of one (the copies into buffers and the
+  // desc_load / desc_store kept for TMA, which stage their blocks unswizzled) must agree on its
+  // swizzle.
+  if (copies_by_tma) {
+    std::map<const ir::Value*, std::pair<int64_t, const ir::Op*>> swizzle_of;
+    ir::walk(f.entry(), [&](const ir::Op& op) {
+      if (op.kind != ir::OpKind::TmaCopy && op.kind != ir::OpKind::DescLoad && op.kind != ir::OpKind::DescStore) return;
+      const int64_t sw = op.kind == ir::OpKind::TmaCopy ? op.int_attr("swizzle") : 0;
+      auto [it, fresh] = swizzle_of.emplace(op.operands[0], std::pair{sw, &op});
+      if (!fresh && it->second.first != sw)
+        throw UserError(op.loc, fmt::format("this TensorDescriptor is moved by TMA with {} here and with {} at {}:{}; "
+                                            "a descriptor has one tensor map: pass one descriptor per buffer layout",
+                                            sw ? fmt::format("the {}-byte swizzle", sw) : std::string("no swizzle"),
+                                            it->second.first ? fmt::format("the {}-byte swizzle", it->second.first)
+                                                             : std::string("no swizzle"),
+                                            it->second.second->loc.file, it->second.second->loc.line));
+    });
   }
   if (pad_shapes(f)) {
     dump.stage("gpu_pad");

@@ -336,7 +336,8 @@ std::optional<gpu::Artifact> parse_artifact(const std::string& s) {
       const size_t colon = m.find(':');
       if (colon == std::string::npos) return std::nullopt;
       const int arg = std::stoi(m.substr(0, colon)), width = std::stoi(m.substr(colon + 1));
-      if (arg < 0 || (width != 16 && width != 32 && width != 64)) return std::nullopt;
+      // box widths of swizzled maps: 32, 64 or 128 bytes of 1- to 8-byte elements
+      if (arg < 0 || width < 4 || width > 128 || (width & (width - 1)) != 0) return std::nullopt;
       a.tma_swizzled.emplace_back(arg, width);
     }
   } catch (...) {

@@ -212,7 +212,8 @@ Value* Lowerer::smem_ptr(Value* off) {
 Value* Lowerer::smem_abs_ptr(Value* off) { return B.CreateInBoundsGEP(B.getInt8Ty(), smem, {off}); }
 
 void Lowerer::barrier() {
-  if (proxy_fence_barriers_) fence_proxy_async();
+  // generic writes to shared and global memory before the barrier are seen by TMA copies after it
+  if (proxy_fence_barriers_) asm_stmt("fence.proxy.async;");
   if (consumers_only_)  // the producer warps of a warp-specialized loop have exited
     B.CreateCall(llvm::Intrinsic::getDeclaration(&mod, llvm::Intrinsic::nvvm_barrier_sync_cnt),
                  {i32c(1), i32c(32 * num_warps)});

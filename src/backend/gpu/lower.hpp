@@ -332,7 +332,7 @@ class Lowerer : public backend::ScalarEmitter {
   /// mbarrier_wait (every thread spins on the parity), tma_copy (thread 0 issues the box).
   void lower_mbarrier(const ir::Op& op);
   /// The program has tma_copy ops: every barrier is preceded by fence.proxy.async, so generic
-  /// writes to shared memory before it are ordered before the async proxy's copies after it.
+  /// writes (shared and global memory) before it are ordered before the async proxy's copies after it.
   bool proxy_fence_barriers_ = false;
 
   // ---- mbarriers (PTX ISA 9.7.13.15), at 32-bit shared-memory addresses

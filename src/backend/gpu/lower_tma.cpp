@@ -219,16 +219,8 @@ void Lowerer::lower_mbarrier(const ir::Op& op) {
       if (map->def || map->owner != &fn_ir.entry())
         fail(op, "the tensor map of a tma_copy is not a kernel parameter");
       const int arg = static_cast<int>(map->index);
-      if (sw > 0) {
-        const int width = static_cast<int>(sw / byte_size(op.operands[1]->type.pointee));
-        auto [it, fresh] = tma_swizzled.emplace(arg, width);
-        if (!fresh && it->second != width)
-          throw UserError(op.loc, "gpu::copy: this TensorDescriptor is also moved into buffers of another swizzle; a "
-                                  "descriptor has one tensor map: pass one descriptor per buffer layout");
-      } else if (tma_swizzled.count(arg)) {
-        throw UserError(op.loc, "gpu::copy: this TensorDescriptor is also moved into swizzled buffers; a descriptor has "
-                                "one tensor map: pass one descriptor per buffer layout");
-      }
+      // (run_gpu_pipeline refused descriptors moved with two swizzles)
+      if (sw > 0) tma_swizzled[arg] = static_cast<int>(sw / byte_size(op.operands[1]->type.pointee));
       Value* dst = shared32(op.operands[static_cast<size_t>(2 + 3 * r)]);
       Value* bar = shared32(op.operands[static_cast<size_t>(3 + 3 * r)]);
       std::vector<Value*> coords;

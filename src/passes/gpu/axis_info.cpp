@@ -338,6 +338,19 @@ class Analysis {
     }
   }
 
+  /// 2^k when v is x & (2^k - 1) (its values are below 2^k), else nullopt.
+  std::optional<int64_t> low_mask_bound(const Value* v) {
+    const Op* d = v->def;
+    while (d && (d->kind == OpKind::Broadcast || d->kind == OpKind::ExpandDims || d->kind == OpKind::Reshape))
+      d = d->operands[0]->def;  // the same values, moved
+    if (!d || d->kind != OpKind::Binary || d->enum_attr<ir::BinaryOp>("op") != ir::BinaryOp::And) return std::nullopt;
+    for (const Value* o : d->operands) {
+      const std::optional<int64_t> m = get(o, o->type).value;
+      if (m && *m >= 0 && *m < kMaxDiv && pow2_div(*m + 1) == *m + 1) return *m + 1;
+    }
+    return std::nullopt;
+  }
+
   Info binary(const Op& op) {
     const ir::Type& t = op.result()->type;
     const int r = rank_of(t);
@@ -396,6 +409,47 @@ class Analysis {
           }
           if (by == 1) return a;
         }
+        return i;
+      }
+      case ir::BinaryOp::And: {
+        // x & (2^k - 1): the low k bits of x. Runs of x aligned to 2^k stay runs (the swizzled
+        // column's offset within its group, struct.hpp's local_ptr); values are multiples of
+        // x's divisibility below 2^k.
+        const Info& x = a.value ? b : a;
+        const std::optional<int64_t> m = a.value ? a.value : b.value;
+        if (m && *m >= 0 && *m < kMaxDiv && pow2_div(*m + 1) == *m + 1) {
+          const int64_t bound = *m + 1;
+          for (int d = 0; d < r; ++d) {
+            // runs of x start at multiples of its div: cut to rc, each starts at a multiple of rc
+            // below 2^k; single values keep x's divisibility (0 when it is 2^k or more)
+            const int64_t rc = std::min({x.contig[d], x.div[d], bound});
+            i.contig[d] = rc;
+            i.div[d] = x.contig[d] > 1 ? rc : x.div[d] >= bound ? kMaxDiv : x.div[d];
+          }
+          i.value = both([](int64_t p, int64_t q) { return p & q; });
+        }
+        return i;
+      }
+      case ir::BinaryOp::Or: {
+        // a | b is a + b when one operand only has bits below 2^k (x & (2^k - 1)) and the other's
+        // values are multiples of 2^k (the swizzled group's start | the offset in it).
+        for (int side = 0; side < 2; ++side) {
+          const Info& hi = side ? b : a;
+          const std::optional<int64_t> bound = low_mask_bound(op.operands[side ? 0 : 1]);
+          bool disjoint = bound.has_value();
+          for (int d = 0; disjoint && d < r; ++d) disjoint = hi.contig[d] == 1 && hi.div[d] >= *bound;
+          if (disjoint) {
+            Info s2 = add_like(a, b, t, 1);
+            s2.value = both([](int64_t p, int64_t q) { return p | q; });
+            return s2;
+          }
+        }
+        return i;
+      }
+      case ir::BinaryOp::Xor: {
+        // Common low zero bits stay zero.
+        for (int d = 0; d < r; ++d) i.div[d] = std::min(eff_div(a, d, 1), eff_div(b, d, 1));
+        i.value = both([](int64_t p, int64_t q) { return p ^ q; });
         return i;
       }
       case ir::BinaryOp::Shl: {

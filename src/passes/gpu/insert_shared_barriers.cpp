@@ -163,6 +163,9 @@ class Inserter {
         kind = Access::Write;
         ptrs.push_back(op.operands.at(1));
         break;
+      case OpKind::MBarrierInit:  // writes the mbarriers' bytes (perhaps a dead buffer's)
+        kind = Access::Write;
+        break;
       case OpKind::TmaCopy:  // writes its view, in flight until its mbarrier phase
         kind = Access::Write;
         ptrs.push_back(op.operands.at(static_cast<size_t>(2 + 3 * op.int_attr("rank"))));
