@@ -376,8 +376,9 @@ inline void wait(const MBarrier& bar, Index phase, loc_t l = loc_t::current()) {
 /// UserError at this line for a block TMA cannot move (dims powers of two up to 256, rows >= 16
 /// bytes, <= 64 KiB), a view of another shape or layout; at compile time on a GPU without TMA
 /// (before sm_90, or TLE_TMA=0), for a view not provably aligned or an innermost offset not
-/// provably a multiple of 16 bytes. CPU backend and interpreter: a plain copy that completes the
-/// bytes at once.
+/// provably a multiple of 16 bytes. CPU backend: a plain copy that completes the bytes at once;
+/// interpreter: the bytes complete at once, the data lands at the wait that sees the phase
+/// complete (an earlier access of the view stops the kernel).
 template <class T, int R>
 void copy(const TensorDescriptor<T, R>& desc, const std::array<Offset, (R > 0 ? R : 0)>& offsets, const Buffer<T>& dst,
           const MBarrier& bar, loc_t l = loc_t::current()) {

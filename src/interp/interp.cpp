@@ -117,7 +117,21 @@ class Interpreter {
     int64_t group;
     std::vector<std::pair<uintptr_t, uint64_t>> writes;  // address, bits
     DType dtype;
+    uintptr_t bar = 0;   // a TMA copy: its mbarrier (landed by a wait that sees `phase` complete)
+    int64_t phase = 0;
   };
+  /// Lands (and forgets) the copies `done` picks.
+  template <class F> void land(F&& done) {
+    std::erase_if(copies_, [&](const InflightCopy& cp) {
+      if (!done(cp)) return false;
+      const size_t eb = static_cast<size_t>(byte_size(cp.dtype));
+      for (auto [a, v] : cp.writes) {
+        for (size_t b = 0; b < eb; ++b) inflight_.erase(a + b);
+        copy(*cp.op, 0, reinterpret_cast<void*>(a), &v, eb, a, true);  // inside a buffer (checked at issue)
+      }
+      return true;
+    });
+  }
   std::vector<InflightCopy> copies_;
   /// The program's mbarriers (gpu::alloc_mbarriers) by address: arrivals per phase, those still
   /// to come and the transaction bytes outstanding in the current phase, phases completed.
@@ -201,9 +215,12 @@ class Interpreter {
       for (size_t b = 0; b < bytes && !inflight_.empty(); ++b)
         if (auto it = inflight_.find(addr + b); it != inflight_.end())
           fail(op, fmt::format("lane {} {} a buffer element that the gpu::copy traced at {}:{} is still copying "
-                               "into (its group is not waited for): commit the copy with gpu::commit_group() and "
-                               "wait for it with gpu::wait_group(n) before touching the element",
-                               lane, write ? "writes" : "reads", it->second->loc.file, it->second->loc.line));
+                               "into ({}) before touching the element",
+                               lane, write ? "writes" : "reads", it->second->loc.file, it->second->loc.line,
+                               it->second->kind == OpKind::TmaCopy
+                                   ? "a TMA copy: wait for its mbarrier phase with gpu::wait"
+                                   : "its group is not waited for: commit the copy with gpu::commit_group() and wait "
+                                     "for it with gpu::wait_group(n)"));
       return addr;
     }
     if (opts_.check_access && !opts_.check_access(addr, bytes, write))
@@ -485,9 +502,13 @@ class Interpreter {
       }
       case K::MBarrierWait: {
         // Statements run in order and nothing else arrives: a phase not complete now never is.
-        const MBarrierState& b = mbarrier(op, elem(in[0], 0));
+        const uintptr_t addr = static_cast<uintptr_t>(elem(in[0], 0));
+        const MBarrierState& b = mbarrier(op, addr);
         const int64_t parity = int_of(DType::i32, elem(in[1], 0)) & 1;
-        if ((b.phases & 1) == parity)
+        if ((b.phases & 1) != parity) {  // complete: the TMA copies of its completed phases land
+          land([&](const InflightCopy& cp) { return cp.bar == addr && cp.phase < b.phases; });
+          return;
+        }
           fail(op, fmt::format("waits for phase parity {} of the mbarrier allocated at {}:{}, whose phase {} has {} of "
                                "{} arrivals and {} transaction bytes still to come, and nothing else can arrive: on "
                                "the GPU it would wait forever (arrive on it first, or wait for the other parity)",
@@ -498,19 +519,11 @@ class Interpreter {
       case K::AsyncCommit:
         ++groups_;
         for (InflightCopy& cp : copies_)
-          if (cp.group < 0) cp.group = groups_;
+          if (cp.group < 0 && cp.bar == 0) cp.group = groups_;
         return;
       case K::AsyncWait: {
         const int64_t done = groups_ - op.int_attr("pending");  // groups 1..done have landed
-        std::erase_if(copies_, [&](const InflightCopy& cp) {
-          if (cp.group < 0 || cp.group > done) return false;
-          const size_t eb = static_cast<size_t>(byte_size(cp.dtype));
-          for (auto [a, v] : cp.writes) {
-            for (size_t b = 0; b < eb; ++b) inflight_.erase(a + b);
-            copy(*cp.op, 0, reinterpret_cast<void*>(a), &v, eb, a, true);  // inside a buffer (checked at issue)
-          }
-          return true;
-        });
+        land([&](const InflightCopy& cp) { return cp.bar == 0 && cp.group >= 0 && cp.group <= done; });
         return;
       }
       case K::AddPtr: {
@@ -572,11 +585,23 @@ class Interpreter {
           for (int64_t k = 0; k < blockv->type.numel(); ++k)
             if (auto a = addr(k)) write(op, k, *a, d, elem(blockv, k));
         } else if (tma) {
+          // Read now; in flight until a wait sees its phase complete (reading the view earlier
+          // stops the kernel, as for cp.async copies).
+          const uintptr_t bar = static_cast<uintptr_t>(elem(in[3 + 3 * r], 0));
+          MBarrierState& b = mbarrier(op, bar);
+          const size_t eb = static_cast<size_t>(byte_size(d));
+          InflightCopy cp{&op, -1, {}, d, bar, b.phases};
           for (int64_t k = 0; k < blockv->type.numel(); ++k) {
             auto a = addr(k);
-            write(op, k, elem(blockv, k), d, a ? read(op, k, *a, d) : 0);
+            const uint64_t v = a ? read(op, k, *a, d) : 0;
+            const uintptr_t to = checked(op, k, elem(blockv, k), d, true);
+            if (!in_local(to, eb)) fail(op, fmt::format("lane {} copies outside the program's shared buffers", k));
+            for (size_t x = 0; x < eb; ++x)
+              if (!inflight_.emplace(to + x, &op).second)
+                fail(op, fmt::format("lane {} copies into a buffer element another lane of this copy writes", k));
+            cp.writes.emplace_back(to, v);
           }
-          MBarrierState& b = mbarrier(op, elem(in[3 + 3 * r], 0));
+          copies_.push_back(std::move(cp));
           b.tx -= blockv->type.numel() * byte_size(d);
           mbarrier_step(b);
         } else {

@@ -376,9 +376,6 @@ void Lowerer::lower_atomic(const ir::Op& op) {
   regs[r] = share_from_owners(r, out);
 }
 
-}  // namespace tle::gpu::detail
-
-namespace tle::gpu::detail {
 
 void Lowerer::lower_async_copy(const ir::Op& op) {
   // gpu::copy: each owner thread copies its registers' elements with cp.async (PTX ISA

@@ -137,9 +137,6 @@ void Lowerer::lower_desc_tma(const ir::Op& op) {
   barrier();
 }
 
-}  // namespace tle::gpu::detail
-
-namespace tle::gpu::detail {
 
 void Lowerer::lower_mbarrier(const ir::Op& op) {
   using K = ir::OpKind;
