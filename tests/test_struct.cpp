@@ -349,24 +349,11 @@ TEST_CASE("errors: shared buffers: scope, size, indices, layouts", "[errors][str
 
 // ============================================================================ GPU passes
 
-namespace {
-template <class F> std::unique_ptr<ir::Function> trace_ir(const char* name, F fn) {
-  return tracetest::trace(name, fn, {}, true, true);
-}
-/// The kernel's IR after the GPU passes at 4 warps (sm_90a rules).
-void gpu_ir(ir::Function& f) { passes::run_gpu_pipeline(f, 4, 3, true, true); }
-int count_kind(const ir::Function& f, ir::OpKind k) {
-  int n = 0;
-  ir::walk(f.entry(), [&](const ir::Op& op) { n += op.kind == k; });
-  return n;
-}
-}  // namespace
-
 TEST_CASE("struct passes: buffers placed with reuse, barriers where accesses conflict", "[struct-pass]") {
   // store a; load a (barrier 1); b allocated after a's last use takes a's bytes; store b
   // (barrier 2: a's reads of those bytes); load b twice (barrier 3 before the first only: reads
   // do not conflict with reads).
-  auto f = trace_ir("struct_pass_reuse", [](Ptr<float> x) {
+  auto f = tracetest::trace_div16("struct_pass_reuse", [](Ptr<float> x) {
     Tile<int32_t> o = arange(0, 64);
     auto a = gpu::alloc<float>({64});
     store(gpu::local_ptr(a, {o}), load(x + o));
@@ -376,16 +363,16 @@ TEST_CASE("struct passes: buffers placed with reuse, barriers where accesses con
     Tile<float> u = load(gpu::local_ptr(b, {63 - o})) + load(gpu::local_ptr(b, {o}));
     store(x + o, u);
   });
-  gpu_ir(*f);
+  tracetest::gpu_passes_sm90(*f);
   auto allocs = tracetest::ops_of(*f, ir::OpKind::LocalAlloc);
   REQUIRE(allocs.size() == 2);
   CHECK(allocs[0]->int_attr("offset") == 0);
   CHECK(allocs[1]->int_attr("offset") == 0);  // a is dead when b is allocated
-  CHECK(count_kind(*f, ir::OpKind::Barrier) == 3);
+  CHECK(tracetest::count_ops(*f, ir::OpKind::Barrier) == 3);
 
   // Both live at once: disjoint bytes, 128-byte aligned; two atomics in a row whose old values are
   // not used need no barrier.
-  auto g = trace_ir("struct_pass_live", [](Ptr<int32_t> x) {
+  auto g = tracetest::trace_div16("struct_pass_live", [](Ptr<int32_t> x) {
     Tile<int32_t> o = arange(0, 16);
     auto a = gpu::alloc<int32_t>({10});
     auto b = gpu::alloc<int32_t>({16});
@@ -394,26 +381,26 @@ TEST_CASE("struct passes: buffers placed with reuse, barriers where accesses con
     store(gpu::local_ptr(b, {o}), o);
     store(x + o, load(gpu::local_ptr(b, {o})) + load(gpu::local_ptr(a, {o % 10})));
   });
-  gpu_ir(*g);
+  tracetest::gpu_passes_sm90(*g);
   auto ga = tracetest::ops_of(*g, ir::OpKind::LocalAlloc);
   REQUIRE(ga.size() == 2);
   CHECK(ga[0]->int_attr("offset") == 0);
   CHECK(ga[1]->int_attr("offset") == 128);
   // one barrier: before the loads (b's store, a's atomics); the store to b does not conflict with a
-  CHECK(count_kind(*g, ir::OpKind::Barrier) == 1);
+  CHECK(tracetest::count_ops(*g, ir::OpKind::Barrier) == 1);
   // An atomic whose old values are stored must see the earlier atomic's updates: a barrier.
-  auto g2 = trace_ir("struct_pass_atomic_old", [](Ptr<int32_t> x) {
+  auto g2 = tracetest::trace_div16("struct_pass_atomic_old", [](Ptr<int32_t> x) {
     Tile<int32_t> o = arange(0, 16);
     auto a = gpu::alloc<int32_t>({16});
     atomic_add(gpu::local_ptr(a, {o}), 1);
     store(x + o, atomic_add(gpu::local_ptr(a, {15 - o}), 1));
   });
-  gpu_ir(*g2);
-  CHECK(count_kind(*g2, ir::OpKind::Barrier) == 1);
+  tracetest::gpu_passes_sm90(*g2);
+  CHECK(tracetest::count_ops(*g2, ir::OpKind::Barrier) == 1);
   // Updates of different kinds, exchanges and float adds depend on their order: a barrier each;
   // integer adds (and float max) commute exactly: none.
   auto mixed = [](int kind) {
-    return trace_ir("struct_pass_atomic_kinds", [kind](Ptr<float> x, Ptr<int32_t> y) {
+    return tracetest::trace_div16("struct_pass_atomic_kinds", [kind](Ptr<float> x, Ptr<int32_t> y) {
       Tile<int32_t> o = arange(0, 16);
       auto a = gpu::alloc<int32_t>({16});
       auto f = gpu::alloc<float>({16});
@@ -429,21 +416,21 @@ TEST_CASE("struct passes: buffers placed with reuse, barriers where accesses con
   for (auto [kind, between] : {std::pair{0, 1}, std::pair{1, 0}, std::pair{2, 1}, std::pair{3, 0}, std::pair{4, 1}}) {
     INFO("atomic pair " << kind);
     auto m = mixed(kind);
-    gpu_ir(*m);
-    CHECK(count_kind(*m, ir::OpKind::Barrier) == between + 1);  // + 1: before the loads
+    tracetest::gpu_passes_sm90(*m);
+    CHECK(tracetest::count_ops(*m, ir::OpKind::Barrier) == between + 1);  // + 1: before the loads
   }
   // Inline asm without pointer operands names no buffer: no barrier around it (one before the load).
-  auto asm_k = trace_ir("struct_pass_asm", [](Ptr<int32_t> x) {
+  auto asm_k = tracetest::trace_div16("struct_pass_asm", [](Ptr<int32_t> x) {
     Tile<int32_t> o = arange(0, 32);
     auto a = gpu::alloc<int32_t>({32});
     store(gpu::local_ptr(a, {o}), o);
     Tile<int32_t> v = inline_asm<int32_t>("add.s32 $0, $1, 1;", "=r,r", {o}, /*pure=*/false);
     store(x + o, load(gpu::local_ptr(a, {31 - o})) + v);
   });
-  gpu_ir(*asm_k);
-  CHECK(count_kind(*asm_k, ir::OpKind::Barrier) == 1);
+  tracetest::gpu_passes_sm90(*asm_k);
+  CHECK(tracetest::count_ops(*asm_k, ir::OpKind::Barrier) == 1);
   // A loop that only reads what was stored before it: one barrier before the loop, none inside.
-  auto before = trace_ir("struct_pass_before_loop", [](Ptr<float> x, Tile<int32_t> n) {
+  auto before = tracetest::trace_div16("struct_pass_before_loop", [](Ptr<float> x, Tile<int32_t> n) {
     Tile<int32_t> o = arange(0, 32);
     auto a = gpu::alloc<float>({32});
     store(gpu::local_ptr(a, {o}), load(x + o));
@@ -451,10 +438,10 @@ TEST_CASE("struct passes: buffers placed with reuse, barriers where accesses con
     for (auto i : range(0, n)) acc = acc + load(gpu::local_ptr(a, {(o + i) % 32}));
     store(x + o, acc);
   });
-  gpu_ir(*before);
+  tracetest::gpu_passes_sm90(*before);
   auto bl = tracetest::ops_of(*before, ir::OpKind::For);
   REQUIRE(bl.size() == 1);
-  CHECK(count_kind(*before, ir::OpKind::Barrier) == 1);
+  CHECK(tracetest::count_ops(*before, ir::OpKind::Barrier) == 1);
   int barrier_in_loop = 0;
   for (auto& op : bl[0]->region().body().ops) barrier_in_loop += op->kind == ir::OpKind::Barrier;
   CHECK(barrier_in_loop == 0);
@@ -464,7 +451,7 @@ TEST_CASE("struct passes: buffers placed with reuse, barriers where accesses con
   // the load stands for the second one.
   for (bool sync : {false, true}) {
     INFO("sync " << sync);
-    auto h = trace_ir("struct_pass_loop", [sync](Ptr<float> x, Tile<int32_t> n) {
+    auto h = tracetest::trace_div16("struct_pass_loop", [sync](Ptr<float> x, Tile<int32_t> n) {
       Tile<int32_t> o = arange(0, 32);
       auto a = gpu::alloc<float>({32});
       Tile<float> acc = zeros<float>({32});
@@ -475,22 +462,22 @@ TEST_CASE("struct passes: buffers placed with reuse, barriers where accesses con
       }
       store(x + o, acc);
     });
-    gpu_ir(*h);
+    tracetest::gpu_passes_sm90(*h);
     auto loops = tracetest::ops_of(*h, ir::OpKind::For);
     REQUIRE(loops.size() == 1);
     int in_body = 0;
     for (auto& op : loops[0]->region().body().ops) in_body += op->kind == ir::OpKind::Barrier;
     CHECK(in_body == 2);
-    CHECK(count_kind(*h, ir::OpKind::Barrier) == 2);
+    CHECK(tracetest::count_ops(*h, ir::OpKind::Barrier) == 2);
   }
 
   // A kernel without buffers gets no barrier op, and its global loads still pipeline.
-  auto p = trace_ir("struct_pass_none", [](Ptr<float> x) {
+  auto p = tracetest::trace_div16("struct_pass_none", [](Ptr<float> x) {
     Tile<int32_t> o = arange(0, 32);
     store(x + o, load(x + o) + 1.0f);
   });
-  gpu_ir(*p);
-  CHECK(count_kind(*p, ir::OpKind::Barrier) == 0);
+  tracetest::gpu_passes_sm90(*p);
+  CHECK(tracetest::count_ops(*p, ir::OpKind::Barrier) == 0);
 }
 
 TEST_CASE("struct passes: shared-buffer accesses take their neighbours' layouts (a transpose converts nothing)",
@@ -500,9 +487,9 @@ TEST_CASE("struct passes: shared-buffer accesses take their neighbours' layouts 
   for (int lay : {0, 1, 2}) {
     INFO("layout " << lay);
     auto f = tracetest::trace("struct_pass_transpose", transpose_kernel, {32, 64, lay}, true, true);
-    gpu_ir(*f);
-    CHECK(count_kind(*f, ir::OpKind::ConvertLayout) == 0);
-    CHECK(count_kind(*f, ir::OpKind::Barrier) == 1);
+    tracetest::gpu_passes_sm90(*f);
+    CHECK(tracetest::count_ops(*f, ir::OpKind::ConvertLayout) == 0);
+    CHECK(tracetest::count_ops(*f, ir::OpKind::Barrier) == 1);
   }
 }
 
@@ -510,13 +497,13 @@ TEST_CASE("struct passes: accesses of swizzled buffers are vectorized over a swi
   // The swizzled offset ((c >> 3) ^ phase) << 3 | (c & 7) keeps runs of 8 consecutive columns
   // (axis_info: and with a low mask, or of disjoint bits, xor): 16-byte bf16 accesses, on the
   // store into the buffer and on the read back.
-  auto f = trace_ir("struct_pass_swizzle_vec", [](Ptr<bf16> x) {
+  auto f = tracetest::trace_div16("struct_pass_swizzle_vec", [](Ptr<bf16> x) {
     auto buf = gpu::alloc<bf16>({2, 16, 64}, gpu::scope::shared, gpu::SharedLayout::swizzled(8, 1, 8));
     Tile<int32_t> r = expand_dims(arange(0, 16), 1), c = expand_dims(arange(0, 64), 0);
     buf[1].store(load(x + r * 64 + c));
     store(x + r * 64 + c, buf[1].load() * 2.0f);
   });
-  gpu_ir(*f);
+  tracetest::gpu_passes_sm90(*f);
   int shared_vec8 = 0;
   ir::walk(f->entry(), [&](const ir::Op& op) {
     if ((op.kind == ir::OpKind::Load || op.kind == ir::OpKind::Store) && op.has_attr("vec"))
@@ -529,13 +516,13 @@ TEST_CASE("struct passes: set_layout pins its value's layout and the access of a
   // A [64, 64] f32 tile would be loaded 4-wide along the rows; the program asks for a column-major
   // blocked layout (4 rows per thread, lanes down the columns): the load takes it (no conversion
   // after it), the elementwise op keeps it, the store converts back to its own coalesced layout.
-  auto f = trace_ir("struct_pass_setl", [](Ptr<float> x) {
+  auto f = tracetest::trace_div16("struct_pass_setl", [](Ptr<float> x) {
     Tile<int32_t> o = expand_dims(arange(0, 64), 1) * 64 + expand_dims(arange(0, 64), 0);
     Tile<float> v = gpu::set_layout(load(x + o),
                                     {.size_per_thread = {4, 1}, .threads_per_warp = {8, 4}, .warps_per_cta = {1, 4}, .order = {0, 1}});
     store(x + o, v * 2.0f);
   });
-  gpu_ir(*f);
+  tracetest::gpu_passes_sm90(*f);
   const layout::LinearLayout want = layout::blocked({64, 64}, {4, 1}, {8, 4}, {1, 4}, {0, 1});
   auto sets = tracetest::ops_of(*f, ir::OpKind::SetLayout);
   REQUIRE(sets.size() == 1);
@@ -546,16 +533,16 @@ TEST_CASE("struct passes: set_layout pins its value's layout and the access of a
   CHECK(loaded->def->kind == ir::OpKind::Load);  // no convert_layout between the load and the anchor
   CHECK(loaded->type.layout->ll == want);
   CHECK(loaded->def->int_attr("vec") == 1);  // 4 rows per thread: no vector along a row
-  CHECK(count_kind(*f, ir::OpKind::ConvertLayout) == 1);  // before the store (coalesced along rows)
+  CHECK(tracetest::count_ops(*f, ir::OpKind::ConvertLayout) == 1);  // before the store (coalesced along rows)
 
   // Used as a dot's accumulator, a set_layout keeps its layout (the dot's operand is converted).
-  auto d = trace_ir("struct_pass_setl_acc", [](Ptr<bf16> a, Ptr<float> c) {
+  auto d = tracetest::trace_div16("struct_pass_setl_acc", [](Ptr<bf16> a, Ptr<float> c) {
     Tile<int32_t> r = expand_dims(arange(0, 64), 1), k = expand_dims(arange(0, 64), 0);
     Tile<bf16> t = load(a + r * 64 + k);
     Tile<float> acc = gpu::set_layout(zeros<float>({64, 64}), {{1, 4}, {4, 8}, {4, 1}, {1, 0}});
     store(c + r * 64 + k, dot(t, t, acc));
   });
-  gpu_ir(*d);
+  tracetest::gpu_passes_sm90(*d);
   auto ds = tracetest::ops_of(*d, ir::OpKind::SetLayout);
   REQUIRE(ds.size() == 1);
   CHECK(ds[0]->result()->type.layout->ll == layout::blocked({64, 64}, {1, 4}, {4, 8}, {4, 1}, {1, 0}));
@@ -564,21 +551,21 @@ TEST_CASE("struct passes: set_layout pins its value's layout and the access of a
   CHECK(dots[0]->operands[2]->def->kind == ir::OpKind::ConvertLayout);
 
   // A global pointer through set_layout stays global: no barrier around its load beside a buffer.
-  auto g = trace_ir("struct_pass_setl_ptr", [](Ptr<float> x) {
+  auto g = tracetest::trace_div16("struct_pass_setl_ptr", [](Ptr<float> x) {
     Tile<int32_t> o = arange(0, 128);
     auto b = gpu::alloc<float>({128});
     store(gpu::local_ptr(b, {o}), 1.0f);
     Tile<float> v = load(gpu::set_layout(x + o, {{1}, {32}, {4}, {0}}));
     store(x + o, v);
   });
-  gpu_ir(*g);
-  CHECK(count_kind(*g, ir::OpKind::Barrier) == 0);
+  tracetest::gpu_passes_sm90(*g);
+  CHECK(tracetest::count_ops(*g, ir::OpKind::Barrier) == 0);
 }
 
 TEST_CASE("struct passes: a load from a shared buffer is never a cp.async copy, stores into one do not stop "
           "global loads from pipelining",
           "[struct-pass]") {
-  auto f = trace_ir("struct_pass_pipe", [](Ptr<float> x, Tile<int32_t> n) {
+  auto f = tracetest::trace_div16("struct_pass_pipe", [](Ptr<float> x, Tile<int32_t> n) {
     Tile<int32_t> o = arange(0, 128);
     auto a = gpu::alloc<float>({128});
     Tile<float> acc = zeros<float>({128});
@@ -589,7 +576,7 @@ TEST_CASE("struct passes: a load from a shared buffer is never a cp.async copy, 
     }
     store(x + o, acc);
   });
-  gpu_ir(*f);
+  tracetest::gpu_passes_sm90(*f);
   auto loads = tracetest::ops_of(*f, ir::OpKind::Load);
   int global_pipelined = 0, shared_pipelined = 0;
   for (const ir::Op* ld : loads) {

@@ -528,15 +528,6 @@ TEST_CASE("errors: the interpreter stops a wait no arrival can complete", "[erro
 // ============================================================================ GPU passes
 
 namespace {
-template <class F> std::unique_ptr<ir::Function> trace_ir(const char* name, F fn) {
-  return tracetest::trace(name, fn, {}, true, true);
-}
-void gpu_ir(ir::Function& f) { passes::run_gpu_pipeline(f, 4, 3, true, true); }
-int count_kind(const ir::Function& f, ir::OpKind k) {
-  int n = 0;
-  ir::walk(f.entry(), [&](const ir::Op& op) { n += op.kind == k; });
-  return n;
-}
 /// The kinds of the ops of a loop body, in order, as mnemonics joined by spaces (memory and
 /// barrier ops only).
 std::string sync_shape(const ir::Block& b) {
@@ -559,17 +550,17 @@ TEST_CASE("struct passes: barriers around async copies, no compiler pipelining b
   // ordered against the copy in flight: another stage); one barrier after the prologue is not
   // needed (nothing was read yet).
   auto f = tracetest::trace("struct_copy_pass_pipe", pipe_kernel, {64, 8, 3}, true, true);  // N, BR, S
-  gpu_ir(*f);
+  tracetest::gpu_passes_sm90(*f);
   auto loops = tracetest::ops_of(*f, ir::OpKind::For);
   REQUIRE(loops.size() == 1);
   CHECK(sync_shape(loops[0]->region().body()) == "async_wait barrier async_copy async_commit load");
-  CHECK(count_kind(*f, ir::OpKind::Barrier) == 1);
+  CHECK(tracetest::count_ops(*f, ir::OpKind::Barrier) == 1);
 
   // A bf16 K loop the compiler would pipeline (its loads feed a dot) is left alone in a kernel
   // that copies: its cp.async groups are the kernel's.
   for (bool copies : {false, true}) {
     INFO("with gpu::copy " << copies);
-    auto d = trace_ir("struct_copy_pass_nopipe", [copies](Ptr<bf16> a, Ptr<bf16> b, Ptr<float> c, Tile<int32_t> K) {
+    auto d = tracetest::trace_div16("struct_copy_pass_nopipe", [copies](Ptr<bf16> a, Ptr<bf16> b, Ptr<float> c, Tile<int32_t> K) {
       Tile<int32_t> r = arange(0, 64);
       Tile<float> acc = zeros<float>({64, 64});
       auto buf = gpu::alloc<float>({64});
@@ -585,7 +576,7 @@ TEST_CASE("struct passes: barriers around async copies, no compiler pipelining b
       }
       store(c + expand_dims(r, 1) * 64 + expand_dims(r, 0), acc + expand_dims(buf.load(), 0));
     });
-    gpu_ir(*d);
+    tracetest::gpu_passes_sm90(*d);
     int pipelined = 0;
     ir::walk(d->entry(), [&](const ir::Op& op) { pipelined += op.has_attr("pipelined"); });
     CHECK((pipelined > 0) == !copies);
@@ -593,7 +584,7 @@ TEST_CASE("struct passes: barriers around async copies, no compiler pipelining b
 
   // Two groups waited for one at a time (a pipeline's drain): a barrier after each wait, before
   // the read of what it completed, though a barrier came between the waits.
-  auto drain = trace_ir("struct_copy_pass_drain", [](Ptr<float> x) {
+  auto drain = tracetest::trace_div16("struct_copy_pass_drain", [](Ptr<float> x) {
     Tile<int32_t> i = arange(0, 64);
     auto a = gpu::alloc<float>({2, 64});
     gpu::copy(x + i, a[0]);
@@ -605,13 +596,13 @@ TEST_CASE("struct passes: barriers around async copies, no compiler pipelining b
     gpu::wait_group(0);
     store(x + i, t + load(gpu::local_ptr(a[1], {63 - i})));
   });
-  gpu_ir(*drain);
+  tracetest::gpu_passes_sm90(*drain);
   CHECK(sync_shape(drain->entry()) ==
         "async_copy async_commit async_copy async_commit async_wait barrier load async_wait barrier load store");
 
   // Straight-line: copy, commit, wait, read: the barrier between the wait and the read; a copy
   // into a buffer read before it: a barrier before the copy (the reads must be done).
-  auto g = trace_ir("struct_copy_pass_line", [](Ptr<float> x) {
+  auto g = tracetest::trace_div16("struct_copy_pass_line", [](Ptr<float> x) {
     Tile<int32_t> i = arange(0, 64);
     auto a = gpu::alloc<float>({64});
     gpu::copy(x + i, a);
@@ -623,12 +614,12 @@ TEST_CASE("struct passes: barriers around async copies, no compiler pipelining b
     gpu::wait_group(0);
     store(x + i, t + load(gpu::local_ptr(a, {63 - i})));
   });
-  gpu_ir(*g);
+  tracetest::gpu_passes_sm90(*g);
   CHECK(sync_shape(g->entry()) ==
         "async_copy async_commit async_wait barrier load barrier async_copy async_commit async_wait barrier load store");
   // The copy's destination stays live to the end: a buffer allocated after its last use does not
   // take its bytes.
-  auto h = trace_ir("struct_copy_pass_live", [](Ptr<float> x) {
+  auto h = tracetest::trace_div16("struct_copy_pass_live", [](Ptr<float> x) {
     Tile<int32_t> i = arange(0, 64);
     auto a = gpu::alloc<float>({64});
     gpu::copy(x + i, a);
@@ -636,7 +627,7 @@ TEST_CASE("struct passes: barriers around async copies, no compiler pipelining b
     store(gpu::local_ptr(b, {i}), 1.0f);
     store(x + i, load(gpu::local_ptr(b, {63 - i})));
   });
-  gpu_ir(*h);
+  tracetest::gpu_passes_sm90(*h);
   auto allocs = tracetest::ops_of(*h, ir::OpKind::LocalAlloc);
   REQUIRE(allocs.size() == 2);
   CHECK(allocs[1]->int_attr("offset") == 256);
@@ -654,7 +645,7 @@ TEST_CASE("ptx: gpu::copy is cp.async with commit and wait groups", "[ptx][struc
     CHECK(ptx.find("cp.async.commit_group") != std::string::npos);
     CHECK(ptx.find("cp.async.wait_group 1") != std::string::npos);
     ptxtest::assemble("hand-written cp.async pipeline", ptx, arch);
-    // Ragged columns: padded lanes copy nothing, the rest still in vectors where aligned.
+    // Ragged columns (padded to 32; pad lanes copy nothing): rows of 17 floats, 4-byte copies.
     const std::string rp = k.ptx(sm, 4, fake<float>(), fake<float>(), 0, 17, 4, 2);
     CHECK(rp.find("cp.async.ca.shared.global") != std::string::npos);
     ptxtest::assemble("cp.async pipeline, ragged columns", rp, arch);
@@ -729,24 +720,19 @@ TEST_CASE("gpu: gpu::copy kernels (cp.async and TMA) at 1, 4 and 8 warps", "[.gp
     for (auto [R, N, S, SWZ] : {std::tuple{1000, 100, 3, 0}, std::tuple{4100, 40, 4, 64}, std::tuple{7, 64, 2, 64},
                                 std::tuple{1000, 24, 3, 32}, std::tuple{129, 16, 2, 16}}) {
       INFO("warps " << w << " TMA R " << R << " N " << N << " stages " << S << " swizzled rows of " << SWZ);
-      ManagedBuffer<float> out(static_cast<size_t>(128));
-      if (SWZ) {
-        ManagedBuffer<bf16> x(size_t(R) * N);
-        Buf<bf16> hx(x.size());
-        for (size_t i = 0; i < x.size(); ++i) x.data()[i] = hx[i] = bf16(hashed(i));
-        TensorDescriptor<bf16, 2> xd(x.data(), {R, N}, {N, 1}, {8, SWZ});
-        tb(Grid(1).with_warps(w).backend(Backend::GPU), xd, out.data(), R, N, 8, SWZ, S, 1);
+      // SWZ: bf16 rows of SWZ elements, swizzled; else f32 rows of 128, row-major
+      auto run = [&]<class T>(auto& kernel, int BN) {
+        ManagedBuffer<T> x(size_t(R) * N);
+        ManagedBuffer<float> out(static_cast<size_t>(128));
+        Buf<T> hx(x.size());
+        for (size_t i = 0; i < x.size(); ++i) x.data()[i] = hx[i] = T(hashed(i));
+        TensorDescriptor<T, 2> xd(x.data(), {R, N}, {N, 1}, {8, BN});
+        kernel(Grid(1).with_warps(w).backend(Backend::GPU), xd, out.data(), R, N, 8, BN, S, SWZ ? 1 : 0);
         synchronize();
         CHECK(diffs(std::vector<float>(out.data(), out.data() + N), column_sums_of(hx, R, N)) == "");
-      } else {
-        ManagedBuffer<float> x(size_t(R) * N);
-        Buf<float> hx(x.size());
-        for (size_t i = 0; i < x.size(); ++i) x.data()[i] = hx[i] = hashed(i);
-        TensorDescriptor<float, 2> xd(x.data(), {R, N}, {N, 1}, {8, 128});
-        tf(Grid(1).with_warps(w).backend(Backend::GPU), xd, out.data(), R, N, 8, 128, S, 0);
-        synchronize();
-        CHECK(diffs(std::vector<float>(out.data(), out.data() + N), column_sums_of(hx, R, N)) == "");
-      }
+      };
+      if (SWZ) run.template operator()<bf16>(tb, SWZ);
+      else run.template operator()<float>(tf, 128);
     }
     for (auto [M, N, K, S] : {std::tuple{100, 70, 129, 3}, std::tuple{256, 256, 512, 4}}) {
       INFO("warps " << w << " gemm " << M << "x" << N << "x" << K << " stages " << S);

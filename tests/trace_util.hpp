@@ -71,4 +71,16 @@ inline std::vector<const tle::ir::Op*> ops_of(const tle::ir::Function& f, tle::i
   return v;
 }
 
+/// How many ops of kind k f has, anywhere.
+inline int count_ops(const tle::ir::Function& f, tle::ir::OpKind k) { return static_cast<int>(ops_of(f, k).size()); }
+
+/// trace() of a kernel without Constexpr parameters, its pointers and integers 16-divisible.
+template <class F> std::unique_ptr<tle::ir::Function> trace_div16(const char* name, F fn) {
+  return trace(name, fn, {}, true, true);
+}
+
+/// The GPU passes at 4 warps, 3 stages, sm_90a rules (wgmma, TMA): what a kernel's IR becomes
+/// before the lowering (tests of TLE-Struct's passes).
+inline void gpu_passes_sm90(tle::ir::Function& f) { tle::passes::run_gpu_pipeline(f, 4, 3, true, true); }
+
 }  // namespace tracetest

@@ -960,19 +960,26 @@ void barrier(const SrcLoc& loc) {
   make(c, ir::OpKind::Barrier, {}, {}, {}, loc);
 }
 
+namespace {
+/// A copy's destination must point into the program's buffers only (UserError at loc).
+void require_buffer_destination(V p, const SrcLoc& loc) {
+  const passes::PointerOrigin o = passes::pointer_origin(p);
+  if (o.allocs.empty() || o.global || o.unknown)
+    throw UserError(loc, "gpu::copy: the destination must point into a gpu::alloc buffer only (a Buffer view or "
+                         "gpu::local_ptr of one)");
+}
+}  // namespace
+
 void async_copy(V src, V dst, V mask, const SrcLoc& loc) {
   auto& c = ctx(loc);
   use(c, src, loc), use(c, dst, loc);
   require_dtype(src->type.dtype == DType::ptr, src, loc, "gpu::copy (source)", "pointer");
   require_dtype(dst->type.dtype == DType::ptr, dst, loc, "gpu::copy (destination)", "pointer");
   refuse_in_combine(c, "gpu::copy", loc);
-  const passes::PointerOrigin so = passes::pointer_origin(src), d = passes::pointer_origin(dst);
-  if (!so.allocs.empty())
+  if (!passes::pointer_origin(src).allocs.empty())
     throw UserError(loc, "gpu::copy: the source points into a gpu::alloc buffer; gpu::copy moves global memory into a "
                          "buffer (read a buffer with tle::load and write it with tle::store)");
-  if (d.allocs.empty() || d.global || d.unknown)
-    throw UserError(loc, "gpu::copy: the destination must point into a gpu::alloc buffer only (a Buffer view or "
-                         "gpu::local_ptr of one)");
+  require_buffer_destination(dst, loc);
   if (src->type.pointee != dst->type.pointee)
     throw UserError(loc, fmt::format("gpu::copy: the source holds {} and the destination {}; a copy does not convert",
                                      dtype_name(src->type.pointee), dtype_name(dst->type.pointee)));
@@ -1057,9 +1064,7 @@ void tma_copy(const std::vector<V>& values, const std::vector<int64_t>& block, c
     throw UserError(loc, fmt::format("gpu::copy: TMA cannot move a {} block of {}: every dim a power of two up to 256, "
                                      "rows of at least 16 bytes, at most 64 KiB in all",
                                      shape_str(block), dtype_name(d)));
-  const passes::PointerOrigin o = passes::pointer_origin(dst_base);
-  if (o.allocs.empty() || o.global || o.unknown)
-    throw UserError(loc, "gpu::copy: the destination must be a view of a gpu::alloc buffer");
+  require_buffer_destination(dst_base, loc);
   ops.push_back(dst_base);
   ops.push_back(bar);
   ops.push_back(dst_ptrs);

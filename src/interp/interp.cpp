@@ -152,11 +152,28 @@ class Interpreter {
   std::unordered_map<uintptr_t, const Op*> inflight_;  // byte -> the copy still writing it
   int64_t groups_ = 0;                                 // commits so far in this program
 
-  /// Whether [addr, addr + bytes) lies in one of the program's shared buffers.
-  bool in_local(uintptr_t addr, size_t bytes) const {
-    for (const auto& [lo, hi] : local_ranges_)
-      if (addr >= lo && addr + bytes <= hi) return true;
-    return false;
+  /// The shared buffer (local_alloc range) whose bytes include addr, or null.
+  const std::pair<uintptr_t, uintptr_t>* local_range(uintptr_t addr) const {
+    for (const auto& r : local_ranges_)
+      if (addr >= r.first && addr < r.second) return &r;
+    return nullptr;
+  }
+  /// Lane k of copy `cp` writes bits v to the buffer element at p: checked like a store, which
+  /// must land inside the program's buffers, and in flight from now on.
+  void copy_lane(InflightCopy& cp, int64_t k, uint64_t p, uint64_t v) {
+    const Op& op = *cp.op;
+    const size_t eb = static_cast<size_t>(byte_size(cp.dtype));
+    const uintptr_t a = checked(op, k, p, cp.dtype, true);
+    if (!local_range(a))
+      fail(op, fmt::format("lane {} copies to address {:#x}, outside the program's shared buffers (a destination "
+                           "index past its buffer)",
+                           k, a));
+    for (size_t b = 0; b < eb; ++b)
+      if (!inflight_.emplace(a + b, &op).second)
+        fail(op, fmt::format("lane {} copies into a buffer element that another lane of this copy also writes (two "
+                             "lanes of one copy race)",
+                             k));
+    cp.writes.emplace_back(a, v);
   }
 
   [[noreturn]] void fail(const Op& op, const std::string& msg) const {
@@ -207,9 +224,8 @@ class Interpreter {
     size_t bytes = static_cast<size_t>(byte_size(d));
     // The program's own shared buffers (local_alloc): private to it, so neither the caller's
     // check nor the race detector applies; an access that starts inside one must end inside it.
-    for (const auto& [lo, hi] : local_ranges_) {
-      if (addr < lo || addr >= hi) continue;
-      if (addr + bytes > hi)
+    if (const auto* range = local_range(addr)) {
+      if (addr + bytes > range->second)
         fail(op, fmt::format("lane {} {} {} bytes at address {:#x}, past the end of its shared buffer", lane,
                              write ? "writes" : "reads", bytes, addr));
       for (size_t b = 0; b < bytes && !inflight_.empty(); ++b)
@@ -452,24 +468,10 @@ class Interpreter {
         const ir::Value* mask = in.size() > 2 ? in[2] : nullptr;
         const ir::Value* active = in.size() > 3 ? in[3] : nullptr;  // (the GPU's pad lanes)
         const DType d = in[0]->type.pointee;
-        const size_t eb = static_cast<size_t>(byte_size(d));
         InflightCopy cp{&op, -1, {}, d};
-        const int64_t n = in[0]->type.numel();
-        for (int64_t k = 0; k < n; ++k) {
-          if (active && !truth(active, k)) continue;
-          const uint64_t v = mask && !truth(mask, k) ? 0 : read(op, k, elem(in[0], k), d);
-          const uintptr_t a = checked(op, k, elem(in[1], k), d, true);
-          if (!in_local(a, eb))
-            fail(op, fmt::format("lane {} copies to address {:#x}, outside the program's shared buffers (a "
-                                 "destination index past its buffer)",
-                                 k, a));
-          for (size_t b = 0; b < eb; ++b)
-            if (!inflight_.emplace(a + b, &op).second)
-              fail(op, fmt::format("lane {} copies into a buffer element that another lane of this copy also writes "
-                                   "(two lanes of one copy race)",
-                                   k));
-          cp.writes.emplace_back(a, v);
-        }
+        for (int64_t k = 0; k < in[0]->type.numel(); ++k)
+          if (!active || truth(active, k))
+            copy_lane(cp, k, elem(in[1], k), mask && !truth(mask, k) ? 0 : read(op, k, elem(in[0], k), d));
         copies_.push_back(std::move(cp));
         return;
       }
@@ -589,17 +591,10 @@ class Interpreter {
           // stops the kernel, as for cp.async copies).
           const uintptr_t bar = static_cast<uintptr_t>(elem(in[3 + 3 * r], 0));
           MBarrierState& b = mbarrier(op, bar);
-          const size_t eb = static_cast<size_t>(byte_size(d));
           InflightCopy cp{&op, -1, {}, d, bar, b.phases};
           for (int64_t k = 0; k < blockv->type.numel(); ++k) {
             auto a = addr(k);
-            const uint64_t v = a ? read(op, k, *a, d) : 0;
-            const uintptr_t to = checked(op, k, elem(blockv, k), d, true);
-            if (!in_local(to, eb)) fail(op, fmt::format("lane {} copies outside the program's shared buffers", k));
-            for (size_t x = 0; x < eb; ++x)
-              if (!inflight_.emplace(to + x, &op).second)
-                fail(op, fmt::format("lane {} copies into a buffer element another lane of this copy writes", k));
-            cp.writes.emplace_back(to, v);
+            copy_lane(cp, k, elem(blockv, k), a ? read(op, k, *a, d) : 0);
           }
           copies_.push_back(std::move(cp));
           b.tx -= blockv->type.numel() * byte_size(d);

@@ -337,7 +337,8 @@ class Lowerer : public backend::ScalarEmitter {
 
   // ---- mbarriers (PTX ISA 9.7.13.15), at 32-bit shared-memory addresses
   void mbarrier_init(llvm::Value* addr, int count);
-  /// Spins on mbarrier.try_wait.parity until the phase of parity `parity` (i32 0/1) completed.
+  /// Spins on mbarrier.try_wait.parity (test_wait.parity before sm_90) until the phase of parity
+  /// `parity` (i32 0/1) completed.
   void mbarrier_wait(llvm::Value* addr, llvm::Value* parity);
   /// The parity (i32 0/1) of the phase that use number `use` (i64) of a buffer's barrier completes.
   llvm::Value* mbarrier_parity(llvm::Value* use);

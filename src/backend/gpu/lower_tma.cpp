@@ -185,30 +185,9 @@ void Lowerer::lower_mbarrier(const ir::Op& op) {
       B.SetInsertPoint(done);
       return;
     }
-    case K::MBarrierWait: {
-      Value* bar = shared32(op.operands[0]);
-      Value* parity = B.CreateAnd(reg(op.operands[1], 0), i32c(1));
-      if (wgmma) {
-        mbarrier_wait(bar, parity);
-        return;
-      }
-      // sm_80: mbarrier.test_wait.parity in a loop (try_wait is sm_90)
-      llvm::BasicBlock* loop = llvm::BasicBlock::Create(ctx, "mbar.test", kernel);
-      llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "mbar.tested", kernel);
-      B.CreateBr(loop);
-      B.SetInsertPoint(loop);
-      auto* fty = llvm::FunctionType::get(B.getInt32Ty(), {B.getInt32Ty(), B.getInt32Ty()}, false);
-      llvm::CallInst* ok = B.CreateCall(
-          fty,
-          llvm::InlineAsm::get(fty,
-                               "{\n.reg .pred p;\nmbarrier.test_wait.parity.shared.b64 p, [$1], $2;\nselp.u32 $0, 1, 0, p;\n}",
-                               "=r,r,r,~{memory}", true),
-          {bar, parity});
-      ok->addFnAttr(llvm::Attribute::Convergent);
-      B.CreateCondBr(B.CreateICmpNE(ok, i32c(0)), done, loop);
-      B.SetInsertPoint(done);
+    case K::MBarrierWait:
+      mbarrier_wait(shared32(op.operands[0]), B.CreateAnd(reg(op.operands[1], 0), i32c(1)));
       return;
-    }
     case K::TmaCopy: {
       const int64_t r = op.int_attr("rank");
       const ir::Value* map = op.operands[0];

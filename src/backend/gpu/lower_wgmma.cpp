@@ -92,13 +92,14 @@ void Lowerer::mbarrier_init(Value* addr, int count) {
 }
 
 void Lowerer::mbarrier_wait(Value* addr, Value* parity) {
-  // try_wait suspends the thread for a while before it returns false; loop until the phase is done.
+  // try_wait (sm_90) suspends the thread for a while before it returns false; test_wait (sm_80)
+  // returns at once. Loop until the phase is done.
   llvm::BasicBlock* loop = llvm::BasicBlock::Create(ctx, "mbar.wait", kernel);
   llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "mbar.done", kernel);
   B.CreateBr(loop);
   B.SetInsertPoint(loop);
-  Value* ok = asm_call(B,
-                       "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2;\nselp.u32 $0, 1, 0, p;\n}",
+  const char* test = wgmma ? "mbarrier.try_wait.parity.shared::cta.b64" : "mbarrier.test_wait.parity.shared::cta.b64";
+  Value* ok = asm_call(B, fmt::format("{{\n.reg .pred p;\n{} p, [$1], $2;\nselp.u32 $0, 1, 0, p;\n}}", test),
                        "=r,r,r,~{memory}", {addr, parity}, B.getInt32Ty());
   B.CreateCondBr(B.CreateICmpNE(ok, i32c(0)), done, loop);
   B.SetInsertPoint(done);
