@@ -202,7 +202,7 @@ remote)
   # Skipped with a note where the machine has no compute-sanitizer.
   if [ "${SKIP_SANITIZE:-0}" != 1 ]; then
     cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
-    san_tests=${SANITIZE_TESTS:-"gpu: E27*,gpu: atomics,gpu: E21*,gpu: matmul with a K loop*,gpu: a hinted K loop*,gpu: launches on streams*,gpu: shared-buffer kernels*,gpu: gpu::copy kernels*"}
+    san_tests=${SANITIZE_TESTS:-"gpu: E27*,gpu: atomics,gpu: E21*,gpu: matmul with a K loop*,gpu: a hinted K loop*,gpu: launches on streams*,gpu: shared-buffer kernels*,gpu: gpu::copy kernels*,gpu: warp_specialize kernels*"}
     if [ -n "$cs" ]; then
       for tool in memcheck racecheck synccheck initcheck; do
         step "compute-sanitizer $tool" "$cs" --tool "$tool" --error-exitcode 9 "$bin/tle_tests" "$san_tests"

@@ -16,6 +16,7 @@
 // kernel needs gpu::sync() only to order accesses the compiler cannot see (shared memory that
 // inline PTX reaches, or CUDA device code without a pointer operand into the buffer).
 #pragma once
+#include <functional>
 #include <initializer_list>
 #include <vector>
 
@@ -435,8 +436,61 @@ template <class T> Tile<T> set_layout(const Tile<T>& x, const BlockedLayout& lay
                                          layout.warps_per_cta, layout.order, l));
 }
 
+/// One role of gpu::warp_specialize: `num_warps` warps (a power of two, 1 to 32) run `body`, a
+/// lambda taking nothing and returning nothing, traced into the role. `max_regs` (0: unchanged;
+/// else a multiple of 8 from 24 to 256, for a role of whole warpgroups) is the role's registers
+/// per thread after setmaxnreg (PTX ISA 9.7.17.1) on sm_90a: a producer that only copies gives
+/// registers up (e.g. 40) so that consumers holding accumulators can take more (e.g. 232); other
+/// targets and backends ignore it. UserError at gpu::warp_specialize for values out of range.
+struct Role {
+  int num_warps = 0;
+  int max_regs = 0;
+  std::function<void()> body;
+  SrcLoc loc;
+  Role(int num_warps_, std::function<void()> body_, loc_t l = loc_t::current())
+      : num_warps(num_warps_), body(std::move(body_)), loc(l) {}
+  Role(int num_warps_, int max_regs_, std::function<void()> body_, loc_t l = loc_t::current())
+      : num_warps(num_warps_), max_regs(max_regs_), body(std::move(body_)), loc(l) {}
+};
+
+/// Warp specialization (FlagTree's tle.gpu warp specialization, Gluon's warp_specialize,
+/// CUTLASS's producer / consumer warpgroups): the program's warps are split among `roles`, each
+/// running its own body at the same time as the others - typically a producer that copies tiles
+/// into shared buffers and consumers that compute on them. Role r runs on warps
+/// [first_r, first_r + num_warps_r), placed in order, each starting where the previous one ended
+/// rounded up to a multiple of min(num_warps_r, 4) (a role of 4 or more warps is whole
+/// warpgroups, as wgmma needs; warps skipped idle). The program launches with the last role's
+/// end, whatever Grid::with_warps says: {Role(4, 40, producer), Role(8, 232, consumer)} takes
+/// 12 warps, {Role(1, producer), Role(4, consumer)} 8 (warps 1 to 3 idle).
+///
+/// Contract: the call is the kernel's last statement, in its body (not in a loop or branch); no
+/// tile is made before it (scalars, buffers, mbarriers and descriptors are: gpu::alloc and
+/// gpu::alloc_mbarriers must come before it). In a role, tiles are spread over the role's warps;
+/// it uses the kernel's scalars, buffers, mbarriers and descriptors, assigns no Tile declared
+/// outside it (UserError at the role; a Tile made in one role is not usable in another) and calls
+/// no cuda_function (its __syncthreads() spans the CTA; UserError at the call). Roles share only
+/// memory: they order their accesses to shared buffers with mbarriers - an arrive releases the
+/// role's earlier accesses, a wait that sees the phase complete acquires them (docs/struct.md,
+/// "Warp specialization"); gpu::sync() and the barriers the compiler inserts in a role are
+/// barriers of its warps only (bar.sync with the role's thread count). An mbarrier's arrivals
+/// count arrive statements: every arrive on one alloc_mbarriers array must come from roles of the
+/// same number of warps (UserError at compile time on the GPU otherwise).
+/// GPU: one branch per role on the warp index, warp and thread indices rebased to the role,
+/// setmaxnreg where asked (the roles' counts times their threads must fit in the registers the
+/// program has at entry, .maxnreg times its threads, or setmaxnreg.inc would wait: UserError at
+/// compile time otherwise). CPU backend and interpreter: the kernel runs on the interpreter, its
+/// roles interleaved - each runs until it waits for an mbarrier phase not yet complete, then the
+/// next runs; a wait no role can complete any more stops the kernel naming every role's wait
+/// (where the GPU would hang).
+inline void warp_specialize(std::initializer_list<Role> roles, loc_t l = loc_t::current()) {
+  std::vector<tle::detail::RoleSpec> specs;
+  for (const Role& r : roles) specs.push_back({r.num_warps, r.max_regs, r.body, r.loc});
+  tle::detail::warp_specialize(specs, l);
+}
+
 /// A barrier of the program (CUDA's __syncthreads, FlagTree's CTA barrier): every memory access
 /// the program made before it completes, and is visible to the program, before any after it.
+/// Inside a gpu::warp_specialize role it is a barrier of the role's warps.
 /// The compiler already orders the accesses it sees to shared buffers (see the top of this
 /// file); sync() is for what it cannot see. On the CPU backend and in the interpreter programs
 /// run their statements in order, and it does nothing.

@@ -80,8 +80,9 @@ ir::Value* TraceContext::use(ir::Value* v, const SrcLoc& loc, const std::string&
   if (!v) throw UserError(loc, pre + " has no value yet (a default-constructed Tile); assign it before use");
   if (v == detail::stale_value()) throw UserError(loc, detail::stale_message(pre));
   if (!visible(v))
-    throw UserError(loc, pre + " was defined inside a device loop, if_ branch or combine function that has already "
-                               "ended; declare the Tile before that region and assign to it inside");
+    throw UserError(loc, pre + " was defined inside a device loop, if_ branch, combine function or warp_specialize "
+                               "role that has already ended; declare the Tile before that region and assign to it "
+                               "inside (roles share data through shared buffers)");
   return v;
 }
 
@@ -915,8 +916,9 @@ V histogram(V x, int64_t bins, V mask, const SrcLoc& loc) {
 V local_alloc(DType elem, const ShapeVec& shape, int64_t numel, int64_t align, const SrcLoc& loc) {
   auto& c = ctx(loc);
   if (!c.frames.empty())
-    throw UserError(loc, "gpu::alloc must be called in the kernel's body, outside tle::range, tle::if_ and combine "
-                         "functions (a shared buffer lives for the whole program); allocate it before the loop");
+    throw UserError(loc, "gpu::alloc must be called in the kernel's body, outside tle::range, tle::if_, combine "
+                         "functions and warp_specialize roles (a shared buffer lives for the whole program); allocate "
+                         "it before the loop or the roles");
   if (shape.empty()) throw UserError(loc, "gpu::alloc: the shape needs at least one dimension");
   for (int64_t d : shape)
     if (d < 1) throw UserError(loc, fmt::format("gpu::alloc: shape {} has a dimension < 1", shape_str(shape)));
@@ -1420,6 +1422,99 @@ void if_else(V cond, const std::function<void()>& then_fn, const std::function<v
   }
 }
 
+namespace {
+/// The value `v` stands for: a device loop makes every live handle loop-carried, so a handle
+/// the loop does not assign holds a `for` result that only passes its init through.
+/// (An if_ around such a loop yields the loop's result from one branch and the value from
+/// the other.)
+V passed_through(V v) {
+  while (v && v->def && (v->def->kind == ir::OpKind::For || v->def->kind == ir::OpKind::If)) {
+    const ir::Op* op = v->def;
+    const ir::Op* y = op->region().body().terminator();
+    if (!y || v->index >= y->operands.size()) break;
+    if (op->kind == ir::OpKind::For) {
+      if (passed_through(y->operands[v->index]) != op->region().body().arg(1 + v->index)) break;
+      v = op->operands[3 + v->index];
+    } else {
+      const ir::Op* e = op->region(1).body().terminator();
+      V t = passed_through(y->operands[v->index]);
+      if (!e || v->index >= e->operands.size() || passed_through(e->operands[v->index]) != t) break;
+      v = t;
+    }
+  }
+  return v;
+}
+}  // namespace
+
+void warp_specialize(const std::vector<RoleSpec>& roles, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  if (!c.frames.empty())
+    throw UserError(loc, "gpu::warp_specialize must be called in the kernel's body, outside tle::range, tle::if_, "
+                         "combine functions and other roles: its roles split the program's warps");
+  if (ir::find_warp_specialize(c.fn))
+    throw UserError(loc, "gpu::warp_specialize is called twice in this kernel; give one call all the roles");
+  if (roles.empty() || roles.size() > 8)
+    throw UserError(loc, fmt::format("gpu::warp_specialize: {} roles; give 1 to 8", roles.size()));
+  // The roles own the program's warps: a tile made before them would be spread over warps that
+  // are now split among them.
+  ir::walk(c.fn.entry(), [&](const ir::Op& op) {
+    for (auto& r : op.results)
+      if (!r->type.is_scalar())
+        throw UserError(op.loc, "a kernel with gpu::warp_specialize makes its tiles inside the roles (the roles split "
+                                "the program's warps); move this into a role, or pass the data through a shared "
+                                "buffer");
+  });
+  std::vector<int64_t> warps, regs;
+  for (const RoleSpec& r : roles) {
+    if (r.warps < 1 || r.warps > 32 || (r.warps & (r.warps - 1)))
+      throw UserError(r.loc, fmt::format("gpu::Role: {} warps; a role has a power of two from 1 to 32", r.warps));
+    if (r.max_regs != 0 && (r.max_regs < 24 || r.max_regs > 256 || r.max_regs % 8))
+      throw UserError(r.loc, fmt::format("gpu::Role: max_regs {}; give 0 (unchanged) or a multiple of 8 from 24 to 256 "
+                                         "(setmaxnreg, PTX ISA 9.7.17.1)",
+                                         r.max_regs));
+    if (r.max_regs != 0 && r.warps % 4)
+      throw UserError(r.loc, fmt::format("gpu::Role: max_regs needs whole warpgroups (setmaxnreg is per 4 warps); this "
+                                         "role has {} warps: give it 4 or more, or max_regs 0",
+                                         r.warps));
+    if (!r.body) throw UserError(r.loc, "gpu::Role: the role has no body");
+    warps.push_back(r.warps);
+    regs.push_back(r.max_regs);
+  }
+  ir::Op* op = make(c, ir::OpKind::WarpSpecialize, {}, {}, {{"warps", warps}, {"regs", regs}}, loc,
+                    static_cast<unsigned>(roles.size()));
+  if (ir::role_first_warps(*op).back() > 32) {
+    const std::vector<int64_t> first = ir::role_first_warps(*op);
+    throw UserError(loc, fmt::format("gpu::warp_specialize: the roles take {} warps (their first warps: {}); a program "
+                                     "has at most 32",
+                                     first.back(), fmt::join(first.begin(), first.end() - 1, ", ")));
+  }
+  for (size_t i = 0; i < roles.size(); ++i) {
+    ir::Block* body = &op->region(static_cast<unsigned>(i)).body();
+    push_frame(c, Frame::Role, op, body, roles[i].loc);
+    try {
+      roles[i].body();
+    } catch (...) {
+      Frame g = pop_frame(c);
+      for (size_t k = 0; k < g.tracked.size(); ++k)
+        if (g.tracked[k]) g.tracked[k]->v = g.before[k];
+      throw;
+    }
+    Frame g = pop_frame(c);
+    bool assigned = false;
+    for (size_t k = 0; k < g.tracked.size(); ++k)
+      if (g.tracked[k]) {
+        assigned |= passed_through(g.tracked[k]->v) != g.before[k];
+        g.tracked[k]->v = g.before[k];  // (a loop in the role left it holding the loop's result)
+      }
+    if (assigned)
+      throw UserError(roles[i].loc, "a gpu::warp_specialize role assigns a Tile declared outside it; roles return "
+                                    "nothing: declare the Tile inside the role, or store the data to a shared buffer");
+    c.builder.set_insertion_block(body);
+    c.builder.yield({}, roles[i].loc);
+    c.builder.set_insertion_block(&c.fn.entry());
+  }
+}
+
 }  // namespace tle::detail
 
 namespace tle::frontend {
@@ -1429,6 +1524,15 @@ void trace_into(ir::Function& f, detail::TraceThunk thunk, const void* fn, const
   thunk(fn, params);
   c.check_pending();
   if (!c.frames.empty()) throw InternalError("tracing ended with an open region");
+  // gpu::warp_specialize's roles run to the end of the program: nothing may follow it.
+  const ir::Op* ws = nullptr;
+  for (auto& op : f.entry().ops) {
+    if (ws)
+      throw UserError(op->loc, fmt::format("this statement follows the gpu::warp_specialize at {}:{}; the roles run "
+                                           "to the end of the program: make it part of a role",
+                                           ws->loc.file, ws->loc.line));
+    if (op->kind == ir::OpKind::WarpSpecialize) ws = op.get();
+  }
 }
 
 }  // namespace tle::frontend

@@ -1,5 +1,5 @@
 // src/frontend/trace.hpp - the tracer's context: the function being built, the live Tile handles,
-// and the stack of open regions (device loops, if branches, combine bodies).
+// and the stack of open regions (device loops, if branches, combine bodies, warp_specialize roles).
 #pragma once
 #include <optional>
 #include <vector>
@@ -20,8 +20,8 @@ namespace tle::frontend {
 
 /// An open region while tracing.
 struct Frame {
-  enum Kind { Loop, Branch, Body } kind;
-  ir::Op* op = nullptr;       // the For / If / Reduce / Scan op
+  enum Kind { Loop, Branch, Body, Role } kind;
+  ir::Op* op = nullptr;       // the For / If / Reduce / Scan / WarpSpecialize op
   ir::Block* block = nullptr; // the region's block (ops go here)
   std::vector<detail::HandleBase*> tracked;  // handles alive when the region opened (null once dead)
   std::vector<ir::Value*> before;            // their values when the region opened

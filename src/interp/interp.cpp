@@ -11,7 +11,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <unordered_map>
 
 #include "backend/cpu/program_guard.hpp"
@@ -80,7 +84,7 @@ class Interpreter {
       program_ = p;
       env_.clear();
       for (auto& [op, bytes] : locals_) std::fill(bytes.begin(), bytes.end(), uint8_t(0));
-      copies_.clear(), inflight_.clear(), groups_ = 0, mbarriers_.clear();
+      copies_.clear(), inflight_.clear(), groups_.assign(1, 0), role_ = 0, mbarriers_.clear();
       for (size_t i = 0; i < argv.size(); ++i) env_[entry.arg(static_cast<unsigned>(i))] = argv[i];
       eval_block(entry);
       // A program must not end while TMA bytes it announced or copied are outstanding: on the GPU
@@ -119,6 +123,7 @@ class Interpreter {
     DType dtype;
     uintptr_t bar = 0;   // a TMA copy: its mbarrier (landed by a wait that sees `phase` complete)
     int64_t phase = 0;
+    size_t role = 0;     // the warp_specialize role that issued it (its commits and waits are its own)
   };
   /// Lands (and forgets) the copies `done` picks.
   template <class F> void land(F&& done) {
@@ -150,7 +155,121 @@ class Interpreter {
     if (b.pending == 0 && b.tx == 0) b.pending = b.count, ++b.phases;
   }
   std::unordered_map<uintptr_t, const Op*> inflight_;  // byte -> the copy still writing it
-  int64_t groups_ = 0;                                 // commits so far in this program
+  std::vector<int64_t> groups_{0};                     // commits so far, per role (one outside roles)
+
+  // ---- warp_specialize: the roles run on threads of their own, one at a time (a baton), each
+  // until it finishes or waits for an mbarrier phase not complete; then the next live role in
+  // order runs. Every interpreter member is touched only by the thread holding the baton.
+  struct Roles {
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t turn = 0;
+    bool abort = false;
+    std::vector<bool> done;
+    std::vector<const Op*> waiting;  // the wait each role is blocked at, or null
+    size_t stuck = 0;                // blocked hand-overs since the last mbarrier change
+    std::exception_ptr error;
+  };
+  Roles* roles_ = nullptr;  // while a warp_specialize runs
+  size_t role_ = 0;         // the role running now
+  struct RoleAbort {};      // unwinds a role when another one failed
+
+  size_t live_roles() const { return static_cast<size_t>(std::count(roles_->done.begin(), roles_->done.end(), false)); }
+  /// Hands the baton from role `me` to the next live role and waits to get it back (or throws
+  /// RoleAbort); called with rs.mu held through `lk`.
+  void pass_baton(std::unique_lock<std::mutex>& lk, size_t me) {
+    Roles& rs = *roles_;
+    const size_t n = rs.done.size();
+    for (size_t k = 1; k <= n; ++k)
+      if (!rs.done[(me + k) % n]) {
+        rs.turn = (me + k) % n;
+        break;
+      }
+    rs.cv.notify_all();
+    if (rs.done[me]) return;
+    rs.cv.wait(lk, [&] { return rs.turn == me || rs.abort; });
+    if (rs.abort) throw RoleAbort{};
+    role_ = me;
+  }
+  /// Role role_ waits at `wait` for a phase not complete: hands over to the other roles until it
+  /// is (done() true), or stops the kernel when every live role has found its wait blocked since
+  /// the last mbarrier change (a deadlock on the GPU).
+  template <class F> void block_until(const Op& wait, F&& done, const std::string& why) {
+    Roles& rs = *roles_;
+    const size_t me = role_;
+    while (!done()) {
+      rs.waiting[me] = &wait;
+      if (++rs.stuck >= live_roles()) {
+        std::string all;
+        for (size_t r = 0; r < rs.waiting.size(); ++r)
+          if (!rs.done[r] && rs.waiting[r])
+            all += fmt::format("; role {} waits at {}:{}", r, rs.waiting[r]->loc.file, rs.waiting[r]->loc.line);
+        fail(wait, fmt::format("{}, and no role can arrive on it any more: the roles wait for each other forever (a "
+                               "deadlock on the GPU){}",
+                               why, all));
+      }
+      std::unique_lock lk(rs.mu);
+      pass_baton(lk, me);
+    }
+    rs.waiting[me] = nullptr;
+  }
+  /// An mbarrier changed: roles blocked at waits may go on.
+  void progress() {
+    if (roles_) roles_->stuck = 0;
+  }
+
+  void run_roles(const Op& op) {
+    const size_t n = op.regions.size();
+    Roles rs;
+    rs.done.assign(n, false);
+    rs.waiting.assign(n, nullptr);
+    roles_ = &rs;
+    groups_.resize(n, groups_[0]);
+    std::vector<std::thread> threads;
+    // Joins the threads started so far (after telling them to stop when one could not start).
+    auto join_all = [&](bool stop) {
+      if (stop) {
+        std::lock_guard lk(rs.mu);
+        rs.abort = true;
+        rs.cv.notify_all();
+      }
+      for (auto& t : threads) t.join();
+      roles_ = nullptr;
+      role_ = 0;
+    };
+    try {
+      for (size_t i = 0; i < n; ++i) threads.emplace_back([&, i] {
+        std::unique_lock lk(rs.mu);
+        rs.cv.wait(lk, [&] { return rs.turn == i || rs.abort; });
+        if (!rs.abort) {
+          role_ = i;
+          lk.unlock();
+          std::exception_ptr failed;
+          try {
+            eval_block(op.region(static_cast<unsigned>(i)).body());
+          } catch (const RoleAbort&) {
+          } catch (...) {
+            failed = std::current_exception();
+          }
+          lk.lock();
+          if (failed && !rs.error) rs.error = failed, rs.abort = true;
+        }
+        rs.done[i] = true;
+        rs.waiting[i] = nullptr;
+        pass_baton(lk, i);
+        rs.cv.notify_all();
+      });
+    } catch (...) {  // (std::system_error: no thread for a role)
+      join_all(true);
+      throw;
+    }
+    {
+      std::lock_guard lk(rs.mu);
+      rs.cv.notify_all();
+    }
+    join_all(false);
+    if (rs.error) std::rethrow_exception(rs.error);
+  }
 
   /// The shared buffer (local_alloc range) whose bytes include addr, or null.
   const std::pair<uintptr_t, uintptr_t>* local_range(uintptr_t addr) const {
@@ -469,6 +588,7 @@ class Interpreter {
         const ir::Value* active = in.size() > 3 ? in[3] : nullptr;  // (the GPU's pad lanes)
         const DType d = in[0]->type.pointee;
         InflightCopy cp{&op, -1, {}, d};
+        cp.role = role_;
         for (int64_t k = 0; k < in[0]->type.numel(); ++k)
           if (!active || truth(active, k))
             copy_lane(cp, k, elem(in[1], k), mask && !truth(mask, k) ? 0 : read(op, k, elem(in[0], k), d));
@@ -500,6 +620,7 @@ class Interpreter {
           --b.pending;
         }
         mbarrier_step(b);
+        progress();
         return;
       }
       case K::MBarrierWait: {
@@ -507,6 +628,10 @@ class Interpreter {
         const uintptr_t addr = static_cast<uintptr_t>(elem(in[0], 0));
         const MBarrierState& b = mbarrier(op, addr);
         const int64_t parity = int_of(DType::i32, elem(in[1], 0)) & 1;
+        if (roles_)  // other roles may still complete the phase
+          block_until(op, [&] { return (b.phases & 1) != parity; },
+                      fmt::format("role {} waits for phase parity {} of the mbarrier allocated at {}:{}", role_, parity,
+                                  b.init->loc.file, b.init->loc.line));
         if ((b.phases & 1) != parity) {  // complete: the TMA copies of its completed phases land
           land([&](const InflightCopy& cp) { return cp.bar == addr && cp.phase < b.phases; });
           return;
@@ -518,16 +643,20 @@ class Interpreter {
                                b.tx > 0 ? b.tx : 0));
         return;
       }
-      case K::AsyncCommit:
-        ++groups_;
+      case K::AsyncCommit: {
+        const int64_t g = ++groups_[role_];
         for (InflightCopy& cp : copies_)
-          if (cp.group < 0 && cp.bar == 0) cp.group = groups_;
-        return;
-      case K::AsyncWait: {
-        const int64_t done = groups_ - op.int_attr("pending");  // groups 1..done have landed
-        land([&](const InflightCopy& cp) { return cp.bar == 0 && cp.group >= 0 && cp.group <= done; });
+          if (cp.group < 0 && cp.bar == 0 && cp.role == role_) cp.group = g;
         return;
       }
+      case K::AsyncWait: {
+        const int64_t done = groups_[role_] - op.int_attr("pending");  // groups 1..done have landed
+        land([&](const InflightCopy& cp) {
+          return cp.bar == 0 && cp.role == role_ && cp.group >= 0 && cp.group <= done;
+        });
+        return;
+      }
+      case K::WarpSpecialize: run_roles(op); return;
       case K::AddPtr: {
         const uint64_t size = static_cast<uint64_t>(byte_size(in[0]->type.pointee));
         const DType od = in[1]->type.dtype;
@@ -599,6 +728,7 @@ class Interpreter {
           copies_.push_back(std::move(cp));
           b.tx -= blockv->type.numel() * byte_size(d);
           mbarrier_step(b);
+          progress();
         } else {
           produce(op, 0, [&](int64_t k) -> uint64_t {
             auto a = addr(k);

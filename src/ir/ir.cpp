@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "ir/builder.hpp"
 
 namespace tle {
@@ -212,6 +214,26 @@ Value* Builder::cast(Value* x, DType to, SrcLoc loc) {
 Op* Builder::yield(std::vector<Value*> values, SrcLoc loc) {
   return create(OpKind::Yield, std::move(values), {}, {}, loc);
 }
+
+std::vector<int64_t> role_first_warps(const Op& ws) {
+  std::vector<int64_t> first;
+  int64_t end = 0;
+  for (int64_t w : ws.ints_attr("warps")) {
+    const int64_t a = std::min<int64_t>(std::max<int64_t>(w, 1), 4);
+    end = (end + a - 1) / a * a;
+    first.push_back(end);
+    end += w;
+  }
+  first.push_back(end);
+  return first;
+}
+
+const Op* find_warp_specialize(const Function& f) {
+  for (auto& op : f.entry().ops)
+    if (op->kind == OpKind::WarpSpecialize) return op.get();
+  return nullptr;
+}
+
 
 }  // namespace ir
 }  // namespace tle

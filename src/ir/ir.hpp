@@ -174,6 +174,15 @@ inline AxisSplit split_at_axis(const Shape& s, int64_t axis) {
 /// The bytes a local_alloc's buffer occupies: numel elements of its result's pointee.
 inline int64_t local_alloc_bytes(const Op& op) { return op.int_attr("numel") * byte_size(op.result()->type.pointee); }
 
+/// The warps of a warp_specialize op's roles (TLE-Struct, gpu::warp_specialize): element r is
+/// the first warp of role r, the last element the warps the program launches. Roles are placed in
+/// order, each at the end of the previous one rounded up to a multiple of min(its warps, 4), so
+/// that a role of 4 or more warps is whole warpgroups (wgmma and setmaxnreg work per warpgroup,
+/// PTX ISA 9.7.15, 9.7.17.1); the warps skipped exit at once.
+std::vector<int64_t> role_first_warps(const Op& ws);
+/// The warp_specialize op of f (the entry block's last op), or null.
+const Op* find_warp_specialize(const Function& f);
+
 /// Replace every use of `from` by `to` in ops nested under `root` (operands of all ops, at any depth).
 void replace_all_uses(Block& root, Value* from, Value* to);
 /// Number of uses of every value under `root`.

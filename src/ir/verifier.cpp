@@ -211,7 +211,8 @@ class Verifier {
   }
 
   static void check_op(const Op& op) {
-    if (op.kind != OpKind::Reduce && op.kind != OpKind::Scan && op.kind != OpKind::For && op.kind != OpKind::If)
+    if (op.kind != OpKind::Reduce && op.kind != OpKind::Scan && op.kind != OpKind::For && op.kind != OpKind::If &&
+        op.kind != OpKind::WarpSpecialize)
       n_regions(op, 0);
     switch (op.kind) {
       case OpKind::Constant: {
@@ -803,6 +804,27 @@ class Verifier {
           if (!op.regions[r]->body().args.empty()) fail(&op, fmt::format("region {} must have no arguments", r));
           yields(op, r, res);
         }
+        break;
+      }
+      case OpKind::WarpSpecialize: {
+        n_operands(op, 0, 0);
+        n_results(op, 0);
+        const auto& warps = ints_attr(op, "warps");
+        const auto& regs = ints_attr(op, "regs");
+        if (warps.empty() || warps.size() != regs.size() || warps.size() != op.regions.size())
+          fail(&op, fmt::format("{} roles' warps, {} register counts and {} regions; one of each per role", warps.size(),
+                                regs.size(), op.regions.size()));
+        for (size_t r = 0; r < warps.size(); ++r) {
+          if (warps[r] < 1 || warps[r] > 32 || (warps[r] & (warps[r] - 1)))
+            fail(&op, fmt::format("role {} has {} warps; a power of two from 1 to 32", r, warps[r]));
+          if (regs[r] != 0 && (regs[r] < 24 || regs[r] > 256 || regs[r] % 8))
+            fail(&op, fmt::format("role {} asks for {} registers; 0 or a multiple of 8 from 24 to 256", r, regs[r]));
+          if (!op.regions[r]->body().args.empty()) fail(&op, fmt::format("region {} must have no arguments", r));
+          yields(op, r, {});
+        }
+        const Block* b = op.parent;
+        if (!b->parent || b->parent->parent || b->ops.back().get() != &op)
+          fail(&op, "warp_specialize must be the last op of the function body");
         break;
       }
       case OpKind::Yield: {

@@ -414,7 +414,7 @@ std::shared_ptr<cpu::CompiledKernel> compile_cpu(const ir::Function& f) {
 /// the interpreter) the traced function.
 struct Compiled {
   std::shared_ptr<cpu::CompiledKernel> cpu;
-  std::unique_ptr<ir::Function> traced;  // Backend::Interp: the traced IR, before any pass
+  std::unique_ptr<ir::Function> traced;  // Backend::Interp, and warp-specialized kernels on the CPU: the traced IR, before any pass
   std::optional<cuda::GpuKernel> gpu;
   int num_warps = 4;
   size_t shared_bytes = 0;
@@ -703,7 +703,9 @@ class KernelState {
     noting_launch(pk, loc, [&] {
       if (backend != Backend::GPU) check_gpu_compile(fn, pk, opt);
       auto f = trace(fn, pk);
-      if (backend == Backend::Interp) {
+      // A warp-specialized kernel's roles run at once and wait for each other: on the host the
+      // interpreter runs them (interleaved at their waits); the CPU backend runs programs' statements in order.
+      if (backend == Backend::Interp || (backend != Backend::GPU && ir::find_warp_specialize(*f))) {
         ir::verify(*f);
         compiled->traced = std::move(f);
         return;
@@ -973,7 +975,7 @@ void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const Laun
       encode_tensor_map(args[param], &pk.slots[slot], width);
     }
   std::vector<void*> ptrs = pk.arg_pointers();
-  if (backend == Backend::Interp) {
+  if (compiled->traced) {
     // A fault of an access (an unmapped pointer) is a RuntimeError naming the op (interp.cpp).
     interp::run(*compiled->traced, ptrs.data(), g);
     return;

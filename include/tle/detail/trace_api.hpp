@@ -157,6 +157,19 @@ V gather(V x, V index, int axis, const SrcLoc& loc);
 /// Opens a device loop; returns its induction variable (dtype `index`).
 /// num_stages: LoopOptions::num_stages (0: none; else recorded as the loop's `stages` attribute).
 V for_begin(V lo, V hi, V step, DType index, const SrcLoc& loc, int num_stages = 0);
+/// One role of warp_specialize: its warps (a power of two, 1 to 32), its setmaxnreg register
+/// count (0: unchanged; else 24 to 256, a multiple of 8, for whole warpgroups), its body and the
+/// position that made it.
+struct RoleSpec {
+  int64_t warps = 0, max_regs = 0;
+  std::function<void()> body;
+  SrcLoc loc;
+};
+/// Traces each role's body into its region of a warp_specialize op, the kernel's last statement.
+/// UserError at loc (or the role's position) for a call inside a region, a second call, an empty
+/// or malformed role list, a tile made before the call, and in a role: an assignment to a handle
+/// declared outside it, a nested call.
+void warp_specialize(const std::vector<RoleSpec>& roles, const SrcLoc& loc);
 /// Closes the innermost device loop: handles assigned in the body become loop-carried values.
 void for_end(const SrcLoc& loc);
 /// The loop object died without closing (break, return, or an exception): drop the region and,

@@ -214,7 +214,10 @@ Value* Lowerer::smem_abs_ptr(Value* off) { return B.CreateInBoundsGEP(B.getInt8T
 void Lowerer::barrier() {
   // generic writes to shared and global memory before the barrier are seen by TMA copies after it
   if (proxy_fence_barriers_) asm_stmt("fence.proxy.async;");
-  if (consumers_only_)  // the producer warps of a warp-specialized loop have exited
+  if (role_barrier_)  // a warp_specialize role: its warps only
+    B.CreateCall(llvm::Intrinsic::getDeclaration(&mod, llvm::Intrinsic::nvvm_barrier_sync_cnt),
+                 {i32c(role_barrier_), i32c(32 * num_warps)});
+  else if (consumers_only_)  // the producer warps of a warp-specialized loop have exited
     B.CreateCall(llvm::Intrinsic::getDeclaration(&mod, llvm::Intrinsic::nvvm_barrier_sync_cnt),
                  {i32c(1), i32c(32 * num_warps)});
   else
@@ -435,7 +438,13 @@ llvm::Function* Lowerer::run(const std::string& name) {
     md->addOperand(llvm::MDNode::get(ctx, {llvm::ValueAsMetadata::get(kernel), llvm::MDString::get(ctx, key),
                                            llvm::ValueAsMetadata::get(B.getInt32(static_cast<uint32_t>(v)))}));
   };
-  ws_loop_ = warp_specialize && maxnreg == 0 ? find_ws_loop() : nullptr;
+  ws_op_ = ir::find_warp_specialize(fn_ir);
+  if (ws_op_) {
+    ws_launch_ = static_cast<int>(ir::role_first_warps(*ws_op_).back());
+    for (int64_t r : ws_op_->ints_attr("regs"))
+      if (r && wgmma) entry_regs_ = (maxnreg > 0 ? maxnreg : std::min(255, 65536 / (32 * ws_launch_))) / 8 * 8;
+  }
+  ws_loop_ = warp_specialize && maxnreg == 0 && !ws_op_ ? find_ws_loop() : nullptr;
   annotate("kernel", 1);
   if (!grid_constants.empty())
     md->addOperand(llvm::MDNode::get(ctx, {llvm::ValueAsMetadata::get(kernel), llvm::MDString::get(ctx, "grid_constant"),
@@ -445,6 +454,7 @@ llvm::Function* Lowerer::run(const std::string& name) {
   // setmaxnreg (the warp-specialized loop) needs a register cap at entry: the registers divided
   // evenly among the CTA's threads (PTX ISA 9.7.17.1).
   else if (ws_loop_) annotate("maxnreg", std::min(255, 65536 / (32 * launch_warps()) / 8 * 8));
+  else if (entry_regs_) annotate("maxnreg", entry_regs_);
   smem_var = new llvm::GlobalVariable(mod, llvm::ArrayType::get(B.getInt8Ty(), 0), false,
                                       llvm::GlobalValue::ExternalLinkage, nullptr, "tle_smem", nullptr,
                                       llvm::GlobalVariable::NotThreadLocal, 3);
@@ -571,6 +581,7 @@ void Lowerer::lower_op(const ir::Op& op) {
     case K::CudaCall: lower_cuda_call(op); return;
     case K::For: lower_for(op); return;
     case K::If: lower_if(op); return;
+    case K::WarpSpecialize: lower_roles(op); return;
     case K::Yield: return;
   }
   fail(op, "unknown op kind");
@@ -747,6 +758,63 @@ void Lowerer::lower_for_body(const ir::Op& op, const Trips& t, const LoopHooks& 
   });
   for (size_t j = 0; j < ncarried; ++j)
     regs[op.result(static_cast<unsigned>(j))] = std::vector<Value*>(out.begin() + start[j], out.begin() + start[j + 1]);
+}
+
+void Lowerer::lower_roles(const ir::Op& op) {
+  const std::vector<int64_t> first = ir::role_first_warps(op);
+  const std::vector<int64_t>& warps = op.ints_attr("warps");
+  const std::vector<int64_t>& want = op.ints_attr("regs");
+  // setmaxnreg.inc takes registers from the CTA's pool, which holds only what the program got
+  // at entry (.maxnreg each) and setmaxnreg.dec gave back (PTX ISA 9.7.17.1): the roles' counts
+  // (the entry count where a role keeps it, idle warps included) must fit in it, or it waits forever.
+  if (entry_regs_) {
+    int64_t total = 0;
+    std::string parts;
+    for (size_t r = 0; r < warps.size(); ++r) {
+      const int64_t n = want[r] ? want[r] : entry_regs_;
+      total += 32 * warps[r] * n;
+      parts += fmt::format("{}role {}: {} warps x {}", r ? ", " : "", r, warps[r], n);
+    }
+    int64_t idle = first.back();
+    for (int64_t w : warps) idle -= w;
+    total += 32 * idle * entry_regs_;
+    if (idle) parts += fmt::format(", {} idle warps x {}", idle, entry_regs_);
+    const int64_t pool = int64_t{32} * first.back() * entry_regs_;
+    if (total > pool)
+      throw UserError(op.loc, fmt::format("gpu::warp_specialize: the roles' registers ({}) need {}, but the program "
+                                          "holds {} ({} threads x {} at entry, .maxnreg), and setmaxnreg.inc would wait "
+                                          "for the rest forever: lower a role's max_regs (a producer needs few, e.g. "
+                                          "40)",
+                                          parts, total, pool, 32 * first.back(), entry_regs_));
+  }
+  barrier();  // the body's accesses (mbarrier inits, buffer stores) before any role's
+  Value* const tid0 = tid;
+  Value* const warp0 = warp;
+  const int nw0 = num_warps;
+  const int64_t base0 = smem_base_;
+  auto* end = llvm::BasicBlock::Create(ctx, "roles.end", kernel);
+  for (size_t r = 0; r < warps.size(); ++r) {
+    auto* body = llvm::BasicBlock::Create(ctx, fmt::format("role{}", r), kernel);
+    auto* next = llvm::BasicBlock::Create(ctx, fmt::format("role{}.not", r), kernel);
+    Value* lo = i32c(first[r]);
+    Value* in_role = B.CreateAnd(B.CreateICmpUGE(warp0, lo), B.CreateICmpULT(warp0, i32c(first[r] + warps[r])));
+    B.CreateCondBr(in_role, body, next);
+    B.SetInsertPoint(body);
+    if (entry_regs_ && want[r] && want[r] != entry_regs_)
+      asm_stmt(fmt::format("setmaxnreg.{}.sync.aligned.u32 {};", want[r] > entry_regs_ ? "inc" : "dec", want[r]));
+    tid = B.CreateSub(tid0, i32c(32 * first[r]), "role.tid");
+    warp = B.CreateSub(warp0, lo, "role.warp");
+    num_warps = static_cast<int>(warps[r]);
+    role_barrier_ = static_cast<int>(1 + r);
+    // The role's shared scratch (conversions, reductions, ...) starts past every earlier role's.
+    smem_base_ = (std::max(smem_bytes_, smem_base_) + 1023) / 1024 * 1024;
+    lower_block(op.region(static_cast<unsigned>(r)).body());
+    B.CreateBr(end);
+    B.SetInsertPoint(next);
+  }
+  B.CreateBr(end);  // warps no role takes
+  B.SetInsertPoint(end);
+  tid = tid0, warp = warp0, num_warps = nw0, role_barrier_ = 0, smem_base_ = base0;
 }
 
 void Lowerer::lower_if(const ir::Op& op) {

@@ -125,12 +125,13 @@ class Lowerer : public backend::ScalarEmitter {
 
   // ---- infrastructure (lower.cpp)
   const ir::Function& fn_ir;
-  const int num_warps;  // the warps the layouts distribute tiles over (the "consumers")
+  int num_warps;  // the warps the layouts distribute tiles over (the "consumers"; in a warp_specialize role, its warps)
   const int maxnreg;
   const bool wgmma;
   const bool warp_specialize;
-  /// Warps per CTA at launch: num_warps, or 2 * num_warps with a warp-specialized loop.
-  int launch_warps() const { return ws_loop_ ? num_warps + 4 : num_warps; }
+  /// Warps per CTA at launch: num_warps, num_warps + 4 with a warp-specialized loop, the roles'
+  /// end (ir::role_first_warps) with gpu::warp_specialize.
+  int launch_warps() const { return ws_launch_ ? ws_launch_ : ws_loop_ ? num_warps + 4 : num_warps; }
   llvm::Function* kernel = nullptr;
   llvm::Value* lane = nullptr;  // i32 thread index in the warp
   llvm::Value* warp = nullptr;  // i32 warp index in the CTA
@@ -377,6 +378,21 @@ class Lowerer : public backend::ScalarEmitter {
   /// shared-memory addresses).
   void asm_stmt(const std::string& text, const std::vector<llvm::Value*>& args = {});
   const ir::Op* ws_loop_ = nullptr;
+  // ---- gpu::warp_specialize (lower.cpp)
+  /// The kernel's warp_specialize op, or null; its launch warps (0 without one).
+  const ir::Op* ws_op_ = nullptr;
+  int ws_launch_ = 0;
+  /// Registers per thread at entry (`.maxnreg`) when a role asks for setmaxnreg, else 0.
+  int entry_regs_ = 0;
+  /// In a role: its named barrier (1 + the role's index; barrier() syncs the role's warps with it).
+  int role_barrier_ = 0;
+  /// One branch per role on the warp index: tid / warp rebased to the role's first warp,
+  /// num_warps the role's, barriers the role's, its own shared scratch after every earlier
+  /// role's, setmaxnreg where asked (sm_90a). A barrier of all warps comes first.
+  void lower_roles(const ir::Op& op);
+  /// The threads that arrive on the mbarriers `init` initializes: those of the role(s) whose
+  /// arrive statements name them (all must agree: UserError otherwise), else the program's.
+  int arriving_threads(const ir::Op& init) const;
   /// After the warp-specialized loop only the num_warps compute warps run: barrier() syncs them
   /// with a named barrier (bar.sync 1, 32 * num_warps).
   bool consumers_only_ = false;

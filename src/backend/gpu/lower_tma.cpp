@@ -25,6 +25,7 @@
 #include <llvm/IR/IntrinsicsNVPTX.h>
 
 #include "backend/gpu/lower.hpp"
+#include "passes/pointer_origin.hpp"
 
 namespace tle::gpu::detail {
 
@@ -138,19 +139,56 @@ void Lowerer::lower_desc_tma(const ir::Op& op) {
 }
 
 
+namespace {
+/// The threads that run `op`: its warp_specialize role's, or all `launch` of the program.
+int threads_running(const ir::Op& op, int launch) {
+  for (const ir::Op* o = &op; o->parent && o->parent->parent && o->parent->parent->parent;) {
+    const ir::Op* up = o->parent->parent->parent;
+    if (up->kind == ir::OpKind::WarpSpecialize)
+      for (size_t r = 0; r < up->regions.size(); ++r)
+        if (up->regions[r].get() == o->parent->parent) return 32 * static_cast<int>(up->ints_attr("warps")[r]);
+    o = up;
+  }
+  return launch;
+}
+}  // namespace
+
+int Lowerer::arriving_threads(const ir::Op& init) const {
+  const ir::Op* alloc = init.operands[0]->def;
+  const ir::Op* first = nullptr;
+  int threads = 32 * launch_warps();
+  ir::walk(fn_ir.entry(), [&](const ir::Op& op) {
+    if (op.kind != ir::OpKind::MBarrierArrive) return;
+    const passes::PointerOrigin o = passes::pointer_origin(op.operands[0]);
+    if (!o.allocs.count(alloc)) return;
+    const int t = threads_running(op, 32 * launch_warps());
+    if (first && t != threads)
+      throw UserError(op.loc, fmt::format("this arrive on the mbarriers allocated at {}:{} runs on {} threads, the one "
+                                          "at {}:{} on {}; an mbarrier counts the arrivals of every thread, so the "
+                                          "roles arriving on one array must have the same number of warps: allocate "
+                                          "one array per arriving role",
+                                          init.loc.file, init.loc.line, t, first->loc.file, first->loc.line, threads));
+    first = first ? first : &op;
+    threads = t;
+  });
+  return threads;
+}
+
 void Lowerer::lower_mbarrier(const ir::Op& op) {
   using K = ir::OpKind;
   // The 32-bit shared-memory address of a generic pointer into the program's buffers.
   auto shared32 = [&](const ir::Value* p) {
     return B.CreatePtrToInt(B.CreateAddrSpaceCast(reg(p, 0), llvm::PointerType::get(ctx, 3)), B.getInt32Ty());
   };
-  const int threads = 32 * launch_warps();
   Value* first = B.CreateICmpEQ(tid, i32c(0));
   switch (op.kind) {
     case K::MBarrierInit: {
       Value* base = shared32(op.operands[0]);
       const int64_t n = op.int_attr("n");
-      const int64_t count = op.int_attr("count") * threads;  // every thread arrives (lower_mbarrier)
+      // Every thread that runs an arrive statement arrives (below): those of the program, or of
+      // the warp_specialize role that arrives on these mbarriers.
+      const int threads = arriving_threads(op);
+      const int64_t count = op.int_attr("count") * threads;
       if (count >= (int64_t(1) << 20))
         throw UserError(op.loc, fmt::format("gpu::alloc_mbarriers: {} arrivals per phase of {} threads each make {} "
                                             "mbarrier arrivals, more than the 2^20 - 1 an mbarrier counts",

@@ -174,16 +174,18 @@ std::pair<int64_t, int64_t> vector_width(const LL& l, const axis::Info& p, const
 
 class Assigner {
  public:
-  Assigner(ir::Function& f, int num_warps, bool wgmma) : f_(f), nw_(num_warps), wgmma_(wgmma) {}
+  /// Lays out the tiles under `root` (the function body, or one warp_specialize role) over
+  /// num_warps warps.
+  Assigner(ir::Function& f, Block& root, int num_warps, bool wgmma) : f_(f), root_(root), nw_(num_warps), wgmma_(wgmma) {}
 
   void run() {
-    check_pow2(f_.entry());
+    check_pow2(root_);
     info_ = axis::analyze(f_);
-    collect_uses(f_.entry());
-    seed_set_layouts(f_.entry());  // first: a set_layout used as a dot's acc keeps its layout (converted)
-    seed_dots(f_.entry());
+    collect_uses(root_);
+    seed_set_layouts(root_);  // first: a set_layout used as a dot's acc keeps its layout (converted)
+    seed_dots(root_);
     drain();  // accumulator and set_layout layouts reach their neighbours before the memory anchors
-    seed_anchors(f_.entry());
+    seed_anchors(root_);
     drain();
     for (auto& [op, plan] : mma_plans_) {
       offer(op->operands[0], plan.a);
@@ -192,14 +194,15 @@ class Assigner {
     for (auto& [op, plan] : wgmma_plans_)
       if (wgmma_a_in_registers(*op)) offer(op->operands[0], plan.a_regs);
     drain();
-    defaults(f_.entry());
+    defaults(root_);
     anchor_shared_accesses();
-    fix_block(f_.entry());
+    fix_block(root_);
     set_vec_attrs();
   }
 
  private:
   ir::Function& f_;
+  Block& root_;
   int nw_;
   bool wgmma_;
   std::unordered_map<const Value*, axis::Info> info_;
@@ -740,7 +743,7 @@ class Assigner {
 
   // ---------------------------------------------------------------- step 5: vector widths
   void set_vec_attrs() {
-    ir::walk(f_.entry(), [&](Op& op) {
+    ir::walk(root_, [&](Op& op) {
       if (!is_memory(op.kind)) return;
       int64_t vec = 1, mvec = 1;
       auto a = anchors_.find(&op);
@@ -765,7 +768,22 @@ class Assigner {
 void assign_layouts(ir::Function& f, int num_warps, bool wgmma) {
   if (num_warps < 1 || num_warps > 32 || !layout::is_pow2(num_warps))
     throw InternalError(fmt::format("assign_layouts: num_warps {} is not a power of two from 1 to 32", num_warps));
-  Assigner(f, num_warps, wgmma).run();
+  // A warp-specialized kernel makes its tiles in its roles, each spread over the role's warps.
+  if (const Op* ws = ir::find_warp_specialize(f)) {
+    auto scalars_only = [](const Op& o) {
+      for (auto& r : o.results)
+        if (!r->type.is_scalar()) throw InternalError("assign_layouts: a warp-specialized kernel has a tile outside its roles");
+    };
+    for (auto& op : f.entry().ops) {
+      if (op.get() == ws) continue;
+      scalars_only(*op);
+      for (auto& r : op->regions) ir::walk(static_cast<const Block&>(r->body()), scalars_only);
+    }
+    for (size_t r = 0; r < ws->regions.size(); ++r)
+      Assigner(f, ws->regions[r]->body(), static_cast<int>(ws->ints_attr("warps")[r]), wgmma).run();
+    return;
+  }
+  Assigner(f, f.entry(), num_warps, wgmma).run();
 }
 
 }  // namespace tle::passes

@@ -54,18 +54,21 @@ void scan(const ir::Block& b, Worst& w) {
 
 }  // namespace
 
-void check_tile_registers(const ir::Function& f, int num_warps) {
+namespace {
+/// The check on the tiles under `root`, laid out over num_warps warps (`role`: a warp_specialize
+/// role's, whose warps the advice names).
+void check_block(const ir::Block& root, int num_warps, bool role) {
   Worst w;
-  scan(f.entry(), w);
+  scan(root, w);
   if (w.regs <= kMaxTileRegs) return;
   // A layout without replication halves its registers per thread when the warps double.
   int fits = 0;
   for (int nw = num_warps * 2; nw <= 32 && !fits; nw *= 2)
     if (w.regs * num_warps / nw <= kHardwareRegs) fits = nw;
   const std::string advice =
-      fits ? fmt::format("launch with num_warps {} (Grid::with_warps; about {} registers per thread) or process the "
-                         "tile in smaller chunks in a loop",
-                         fits, w.regs * num_warps / fits)
+      fits ? fmt::format("{} {} ({}about {} registers per thread) or process the tile in smaller chunks in a loop",
+                         role ? "give the gpu::warp_specialize role num_warps" : "launch with num_warps", fits,
+                         role ? "" : "Grid::with_warps; ", w.regs * num_warps / fits)
            : fmt::format("even num_warps 32 would need about {} per thread: process the tile in smaller chunks in a "
                          "loop (range(...) over blocks of it)",
                          w.regs * num_warps / 32);
@@ -75,6 +78,16 @@ void check_tile_registers(const ir::Function& f, int num_warps) {
                               "memory and the PTX would take tens of seconds to compile); {}",
                               ir::op_mnemonic(w.op->kind), w.value->type.str(), w.regs, num_warps, kHardwareRegs,
                               kMaxTileRegs, advice));
+}
+}  // namespace
+
+void check_tile_registers(const ir::Function& f, int num_warps) {
+  if (const ir::Op* ws = ir::find_warp_specialize(f)) {
+    for (size_t r = 0; r < ws->regions.size(); ++r)
+      check_block(ws->regions[r]->body(), static_cast<int>(ws->ints_attr("warps")[r]), true);
+    return;
+  }
+  check_block(f.entry(), num_warps, false);
 }
 
 }  // namespace tle::passes

@@ -28,8 +28,11 @@
 // is pending at the end of its body (the previous iteration), computed to a fixpoint before any
 // barrier is inserted; after the loop, the same join (zero trips included). An if's branches start
 // from the same set and join after it. A barrier the program wrote (gpu::sync) empties it too.
+// A warp_specialize's roles each start from what is pending after the barrier of all warps the
+// lowering puts before them, and get barriers of their own warps; what orders one role's
+// accesses after another's is the program's mbarriers.
 // Uniform control flow (tle's loops and ifs run the same trips and branch on every thread) makes
-// every barrier reached by all threads; the tracer refuses shared-buffer accesses and gpu::sync
+// every barrier reached by all threads (of the role); the tracer refuses shared-buffer accesses and gpu::sync
 // inside combine functions (their code runs a varying number of times per thread).
 #include <algorithm>
 #include <compare>
@@ -244,6 +247,16 @@ class Inserter {
           in = std::move(in2);
         }
         pending = join(pending, block(body, in, insert));
+        continue;
+      }
+      if (op.kind == OpKind::WarpSpecialize) {
+        // The lowering puts a barrier of all the program's warps before the roles start; then
+        // each role is ordered on its own (its barriers are its warps'), and the roles order
+        // their accesses to each other with mbarriers.
+        barrier_passed(pending);
+        Pending out = pending;
+        for (auto& r : op.regions) out = join(out, block(r->body(), pending, insert));
+        pending = std::move(out);
         continue;
       }
       if (op.kind == OpKind::If) {

@@ -5,7 +5,7 @@
 // keeps the program's results exact on the real elements: the extra "pad" lanes hold values
 // nothing observes. Where an op could observe them, it gets the tile's "element is real"
 // predicate (`arange(0, P) < R` per padded dim, broadcast and and-ed; built once per shape at the
-// start of the function):
+// start of the function, or of the warp_specialize role the op is in, whose tiles are its own):
 //  - load / store / atomic_rmw / atomic_cas / histogram: mask = mask && real (atomic_cas gets the
 //    optional mask operand only this pass creates); loads' pad lanes then hold `other` or 0;
 //    async_copy gets `real` as its "active" operand (after a mask, all true if it had none), since
@@ -120,18 +120,27 @@ class Padder {
     pad_types(f_.entry());
     if (real_.empty()) return false;
     Block& e = f_.entry();
-    masks_at_ = e.ops.begin();
     std::vector<std::pair<Block*, OpIter>> ops;
     collect(e, ops);
-    for (auto& [b, it] : ops) fix(*b, it);
+    for (auto& [b, it] : ops) {
+      scope_ = scope_of(b);
+      fix(*b, it);
+    }
     return true;
   }
 
  private:
   ir::Function& f_;
   std::unordered_map<const Value*, Shape> real_;  // real shape of every padded value
-  std::map<std::pair<Shape, Shape>, Value*> masks_;
-  OpIter masks_at_;
+  std::map<std::tuple<Block*, Shape, Shape>, Value*> masks_;  // per scope, real and padded shape
+  Block* scope_ = nullptr;  // where the predicates of the op being fixed go: its role's block, or the entry
+
+  /// The body of the warp_specialize role holding block b, or the function's entry.
+  Block* scope_of(Block* b) const {
+    for (Block* x = b; x && x->parent && x->parent->parent; x = x->parent->parent->parent)
+      if (x->parent->parent->kind == OpKind::WarpSpecialize) return x;
+    return &f_.entry();
+  }
 
   const Shape* real_shape(const Value* v) const {
     auto it = real_.find(v);
@@ -178,9 +187,9 @@ class Padder {
     const Shape* r = real_shape(v);
     if (!r) return nullptr;
     const Shape& p = v->type.shape;
-    auto key = std::make_pair(*r, p);
+    auto key = std::make_tuple(scope_, *r, p);
     if (auto it = masks_.find(key); it != masks_.end()) return it->second;
-    At at{&f_.entry(), masks_at_, f_.loc};
+    At at{scope_, scope_->ops.begin(), f_.loc};
     Value* acc = nullptr;
     const int rank = static_cast<int>(p.size());
     for (int d = 0; d < rank; ++d) {

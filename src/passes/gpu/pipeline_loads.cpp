@@ -369,10 +369,12 @@ void pipeline_loads(ir::Function& f, int num_warps, int num_stages, bool wgmma) 
   if (num_stages < 0) throw InternalError(fmt::format("pipeline_loads: num_stages {} < 0", num_stages));
   if (num_stages == 0) return;  // no cp.async on the target: not even hinted loops
   // A kernel that issues its own copies (gpu::copy) counts its own cp.async groups (the
-  // pipeliner's commits and waits would shift them) and mbarrier phases: it pipelines itself.
+  // pipeliner's commits and waits would shift them) and mbarrier phases: it pipelines itself. So
+  // does a warp-specialized one (its roles would share the pipeliner's buffers).
   bool own_copies = false;
   ir::walk(f.entry(), [&](const ir::Op& op) {
-    own_copies |= op.kind == OpKind::AsyncCopy || op.kind == OpKind::TmaCopy || op.kind == OpKind::MBarrierInit;
+    own_copies |= op.kind == OpKind::AsyncCopy || op.kind == OpKind::TmaCopy || op.kind == OpKind::MBarrierInit ||
+                  op.kind == OpKind::WarpSpecialize;
   });
   if (own_copies) return;
   Pipeliner(f, num_warps, num_stages, wgmma).run();

@@ -30,6 +30,15 @@ class LayoutVerifier {
     for (auto& op : b.ops) {
       for (size_t i = 0; i < op->results.size(); ++i) value(op.get(), *op->results[i], fmt::format("result {}", i));
       relations(*op);
+      if (op->kind == OpKind::WarpSpecialize) {  // each role's tiles span the role's warps
+        const int outer = nw_;
+        for (size_t r = 0; r < op->regions.size(); ++r) {
+          nw_ = static_cast<int>(op->ints_attr("warps")[r]);
+          block(op->regions[r]->body(), op.get());
+        }
+        nw_ = outer;
+        continue;
+      }
       for (auto& r : op->regions) block(r->body(), op.get());
     }
   }

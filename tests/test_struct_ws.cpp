@@ -1,0 +1,548 @@
+// tests/test_struct_ws.cpp - TLE-Struct warp specialization (issue #13 item 4: gpu::warp_specialize,
+// gpu::Role; docs/struct.md, "Warp specialization"): producer / consumer kernels against plain C++
+// references on ragged shapes ([ops][struct]: CPU backend in CI, which runs them on the
+// interpreter with the roles interleaved; mirrored on the interpreter and the GPU), user errors
+// at the user's line and the interpreter's deadlock report ([errors]), what the GPU passes make
+// of roles ([struct-pass]), PTX assembled by ptxas ([ptx]) and the kernels on the GPU ([.gpu]),
+// setmaxnreg included.
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "error_util.hpp"
+#include "layout/ir_layout.hpp"
+#include "ops_util.hpp"
+#include "passes/gpu/gpu_passes.hpp"
+#include "passes/pass.hpp"
+#include "ptxas_util.hpp"
+#include "trace_util.hpp"
+
+using namespace tle;
+using namespace opstest;
+
+namespace {
+
+template <class T> T* fake(uintptr_t a = 0x10000) { return reinterpret_cast<T*>(a); }
+template <class T> std::vector<T> all(const Buf<T>& b) { return std::vector<T>(b.begin(), b.end()); }
+
+/// Small integers from a hash of the index (no period a wrong stage or row order could hide in).
+float hashed(size_t i) { return float(int((uint32_t(i) * 2654435761u) >> 26) - 32); }
+
+template <class T> std::vector<float> column_sums_of(const Buf<T>& x, int R, int N) {
+  std::vector<float> want(size_t(N), 0.0f);
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < N; ++j) want[size_t(j)] += float(x[size_t(i) * N + j]);
+  return want;
+}
+
+/// out[N] = column sums of x [R, N]: a producer role of one warp copies blocks of BR rows with
+/// gpu::copy (cp.async, rows past R zero-filled) into a ring of S stages; a consumer role of CW
+/// warps adds them up. full[s] says stage s holds a block, empty[s] that the consumer is done
+/// with it (the producer's first round waits for the parity before phase 0, which passes).
+auto ring_kernel = [](Ptr<float> x, Ptr<float> out, Tile<int32_t> R, Constexpr<int> N, Constexpr<int> BR,
+                      Constexpr<int> S, Constexpr<int> CW) {
+  auto buf = gpu::alloc<float>({S, BR, N});
+  auto full = gpu::alloc_mbarriers(S), empty = gpu::alloc_mbarriers(S);
+  Tile<int32_t> blocks = (R + BR - 1) / BR;
+  gpu::warp_specialize({
+      gpu::Role(1, [&] {
+        Tile<int32_t> r = expand_dims(arange(0, BR), 1), c = expand_dims(arange(0, N), 0);
+        for (auto b : range(0, blocks)) {
+          gpu::wait(empty[b % S], b / S + 1);
+          Tile<int32_t> row = b * BR + r;
+          gpu::copy(x + row * N + c, buf[b % S], row < R);
+          gpu::commit_group();
+          gpu::wait_group(0);
+          gpu::arrive(full[b % S]);
+        }
+      }),
+      gpu::Role(CW, [&] {
+        Tile<float> acc = zeros<float>({BR, N});
+        for (auto b : range(0, blocks)) {
+          gpu::wait(full[b % S], b / S);
+          acc = acc + buf[b % S].load();
+          gpu::arrive(empty[b % S]);
+        }
+        store(out + arange(0, N), sum(acc, 0));
+      }),
+  });
+};
+
+/// The same with TMA: the producer announces each block's bytes on full[s] and copies it from a
+/// descriptor ([BR, BN] blocks; BN >= N, columns past N arrive as zeros); SWZ: bf16 stages with
+/// the swizzle of BN * 2-byte rows.
+template <class T> auto tma_ring_kernel() {
+  return [](TensorDescriptor<T, 2> xd, Ptr<float> out, Tile<int32_t> R, Constexpr<int> N, Constexpr<int> BR,
+            Constexpr<int> BN, Constexpr<int> S, Constexpr<int> SWZ, Constexpr<int> CW) {
+    const int64_t row = BN * int64_t(sizeof(T));
+    auto lay = SWZ ? gpu::SharedLayout::swizzled(16 / int64_t(sizeof(T)), 128 / row, row / 16) : gpu::SharedLayout::row_major();
+    auto buf = gpu::alloc<T>({S, BR, BN}, gpu::scope::shared, lay);
+    auto full = gpu::alloc_mbarriers(S), empty = gpu::alloc_mbarriers(S);
+    Tile<int32_t> blocks = (R + BR - 1) / BR;
+    gpu::warp_specialize({
+        gpu::Role(1, [&] {
+          for (auto b : range(0, blocks)) {
+            gpu::wait(empty[b % S], b / S + 1);
+            gpu::arrive_expect_tx(full[b % S], BR * row);
+            gpu::copy(xd, {b * BR, 0}, buf[b % S], full[b % S]);
+          }
+        }),
+        gpu::Role(CW, [&] {
+          Tile<float> acc = zeros<float>({BR, BN});
+          for (auto b : range(0, blocks)) {
+            gpu::wait(full[b % S], b / S);
+            acc = acc + cast<float>(buf[b % S].load());
+            gpu::arrive(empty[b % S]);
+          }
+          Tile<int32_t> c = arange(0, BN);
+          store(out + c, sum(acc, 0), c < N);
+        }),
+    });
+  };
+}
+
+/// c [M, N] = a [M, K] @ b [K, N] (bf16, f32 accumulate) warp-specialized: a TMA producer of PW
+/// warps (setmaxnreg PR when > 0) fills S stages of [BM, 64] and [64, BN] tiles (128-byte
+/// swizzle), a consumer of CW warps (setmaxnreg CR) runs the dots and stores its tile of c, masked.
+auto ws_gemm_kernel = [](TensorDescriptor<bf16, 2> ad, TensorDescriptor<bf16, 2> bd, Ptr<float> c, Tile<int32_t> M,
+                         Tile<int32_t> N, Tile<int32_t> K, Constexpr<int> BM, Constexpr<int> BN, Constexpr<int> S,
+                         Constexpr<int> PW, Constexpr<int> PR, Constexpr<int> CW, Constexpr<int> CR) {
+  constexpr int BK = 64;
+  auto sw = gpu::SharedLayout::swizzled(8, 1, 8);
+  auto as = gpu::alloc<bf16>({S, BM, BK}, gpu::scope::shared, sw);
+  auto bs = gpu::alloc<bf16>({S, BK, BN}, gpu::scope::shared, BN == 64 ? sw : gpu::SharedLayout::row_major());
+  auto full = gpu::alloc_mbarriers(S), empty = gpu::alloc_mbarriers(S);
+  Tile<int32_t> m0 = program_id(0) * BM, n0 = program_id(1) * BN, steps = (K + BK - 1) / BK;
+  gpu::warp_specialize({
+      gpu::Role(PW, PR, [&] {
+        for (auto k : range(0, steps)) {
+          gpu::wait(empty[k % S], k / S + 1);
+          gpu::arrive_expect_tx(full[k % S], (BM + BN) * BK * 2);
+          gpu::copy(ad, {m0, k * BK}, as[k % S], full[k % S]);
+          gpu::copy(bd, {k * BK, n0}, bs[k % S], full[k % S]);
+        }
+      }),
+      gpu::Role(CW, CR, [&] {
+        Tile<float> acc = zeros<float>({BM, BN});
+        for (auto k : range(0, steps)) {
+          gpu::wait(full[k % S], k / S);
+          acc = dot(as[k % S].load(), bs[k % S].load(), acc);
+          gpu::arrive(empty[k % S]);
+        }
+        Tile<int32_t> r = m0 + expand_dims(arange(0, BM), 1), cc = n0 + expand_dims(arange(0, BN), 0);
+        store(c + r * N + cc, acc, (r < M) & (cc < N));
+      }),
+  });
+};
+
+/// Two roles at once, each reducing its own rows of x [R, N] across its warps (the compiler's
+/// shared scratch: each role needs its own) into out[R]; role 1 also runs an if_ around a loop.
+auto two_reducers_kernel = [](Ptr<float> x, Ptr<float> out, Tile<int32_t> R, Constexpr<int> N, Constexpr<int> BR) {
+  gpu::warp_specialize({
+      gpu::Role(4, [&] {
+        for (auto b : range(0, (R + 2 * BR - 1) / (2 * BR))) {
+          Tile<int32_t> r = expand_dims(2 * b * BR + arange(0, BR), 1), c = expand_dims(arange(0, N), 0);
+          store(out + reshape(r, {BR}), sum(load(x + r * N + c, (r < R) & (c < N)), 1), reshape(r, {BR}) < R);
+        }
+      }),
+      gpu::Role(8, [&] {
+        if_(R > BR, [&] {
+          for (auto b : range(0, (R + BR - 1) / (2 * BR))) {
+            Tile<int32_t> r = expand_dims((2 * b + 1) * BR + arange(0, BR), 1), c = expand_dims(arange(0, N), 0);
+            store(out + reshape(r, {BR}), max(load(x + r * N + c, (r < R) & (c < N), -1e30f), 1), reshape(r, {BR}) < R);
+          }
+        });
+      }),
+  });
+};
+
+void gemm_data(Buf<bf16>& a, Buf<bf16>& b) {
+  for (size_t i = 0; i < a.size(); ++i) a[i] = bf16(float(int(i % 7) - 3) * 0.25f);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = bf16(float(int(i % 5) - 2) * 0.5f);
+}
+void gemm_ref(int M, int N, int K, const Buf<bf16>& a, const Buf<bf16>& b, std::vector<float>& want) {
+  want.assign(size_t(M) * N, 0.0f);
+  for (int i = 0; i < M; ++i)
+    for (int k = 0; k < K; ++k) {
+      const float av = float(a[size_t(i) * K + k]);
+      for (int j = 0; j < N; ++j) want[size_t(i) * N + j] += av * float(b[size_t(k) * N + j]);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("ops: warp_specialize: a cp.async producer role and a consumer role through a ring of stages",
+          "[ops][struct]") {
+  auto k = jit("struct_ws_ring", ring_kernel);
+  for (auto [R, N, BR, S, CW] : {std::tuple{37, 17, 4, 3, 4}, std::tuple{1, 1, 1, 2, 1}, std::tuple{100, 64, 8, 2, 2},
+                                 std::tuple{9, 1001, 2, 4, 8}, std::tuple{0, 8, 2, 3, 4}}) {
+    INFO("R " << R << " N " << N << " BR " << BR << " stages " << S << " consumer warps " << CW);
+    Buf<float> x = random_buf<float>(size_t(std::max(R, 1)) * N, 5), out(static_cast<size_t>(N));
+    k(Grid(1), x.data(), out.data(), R, N, BR, S, CW);
+    CHECK(diffs(all(out), column_sums_of(x, R, N), 1e-5, 1e-5) == "");
+  }
+}
+
+std::vector<float> two_reducers_ref(const Buf<float>& x, int R, int N, int BR) {
+  std::vector<float> want(static_cast<size_t>(R));
+  for (int i = 0; i < R; ++i) {
+    const bool sum_row = (i / BR) % 2 == 0;
+    float acc = sum_row ? 0.0f : -1e30f;
+    for (int j = 0; j < N; ++j) acc = sum_row ? acc + x[size_t(i) * N + j] : std::max(acc, x[size_t(i) * N + j]);
+    want[size_t(i)] = acc;
+  }
+  return want;
+}
+
+TEST_CASE("ops: warp_specialize: two roles reducing at once, each over its own warps", "[ops][struct]") {
+  auto k = jit("struct_ws_reducers", two_reducers_kernel);
+  for (auto [R, N, BR] : {std::tuple{100, 17, 8}, std::tuple{1, 1000, 4}, std::tuple{64, 64, 32}}) {
+    INFO("R " << R << " N " << N << " BR " << BR);
+    Buf<float> x = random_buf<float>(size_t(R) * N, 3), out(static_cast<size_t>(R));
+    k(Grid(1), x.data(), out.data(), R, N, BR);
+    CHECK(diffs(all(out), two_reducers_ref(x, R, N, BR), 1e-5, 1e-5) == "");
+  }
+}
+
+TEST_CASE("ops: warp_specialize: a TMA producer role, stages completing on mbarriers, ragged rows", "[ops][struct]") {
+  auto kf = jit("struct_ws_tma_f32", tma_ring_kernel<float>());
+  for (auto [R, N, S] : {std::tuple{1000, 100, 3}, std::tuple{1, 4, 2}, std::tuple{37, 128, 4}}) {
+    INFO("f32 R " << R << " N " << N << " stages " << S);
+    Buf<float> x(size_t(R) * N), out(static_cast<size_t>(128));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = hashed(i);
+    TensorDescriptor<float, 2> xd(x.data(), {R, N}, {N, 1}, {8, 128});
+    kf(Grid(1), xd, out.data(), R, N, 8, 128, S, 0, 4);
+    CHECK(diffs(std::vector<float>(out.begin(), out.begin() + N), column_sums_of(x, R, N)) == "");
+  }
+  auto kb = jit("struct_ws_tma_bf16", tma_ring_kernel<bf16>());
+  for (auto [R, N, BN] : {std::tuple{1000, 40, 64}, std::tuple{33, 16, 16}}) {
+    INFO("bf16 R " << R << " N " << N << " BN " << BN);
+    Buf<bf16> x(size_t(R) * N);
+    Buf<float> out(static_cast<size_t>(64));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = bf16(hashed(i));
+    TensorDescriptor<bf16, 2> xd(x.data(), {R, N}, {N, 1}, {8, BN});
+    kb(Grid(1), xd, out.data(), R, N, 8, BN, 3, 1, 4);
+    CHECK(diffs(std::vector<float>(out.begin(), out.begin() + N), column_sums_of(x, R, N)) == "");
+  }
+}
+
+TEST_CASE("ops: warp_specialize: a bf16 GEMM with a TMA producer and a dot consumer, ragged M, N and K",
+          "[ops][struct]") {
+  auto k = jit("struct_ws_gemm", ws_gemm_kernel);
+  for (auto [M, N, K] : {std::tuple{100, 40, 200}, std::tuple{1, 8, 8}, std::tuple{64, 64, 64}}) {
+    INFO(M << "x" << N << "x" << K);
+    Buf<bf16> a(size_t(M) * K), b(size_t(K) * N);
+    Buf<float> c(size_t(M) * N);
+    gemm_data(a, b);
+    std::vector<float> want;
+    gemm_ref(M, N, K, a, b, want);
+    TensorDescriptor<bf16, 2> ad(a.data(), {M, K}, {K, 1}, {64, 64}), bd(b.data(), {K, N}, {N, 1}, {64, 64});
+    k(Grid((M + 63) / 64, (N + 63) / 64), ad, bd, c.data(), M, N, K, 64, 64, 2, 1, 0, 4, 0);
+    CHECK(diffs(all(c), want) == "");
+  }
+}
+
+// ============================================================================ errors
+
+namespace {
+int line = 0;
+std::vector<float> fbuf(4096, 1.0f);
+template <class F> void expect_error(F&& f, const std::vector<std::string>& phrases) {
+  errtest::expect_user_error(f, phrases, "test_struct_ws.cpp", line);
+}
+}  // namespace
+
+TEST_CASE("errors: gpu::warp_specialize: where it is called, its roles, what a role may touch", "[errors][struct]") {
+  // A tile made before the roles (they split the warps it would be spread over).
+  auto tile_before = jit("struct_ws_err_tile", [](Ptr<float> x) {
+    line = __LINE__; Tile<float> t = load(x + arange(0, 32));
+    gpu::warp_specialize({gpu::Role(1, [&] { store(x + arange(0, 32), 1.0f); })});
+  });
+  expect_error([&] { tile_before(Grid(1), fbuf.data()); }, {"makes its tiles inside the roles"});
+  // A statement after it.
+  auto after = jit("struct_ws_err_after", [](Ptr<float> x) {
+    gpu::warp_specialize({gpu::Role(1, [] {})});
+    line = __LINE__; store(x, 1.0f);
+  });
+  expect_error([&] { after(Grid(1), fbuf.data()); }, {"follows the gpu::warp_specialize", "make it part of a role"});
+  // Inside a loop, twice, nested.
+  auto in_loop = jit("struct_ws_err_loop", [](Ptr<float> x) {
+    for (auto i : range(0, 2)) {
+      (void)i;
+      line = __LINE__; gpu::warp_specialize({gpu::Role(1, [] {})});
+    }
+  });
+  expect_error([&] { in_loop(Grid(1), fbuf.data()); }, {"must be called in the kernel's body"});
+  auto nested = jit("struct_ws_err_nested", [](Ptr<float> x) {
+    gpu::warp_specialize({gpu::Role(1, [&] { line = __LINE__; gpu::warp_specialize({gpu::Role(1, [] {})}); })});
+  });
+  expect_error([&] { nested(Grid(1), fbuf.data()); }, {"must be called in the kernel's body", "other roles"});
+  // Roles: warps not a power of two, max_regs for less than a warpgroup or out of range, too many warps.
+  auto bad_role = jit("struct_ws_err_role", [](Ptr<float> x, Constexpr<int> v) {
+    if (v == 0) { line = __LINE__; gpu::warp_specialize({gpu::Role(3, [] {})}); }
+    if (v == 1) { line = __LINE__; gpu::warp_specialize({gpu::Role(2, 40, [] {})}); }
+    if (v == 2) { line = __LINE__; gpu::warp_specialize({gpu::Role(4, 300, [] {})}); }
+    if (v == 3) { line = __LINE__; gpu::warp_specialize({gpu::Role(1, [] {}), gpu::Role(32, [] {})}); }
+  });
+  expect_error([&] { bad_role(Grid(1), fbuf.data(), 0); }, {"3 warps", "power of two"});
+  expect_error([&] { bad_role(Grid(1), fbuf.data(), 1); }, {"whole warpgroups", "2 warps"});
+  expect_error([&] { bad_role(Grid(1), fbuf.data(), 2); }, {"max_regs 300"});
+  expect_error([&] { bad_role(Grid(1), fbuf.data(), 3); }, {"take 36 warps", "first warps: 0, 4", "at most 32"});
+  // A buffer allocated in a role; a Tile declared outside assigned in one.
+  auto alloc_in = jit("struct_ws_err_alloc", [](Ptr<float> x) {
+    gpu::warp_specialize({gpu::Role(1, [&] { line = __LINE__; auto b = gpu::alloc<float>({32}); (void)b; })});
+  });
+  expect_error([&] { alloc_in(Grid(1), fbuf.data()); }, {"warp_specialize roles", "before the loop or the roles"});
+  // A tile made in a loop before the roles; a cuda_function in a role.
+  auto loop_tile = jit("struct_ws_err_loop_tile", [](Ptr<float> x) {
+    for (auto i : range(0, 2)) {
+      line = __LINE__; store(x + i * 32 + arange(0, 32), 1.0f);
+    }
+    gpu::warp_specialize({gpu::Role(1, [] {})});
+  });
+  expect_error([&] { loop_tile(Grid(1), fbuf.data()); }, {"makes its tiles inside the roles"});
+  auto cuda_in = jit("struct_ws_err_cuda", [](Ptr<float> x) {
+    gpu::warp_specialize({gpu::Role(4, [&] {
+      line = __LINE__; (void)cuda_function<float>(CudaSource("extern \"C\" __device__ float f(float v) { return v; }"), "f", load(x));
+    })});
+  });
+  expect_error([&] { cuda_in(Grid(1), fbuf.data()); }, {"cuda_function 'f' inside a gpu::warp_specialize role"});
+  auto assign = jit("struct_ws_err_assign", [](Ptr<float> x) {
+    Tile<float> s = load(x);  // a scalar: allowed before the roles
+    gpu::Role reader(1, [&] { store(x + 1, s); });
+    line = __LINE__; gpu::Role writer(1, [&] { s = s + 1.0f; });
+    gpu::warp_specialize({reader, writer});
+  });
+  expect_error([&] { assign(Grid(1), fbuf.data()); }, {"assigns a Tile declared outside it"});
+}
+
+TEST_CASE("errors: the interpreter reports roles that wait for each other forever", "[errors][struct]") {
+  // The consumer waits for a full stage the producer never fills (it waits for the consumer's
+  // release first); variant 1 waits right, and runs.
+  static int prod_line = 0, cons_line = 0;
+  auto k = jit("struct_ws_err_deadlock", [](Ptr<float> x, Constexpr<int> variant) {
+    auto full = gpu::alloc_mbarriers(1), empty = gpu::alloc_mbarriers(1);
+    gpu::warp_specialize({
+        gpu::Role(1, [&] {
+          prod_line = __LINE__; gpu::wait(empty[0], variant == 1 ? 1 : 0);
+          store(x, 2.0f);
+          gpu::arrive(full[0]);
+        }),
+        gpu::Role(4, [&] {
+          cons_line = __LINE__; gpu::wait(full[0], 0);
+          store(x + 1, load(x) + 1.0f);
+        }),
+    });
+  });
+  std::vector<float> buf(2, 0.0f);
+  bool thrown = false;
+  try {
+    k(Grid(1).backend(Backend::Interp), buf.data(), 0);
+  } catch (const RuntimeError& e) {
+    thrown = true;
+    const std::string msg = e.what();
+    CHECK_THAT(msg, Catch::Contains("wait for each other forever") &&
+                        Catch::Contains("role 0 waits at " + std::string(__FILE__) + ":" + std::to_string(prod_line)) &&
+                        Catch::Contains("role 1 waits at " + std::string(__FILE__) + ":" + std::to_string(cons_line)));
+  }
+  CHECK(thrown);
+  k(Grid(1), buf.data(), 1);  // the CPU backend: on the interpreter too
+  CHECK(buf[0] == 2.0f);
+  CHECK(buf[1] == 3.0f);
+  // A phase completed by another role's TMA copy is progress: role 0 announces the bytes and
+  // waits, role 1 copies them and waits for role 0 (no deadlock).
+  std::vector<float> h(8 * 32), o(8 * 32, 0.0f);
+  for (size_t i = 0; i < h.size(); ++i) h[i] = float(i);
+  TensorDescriptor<float, 2> d(h.data(), {8, 32}, {32, 1}, {8, 32});
+  auto split = jit("struct_ws_tma_split", [](TensorDescriptor<float, 2> xd, Ptr<float> out) {
+    auto tile = gpu::alloc<float>({8, 32});
+    auto full = gpu::alloc_mbarriers(1), done = gpu::alloc_mbarriers(1);
+    gpu::warp_specialize({
+        gpu::Role(1, [&] {
+          gpu::arrive_expect_tx(full[0], 8 * 32 * 4);
+          gpu::wait(full[0], 0);
+          Tile<int32_t> r = expand_dims(arange(0, 8), 1), c = expand_dims(arange(0, 32), 0);
+          store(out + r * 32 + c, tile.load() * 2.0f);
+          gpu::arrive(done[0]);
+        }),
+        gpu::Role(1, [&] {
+          gpu::copy(xd, {0, 0}, tile, full[0]);
+          gpu::wait(done[0], 0);
+        }),
+    });
+  });
+  split(Grid(1).backend(Backend::Interp), d, o.data());
+  for (size_t i = 0; i < o.size(); ++i) CHECK(o[i] == 2.0f * h[i]);
+}
+
+// ============================================================================ passes and PTX
+
+TEST_CASE("struct passes: each role's tiles are laid out over its own warps, barriers of its own", "[struct-pass]") {
+  auto f = tracetest::trace_div16("ws_layouts", [](Ptr<float> x, Ptr<float> out) {
+    auto buf = gpu::alloc<float>({64, 64});
+    auto bar = gpu::alloc_mbarriers(1);
+    gpu::warp_specialize({
+        gpu::Role(1, [&] {
+          Tile<int32_t> i = arange(0, 64);
+          buf.store(load(x + expand_dims(i, 1) * 64 + expand_dims(i, 0)));
+          gpu::arrive(bar[0]);
+        }),
+        gpu::Role(8, [&] {
+          gpu::wait(bar[0], 0);
+          Tile<float> t = load(gpu::local_ptr(buf, {expand_dims(arange(0, 64), 0), expand_dims(arange(0, 64), 1)}));
+          store(out + arange(0, 64), sum(t, 1));
+        }),
+    });
+  });
+  tracetest::gpu_passes_sm90(*f);
+  const ir::Op* ws = ir::find_warp_specialize(*f);
+  REQUIRE(ws);
+  CHECK(ir::role_first_warps(*ws) == std::vector<int64_t>{0, 4, 12});
+  for (unsigned r = 0; r < 2; ++r) {
+    int tiles = 0;
+    ir::walk(ws->region(r).body(), [&](const ir::Op& op) {
+      for (auto& v : op.results)
+        if (v->type.layout) {
+          ++tiles;
+          CHECK(v->type.layout->ll.num_warps() == (r == 0 ? 1 : 8));
+        }
+    });
+    CHECK(tiles > 0);
+  }
+  // The producer's store and the consumer's transposed read are ordered by the mbarrier, not by a
+  // barrier; the consumer's reduction needs none of the program's buffers.
+  CHECK(tracetest::count_ops(*f, ir::OpKind::Barrier) == 0);
+}
+
+TEST_CASE("ptx: warp_specialize branches on the warp index, named barriers per role, setmaxnreg", "[ptx][struct]") {
+  std::vector<bf16> h(256 * 256);
+  TensorDescriptor<bf16, 2> ad(h.data(), {256, 256}, {256, 1}, {128, 64}), bd(h.data(), {256, 256}, {256, 1}, {64, 64});
+  auto k = jit("struct_ws_ptx_gemm", ws_gemm_kernel);
+  // 4 producer warps at 40 registers, 8 consumer warps at 232: 12 warps, 168 at entry.
+  const std::string p = k.ptx(90, 4, ad, bd, fake<float>(), 256, 256, 256, 128, 64, 3, 4, 40, 8, 232);
+  CHECK(p.find(".reqntid 384") != std::string::npos);
+  CHECK(p.find(".maxnreg 168") != std::string::npos);
+  CHECK(p.find("setmaxnreg.dec.sync.aligned.u32 40") != std::string::npos);
+  CHECK(p.find("setmaxnreg.inc.sync.aligned.u32 232") != std::string::npos);
+  CHECK(p.find("wgmma.mma_async") != std::string::npos);
+  CHECK(p.find("cp.async.bulk.tensor.2d") != std::string::npos);
+  ptxtest::assemble("warp-specialized GEMM", p);
+  // The consumer's barriers are its own (barrier 2 of its 256 threads: its epilogue and dot staging).
+  CHECK(p.find("barrier.sync \t2, 256;") != std::string::npos);
+  // Registers the file cannot hold: a UserError at the call, not a hang.
+  static int ws_line = 0;
+  auto greedy = jit("struct_ws_ptx_greedy", [](Ptr<float> x) {
+    ws_line = __LINE__; gpu::warp_specialize({
+        gpu::Role(4, [&] { store(x + arange(0, 128), 1.0f); }),
+        gpu::Role(8, 256, [&] { store(x + arange(0, 256), 2.0f); }),
+    });
+  });
+  errtest::expect_user_error([&] { (void)greedy.ptx(90, 4, fake<float>()); }, {"setmaxnreg.inc would wait", "role 1: 8 warps x 256"},
+                             "test_struct_ws.cpp", ws_line);
+  // setmaxnreg.inc only takes what the program has: 32 x 128 + 240 x 256 threads need 65536 of
+  // 12 x 32 x 168 = 64512.
+  auto over = jit("struct_ws_ptx_over", [](Ptr<float> x) {
+    ws_line = __LINE__; gpu::warp_specialize({
+        gpu::Role(4, 32, [&] { store(x + arange(0, 128), 1.0f); }),
+        gpu::Role(8, 240, [&] { store(x + arange(0, 256), 2.0f); }),
+    });
+  });
+  errtest::expect_user_error([&] { (void)over.ptx(90, 4, fake<float>()); }, {"need 65536", "holds 64512"},
+                             "test_struct_ws.cpp", ws_line);
+  // 8 warps: 248 at entry (255 rounded down to 8), both roles decrease.
+  auto eight = jit("struct_ws_ptx_eight", [](Ptr<float> x) {
+    gpu::warp_specialize({
+        gpu::Role(4, 40, [&] { store(x + arange(0, 128), 1.0f); }),
+        gpu::Role(4, 232, [&] { store(x + 128 + arange(0, 128), sum(load(x + arange(0, 128)), 0)); }),
+    });
+  });
+  const std::string p8 = eight.ptx(90, 4, fake<float>());
+  CHECK(p8.find(".maxnreg 248") != std::string::npos);
+  CHECK(p8.find("setmaxnreg.dec.sync.aligned.u32 40") != std::string::npos);
+  CHECK(p8.find("setmaxnreg.dec.sync.aligned.u32 232") != std::string::npos);
+  ptxtest::assemble("8-warp roles with setmaxnreg", p8);
+  // Roles that arrive on one mbarrier array with different warp counts.
+  static int arrive_line = 0;
+  auto mixed = jit("struct_ws_ptx_mixed", [](Ptr<float> x) {
+    auto b = gpu::alloc_mbarriers(1, 2);
+    gpu::warp_specialize({
+        gpu::Role(1, [&] { gpu::arrive(b[0]); }),
+        gpu::Role(4, [&] { arrive_line = __LINE__; gpu::arrive(b[0]); gpu::wait(b[0], 0); }),
+    });
+  });
+  errtest::expect_user_error([&] { (void)mixed.ptx(90, 4, fake<float>()); }, {"runs on 128 threads", "on 32"},
+                             "test_struct_ws.cpp", arrive_line);
+  // sm_80: no setmaxnreg, named barriers all the same.
+  auto ring = jit("struct_ws_ptx_ring", ring_kernel);
+  const std::string r80 = ring.ptx(80, 4, fake<float>(), fake<float>(), 64, 64, 8, 3, 4);
+  CHECK(r80.find("setmaxnreg") == std::string::npos);
+  CHECK(r80.find(".reqntid 256") != std::string::npos);
+  ptxtest::assemble("warp-specialized ring", r80, "sm_80");
+  // Ragged columns: the pad predicates are built in the roles that use them.
+  ptxtest::assemble("warp-specialized ring, 17 columns", ring.ptx(90, 4, fake<float>(), fake<float>(), 64, 17, 4, 3, 2));
+}
+
+// ============================================================================ GPU
+
+TEST_CASE("gpu: warp_specialize kernels: cp.async and TMA rings, a GEMM with setmaxnreg", "[.gpu][struct]") {
+  if (!gpu_info()) {
+    WARN("no usable GPU: [.gpu] case skipped");
+    return;
+  }
+  auto k = jit("struct_ws_gpu_ring", ring_kernel);
+  for (auto [R, N, BR, S, CW] : {std::tuple{37, 17, 4, 3, 4}, std::tuple{1000, 128, 16, 4, 8},
+                                 std::tuple{9, 1001, 2, 2, 1}, std::tuple{4100, 64, 8, 3, 4}}) {
+    INFO("ring R " << R << " N " << N << " BR " << BR << " stages " << S << " consumer warps " << CW);
+    ManagedBuffer<float> x(size_t(R) * N), out(static_cast<size_t>(N));
+    Buf<float> hx(x.size());
+    for (size_t i = 0; i < x.size(); ++i) x.data()[i] = hx[i] = hashed(i);
+    k(Grid(1).backend(Backend::GPU), x.data(), out.data(), R, N, BR, S, CW);
+    synchronize();
+    CHECK(diffs(std::vector<float>(out.data(), out.data() + N), column_sums_of(hx, R, N)) == "");
+  }
+  auto red = jit("struct_ws_gpu_reducers", two_reducers_kernel);
+  for (auto [R, N, BR] : {std::tuple{1000, 100, 16}, std::tuple{129, 1001, 4}}) {
+    INFO("reducers R " << R << " N " << N << " BR " << BR);
+    ManagedBuffer<float> x(size_t(R) * N), out(static_cast<size_t>(R));
+    Buf<float> hx(x.size());
+    for (size_t i = 0; i < x.size(); ++i) x.data()[i] = hx[i] = hashed(i);
+    red(Grid(1).backend(Backend::GPU), x.data(), out.data(), R, N, BR);
+    synchronize();
+    CHECK(diffs(std::vector<float>(out.data(), out.data() + R), two_reducers_ref(hx, R, N, BR)) == "");
+  }
+  auto tb = jit("struct_ws_gpu_tma", tma_ring_kernel<bf16>());
+  for (auto [R, N, BN, CW] : {std::tuple{4100, 40, 64, 4}, std::tuple{129, 16, 16, 8}}) {
+    INFO("TMA ring R " << R << " N " << N << " BN " << BN);
+    ManagedBuffer<bf16> x(size_t(R) * N);
+    ManagedBuffer<float> out(static_cast<size_t>(64));
+    Buf<bf16> hx(x.size());
+    for (size_t i = 0; i < x.size(); ++i) x.data()[i] = hx[i] = bf16(hashed(i));
+    TensorDescriptor<bf16, 2> xd(x.data(), {R, N}, {N, 1}, {8, BN});
+    tb(Grid(1).backend(Backend::GPU), xd, out.data(), R, N, 8, BN, 3, 1, CW);
+    synchronize();
+    CHECK(diffs(std::vector<float>(out.data(), out.data() + N), column_sums_of(hx, R, N)) == "");
+  }
+  auto g = jit("struct_ws_gpu_gemm", ws_gemm_kernel);
+  // (BM, PW, PR, CW, CR): one producer warp; a producer warpgroup giving registers to two
+  // consumer warpgroups.
+  for (auto [BM, PW, PR, CW, CR] : {std::tuple{64, 1, 0, 4, 0}, std::tuple{128, 4, 40, 8, 232}}) {
+    for (auto [M, N, K] : {std::tuple{1000, 200, 136}, std::tuple{256, 256, 512}}) {
+      INFO("gemm " << M << "x" << N << "x" << K << " BM " << BM << " producer " << PW << "/" << PR << " consumer " << CW
+                   << "/" << CR);
+      ManagedBuffer<bf16> a(size_t(M) * K), b(size_t(K) * N);
+      ManagedBuffer<float> c(size_t(M) * N);
+      Buf<bf16> ha(a.size()), hb(b.size());
+      gemm_data(ha, hb);
+      std::copy(ha.begin(), ha.end(), a.data());
+      std::copy(hb.begin(), hb.end(), b.data());
+      std::vector<float> want;
+      gemm_ref(M, N, K, ha, hb, want);
+      TensorDescriptor<bf16, 2> ad(a.data(), {M, K}, {K, 1}, {BM, 64}), bd(b.data(), {K, N}, {N, 1}, {64, 64});
+      g(Grid((M + BM - 1) / BM, (N + 63) / 64).backend(Backend::GPU), ad, bd, c.data(), M, N, K, BM, 64, 3, PW, PR, CW,
+        CR);
+      synchronize();
+      CHECK(diffs(std::vector<float>(c.data(), c.data() + c.size()), want) == "");
+    }
+  }
+}
