@@ -8,7 +8,7 @@
 //   gpu_bench --ptx-check [DIR]    compile every kernel and config to sm_90a PTX (no GPU needed),
 //                                  writing DIR/<kernel>.ptx if DIR is given
 //
-// Groups: copy, vector_add, softmax, layernorm, matmul, attention, compile, launch, raw (TLE-Raw: inline-PTX
+// Groups: copy, vector_add, softmax, layernorm, matmul, gemm_ws (TLE-Struct), attention, compile, launch, raw (TLE-Raw: inline-PTX
 // softmax vs the tile softmax, CUDA device functions from tile code), topk and moe_align (the library
 // kernels of include/tle/ops/; moe_align also times the launch floor, an empty kernel). Every case first checks
 // its result against a host reference (or, for launch overhead, against x + y), then times the
@@ -556,6 +556,32 @@ const Cfg* sweep_configs(bench::Timer& tm, const std::vector<Cfg>& cfgs, const s
   return best;
 }
 
+/// The case of a bf16 GEMM kernel: "<kernel>/bf16/MxNxK", bytes of A, B and C, 2MNK flops.
+CaseInfo gemm_case(const std::string& kernel, int M, int N, int K) {
+  const std::string shape = std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K);
+  return {kernel + "/bf16/" + shape, kernel, shape, "bf16", 2.0 * (double(M) * K + double(K) * N + double(M) * N),
+          2.0 * M * N * double(K)};
+}
+
+/// The reference of a bf16 GEMM's C [M, N] = a [M, K] @ b [K, N] on 1024 sampled entries (their
+/// linear indices, and the values accumulated in double from the bf16 inputs).
+std::pair<std::vector<size_t>, std::vector<double>> sampled_gemm_reference(const std::vector<bf16>& a,
+                                                                           const std::vector<bf16>& b, int M, int N,
+                                                                           int K) {
+  std::vector<size_t> at(1024);
+  for (size_t i = 0; i < at.size(); ++i) at[i] = (i * 2654435761ull + 12345) % (size_t(M) * N);
+  std::vector<double> want(at.size());
+  bench::parallel_for(at.size(), [&](size_t lo, size_t hi) {
+    for (size_t t = lo; t < hi; ++t) {
+      size_t i = at[t] / N, j = at[t] % N;
+      double acc = 0;
+      for (int k = 0; k < K; ++k) acc += double(bench::from_bf16(a[i * K + k])) * bench::from_bf16(b[size_t(k) * N + j]);
+      want[t] = acc;
+    }
+  });
+  return {std::move(at), std::move(want)};
+}
+
 struct MmConfig {
   int BM, BN, BK, warps, stages = 3;  // stages: Grid::with_stages (cp.async pipelining depth)
   bool persistent = false;            // ex::make_matmul_persistent on one program per SM
@@ -633,23 +659,10 @@ template <class TO> void matmul_cases(bench::Timer& tm, const std::string& out_n
       launch, opts);
   for (auto& s : shapes) {
     const int M = s[0], N = s[1], K = s[2];
-    const std::string shape = std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K);
-    CaseInfo c{"matmul/bf16/" + shape, "matmul", shape, "bf16",
-               2.0 * (double(M) * K + double(K) * N + double(M) * N), 2.0 * M * N * double(K)};
+    const CaseInfo c = gemm_case("matmul", M, N, K);
     guarded(c, [&] {
       auto a = bench::random_bf16(size_t(M) * K, 7), b = bench::random_bf16(size_t(K) * N, 8);
-      // Reference: 1024 sampled entries of C from the bf16 inputs, accumulated in double.
-      std::vector<size_t> at(1024);
-      for (size_t i = 0; i < at.size(); ++i) at[i] = (i * 2654435761ull + 12345) % (size_t(M) * N);
-      std::vector<double> want(at.size());
-      bench::parallel_for(at.size(), [&](size_t lo, size_t hi) {
-        for (size_t t = lo; t < hi; ++t) {
-          size_t i = at[t] / N, j = at[t] % N;
-          double acc = 0;
-          for (int k = 0; k < K; ++k) acc += double(bench::from_bf16(a[i * K + k])) * bench::from_bf16(b[size_t(k) * N + j]);
-          want[t] = acc;
-        }
-      });
+      const auto [at, want] = sampled_gemm_reference(a, b, M, N, K);
       DeviceBuffer<bf16> da(a), db(b);
       DeviceBuffer<TO> dc(size_t(M) * N);
       std::vector<bf16>().swap(a), std::vector<bf16>().swap(b);
@@ -691,6 +704,40 @@ void group_matmul(bench::Timer& tm) {
 }
 void group_matmul_f32out(bench::Timer& tm) {
   matmul_cases<float>(tm, "C stored as f32 (tle's bf16 store path not used)");
+}
+
+// -------------------------------------------------------------------- gemm_ws
+
+// The warp-specialized GEMM written with TLE-Struct (ex::make_gemm_ws: TMA producer warpgroup,
+// two wgmma consumer warpgroups reading the stages in place, setmaxnreg, 128 x 256 x 64 tiles, 3
+// stages, persistent on one program per SM), C in bf16; the shapes of issue #13's done-when plus a
+// ragged M. Fixed config, no tuning: peers.py times cuBLAS on the same cases.
+void group_gemm_ws(bench::Timer& tm) {
+  const int shapes[][3] = {{8192, 8192, 8192}, {16384, 2048, 7168}, {4096, 7168, 2048}, {4100, 7168, 2048}};
+  auto gemm = ex::make_gemm_ws<bf16>();
+  for (auto& s : shapes) {
+    const int M = s[0], N = s[1], K = s[2];
+    const CaseInfo c = gemm_case("gemm_ws", M, N, K);
+    guarded(c, [&] {
+      auto a = bench::random_bf16(size_t(M) * K, 7), b = bench::random_bf16(size_t(K) * N, 8);
+      const auto [at, want] = sampled_gemm_reference(a, b, M, N, K);
+      DeviceBuffer<bf16> da(a), db(b), dc(size_t(M) * N);
+      const TensorDescriptor<bf16, 2> ta(da.data(), {M, K}, {K, 1}, {128, 64}), tb(db.data(), {K, N}, {N, 1}, {64, 64});
+      const int64_t blocks = cdiv(M, 128) * cdiv(N, 256);
+      Grid g(std::min<int64_t>(blocks, gpu_info() ? gpu_info()->num_sms : 132));
+      g.stream = tm.stream().handle();
+      auto run = [&] { gemm(g, ta, tb, dc.data(), M, N, K, 3); };
+      dc.fill_zero();
+      run();
+      tm.stream().synchronize();
+      auto cv = dc.to_host();
+      auto chk = bench::compare(at.size(), [&](size_t t) { return double(bench::to_float(cv[at[t]])); },
+                                [&](size_t t) { return want[t]; }, 1.0 / 128, 2e-3 * std::sqrt(double(K)));
+      if (!chk.ok) return emit_error(c, "gemm_ws fails the check: " + chk.message);
+      emit_ok(c, tm.time(run), "examples/gemm_ws: 128x256x64 tiles, 3 stages, producer warpgroup (40 regs) + 2 consumer "
+                               "warpgroups (232 regs), persistent on " + std::to_string(g.x) + " programs");
+    });
+  }
 }
 
 // -------------------------------------------------------------------- attention
@@ -1174,6 +1221,11 @@ int ptx_check(const std::string& dir) {
   auto mmp = ex::make_matmul_persistent<bf16, bf16>();
   for (MmConfig c : {MmConfig{128, 128, 64, 8, 4, true}, MmConfig{128, 128, 64, 8, 5, true}})
     one("matmul bf16->bf16 " + c.str(), [&] { return mmp.ptx(90, c.grid(4096, 4096), h, h, h, 4096, 4096, 4096, c.BM, c.BN, c.BK); });
+  {
+    static std::vector<bf16> g(size_t(4096) * 4096);
+    const TensorDescriptor<bf16, 2> ta(g.data(), {4096, 4096}, {4096, 1}, {128, 64}), tb(g.data(), {4096, 4096}, {4096, 1}, {64, 64});
+    one("gemm_ws 128x256x64 3 stages", [&] { return ex::make_gemm_ws<bf16>().ptx(90, Grid(132), ta, tb, h, 4096, 4096, 4096, 3); });
+  }
   auto attn = ex::make_attention<bf16>();
   for (bool causal : {false, true})
     for (int bn : {64, 128}) {
@@ -1224,6 +1276,9 @@ const std::vector<Group>& groups() {
       {"matmul", group_matmul,
        {"matmul/bf16/8192x8192x8192", "matmul/bf16/4096x7168x2048", "matmul/bf16/16384x2048x7168",
         "matmul/bf16/128x7168x2048", "matmul/bf16/4000x4100x3000"}},
+      {"gemm_ws", group_gemm_ws,
+       {"gemm_ws/bf16/8192x8192x8192", "gemm_ws/bf16/16384x2048x7168", "gemm_ws/bf16/4096x7168x2048",
+        "gemm_ws/bf16/4100x7168x2048"}},
       {"attention", group_attention,
        {"attention/bf16/4x32x4096x128", "attention/bf16/4x32x4096x128/causal", "attention/bf16/4x32x16384x128",
         "attention/bf16/4x32x16384x128/causal"}},

@@ -76,7 +76,7 @@ def case_work(case):
         return 2 * esize * dims[0] * dims[1], 0, "bandwidth"
     if kernel == "layernorm":
         return 2 * esize * dims[0] * dims[1] + 2 * esize * dims[1], 0, "bandwidth"
-    if kernel == "matmul":
+    if kernel in ("matmul", "gemm_ws"):
         m, n, k = dims
         return esize * (m * k + k * n + m * n), 2 * m * n * k, "gemm"
     if kernel == "topk":  # rows x n, "/k<k>": the matrix read once, values and int32 indices written

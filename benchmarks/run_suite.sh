@@ -15,7 +15,7 @@
 # and RESULTS.md to benchmarks/RESULTS.md.
 #
 # Environment: BENCH_REPS (timed repetitions per case, default 100), BENCH_GROUPS (comma-separated
-# subset of copy,vector_add,softmax,layernorm,matmul,compile,launch,topk,moe_align for both sides; default all),
+# subset of copy,vector_add,softmax,layernorm,matmul,gemm_ws,compile,launch,topk,moe_align for both sides; default all),
 # GPU_BENCH_TIMEOUT (seconds per gpu_bench group, default 240), PEERS_TIMEOUT (seconds for
 # peers.py, default 420), PYTHON (default python3).
 # Exits non-zero if a step failed or any case failed (the results are written all the same).

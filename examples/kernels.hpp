@@ -210,6 +210,64 @@ template <class T, class TO = tle::dot_acc_t<T>, int GM = 16> auto make_matmul_t
   });
 }
 
+/// C [M, N] (stored as TO) = A [M, K] @ B [K, N], bf16 inputs, f32 accumulation, written with
+/// TLE-Struct warp specialization (docs/struct.md, "Warp specialization"; CUTLASS's and
+/// ThunderKittens' producer / consumer GEMM): persistent programs walk C's 128 x 256 blocks in
+/// grouped order. A producer warpgroup (setmaxnreg 40) moves each K step's [128, 64] block of A
+/// and four [64, 64] blocks of B by TMA into stage s of an S-stage ring (128-byte swizzle),
+/// announcing the bytes on ready[s]; two consumer warpgroups (setmaxnreg 232) wait on ready[s],
+/// run the step's dot on wgmma straight from the stage (B read as one [64, 256] tile of the
+/// four blocks) and release it on freed[s]; each block's epilogue stores C while the producer
+/// already fills the next block's stages. `ad` has block {128, 64}, `bd` block {64, 64} (rows of
+/// A and B whole 16-byte chunks: K and N multiples of 8); S stages (3 fit beside the epilogue's
+/// staging in 227 KB).
+template <class TO = tle::bf16, int GM = 8> auto make_gemm_ws() {
+  using namespace tle;
+  return jit("gemm_ws", [](TensorDescriptor<bf16, 2> ad, TensorDescriptor<bf16, 2> bd, Ptr<TO> c, Tile<int32_t> M,
+                           Tile<int32_t> N, Tile<int32_t> K, Constexpr<int> S) {
+    constexpr int BM = 128, BN = 256, BK = 64, NB = BN / 64;
+    const auto sw = gpu::SharedLayout::swizzled(8, 1, 8);  // 64 bf16 per row: the 128-byte swizzle
+    auto as = gpu::alloc<bf16>({S, BM, BK}, gpu::scope::shared, sw);
+    auto bs = gpu::alloc<bf16>({S, NB, BK, 64}, gpu::scope::shared, sw);
+    auto ready = gpu::alloc_mbarriers(S), freed = gpu::alloc_mbarriers(S);
+    Tile<int32_t> npm = (M + (BM - 1)) / BM, npn = (N + (BN - 1)) / BN, steps = (K + (BK - 1)) / BK;
+    gpu::warp_specialize({
+        gpu::Role(4, 40, [&] {  // producer
+          Tile<int32_t> used = zeros<int32_t>({});  // stages filled so far (the ring position)
+          for (auto t : range(program_id(0), npm * npn, num_programs(0))) {
+            auto [pm, pn] = grouped_tile(t, npm, npn, GM);
+            for (auto k : range(0, steps)) {
+              Tile<int32_t> i = used + k, s = i % S;
+              gpu::wait(freed[s], i / S + 1);  // the consumers are done with the stage's last use
+              gpu::arrive_expect_tx(ready[s], (BM + BN) * BK * 2);
+              gpu::copy(ad, {pm * BM, k * BK}, as[s], ready[s]);
+              for (int j = 0; j < NB; ++j) gpu::copy(bd, {k * BK, pn * BN + j * 64}, bs[s][j], ready[s]);
+            }
+            used = used + steps;
+          }
+        }),
+        gpu::Role(8, 232, [&] {  // consumers
+          Tile<int32_t> used = zeros<int32_t>({});
+          Tile<int32_t> kk = expand_dims(arange(0, BK), 1), nn = expand_dims(arange(0, BN), 0);
+          for (auto t : range(program_id(0), npm * npn, num_programs(0))) {
+            auto [pm, pn] = grouped_tile(t, npm, npn, GM);
+            Tile<float> acc = zeros<float>({BM, BN});
+            for (auto k : range(0, steps)) {
+              Tile<int32_t> i = used + k, s = i % S;
+              gpu::wait(ready[s], i / S);
+              acc = dot(as[s].load(), load(gpu::local_ptr(bs[s], {nn / 64, kk, nn % 64})), acc);
+              gpu::arrive(freed[s]);
+            }
+            used = used + steps;
+            Tile<int32_t> rm = pm * BM + arange(0, BM), rn = pn * BN + arange(0, BN);
+            store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), cast<TO>(acc),
+                  expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
+          }
+        }),
+    });
+  });
+}
+
 /// One key block of the attention loop (make_attention, make_attention_tma): the scaled scores s
 /// [BM, BN] of the keys at rn are masked to the keys below S (and, when causal, at or before each
 /// query row rm), then folded into the running row maximum m_i, row sum l_i and output acc with

@@ -15,15 +15,15 @@
 #include "passes/gpu/gpu_passes.hpp"
 #include "passes/pass.hpp"
 #include "ptxas_util.hpp"
+#include "struct_util.hpp"
 #include "trace_util.hpp"
 
 using namespace tle;
 using namespace opstest;
+using namespace structtest;
 
 namespace {
 
-template <class T> T* fake(uintptr_t a = 0x10000) { return reinterpret_cast<T*>(a); }
-template <class T> std::vector<T> all(const Buf<T>& b) { return std::vector<T>(b.begin(), b.end()); }
 
 /// out[N] = column sums of x [R, N], BR rows at a time through an S-stage buffer that gpu::copy
 /// fills S - 1 blocks ahead (the cp.async pipeline written by hand): rows past R are masked
@@ -79,23 +79,6 @@ template <class T> auto tma_pipe_kernel() {
   };
 }
 
-/// Small integers from a hash of the index (no period a wrong swizzle or row order could hide in).
-float hashed(size_t i) { return float(int((uint32_t(i) * 2654435761u) >> 26) - 32); }
-
-template <class T> std::vector<float> column_sums_of(const Buf<T>& x, int R, int N) {
-  std::vector<float> want(size_t(N), 0.0f);
-  for (int i = 0; i < R; ++i)
-    for (int j = 0; j < N; ++j) want[size_t(j)] += float(x[size_t(i) * N + j]);
-  return want;
-}
-
-std::vector<float> column_sums(const Buf<float>& x, int R, int N) {
-  std::vector<float> want(size_t(N), 0.0f);
-  for (int i = 0; i < R; ++i)
-    for (int j = 0; j < N; ++j) want[size_t(j)] += x[size_t(i) * N + j];
-  return want;
-}
-
 /// c [M, N] = a [M, K] @ b [K, N] (bf16, f32 accumulate), one program per BM x BN tile, both
 /// operands staged by gpu::copy in S-stage buffers (masked at the ragged edges).
 auto gemm_kernel = [](Ptr<bf16> a, Ptr<bf16> b, Ptr<float> c, Tile<int32_t> M, Tile<int32_t> N, Tile<int32_t> K,
@@ -121,20 +104,6 @@ auto gemm_kernel = [](Ptr<bf16> a, Ptr<bf16> b, Ptr<float> c, Tile<int32_t> M, T
   store(c + rm * N + rn, acc, (rm < M) & (rn < N));
 };
 
-void gemm_ref(int M, int N, int K, const Buf<bf16>& a, const Buf<bf16>& b, std::vector<float>& want) {
-  want.assign(size_t(M) * N, 0.0f);
-  for (int m = 0; m < M; ++m)
-    for (int n = 0; n < N; ++n) {
-      float s = 0;
-      for (int k = 0; k < K; ++k) s += float(a[size_t(m) * K + k]) * float(b[size_t(k) * N + n]);
-      want[size_t(m) * N + n] = s;
-    }
-}
-/// Small integers in bf16: exact products and sums in f32 in any order.
-void gemm_data(Buf<bf16>& a, Buf<bf16>& b) {
-  for (size_t i = 0; i < a.size(); ++i) a[i] = bf16(float(int(i * 7 % 5) - 2));
-  for (size_t i = 0; i < b.size(); ++i) b[i] = bf16(float(int(i * 3 % 7) - 3));
-}
 
 /// x [n] through a buffer of BN elements of T in one copy (masked past n: zero-filled), waited
 /// for, then read back reversed: out[i] = i < BN - n ? 0 : x[BN - 1 - i].
@@ -171,7 +140,7 @@ TEST_CASE("ops: a hand-written cp.async pipeline: gpu::copy S - 1 blocks ahead, 
     INFO("R " << R << " N " << N << " BR " << BR << " stages " << S);
     Buf<float> x = random_buf<float>(size_t(std::max(R, 1)) * N, 5), out(static_cast<size_t>(N));
     k(Grid(1), x.data(), out.data(), R, N, BR, S);
-    CHECK(diffs(all(out), column_sums(x, R, N), 1e-5, 1e-5) == "");
+    CHECK(diffs(all(out), column_sums_of(x, R, N), 1e-5, 1e-5) == "");
   }
 }
 
@@ -715,7 +684,7 @@ TEST_CASE("gpu: gpu::copy kernels (cp.async and TMA) at 1, 4 and 8 warps", "[.gp
       for (size_t i = 0; i < x.size(); ++i) x.data()[i] = hx[i] = float(int(i % 13) - 6);
       k(Grid(1).with_warps(w).backend(Backend::GPU), x.data(), out.data(), R, N, BR, S);
       synchronize();
-      CHECK(diffs(std::vector<float>(out.data(), out.data() + N), column_sums(hx, R, N)) == "");
+      CHECK(diffs(std::vector<float>(out.data(), out.data() + N), column_sums_of(hx, R, N)) == "");
     }
     for (auto [R, N, S, SWZ] : {std::tuple{1000, 100, 3, 0}, std::tuple{4100, 40, 4, 64}, std::tuple{7, 64, 2, 64},
                                 std::tuple{1000, 24, 3, 32}, std::tuple{129, 16, 2, 16}}) {
@@ -737,18 +706,11 @@ TEST_CASE("gpu: gpu::copy kernels (cp.async and TMA) at 1, 4 and 8 warps", "[.gp
     for (auto [M, N, K, S] : {std::tuple{100, 70, 129, 3}, std::tuple{256, 256, 512, 4}}) {
       INFO("warps " << w << " gemm " << M << "x" << N << "x" << K << " stages " << S);
       const int BM = 64, BN = 64, BK = 32;
-      ManagedBuffer<bf16> a(size_t(M) * K), b(size_t(K) * N);
-      ManagedBuffer<float> c(size_t(M) * N);
-      Buf<bf16> ha(a.size()), hb(b.size());
-      gemm_data(ha, hb);
-      std::copy(ha.begin(), ha.end(), a.data());
-      std::copy(hb.begin(), hb.end(), b.data());
-      std::vector<float> want;
-      gemm_ref(M, N, K, ha, hb, want);
-      g(Grid((M + BM - 1) / BM, (N + BN - 1) / BN).with_warps(w).backend(Backend::GPU), a.data(), b.data(), c.data(), M,
-        N, K, BM, BN, BK, S);
+      structtest::ManagedGemm d(M, N, K);
+      g(Grid((M + BM - 1) / BM, (N + BN - 1) / BN).with_warps(w).backend(Backend::GPU), d.a.data(), d.b.data(),
+        d.c.data(), M, N, K, BM, BN, BK, S);
       synchronize();
-      CHECK(diffs(std::vector<float>(c.data(), c.data() + c.size()), want) == "");
+      CHECK(diffs(d.result(), d.want) == "");
     }
   }
 }

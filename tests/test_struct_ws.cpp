@@ -10,31 +10,22 @@
 #include <tuple>
 #include <vector>
 
+#include "../examples/kernels.hpp"
 #include "error_util.hpp"
 #include "layout/ir_layout.hpp"
 #include "ops_util.hpp"
 #include "passes/gpu/gpu_passes.hpp"
 #include "passes/pass.hpp"
 #include "ptxas_util.hpp"
+#include "struct_util.hpp"
 #include "trace_util.hpp"
 
 using namespace tle;
 using namespace opstest;
+using namespace structtest;
 
 namespace {
 
-template <class T> T* fake(uintptr_t a = 0x10000) { return reinterpret_cast<T*>(a); }
-template <class T> std::vector<T> all(const Buf<T>& b) { return std::vector<T>(b.begin(), b.end()); }
-
-/// Small integers from a hash of the index (no period a wrong stage or row order could hide in).
-float hashed(size_t i) { return float(int((uint32_t(i) * 2654435761u) >> 26) - 32); }
-
-template <class T> std::vector<float> column_sums_of(const Buf<T>& x, int R, int N) {
-  std::vector<float> want(size_t(N), 0.0f);
-  for (int i = 0; i < R; ++i)
-    for (int j = 0; j < N; ++j) want[size_t(j)] += float(x[size_t(i) * N + j]);
-  return want;
-}
 
 /// out[N] = column sums of x [R, N]: a producer role of one warp copies blocks of BR rows with
 /// gpu::copy (cp.async, rows past R zero-filled) into a ring of S stages; a consumer role of CW
@@ -157,18 +148,25 @@ auto two_reducers_kernel = [](Ptr<float> x, Ptr<float> out, Tile<int32_t> R, Con
   });
 };
 
-void gemm_data(Buf<bf16>& a, Buf<bf16>& b) {
-  for (size_t i = 0; i < a.size(); ++i) a[i] = bf16(float(int(i % 7) - 3) * 0.25f);
-  for (size_t i = 0; i < b.size(); ++i) b[i] = bf16(float(int(i % 5) - 2) * 0.5f);
-}
-void gemm_ref(int M, int N, int K, const Buf<bf16>& a, const Buf<bf16>& b, std::vector<float>& want) {
-  want.assign(size_t(M) * N, 0.0f);
-  for (int i = 0; i < M; ++i)
-    for (int k = 0; k < K; ++k) {
-      const float av = float(a[size_t(i) * K + k]);
-      for (int j = 0; j < N; ++j) want[size_t(i) * N + j] += av * float(b[size_t(k) * N + j]);
-    }
-}
+/// c [M, N] = a [M, 64] @ b [64, N] through swizzled buffers the program stores itself: on
+/// sm_90a the dot's wgmma reads them in place, after the barrier that orders the stores, which
+/// then carries the proxy fence (generic writes read by the async proxy).
+/// `overwrite`: a is loaded, then its buffer overwritten before the dot (which must use the
+/// loaded values: that read cannot be left to the wgmma).
+auto stored_dot_kernel = [](Ptr<bf16> a, Ptr<bf16> b, Ptr<float> c, Constexpr<int> M, Constexpr<int> N,
+                            Constexpr<int> overwrite) {
+  constexpr int K = 64;
+  const auto sw = gpu::SharedLayout::swizzled(8, 1, 8);
+  auto as = gpu::alloc<bf16>({M, K}, gpu::scope::shared, sw);
+  auto bs = gpu::alloc<bf16>({K, N}, gpu::scope::shared, sw);
+  Tile<int32_t> m = expand_dims(arange(0, M), 1), k = expand_dims(arange(0, K), 0);
+  Tile<int32_t> kr = expand_dims(arange(0, K), 1), n = expand_dims(arange(0, N), 0);
+  as.store(load(a + m * K + k));
+  bs.store(load(b + kr * N + n));
+  Tile<bf16> ta = as.load();
+  if (overwrite) as.store(0.0f);
+  store(c + m * N + n, dot(ta, bs.load(), zeros<float>({M, N})));
+};
 
 }  // namespace
 
@@ -202,6 +200,21 @@ TEST_CASE("ops: warp_specialize: two roles reducing at once, each over its own w
     Buf<float> x = random_buf<float>(size_t(R) * N, 3), out(static_cast<size_t>(R));
     k(Grid(1), x.data(), out.data(), R, N, BR);
     CHECK(diffs(all(out), two_reducers_ref(x, R, N, BR), 1e-5, 1e-5) == "");
+  }
+}
+
+TEST_CASE("ops: a dot of two swizzled buffers the program stored itself", "[ops][struct]") {
+  auto k = jit("struct_stored_dot", stored_dot_kernel);
+  for (auto [M, overwrite] : {std::pair{64, 0}, std::pair{128, 0}, std::pair{64, 1}}) {
+    INFO("M " << M << " overwrite " << overwrite);
+    const int N = 64, K = 64;
+    Buf<bf16> a(size_t(M) * K), b(size_t(K) * N);
+    Buf<float> c(size_t(M) * N);
+    gemm_data(a, b);
+    std::vector<float> want;
+    gemm_ref(M, N, K, a, b, want);
+    k(Grid(1), a.data(), b.data(), c.data(), M, N, overwrite);
+    CHECK(diffs(all(c), want) == "");
   }
 }
 
@@ -317,9 +330,39 @@ TEST_CASE("errors: gpu::warp_specialize: where it is called, its roles, what a r
   expect_error([&] { assign(Grid(1), fbuf.data()); }, {"assigns a Tile declared outside it"});
 }
 
+TEST_CASE("errors: what the tracer proves about a warp-specialized kernel's mbarriers", "[errors][struct]") {
+  // A wait on mbarriers nothing arrives on.
+  auto lonely = jit("struct_ws_err_lonely", [](Ptr<float> x) {
+    auto a = gpu::alloc_mbarriers(1), b = gpu::alloc_mbarriers(1);
+    gpu::warp_specialize({
+        gpu::Role(1, [&] { gpu::arrive(a[0]); }),
+        gpu::Role(1, [&] { line = __LINE__; gpu::wait(b[0], 0); }),
+    });
+  });
+  expect_error([&] { lonely(Grid(1), fbuf.data()); }, {"no statement of the kernel arrives", "wait forever"});
+  // Announced bytes that are not the copies' (4 too many), in one block; variant 1 is right.
+  std::vector<float> h(8 * 32, 1.0f);
+  TensorDescriptor<float, 2> d(h.data(), {8, 32}, {32, 1}, {8, 32});
+  auto bytes = jit("struct_ws_err_bytes", [](TensorDescriptor<float, 2> xd, Ptr<float> out, Constexpr<int> extra) {
+    auto buf = gpu::alloc<float>({8, 32});
+    auto full = gpu::alloc_mbarriers(1);
+    gpu::warp_specialize({gpu::Role(1, [&] {
+      line = __LINE__; gpu::arrive_expect_tx(full[0], 8 * 32 * 4 + extra);
+      gpu::copy(xd, {0, 0}, buf, full[0]);
+      gpu::wait(full[0], 0);
+      store(out + arange(0, 32), sum(buf.load(), 0));
+    })});
+  });
+  expect_error([&] { bytes(Grid(1), d, fbuf.data(), 4); }, {"announces 1028 bytes", "move 1024"});
+  bytes(Grid(1), d, fbuf.data(), 0);
+  CHECK(fbuf[0] == 8.0f);
+  fbuf.assign(fbuf.size(), 1.0f);
+}
+
 TEST_CASE("errors: the interpreter reports roles that wait for each other forever", "[errors][struct]") {
-  // The consumer waits for a full stage the producer never fills (it waits for the consumer's
-  // release first); variant 1 waits right, and runs.
+  // The consumer waits for a full stage the producer never fills: the producer waits for the
+  // consumer's release first (both arrays are arrived on, so the tracer cannot tell); variant 1
+  // waits for the parity before phase 0, and runs.
   static int prod_line = 0, cons_line = 0;
   auto k = jit("struct_ws_err_deadlock", [](Ptr<float> x, Constexpr<int> variant) {
     auto full = gpu::alloc_mbarriers(1), empty = gpu::alloc_mbarriers(1);
@@ -332,6 +375,7 @@ TEST_CASE("errors: the interpreter reports roles that wait for each other foreve
         gpu::Role(4, [&] {
           cons_line = __LINE__; gpu::wait(full[0], 0);
           store(x + 1, load(x) + 1.0f);
+          gpu::arrive(empty[0]);
         }),
     });
   });
@@ -415,6 +459,26 @@ TEST_CASE("struct passes: each role's tiles are laid out over its own warps, bar
   CHECK(tracetest::count_ops(*f, ir::OpKind::Barrier) == 0);
 }
 
+namespace {
+/// Shared-memory loads of anything but f32 in `ptx`: a wgmma operand read from a buffer through
+/// registers (ld.shared.u32 / .u16 / .v4.u32 ...), where the in-place read has none (the f32
+/// ones are the epilogue's layout conversion).
+int ptxtest_count(const std::string& ptx, const std::string& what) {
+  int n = 0;
+  for (size_t at = ptx.find(what); at != std::string::npos; at = ptx.find(what, at + 1)) ++n;
+  return n;
+}
+int operand_shared_loads(const std::string& ptx) {
+  int n = 0;
+  for (size_t at = ptx.find("ld.shared"); at != std::string::npos; at = ptx.find("ld.shared", at + 1)) {
+    const size_t end = ptx.find_first_of(" \t", at);
+    const std::string op = ptx.substr(at, end - at);
+    n += op.size() < 4 || op.compare(op.size() - 4, 4, ".f32") != 0;
+  }
+  return n;
+}
+}  // namespace
+
 TEST_CASE("ptx: warp_specialize branches on the warp index, named barriers per role, setmaxnreg", "[ptx][struct]") {
   std::vector<bf16> h(256 * 256);
   TensorDescriptor<bf16, 2> ad(h.data(), {256, 256}, {256, 1}, {128, 64}), bd(h.data(), {256, 256}, {256, 1}, {64, 64});
@@ -473,6 +537,27 @@ TEST_CASE("ptx: warp_specialize branches on the warp index, named barriers per r
   });
   errtest::expect_user_error([&] { (void)mixed.ptx(90, 4, fake<float>()); }, {"runs on 128 threads", "on 32"},
                              "test_struct_ws.cpp", arrive_line);
+  // examples/gemm_ws: the consumers' dots read A's stage and B's four blocks in place (no
+  // staging of operands through registers), one m64n256k16 per warpgroup and k16 step.
+  std::vector<bf16> hg(256 * 512);
+  TensorDescriptor<bf16, 2> ga(hg.data(), {256, 512}, {512, 1}, {128, 64}), gb(hg.data(), {512, 256}, {256, 1}, {64, 64});
+  const std::string gp = ex::make_gemm_ws<bf16>().ptx(90, 4, ga, gb, fake<bf16>(), 256, 256, 512, 3);
+  CHECK(gp.find("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16") != std::string::npos);
+  CHECK(ptxtest_count(gp, "wgmma.mma_async") == 4);  // 4 k16 steps, one m64n256k16 each
+  // (with C in f32, 2 stages, the epilogue's conversion loads f32 only: no 16-bit data is loaded at all)
+  CHECK(operand_shared_loads(ex::make_gemm_ws<float>().ptx(90, 4, ga, gb, fake<float>(), 256, 256, 512, 2)) == 0);
+  CHECK(gp.find(".reqntid 384") != std::string::npos);
+  ptxtest::assemble("examples/gemm_ws", gp);
+  // Buffers the program stored itself: read in place too, behind a fenced barrier.
+  auto sd = jit("struct_stored_dot_ptx", stored_dot_kernel);
+  const std::string sp = sd.ptx(90, 4, fake<bf16>(), fake<bf16>(), fake<float>(), 64, 64, 0);
+  CHECK(sp.find("wgmma.mma_async") != std::string::npos);
+  CHECK(operand_shared_loads(sp) == 0);
+  CHECK(sp.find("fence.proxy.async;") != std::string::npos);
+  ptxtest::assemble("a dot of stored swizzled buffers", sp);
+  // ... but not when the buffer is overwritten between the load and the dot: a is read through
+  // registers then.
+  CHECK(operand_shared_loads(sd.ptx(90, 4, fake<bf16>(), fake<bf16>(), fake<float>(), 64, 64, 1)) > 0);
   // sm_80: no setmaxnreg, named barriers all the same.
   auto ring = jit("struct_ws_ptx_ring", ring_kernel);
   const std::string r80 = ring.ptx(80, 4, fake<float>(), fake<float>(), 64, 64, 8, 3, 4);
@@ -530,19 +615,12 @@ TEST_CASE("gpu: warp_specialize kernels: cp.async and TMA rings, a GEMM with set
     for (auto [M, N, K] : {std::tuple{1000, 200, 136}, std::tuple{256, 256, 512}}) {
       INFO("gemm " << M << "x" << N << "x" << K << " BM " << BM << " producer " << PW << "/" << PR << " consumer " << CW
                    << "/" << CR);
-      ManagedBuffer<bf16> a(size_t(M) * K), b(size_t(K) * N);
-      ManagedBuffer<float> c(size_t(M) * N);
-      Buf<bf16> ha(a.size()), hb(b.size());
-      gemm_data(ha, hb);
-      std::copy(ha.begin(), ha.end(), a.data());
-      std::copy(hb.begin(), hb.end(), b.data());
-      std::vector<float> want;
-      gemm_ref(M, N, K, ha, hb, want);
-      TensorDescriptor<bf16, 2> ad(a.data(), {M, K}, {K, 1}, {BM, 64}), bd(b.data(), {K, N}, {N, 1}, {64, 64});
-      g(Grid((M + BM - 1) / BM, (N + 63) / 64).backend(Backend::GPU), ad, bd, c.data(), M, N, K, BM, 64, 3, PW, PR, CW,
+      structtest::ManagedGemm d(M, N, K);
+      TensorDescriptor<bf16, 2> ad(d.a.data(), {M, K}, {K, 1}, {BM, 64}), bd(d.b.data(), {K, N}, {N, 1}, {64, 64});
+      g(Grid((M + BM - 1) / BM, (N + 63) / 64).backend(Backend::GPU), ad, bd, d.c.data(), M, N, K, BM, 64, 3, PW, PR, CW,
         CR);
       synchronize();
-      CHECK(diffs(std::vector<float>(c.data(), c.data() + c.size()), want) == "");
+      CHECK(diffs(d.result(), d.want) == "");
     }
   }
 }

@@ -55,7 +55,7 @@ except Exception as e:  # noqa: BLE001 - report any import failure as a per-case
     class tl:  # noqa: N801 - stand-in so the kernel definitions below still evaluate
         constexpr = "constexpr"
 
-GROUPS = ["copy", "vector_add", "softmax", "layernorm", "matmul", "attention", "compile", "launch", "topk", "moe_align",
+GROUPS = ["copy", "vector_add", "softmax", "layernorm", "matmul", "gemm_ws", "attention", "compile", "launch", "topk", "moe_align",
           "transpose"]
 
 
@@ -611,11 +611,11 @@ def group_layernorm(tm):
         guarded(case, "triton", triton_case)
 
 
-def group_matmul(tm):
+def group_matmul(tm, prefix="matmul", shapes=((8192, 8192, 8192), (4096, 7168, 2048), (16384, 2048, 7168),
+                                             (128, 7168, 2048), (4000, 4100, 3000)), triton=True):
     torch.backends.cuda.matmul.allow_tf32 = False
-    for M, N, K in [(8192, 8192, 8192), (4096, 7168, 2048), (16384, 2048, 7168), (128, 7168, 2048),
-                    (4000, 4100, 3000)]:
-        case = "matmul/bf16/%dx%dx%d" % (M, N, K)
+    for M, N, K in shapes:
+        case = "%s/bf16/%dx%dx%d" % (prefix, M, N, K)
         a = random_nonzero((M, K), torch.bfloat16, seed=7)
         b = random_nonzero((K, N), torch.bfloat16, seed=8)
         want = a.float() @ b.float()  # f32 GEMM (no TF32) of the bf16 inputs
@@ -650,9 +650,17 @@ def group_matmul(tm):
                     config="persistent, TMA descriptors (tutorial 09 structure), autotuned: %s" % (best,))
 
         guarded(case, "cublas", cublas_case)
-        guarded(case, "triton", triton_case)
-        guarded(case, "triton_tma", triton_tma_case)
+        if triton:
+            guarded(case, "triton", triton_case)
+            guarded(case, "triton_tma", triton_tma_case)
         torch.cuda.empty_cache()
+
+
+def group_gemm_ws(tm):
+    # gpu_bench's gemm_ws cases (the TLE-Struct warp-specialized GEMM): cuBLAS on the same shapes
+    # (Triton is beside tle's tuned matmul in group matmul).
+    group_matmul(tm, "gemm_ws", ((8192, 8192, 8192), (16384, 2048, 7168), (4096, 7168, 2048), (4100, 7168, 2048)),
+                 triton=False)
 
 
 def _attention_kernel_src(Q, K, V, O, S, qk_scale, BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr,
@@ -1065,7 +1073,7 @@ def group_moe_align(tm):
 
 
 GROUP_FNS = {"copy": group_copy, "vector_add": group_vector_add, "softmax": group_softmax,
-             "layernorm": group_layernorm, "matmul": group_matmul, "attention": group_attention,
+             "layernorm": group_layernorm, "matmul": group_matmul, "gemm_ws": group_gemm_ws, "attention": group_attention,
              "compile": group_compile, "launch": group_launch, "topk": group_topk, "moe_align": group_moe_align,
              "transpose": group_transpose}
 

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "ir/inline_asm.hpp"
 #include "passes/pass.hpp"
@@ -1444,6 +1445,56 @@ V passed_through(V v) {
   }
   return v;
 }
+
+/// The mbarrier allocation a barrier pointer addresses, when it is exactly one.
+const ir::Op* mbarrier_alloc_of(const ir::Value* bar) {
+  const passes::PointerOrigin o = passes::pointer_origin(bar);
+  return o.allocs.size() == 1 && !o.unknown && !o.global ? *o.allocs.begin() : nullptr;
+}
+
+/// What the tracer can prove about a warp-specialized kernel's mbarriers (issue #13 item 6), as
+/// UserErrors naming both lines: a wait on mbarriers nothing in the kernel arrives on or completes
+/// a TMA copy on (it waits forever); announced transaction bytes that differ from the bytes of the
+/// TMA copies completing on the same mbarriers, when all of both are statements of one block (the
+/// phase would never complete, or complete before the data).
+void check_role_mbarriers(const ir::Function& f) {
+  std::map<const ir::Op*, std::vector<const ir::Op*>> arrives, copies, waits;  // by mbarrier allocation
+  ir::walk(f.entry(), [&](const ir::Op& op) {
+    if (op.kind == ir::OpKind::MBarrierArrive) arrives[mbarrier_alloc_of(op.operands[0])].push_back(&op);
+    if (op.kind == ir::OpKind::MBarrierWait) waits[mbarrier_alloc_of(op.operands[0])].push_back(&op);
+    if (op.kind == ir::OpKind::TmaCopy)
+      copies[mbarrier_alloc_of(op.operands.at(static_cast<size_t>(3 + 3 * op.int_attr("rank"))))].push_back(&op);
+  });
+  if (arrives.count(nullptr) || copies.count(nullptr)) return;  // an arrive or copy on an mbarrier we cannot name
+  for (const auto& [alloc, w] : waits)
+    if (alloc && !arrives.count(alloc) && !copies.count(alloc))
+      throw UserError(w[0]->loc, fmt::format("this gpu::wait is on the mbarriers allocated at {}:{}, on which no "
+                                             "statement of the kernel arrives and no TMA copy completes: it would "
+                                             "wait forever (arrive on them in another role, or wait on the right array)",
+                                             alloc->loc.file, alloc->loc.line));
+  for (const auto& [alloc, cs] : copies) {
+    std::vector<const ir::Op*> tx;
+    for (const ir::Op* a : arrives[alloc])
+      if (a->int_attr("tx") > 0) tx.push_back(a);
+    if (tx.empty()) continue;
+    const ir::Block* block = tx[0]->parent;
+    int64_t announced = 0, moved = 0;
+    bool one_block = true;
+    for (const ir::Op* a : tx) one_block &= a->parent == block, announced += a->int_attr("tx");
+    for (const ir::Op* c : cs) {
+      one_block &= c->parent == block;
+      const ir::Value* ptrs = c->operands.back();
+      moved += ptrs->type.numel() * byte_size(ptrs->type.pointee);
+    }
+    if (one_block && announced != moved)
+      throw UserError(tx[0]->loc, fmt::format("this gpu::arrive_expect_tx announces {} bytes on the mbarriers "
+                                              "allocated at {}:{}, but the {} TMA cop{} completing on them here move "
+                                              "{} (the first at {}:{}): the phase would never complete, or complete "
+                                              "before the data; announce the copies' bytes",
+                                              announced, alloc->loc.file, alloc->loc.line, cs.size(),
+                                              cs.size() == 1 ? "y" : "ies", moved, cs[0]->loc.file, cs[0]->loc.line));
+  }
+}
 }  // namespace
 
 void warp_specialize(const std::vector<RoleSpec>& roles, const SrcLoc& loc) {
@@ -1513,6 +1564,7 @@ void warp_specialize(const std::vector<RoleSpec>& roles, const SrcLoc& loc) {
     c.builder.yield({}, roles[i].loc);
     c.builder.set_insertion_block(&c.fn.entry());
   }
+  check_role_mbarriers(c.fn);
 }
 
 }  // namespace tle::detail

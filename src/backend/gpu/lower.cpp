@@ -480,6 +480,7 @@ llvm::Function* Lowerer::run(const std::string& name) {
     ++i;
   }
   ir::walk(fn_ir.entry(), [&](const ir::Op& op) { proxy_fence_barriers_ |= op.kind == ir::OpKind::TmaCopy; });
+  plan_buffer_reads();
   smem_reserved_ = pipeline_smem_bytes();
   lower_block(fn_ir.entry());
   B.CreateRetVoid();
@@ -540,6 +541,7 @@ void Lowerer::lower_op(const ir::Op& op) {
     case K::ConvertLayout: lower_convert(op); return;
     case K::AddPtr: lower_addptr(op); return;
     case K::Load:
+      if (buffer_reads_.count(&op)) return;  // the dot's wgmma reads the buffer itself
       if (auto it = pipe_reads.find(&op); it == pipe_reads.end()) lower_load(op);
       else if (it->second.own_vec > 0) read_own_stage(op, it->second);  // this thread's copies
       // else: read from its stage buffer by the convert_layout that uses it (ldmatrix) or the dot (wgmma)

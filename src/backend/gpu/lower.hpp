@@ -424,6 +424,23 @@ class Lowerer : public backend::ScalarEmitter {
   /// The stage buffer of the `wgmma` pipelined load that defines x, or whose 2-D transpose x is
   /// (`*transposed` set then); null otherwise.
   const PipeRead* wgmma_source(const ir::Value* x, bool* transposed = nullptr) const;
+  /// A dot operand wgmma reads straight from the program's own buffer (TLE-Struct): the load's
+  /// pointer tile is a scalar `base` plus offsets that are, element for element, a wgmma tile's
+  /// (K-major or MN-major SwizzledTile::make_wgmma, e.g. a buffer view with the 128-byte swizzle
+  /// and 64 16-bit elements per row), from a base aligned to its swizzle period.
+  struct BufferRead {
+    SwizzledTile tile;
+    const ir::Value* base;
+  };
+  /// Loads read so (only by a dot that lowers to wgmma; they are not lowered themselves).
+  std::unordered_map<const ir::Op*, BufferRead> buffer_reads_;
+  /// Finds them (lower_wgmma.cpp), before lowering: for each dot that will run on wgmma, each
+  /// operand that is a load used only by it, without a mask, in the dot's block with nothing but
+  /// pure ops and loads between them (the wgmma reads the buffer at the dot), whose offsets
+  /// evaluate at compile time to a wgmma tile's (atoms as gpu_rules::wgmma_atom allows).
+  void plan_buffer_reads();
+  /// The warps of the warp_specialize role op is in, or 0 outside roles (lower_tma.cpp).
+  static int role_warps(const ir::Op& op);
   std::unordered_map<const ir::Op*, PipeRead> pipe_reads;  // pipelined loads of the loop being lowered
 };
 

@@ -139,19 +139,16 @@ void Lowerer::lower_desc_tma(const ir::Op& op) {
 }
 
 
-namespace {
-/// The threads that run `op`: its warp_specialize role's, or all `launch` of the program.
-int threads_running(const ir::Op& op, int launch) {
+int Lowerer::role_warps(const ir::Op& op) {
   for (const ir::Op* o = &op; o->parent && o->parent->parent && o->parent->parent->parent;) {
     const ir::Op* up = o->parent->parent->parent;
     if (up->kind == ir::OpKind::WarpSpecialize)
       for (size_t r = 0; r < up->regions.size(); ++r)
-        if (up->regions[r].get() == o->parent->parent) return 32 * static_cast<int>(up->ints_attr("warps")[r]);
+        if (up->regions[r].get() == o->parent->parent) return static_cast<int>(up->ints_attr("warps")[r]);
     o = up;
   }
-  return launch;
+  return 0;
 }
-}  // namespace
 
 int Lowerer::arriving_threads(const ir::Op& init) const {
   const ir::Op* alloc = init.operands[0]->def;
@@ -161,7 +158,7 @@ int Lowerer::arriving_threads(const ir::Op& init) const {
     if (op.kind != ir::OpKind::MBarrierArrive) return;
     const passes::PointerOrigin o = passes::pointer_origin(op.operands[0]);
     if (!o.allocs.count(alloc)) return;
-    const int t = threads_running(op, 32 * launch_warps());
+    const int t = 32 * (role_warps(op) ? role_warps(op) : launch_warps());
     if (first && t != threads)
       throw UserError(op.loc, fmt::format("this arrive on the mbarriers allocated at {}:{} runs on {} threads, the one "
                                           "at {}:{} on {}; an mbarrier counts the arrivals of every thread, so the "
@@ -202,6 +199,8 @@ void Lowerer::lower_mbarrier(const ir::Op& op) {
     }
     case K::MBarrierArrive: {
       Value* bar = shared32(op.operands[0]);
+      // (with buffers wgmma reads in place: this thread's generic writes before the async proxy's reads)
+      if (!buffer_reads_.empty()) fence_proxy_async();
       const int64_t tx = op.int_attr("tx");
       if (tx == 0) {
         mbarrier_arrive(bar);

@@ -10,6 +10,10 @@
 // fragment (PTX ISA Figure 148). An operand in shared memory is either
 //   - the current stage buffer of a `wgmma` pipelined load (lower_pipeline.cpp: cp.async copies
 //     into SwizzledTile::make_wgmma buffers), possibly seen through a 2-D transpose, or
+//   - the program's own buffer (TLE-Struct), when the operand is a load of offsets that are a
+//     make_wgmma tile's from an aligned base (plan_buffer_reads: a buffer view with the 128-byte
+//     swizzle and rows of 64 16-bit elements is a K- or MN-major 128-byte-swizzled tile), read in
+//     place: the load is not lowered, and generic writes are fenced (proxy_fence_barriers_), or
 //   - its registers, written here into a K-major make_wgmma tile above the pipeline buffers,
 //     then fence.proxy.async.shared::cta and a barrier (generic-proxy writes read by the async
 //     proxy).
@@ -28,11 +32,14 @@
 
 #include <array>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "backend/gpu/lower.hpp"
 #include "backend/gpu/mma_fragments.hpp"
+#include "passes/gpu/axis_info.hpp"
 #include "passes/gpu/layout_rules.hpp"
+#include "passes/pointer_origin.hpp"
 
 namespace tle::gpu::detail {
 
@@ -63,6 +70,168 @@ const Lowerer::PipeRead* Lowerer::wgmma_source(const ir::Value* x, bool* transpo
   if (it == pipe_reads.end() || !it->second.wgmma) return nullptr;
   if (transposed) *transposed = t;
   return &it->second;
+}
+
+namespace {
+/// The elements of integer tile v (row-major) when they follow at compile time from aranges and
+/// constants through shape ops, layout conversions and integer arithmetic; nullopt otherwise.
+using Elems = std::vector<int64_t>;
+std::optional<Elems> evaluate(const ir::Value* v, std::map<const ir::Value*, std::optional<Elems>>& memo) {
+  if (auto it = memo.find(v); it != memo.end()) return it->second;
+  std::optional<Elems> out;
+  const ir::Op* op = v->def;
+  const int64_t n = v->type.numel();
+  // i32 / i64 offsets whose every value stays in [0, 2^31) (nothing wraps, no product overflows)
+  if (op && (v->type.dtype == DType::i32 || v->type.dtype == DType::i64)) {
+    using K = ir::OpKind;
+    switch (op->kind) {
+      case K::Constant:
+        if (auto* c = std::get_if<int64_t>(&op->attrs.at("value")); c && *c >= 0 && *c < (int64_t(1) << 31))
+          out = Elems(static_cast<size_t>(n), *c);
+        break;
+      case K::Arange: {
+        if (op->int_attr("start") < 0 || op->int_attr("start") + n >= (int64_t(1) << 31)) break;
+        Elems e(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) e[static_cast<size_t>(i)] = op->int_attr("start") + i;
+        out = std::move(e);
+        break;
+      }
+      case K::Reshape: case K::ConvertLayout: case K::ExpandDims:
+        if (auto x = evaluate(op->operands[0], memo); x && static_cast<int64_t>(x->size()) == n) out = x;
+        break;
+      case K::Broadcast: {
+        const ir::Value* x = op->operands[0];
+        auto xs = evaluate(x, memo);
+        const ir::Shape &from = x->type.shape, &to = v->type.shape;
+        if (!xs || from.size() != to.size()) break;
+        Elems e(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) {  // the source index of element i: broadcast dims at 0
+          int64_t rest = i, src = 0, stride = 1;
+          for (size_t d = to.size(); d-- > 0;) {
+            const int64_t c = rest % to[d];
+            rest /= to[d];
+            src += (from[d] == 1 ? 0 : c) * stride;
+            stride *= from[d];
+          }
+          e[static_cast<size_t>(i)] = (*xs)[static_cast<size_t>(src)];
+        }
+        out = std::move(e);
+        break;
+      }
+      case K::Binary: {
+        auto a = evaluate(op->operands[0], memo), b = evaluate(op->operands[1], memo);
+        if (!a || !b || a->size() != static_cast<size_t>(n) || b->size() != static_cast<size_t>(n)) break;
+        using BO = ir::BinaryOp;
+        const BO bo = op->enum_attr<BO>("op");
+        Elems e(static_cast<size_t>(n));
+        bool ok = true;
+        for (size_t i = 0; i < e.size() && ok; ++i) {
+          const int64_t x = (*a)[i], y = (*b)[i];
+          switch (bo) {
+            case BO::Add: e[i] = x + y; break;
+            case BO::Sub: e[i] = x - y; break;
+            case BO::Mul: e[i] = x * y; break;
+            case BO::Div: ok = x >= 0 && y > 0; if (ok) e[i] = x / y; break;
+            case BO::Rem: ok = x >= 0 && y > 0; if (ok) e[i] = x % y; break;
+            case BO::And: e[i] = x & y; break;
+            case BO::Or: e[i] = x | y; break;
+            case BO::Xor: e[i] = x ^ y; break;
+            case BO::Shl: ok = x >= 0 && y >= 0 && y < 31; if (ok) e[i] = x << y; break;
+            case BO::Shr: ok = x >= 0 && y >= 0 && y < 31; if (ok) e[i] = x >> y; break;
+            default: ok = false;
+          }
+          ok = ok && e[i] >= 0 && e[i] < (int64_t(1) << 31);
+        }
+        if (ok) out = std::move(e);
+        break;
+      }
+      default: break;
+    }
+  }
+  memo[v] = out;
+  return out;
+}
+
+/// The scalar pointer a pointer tile broadcasts (through reshape / broadcast / layout
+/// conversions), or null.
+const ir::Value* broadcast_base(const ir::Value* p) {
+  while (p && !p->type.is_scalar()) {
+    const ir::Op* op = p->def;
+    if (!op || (op->kind != ir::OpKind::Broadcast && op->kind != ir::OpKind::Reshape &&
+                op->kind != ir::OpKind::ConvertLayout && op->kind != ir::OpKind::ExpandDims))
+      return nullptr;
+    p = op->operands[0];
+  }
+  return p;
+}
+}  // namespace
+
+void Lowerer::plan_buffer_reads() {
+  if (!wgmma) return;
+  std::map<const ir::Op*, int> uses;  // of each op's result
+  ir::walk(fn_ir.entry(), [&](const ir::Op& o) {
+    for (const ir::Value* x : o.operands)
+      if (x->def) ++uses[x->def];
+  });
+  std::unordered_map<const ir::Value*, passes::axis::Info> info;
+  std::map<const ir::Value*, std::optional<Elems>> memo;
+  ir::walk(fn_ir.entry(), [&](const ir::Op& dot) {
+    if (dot.kind != ir::OpKind::Dot) return;
+    const int nw = role_warps(dot) ? role_warps(dot) : num_warps;
+    auto plan = passes::gpu_rules::mma_v3_plan(dot, nw);
+    const LinearLayout *lc = layout_of(dot.operands[2]), *lr = layout_of(dot.result());
+    if (!plan || !lc || !lr || *lc != plan->acc || *lr != plan->acc) return;  // not on wgmma (lower_dot_wgmma)
+    for (int idx = 0; idx < 2; ++idx) {
+      const ir::Value* x = dot.operands[static_cast<size_t>(idx)];
+      const ir::Op* ld = x->def;
+      if (!ld || ld->kind != ir::OpKind::Load || ld->operands.size() != 1 || uses[ld] != 1 ||
+          byte_size(x->type.dtype) != 2 || x->type.rank() != 2 || ld->parent != dot.parent)
+        continue;
+      // The wgmma reads the buffer where the dot is: nothing between the load and the dot may
+      // write memory, order it or release the buffer (pure ops and other loads only).
+      bool quiet = false;
+      for (auto it = ld->parent->ops.begin(); it != ld->parent->ops.end(); ++it)
+        if (it->get() == ld) {
+          quiet = true;
+          for (++it; it != ld->parent->ops.end() && it->get() != &dot; ++it)
+            quiet &= (*it)->regions.empty() && ((*it)->is_pure() || (*it)->kind == ir::OpKind::Load);
+          break;
+        }
+      if (!quiet) continue;
+      const ir::Op* add = ld->operands[0]->def;
+      if (!add || add->kind != ir::OpKind::AddPtr) continue;
+      const ir::Value* base = broadcast_base(add->operands[0]);
+      if (!base || !passes::pointer_origin(base).shared() || passes::pointer_origin(base).global ||
+          passes::pointer_origin(base).unknown)
+        continue;
+      auto off = evaluate(add->operands[1], memo);
+      if (!off) continue;
+      const ir::Shape& sh = x->type.shape;
+      const int kdim = idx == 0 ? 1 : 0;
+      for (int cdim : {kdim, 1 - kdim}) {  // K-major, then MN-major
+        const int64_t rows = sh[static_cast<size_t>(1 - cdim)], cols = sh[static_cast<size_t>(cdim)];
+        if (rows < 8 || cols < 16) continue;
+        // (an MN-major b's atoms are no wider than one instruction's N: gpu_rules::wgmma_atom)
+        const SwizzledTile t = SwizzledTile::make_wgmma(
+            rows, cols, cdim, passes::gpu_rules::wgmma_atom(dot, static_cast<unsigned>(idx), cdim, nw));
+        bool same = true;
+        for (int64_t i = 0; i < sh[0] && same; ++i)
+          for (int64_t j = 0; j < sh[1] && same; ++j)
+            same = (*off)[static_cast<size_t>(i * sh[1] + j)] == (cdim == 1 ? t.offset(i, j) : t.offset(j, i));
+        if (!same) continue;
+        // The swizzle repeats every 8 rows of an atom: the base must start such a period.
+        if (info.empty()) info = passes::axis::analyze(fn_ir);
+        auto it = info.find(base);
+        if (it == info.end() || it->second.div.empty() || it->second.div[0] % (8 * t.atom * 2) != 0) break;
+        buffer_reads_.emplace(ld, BufferRead{t, base});
+        break;
+      }
+    }
+  });
+  // Generic-proxy writes of those buffers (st.shared by any thread) are fenced before the async
+  // proxy reads them: before every barrier, and before every mbarrier arrive (another role's
+  // wgmma may read what this one wrote).
+  if (!buffer_reads_.empty()) proxy_fence_barriers_ = true;
 }
 
 Value* Lowerer::smem_addr32(Value* off) {
@@ -145,7 +314,8 @@ bool Lowerer::lower_dot_wgmma(const ir::Op& op) {
   const int64_t wn = N / gn;
   // A pipelined operand is read from its stage buffer whatever its register layout (a desc_load's
   // result may carry the register-A layout, having no layout of its own to keep).
-  const bool a_regs = !wgmma_source(a) && layout_of(a) && *layout_of(a) == plan->a_regs;
+  const bool a_regs = !wgmma_source(a) && !(a->def && buffer_reads_.count(a->def)) && layout_of(a) &&
+                      *layout_of(a) == plan->a_regs;
 
   // ---- operands in shared memory
   int64_t staged_end = (smem_base_ + 1023) / 1024 * 1024;  // absolute byte offset
@@ -156,6 +326,10 @@ bool Lowerer::lower_dot_wgmma(const ir::Op& op) {
     if (const PipeRead* pr = wgmma_source(v, &o.transposed)) {
       o.tile = pr->tile;
       o.base = pr->base;
+    } else if (auto br = v->def ? buffer_reads_.find(v->def) : buffer_reads_.end(); br != buffer_reads_.end()) {
+      o.tile = br->second.tile;  // the program's buffer, read in place
+      Value* p = B.CreateAddrSpaceCast(reg(br->second.base, 0), llvm::PointerType::get(ctx, 3));
+      o.base = B.CreateSub(B.CreatePtrToInt(p, B.getInt32Ty()), B.CreatePtrToInt(smem, B.getInt32Ty()));
     } else {
       const ir::Shape& sh = v->type.shape;
       if (!layout_of(v)) fail(op, "a wgmma operand has no layout");
