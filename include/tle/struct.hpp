@@ -474,7 +474,10 @@ struct Role {
 /// "Warp specialization"); gpu::sync() and the barriers the compiler inserts in a role are
 /// barriers of its warps only (bar.sync with the role's thread count). An mbarrier's arrivals
 /// count arrive statements: every arrive on one alloc_mbarriers array must come from roles of the
-/// same number of warps (UserError at compile time on the GPU otherwise).
+/// same number of warps (UserError at compile time on the GPU otherwise). Traced, the kernel's
+/// mbarriers are checked: a wait on mbarriers nothing arrives on or copies to, and announced
+/// transaction bytes that differ from the TMA copies' in the same block, are UserErrors at the
+/// wait / the arrive_expect_tx.
 /// GPU: one branch per role on the warp index, warp and thread indices rebased to the role,
 /// setmaxnreg where asked (the roles' counts times their threads must fit in the registers the
 /// program has at entry, .maxnreg times its threads, or setmaxnreg.inc would wait: UserError at

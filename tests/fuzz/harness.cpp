@@ -268,6 +268,8 @@ Program failing_program(const Program& p, const Outcome& o) {
   if (o.stage == "swap") return swap_commutative(p);
   if (o.stage == "dead-branch") return add_dead_branch(p, p.seed);
   if (o.stage == "opaque") return opaque_constants(p);
+  if (o.stage.find(" roles ") != std::string::npos)
+    if (std::optional<Program> q = in_roles(p, p.seed)) return *q;
   return p;
 }
 
@@ -473,6 +475,15 @@ Outcome check_device(const Program& p, const std::vector<DeviceConfig>& configs,
     if (opt.after_launch) opt.after_launch(m);
     if (std::string d = compare(p, ref, m, true); !d.empty()) return failed(stage, d);
   }
+  if (opt.roles)
+    if (std::optional<Program> q = in_roles(p, p.seed)) {
+      const Stmt& r = q->body.back();
+      const std::string stage = fmt::format("{} roles {}+{}", tle::backend_name(opt.backend), r.b, r.a);
+      Memory m(*q, gpu);
+      if (auto e = guard(stage, [&] { run_launch(*q, m, opt.backend, DeviceConfig{4, 3}, opt.stream, nullptr); })) return *e;
+      if (opt.after_launch) opt.after_launch(m);
+      if (std::string d = compare(p, ref, m, true); !d.empty()) return failed(stage, d);
+    }
   return {};
 }
 

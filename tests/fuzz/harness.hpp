@@ -143,11 +143,15 @@ struct DeviceCheckOptions {
   /// Test hook: called on each configuration's outputs before the comparison (tle_fuzz
   /// --plant-mismatch uses it to check the reporting).
   std::function<void(Memory&)> after_launch;
+  /// Also the program wrapped in gpu::warp_specialize roles (in_roles), launched once more
+  /// (stage "<backend> roles <idle>+<warps>").
+  bool roles = true;
 };
 /// The GPU stage of one portable program: the interpreter on the traced IR is the reference; p
 /// launched on o.backend with each config (one kernel object, so one specialization per config)
 /// must equal it (compare with ULP bounds). Stages "trace", "interp", "cpu", and "gpu w<W> s<S>"
-/// ("cpu w<W> s<S>" on the CPU backend) for an exception (compile, launch, fault) or a difference.
+/// ("cpu w<W> s<S>" on the CPU backend), "gpu roles <idle>+<warps>" for an exception (compile,
+/// launch, fault) or a difference.
 Outcome check_device(const Program& p, const std::vector<DeviceConfig>& configs, const DeviceCheckOptions& o = {});
 /// The GPU stage for a printed kernel (to_cpp(..., gpu = true), regression.hpp; p holds only the
 /// buffers): runs `launch(Backend::Interp, memory, {})` as the reference, then

@@ -281,6 +281,12 @@ class Printer {
         line(ind, "}");
         return;
       }
+      case Kind::Roles:
+        line(ind, fmt::format("tle::gpu::warp_specialize({{tle::gpu::Role({}, [] {{}}), tle::gpu::Role({}, [&] {{", s.b,
+                              s.a));
+        block(s.body, ind + 1);
+        line(ind, "})});");
+        return;
       case Kind::If:
         line(ind, fmt::format("tle::if_({}, [&] {{", A(0)));
         block(s.body, ind + 1);

@@ -81,6 +81,8 @@ enum class Kind : uint8_t {
   Copy,           // gpu::copy(args[0] global pointers, args[1] buffer pointers [, args[2] mask])
   CopyCommit,     // gpu::commit_group()
   CopyWait,       // gpu::wait_group(a)
+  Roles,          // gpu::warp_specialize({gpu::Role(b, [] {}), gpu::Role(a, [&] { body })}): the body on a
+                  // role of a warps after an idle one of b (the variant in_roles only; the last statement)
   ExtractTile,    // result = extract_tile(args[0], <index>, shape)          (tle::TileIndex forms, by op:
   InsertTile,     // result = insert_tile(args[0], args[1], <index>)          0 the static linear id index[0],
                   // 1 the static per-dim index `index`, 2 the dynamic linear id: the integer scalar variable
@@ -190,6 +192,11 @@ Program swap_commutative(const Program& p);
 /// A branch that is never taken at run time (its condition is false in every program, but not
 /// for the compiler), assigning variables and storing garbage, inserted at a random point.
 Program add_dead_branch(const Program& p, uint64_t seed);
+/// p with every top-level statement but the gpu::alloc ones moved into a gpu::warp_specialize role
+/// of 1, 4 or 8 warps that comes after an idle role of 1 or 4 (by seed): the same outputs, the
+/// roles' lowering (rebased indices, named barriers, scratch past the idle role's) on the GPU.
+/// Nullopt when p cannot be so wrapped (a top-level variable the body assigns).
+std::optional<Program> in_roles(const Program& p, uint64_t seed);
 /// Every constant made a kernel parameter (a runtime value): folding cannot see it, so the
 /// backend computes at run time what canonicalize folded before.
 Program opaque_constants(const Program& p);

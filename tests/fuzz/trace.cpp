@@ -231,6 +231,9 @@ class Tracer {
         detail::for_end(loc);
         return;
       }
+      case Kind::Roles:
+        detail::warp_specialize({{s.b, 0, [] {}, loc}, {s.a, 0, [&] { block(s.body); }, loc}}, loc);
+        return;
       case Kind::If: {
         std::function<void()> then_fn = [&] { block(s.body); };
         std::function<void()> else_fn = [&] { block(s.orelse); };

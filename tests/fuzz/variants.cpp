@@ -1,5 +1,6 @@
 // tests/fuzz/variants.cpp - metamorphic variants of a program (program.hpp): each computes the same
 // outputs bit for bit, through different IR, so any difference is a compiler bug.
+#include <optional>
 #include <random>
 
 #include "fuzz/program.hpp"
@@ -129,6 +130,27 @@ Program opaque_constants(const Program& p) {
     }
   });
   q.params.insert(q.params.end(), extra.begin(), extra.end());
+  return q;
+}
+
+std::optional<Program> in_roles(const Program& p, uint64_t seed) {
+  Program q = p;
+  std::vector<Stmt> top, moved;
+  for (Stmt& s : q.body) (s.kind == Kind::LocalAlloc ? top : moved).push_back(std::move(s));
+  bool assigns_outer = false;  // a role may not assign a variable declared outside it
+  for_each_stmt(moved, [&](Stmt& s) {
+    if (s.kind == Kind::Assign)
+      for (const Stmt& t : top) assigns_outer |= t.result == s.result;
+  });
+  if (assigns_outer) return std::nullopt;
+  Stmt roles;
+  roles.kind = Kind::Roles;
+  static const int64_t kWarps[] = {1, 4, 8};
+  roles.a = kWarps[seed % 3];
+  roles.b = (seed / 3) % 2 ? 4 : 1;
+  roles.body = std::move(moved);
+  top.push_back(std::move(roles));
+  q.body = std::move(top);
   return q;
 }
 
