@@ -109,4 +109,11 @@ inline int spill_store_bytes(const std::string& what, const std::string& ptx, co
   return total;
 }
 
+/// How many times `what` occurs in `text` (non-overlapping), e.g. an instruction in a PTX listing.
+inline size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
 }  // namespace ptxtest

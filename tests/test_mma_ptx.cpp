@@ -19,18 +19,14 @@
 #include "ptxas_util.hpp"
 #include "layout/named_layouts.hpp"
 
+using ptxtest::count_of;
+
 using namespace tle;
 namespace fs = std::filesystem;
 
 namespace {
 
 template <class T> T* fake_ptr() { return reinterpret_cast<T*>(uintptr_t{0x20000}); }  // 16-byte aligned
-
-size_t count_of(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
-  return n;
-}
 
 /// Compiles the matmul kernel for T with tiles BM x BN x BK and `warps` warps for sm_89 and sm_80;
 /// checks the mma.sync count per loop iteration (a multiple of `per_iter`, LLVM may unroll) and

@@ -23,6 +23,8 @@
 #include "ptxas_util.hpp"
 #include "trace_util.hpp"
 
+using ptxtest::count_of;
+
 using namespace tle;
 
 namespace {
@@ -82,12 +84,6 @@ auto matmul_fn = [](Ptr<bf16> a, Ptr<bf16> b, Ptr<float> c, Tile<int32_t> M, Til
 };
 
 template <class T> T* fake_ptr() { return reinterpret_cast<T*>(uintptr_t{0x20000}); }  // 16-byte aligned
-
-size_t count_of(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
-  return n;
-}
 
 }  // namespace
 

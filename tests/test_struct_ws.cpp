@@ -463,11 +463,6 @@ namespace {
 /// Shared-memory loads of anything but f32 in `ptx`: a wgmma operand read from a buffer through
 /// registers (ld.shared.u32 / .u16 / .v4.u32 ...), where the in-place read has none (the f32
 /// ones are the epilogue's layout conversion).
-int ptxtest_count(const std::string& ptx, const std::string& what) {
-  int n = 0;
-  for (size_t at = ptx.find(what); at != std::string::npos; at = ptx.find(what, at + 1)) ++n;
-  return n;
-}
 int operand_shared_loads(const std::string& ptx) {
   int n = 0;
   for (size_t at = ptx.find("ld.shared"); at != std::string::npos; at = ptx.find("ld.shared", at + 1)) {
@@ -543,7 +538,7 @@ TEST_CASE("ptx: warp_specialize branches on the warp index, named barriers per r
   TensorDescriptor<bf16, 2> ga(hg.data(), {256, 512}, {512, 1}, {128, 64}), gb(hg.data(), {512, 256}, {256, 1}, {64, 64});
   const std::string gp = ex::make_gemm_ws<bf16>().ptx(90, 4, ga, gb, fake<bf16>(), 256, 256, 512, 3);
   CHECK(gp.find("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16") != std::string::npos);
-  CHECK(ptxtest_count(gp, "wgmma.mma_async") == 4);  // 4 k16 steps, one m64n256k16 each
+  CHECK(ptxtest::count_of(gp, "wgmma.mma_async") == 4);  // 4 k16 steps, one m64n256k16 each
   // (with C in f32, 2 stages, the epilogue's conversion loads f32 only: no 16-bit data is loaded at all)
   CHECK(operand_shared_loads(ex::make_gemm_ws<float>().ptx(90, 4, ga, gb, fake<float>(), 256, 256, 512, 2)) == 0);
   CHECK(gp.find(".reqntid 384") != std::string::npos);

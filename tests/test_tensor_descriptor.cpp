@@ -18,6 +18,8 @@
 #include "ops_util.hpp"
 #include "ptxas_util.hpp"
 
+using ptxtest::count_of;
+
 using namespace tle;
 using opstest::Buf;
 
@@ -400,12 +402,6 @@ TEST_CASE("descriptor: sm_90a PTX moves TMA blocks with cp.async.bulk.tensor and
   std::string p3 = k3.ptx(90, 4, d3, d3);
   CHECK_THAT(p3, Catch::Contains("cp.async.bulk.tensor.3d"));
   ptxtest::assemble("descriptor 3-D sm_90a", p3);
-}
-
-static size_t count_of(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
-  return n;
 }
 
 /// The first block of A and B loaded before the K loop, the rest in it: a descriptor read both in

@@ -29,18 +29,14 @@
 #include "ptxas_util.hpp"
 #include "trace_util.hpp"
 
+using ptxtest::count_of;
+
 using namespace tle;
 using gpu::detail::SwizzledTile;
 
 namespace {
 
 template <class T> T* fake_ptr() { return reinterpret_cast<T*>(uintptr_t{0x20000}); }
-
-size_t count_of(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
-  return n;
-}
 
 /// What the hardware reads: the byte address of element (mn, k) of an instruction operand whose
 /// descriptor is `desc` (start address in bits 0-13), for 16-bit elements (T = 8 per 16 bytes).

@@ -22,20 +22,20 @@ std::vector<V> cuda_call(const std::string& source, const std::vector<std::strin
   // A collective call of the whole CTA: never inside a combine function, whose code runs a varying
   // number of times on each GPU thread (it would hang, and its shared-memory effects could not
   // be ordered).
-  for (const frontend::Frame& f : c->frames)
+  // Nor inside a warp_specialize role: its __syncthreads() and CTA-wide thread indices span the
+  // program's warps, which a role has only a share of.
+  for (const frontend::Frame& f : c->frames) {
     if (f.kind == frontend::Frame::Body)
       throw UserError(loc, fmt::format("cuda_function '{}' inside a combine function (reduce / associative_scan): "
                                        "the whole CTA calls it, but a combine runs a varying number of times on each "
                                        "GPU thread; call it outside the combine",
                                        name));
-  // Its __syncthreads() and CTA-wide thread indices span the program's warps, which a
-  // warp_specialize role has only a share of.
-  for (const frontend::Frame& f : c->frames)
     if (f.kind == frontend::Frame::Role)
       throw UserError(loc, fmt::format("cuda_function '{}' inside a gpu::warp_specialize role: the whole CTA calls "
                                        "it (its __syncthreads() and thread indices span every warp), but a role runs "
                                        "on some of them; call it before the roles, or write the role in tiles",
                                        name));
+  }
   bool ident = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
   for (char ch : name) ident = ident && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_');
   if (!ident)

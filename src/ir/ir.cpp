@@ -228,6 +228,21 @@ std::vector<int64_t> role_first_warps(const Op& ws) {
   return first;
 }
 
+Block* enclosing_role(Block* b) {
+  for (Block* x = b; x && x->parent && x->parent->parent; x = x->parent->parent->parent)
+    if (x->parent->parent->kind == OpKind::WarpSpecialize) return x;
+  return nullptr;
+}
+
+int role_warps(const Op& op) {
+  const Block* body = enclosing_role(op.parent);
+  if (!body) return 0;
+  const Op* ws = body->parent->parent;
+  for (size_t r = 0; r < ws->regions.size(); ++r)
+    if (ws->regions[r].get() == body->parent) return static_cast<int>(ws->ints_attr("warps")[r]);
+  return 0;
+}
+
 const Op* find_warp_specialize(const Function& f) {
   for (auto& op : f.entry().ops)
     if (op->kind == OpKind::WarpSpecialize) return op.get();

@@ -180,6 +180,11 @@ inline int64_t local_alloc_bytes(const Op& op) { return op.int_attr("numel") * b
 /// that a role of 4 or more warps is whole warpgroups (wgmma and setmaxnreg work per warpgroup,
 /// PTX ISA 9.7.15, 9.7.17.1); the warps skipped exit at once.
 std::vector<int64_t> role_first_warps(const Op& ws);
+/// The body of the warp_specialize role that holds block b (b itself, or a block enclosing it),
+/// or null outside roles.
+Block* enclosing_role(Block* b);
+/// The warps of the warp_specialize role that runs op, or 0 outside roles.
+int role_warps(const Op& op);
 /// The warp_specialize op of f (the entry block's last op), or null.
 const Op* find_warp_specialize(const Function& f);
 

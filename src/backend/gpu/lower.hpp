@@ -439,8 +439,7 @@ class Lowerer : public backend::ScalarEmitter {
   /// pure ops and loads between them (the wgmma reads the buffer at the dot), whose offsets
   /// evaluate at compile time to a wgmma tile's (atoms as gpu_rules::wgmma_atom allows).
   void plan_buffer_reads();
-  /// The warps of the warp_specialize role op is in, or 0 outside roles (lower_tma.cpp).
-  static int role_warps(const ir::Op& op);
+
   std::unordered_map<const ir::Op*, PipeRead> pipe_reads;  // pipelined loads of the loop being lowered
 };
 

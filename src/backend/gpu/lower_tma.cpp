@@ -139,17 +139,6 @@ void Lowerer::lower_desc_tma(const ir::Op& op) {
 }
 
 
-int Lowerer::role_warps(const ir::Op& op) {
-  for (const ir::Op* o = &op; o->parent && o->parent->parent && o->parent->parent->parent;) {
-    const ir::Op* up = o->parent->parent->parent;
-    if (up->kind == ir::OpKind::WarpSpecialize)
-      for (size_t r = 0; r < up->regions.size(); ++r)
-        if (up->regions[r].get() == o->parent->parent) return static_cast<int>(up->ints_attr("warps")[r]);
-    o = up;
-  }
-  return 0;
-}
-
 int Lowerer::arriving_threads(const ir::Op& init) const {
   const ir::Op* alloc = init.operands[0]->def;
   const ir::Op* first = nullptr;
@@ -158,7 +147,7 @@ int Lowerer::arriving_threads(const ir::Op& init) const {
     if (op.kind != ir::OpKind::MBarrierArrive) return;
     const passes::PointerOrigin o = passes::pointer_origin(op.operands[0]);
     if (!o.allocs.count(alloc)) return;
-    const int t = 32 * (role_warps(op) ? role_warps(op) : launch_warps());
+    const int t = 32 * (ir::role_warps(op) ? ir::role_warps(op) : launch_warps());
     if (first && t != threads)
       throw UserError(op.loc, fmt::format("this arrive on the mbarriers allocated at {}:{} runs on {} threads, the one "
                                           "at {}:{} on {}; an mbarrier counts the arrivals of every thread, so the "

@@ -177,7 +177,7 @@ void Lowerer::plan_buffer_reads() {
   std::map<const ir::Value*, std::optional<Elems>> memo;
   ir::walk(fn_ir.entry(), [&](const ir::Op& dot) {
     if (dot.kind != ir::OpKind::Dot) return;
-    const int nw = role_warps(dot) ? role_warps(dot) : num_warps;
+    const int nw = ir::role_warps(dot) ? ir::role_warps(dot) : num_warps;
     auto plan = passes::gpu_rules::mma_v3_plan(dot, nw);
     const LinearLayout *lc = layout_of(dot.operands[2]), *lr = layout_of(dot.result());
     if (!plan || !lc || !lr || *lc != plan->acc || *lr != plan->acc) return;  // not on wgmma (lower_dot_wgmma)

@@ -137,9 +137,8 @@ class Padder {
 
   /// The body of the warp_specialize role holding block b, or the function's entry.
   Block* scope_of(Block* b) const {
-    for (Block* x = b; x && x->parent && x->parent->parent; x = x->parent->parent->parent)
-      if (x->parent->parent->kind == OpKind::WarpSpecialize) return x;
-    return &f_.entry();
+    Block* role = ir::enclosing_role(b);
+    return role ? role : &f_.entry();
   }
 
   const Shape* real_shape(const Value* v) const {
