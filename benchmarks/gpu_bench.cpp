@@ -742,13 +742,15 @@ void group_gemm_ws(bench::Timer& tm) {
 
 // -------------------------------------------------------------------- attention
 
-// The attention example (ex::make_attention: FlashAttention-2 structure in plain tle), bf16
+// The attention examples (ex::make_attention: FlashAttention-2 structure in plain tle, also on
+// tensor descriptors; ex::make_attention_ws: TLE-Struct, warp-specialized), bf16
 // [batch * heads, S, D] inputs, causal and not; checked on 64 sampled rows against a double
 // reference; a small sweep of the key block, warps and stages.
 void group_attention(bench::Timer& tm) {
-  const int shapes[][4] = {{4, 32, 4096, 128}, {4, 32, 16384, 128}};  // batch, heads, S, D
+  const int shapes[][4] = {{4, 32, 4096, 128}, {4, 32, 16384, 128}, {4, 32, 4000, 128}};  // batch, heads, S, D (ragged last)
   auto attn = ex::make_attention<bf16>();
   auto attn_tma = ex::make_attention_tma<bf16>();
+  auto attn_ws = ex::make_attention_ws<bf16>();
   for (auto& s : shapes) {
     const int batch = s[0], heads = s[1], S = s[2], D = s[3], BH = batch * heads;
     const size_t n = size_t(BH) * S * D;
@@ -773,20 +775,30 @@ void group_attention(bench::Timer& tm) {
         struct Cfg {
           int BM, BN, warps, stages;
           bool tma = false;  // ex::make_attention_tma: q, k, v through tensor descriptors
+          bool ws = false;        // ex::make_attention_ws: TLE-Struct, warps fixed by its roles (12)
+          bool pingpong = false;  // (its consumers taking turns at the tensor cores)
           std::string str() const {
             return "BM=" + std::to_string(BM) + " BN=" + std::to_string(BN) + " warps=" + std::to_string(warps) +
-                   " stages=" + std::to_string(stages) + (tma ? " tma" : "");
+                   " stages=" + std::to_string(stages) + (ws ? " struct" : tma ? " tma" : "") + (pingpong ? " ping-pong" : "");
           }
         };
         // 4 warps: warp-specialized on sm_90a (a producer warpgroup beside the compute warpgroup);
-        // each with pointer loads and with tensor descriptors (TMA)
+        // each with pointer loads and with tensor descriptors (TMA); then the TLE-Struct kernel
         std::vector<Cfg> cfgs = {{128, 64, 8, 3}, {128, 128, 8, 3}, {64, 64, 4, 3}, {64, 64, 4, 4}};
         for (size_t i = 0, n0 = cfgs.size(); i < n0; ++i) cfgs.push_back(cfgs[i]), cfgs.back().tma = true;
+        for (bool pp : {false, true}) cfgs.push_back({128, 128, 12, 2, false, true, pp});  // (3 stages do not fit at D = 128)
         std::string errors, sweep;
         auto launch = [&](const Cfg& cfg) {
+          const int64_t rows = int64_t(BH) * S;
+          if (cfg.ws) {
+            attn_ws(Grid(BH, cdiv(S, cfg.BM)).on(tm.stream()), TensorDescriptor<bf16, 2>(dq, {rows, D}, {D, 1}, {64, 64}),
+                    TensorDescriptor<bf16, 2>(dk, {rows, D}, {D, 1}, {cfg.BN, 64}),
+                    TensorDescriptor<bf16, 2>(dv, {rows, D}, {D, 1}, {cfg.BN, 64}), dout, S, qk_scale, D, causal,
+                    cfg.stages, cfg.pingpong);
+            return;
+          }
           Grid g = Grid(cdiv(S, cfg.BM), BH).with_warps(cfg.warps).with_stages(cfg.stages).on(tm.stream());
           if (cfg.tma) {
-            const int64_t rows = int64_t(BH) * S;
             attn_tma(g, TensorDescriptor<bf16, 2>(dq, {rows, D}, {D, 1}, {cfg.BM, D}),
                      TensorDescriptor<bf16, 2>(dk, {rows, D}, {D, 1}, {cfg.BN, D}),
                      TensorDescriptor<bf16, 2>(dv, {rows, D}, {D, 1}, {cfg.BN, D}), dout, S, qk_scale, causal);
@@ -1236,6 +1248,15 @@ int ptx_check(const std::string& dir) {
       });
     }
   {
+    static std::vector<bf16> g(size_t(4096) * 128);
+    const TensorDescriptor<bf16, 2> tq(g.data(), {4096, 128}, {128, 1}, {64, 64}), tk(g.data(), {4096, 128}, {128, 1}, {128, 64});
+    for (bool causal : {false, true})  // (3 stages of 32 KB key and value blocks do not fit beside q)
+      for (bool pingpong : {false, true})
+        one(std::string("attention_ws BM=128 BN=128 D=128 stages=2") + (pingpong ? " ping-pong" : "") + (causal ? " causal" : ""), [&] {
+          return ex::make_attention_ws<bf16>().ptx(90, Grid(128, 32), tq, tk, tk, h, 4096, 0.1f, 128, causal, 2, pingpong);
+        });
+  }
+  {
     namespace tk = ops::detail_topk;
     namespace mk = ops::detail_moe;
     alignas(256) static int32_t ii[64];
@@ -1281,7 +1302,7 @@ const std::vector<Group>& groups() {
         "gemm_ws/bf16/4100x7168x2048"}},
       {"attention", group_attention,
        {"attention/bf16/4x32x4096x128", "attention/bf16/4x32x4096x128/causal", "attention/bf16/4x32x16384x128",
-        "attention/bf16/4x32x16384x128/causal"}},
+        "attention/bf16/4x32x16384x128/causal", "attention/bf16/4x32x4000x128", "attention/bf16/4x32x4000x128/causal"}},
       {"compile", group_compile,
        {"compile_cold/softmax", "compile_disk/softmax", "compile_mem/softmax", "compile_cold/matmul",
         "compile_disk/matmul", "compile_mem/matmul"}},

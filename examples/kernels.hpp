@@ -268,25 +268,30 @@ template <class TO = tle::bf16, int GM = 8> auto make_gemm_ws() {
   });
 }
 
-/// One key block of the attention loop (make_attention, make_attention_tma): the scaled scores s
-/// [BM, BN] of the keys at rn are masked to the keys below S (and, when causal, at or before each
-/// query row rm), then folded into the running row maximum m_i, row sum l_i and output acc with
-/// the value block load_v() returns ([BN, D] T; loaded where this step needs it): m_new =
-/// max(m, rowmax s); alpha = 2^(m - m_new); p = 2^(s - m_new); l = l * alpha + rowsum p;
-/// acc = dot(p, v, acc * alpha).
+/// One key block of the attention loop (make_attention, make_attention_tma, make_attention_ws):
+/// the scores s [BM, BN] (q k^T, unscaled) of the keys at rn are masked to the keys below S (and,
+/// when causal, at or before each query row rm) unless `masked` is false (a block known to need
+/// no mask), then folded into the running row maximum m_i (of the scaled scores), row sum l_i and
+/// output acc with the value block load_v() returns ([BN, D] T; loaded where this step needs it):
+/// m_new = max(m, rowmax s * qk_scale); alpha = 2^(m - m_new); p = 2^(s * qk_scale - m_new) (one
+/// fma per score); l = l * alpha + rowsum p; acc = dot(p, v, acc * alpha).
 template <class T, class LoadV>
-void attention_block(tle::Tile<float> s, tle::Tile<int32_t> rm, tle::Tile<int32_t> rn, tle::Tile<int32_t> S,
-                     bool causal, tle::Tile<float>& m_i, tle::Tile<float>& l_i, tle::Tile<float>& acc, LoadV load_v) {
+void attention_block(tle::Tile<float> s, tle::Tile<float> qk_scale, tle::Tile<int32_t> rm, tle::Tile<int32_t> rn,
+                     tle::Tile<int32_t> S, bool causal, tle::Tile<float>& m_i, tle::Tile<float>& l_i,
+                     tle::Tile<float>& acc, LoadV load_v, bool masked = true) {
   using namespace tle;
-  Tile<bool> keep = expand_dims(rn < S, 0);
-  if (causal) keep = keep & (expand_dims(rm, 1) >= expand_dims(rn, 0));
-  s = where(keep, s, -INFINITY);
-  Tile<float> m_new = maximum(m_i, max(s, 1));
+  if (masked) {
+    Tile<bool> keep = expand_dims(rn < S, 0);
+    if (causal) keep = keep & (expand_dims(rm, 1) >= expand_dims(rn, 0));
+    s = where(keep, s, -INFINITY);
+  }
+  Tile<float> m_new = maximum(m_i, max(s, 1) * qk_scale);
   Tile<float> alpha = exp2(m_i - m_new);
-  Tile<float> p = exp2(s - expand_dims(m_new, 1));
+  Tile<float> p = exp2(fma(s, qk_scale, -expand_dims(m_new, 1)));
   l_i = l_i * alpha + sum(p, 1);
-  Tile<T> tv = load_v();
-  acc = dot(cast<T>(p), tv, acc * expand_dims(alpha, 1));
+  Tile<T> pt = cast<T>(p);
+  Tile<float> scaled = acc * expand_dims(alpha, 1);
+  acc = dot(pt, load_v(), scaled);  // (load_v may wait: the math above runs before it)
   m_i = m_new;
 }
 
@@ -294,9 +299,10 @@ void attention_block(tle::Tile<float> s, tle::Tile<int32_t> rm, tle::Tile<int32_
 /// plain tle: O = softmax(Q K^T * sm_scale) V for q, k, v, o of shape [batch * heads, S, D] (rows of
 /// D contiguous T), causal or not. Program (i, bh) computes BM query rows of head bh: it walks the
 /// keys in blocks of BN (up to its own last row when causal) with the online softmax in base 2
-/// (qk_scale = sm_scale * log2(e)): s = dot(q, trans(k)) * qk_scale, masked; m_new = max(m, rowmax
-/// s); alpha = 2^(m - m_new); p = 2^(s - m_new); l = l * alpha + rowsum p; acc = dot(p, v, acc *
-/// alpha); finally O = acc / l. Launch as Grid(cdiv(S, BM), batch * heads). D a power of two; S any.
+/// (qk_scale = sm_scale * log2(e) > 0): s = dot(q, trans(k)), masked; m_new = max(m, rowmax s *
+/// qk_scale); alpha = 2^(m - m_new); p = 2^(s * qk_scale - m_new); l = l * alpha + rowsum p; acc =
+/// dot(p, v, acc * alpha); finally O = acc / l (attention_block). Launch as Grid(cdiv(S, BM),
+/// batch * heads). D a power of two; S any.
 template <class T> auto make_attention() {
   using namespace tle;
   return jit("attention", [](Ptr<T> q, Ptr<T> k, Ptr<T> v, Ptr<T> o, Tile<int32_t> S, Tile<float> qk_scale,
@@ -314,7 +320,7 @@ template <class T> auto make_attention() {
       Tile<bool> col_ok = rn < S;
       Tile<int64_t> kv = head + expand_dims(rn, 1) * D + expand_dims(rd, 0);
       Tile<T> tk = load(k + kv, expand_dims(col_ok, 1));
-      attention_block<T>(dot(tq, trans(tk)) * qk_scale, rm, rn, S, CAUSAL, m_i, l_i, acc,
+      attention_block<T>(dot(tq, trans(tk)), qk_scale, rm, rn, S, CAUSAL, m_i, l_i, acc,
                          [&] { return load(v + kv, expand_dims(col_ok, 1)); });
     }
     store(o + head + expand_dims(rm, 1) * D + expand_dims(rd, 0), cast<T>(acc / expand_dims(l_i, 1)),
@@ -343,12 +349,104 @@ template <class T> auto make_attention_tma() {
     Tile<int32_t> hi = CAUSAL ? minimum(start_m + BM, S) : S;
     for (auto n0 : range(0, hi, BN)) {
       Tile<int32_t> rn = n0 + arange(0, BN);
-      attention_block<T>(dot(tq, trans(k.load({row0 + n0, 0}))) * qk_scale, rm, rn, S, CAUSAL, m_i, l_i, acc,
+      attention_block<T>(dot(tq, trans(k.load({row0 + n0, 0}))), qk_scale, rm, rn, S, CAUSAL, m_i, l_i, acc,
                          [&] { return v.load({row0 + n0, 0}); });
     }
     Tile<int64_t> head = program_id(1).to<int64_t>() * S * D;
     store(o + head + expand_dims(rm, 1) * D + expand_dims(rd, 0), cast<T>(acc / expand_dims(l_i, 1)),
           expand_dims(rm < S, 1));
+  });
+}
+
+/// Attention forward written with TLE-Struct (FlashAttention-3's structure, Shah et al. 2024,
+/// without its intra-warpgroup overlap): O = softmax(Q K^T * sm_scale) V, causal or not, for q, k,
+/// v described by 2-D tensor descriptors over the [batch * heads * S, D] rows (D contiguous T,
+/// bf16 or f16; D 64 or 128) with blocks {64, 64} for q and {BN, 64} for k and v (BN = 64 or 128):
+/// row blocks move as D / 64 boxes of 64 columns (128 bytes, the 128-byte swizzle). o is
+/// [batch * heads, S, D] T; qk_scale = sm_scale * log2(e) > 0. A program computes 128 query rows:
+/// launch as Grid(batch * heads, cdiv(S, 128)); its row block counts down along the grid's y (the
+/// longest causal rows start first).
+/// A producer warpgroup (24 registers) copies q once and the key and value blocks through a ring
+/// of ST stages (2 at D = 128, BN = 128: 32 KB per block), each stage with its own mbarriers
+/// (k_ready / k_free, v_ready / v_free, so a key stage is released as soon as q k^T is done).
+/// Two consumer warpgroups (240 registers), one role each, own 64 query rows each: they read q and
+/// the key block in place for s = q k^T (wgmma, both operands in shared memory), run the online
+/// softmax (attention_block; masking only the blocks at the causal diagonal or past S, in a loop
+/// of their own) and read the value block in place for acc = dot(p, v, acc * alpha) with p from
+/// registers. PINGPONG: the two take turns at the tensor cores, one dot each (an mbarrier per
+/// consumer, FlashAttention-3's ping-pong schedule), so one's softmax runs under the other's
+/// dots. Key blocks past a head's S rows read the next head's rows (zeros past the last) and are
+/// masked, as in make_attention_tma.
+template <class T> auto make_attention_ws() {
+  using namespace tle;
+  return jit("attention_ws", [](TensorDescriptor<T, 2> qd, TensorDescriptor<T, 2> kd, TensorDescriptor<T, 2> vd,
+                                Ptr<T> o, Tile<int32_t> S, Tile<float> qk_scale, Constexpr<int> D,
+                                Constexpr<bool> CAUSAL, Constexpr<int> ST, Constexpr<bool> PINGPONG) {
+    constexpr int RM = 64, BM = 2 * RM;  // rows per consumer warpgroup, per program
+    const int32_t BN = int32_t(kd.block_shape()[0]), H = D / 64, bytes = int32_t(sizeof(T));
+    const auto sw = gpu::SharedLayout::swizzled(8, 1, 8);  // 64 16-bit elements per row: the 128-byte swizzle
+    auto qs = gpu::alloc<T>({2, H, RM, 64}, gpu::scope::shared, sw);
+    auto ks = gpu::alloc<T>({ST, H, BN, 64}, gpu::scope::shared, sw);
+    auto vs = gpu::alloc<T>({ST, H, BN, 64}, gpu::scope::shared, sw);
+    auto q_ready = gpu::alloc_mbarriers(1), k_ready = gpu::alloc_mbarriers(ST), v_ready = gpu::alloc_mbarriers(ST);
+    auto k_free = gpu::alloc_mbarriers(ST, 2), v_free = gpu::alloc_mbarriers(ST, 2);  // both consumers arrive
+    auto turn = gpu::alloc_mbarriers(2);  // PINGPONG: turn[w] completes a phase when consumer w may issue a dot
+    Tile<int32_t> start_m = (num_programs(1) - 1 - program_id(1)) * BM, row0 = program_id(0) * S;
+    Tile<int32_t> blocks = ((CAUSAL ? minimum(start_m + BM, S) : S) + (BN - 1)) / BN;
+    // The blocks before `unmasked` hold only keys below S (and, when causal, at or before every row).
+    Tile<int32_t> unmasked = minimum(blocks, CAUSAL ? minimum(S / BN, (start_m + 1) / BN) : S / BN);
+    auto producer = [&] {
+      gpu::arrive_expect_tx(q_ready[0], BM * D * bytes);
+      for (int w = 0; w < 2; ++w)
+        for (int h = 0; h < H; ++h) gpu::copy(qd, {row0 + start_m + w * RM, h * 64}, qs[w][h], q_ready[0]);
+      for (auto j : range(0, blocks)) {
+        Tile<int32_t> s = j % ST, use = j / ST;
+        gpu::wait(k_free[s], use + 1);  // both consumers are done with the stage's last key block
+        gpu::arrive_expect_tx(k_ready[s], BN * D * bytes);
+        for (int h = 0; h < H; ++h) gpu::copy(kd, {row0 + j * BN, h * 64}, ks[s][h], k_ready[s]);
+        gpu::wait(v_free[s], use + 1);
+        gpu::arrive_expect_tx(v_ready[s], BN * D * bytes);
+        for (int h = 0; h < H; ++h) gpu::copy(vd, {row0 + j * BN, h * 64}, vs[s][h], v_ready[s]);
+      }
+    };
+    auto consumer = [&](int w) {
+      return [&, w] {
+        Tile<int32_t> rm = start_m + w * RM + arange(0, RM);
+        Tile<int32_t> rows = expand_dims(arange(0, RM), 1), cols = expand_dims(arange(0, D), 0);  // q: [RM, D]
+        Tile<int32_t> kk = expand_dims(arange(0, D), 1), kn = expand_dims(arange(0, BN), 0);      // k^T: [D, BN]
+        Tile<int32_t> vn = expand_dims(arange(0, BN), 1);                                        // v: [BN, D]
+        Tile<float> m_i = full<float>({RM}, -INFINITY), l_i = zeros<float>({RM}), acc = zeros<float>({RM, D});
+        // Turn t of consumer w (two per block: one per dot); consumer 0's first passes at once.
+        auto my_turn = [&](const Tile<int32_t>& t) {
+          if (PINGPONG) gpu::wait(turn[w], w == 0 ? t + 1 : t);
+        };
+        auto pass_turn = [&] {
+          if (PINGPONG) gpu::arrive(turn[1 - w]);
+        };
+        gpu::wait(q_ready[0], 0);
+        auto step = [&](const Tile<int32_t>& j, bool masked) {
+          Tile<int32_t> s = j % ST, use = j / ST;
+          gpu::wait(k_ready[s], use);
+          my_turn(2 * j);
+          Tile<float> sc = dot(load(gpu::local_ptr(qs[w], {cols / 64, rows, cols % 64})),
+                               load(gpu::local_ptr(ks[s], {kk / 64, kn, kk % 64})));
+          pass_turn();
+          gpu::arrive(k_free[s]);
+          attention_block<T>(sc, qk_scale, rm, j * BN + arange(0, BN), S, CAUSAL, m_i, l_i, acc, [&] {
+            gpu::wait(v_ready[s], use);
+            my_turn(2 * j + 1);
+            return load(gpu::local_ptr(vs[s], {cols / 64, vn, cols % 64}));
+          }, masked);
+          pass_turn();
+          gpu::arrive(v_free[s]);
+        };
+        for (auto j : range(0, unmasked)) step(j, false);
+        for (auto j : range(unmasked, blocks)) step(j, true);
+        Tile<int64_t> head = program_id(0).to<int64_t>() * S * D;
+        store(o + head + expand_dims(rm, 1) * D + cols, cast<T>(acc / expand_dims(l_i, 1)), expand_dims(rm < S, 1));
+      };
+    };
+    gpu::warp_specialize({gpu::Role(4, 24, producer), gpu::Role(4, 240, consumer(0)), gpu::Role(4, 240, consumer(1))});
   });
 }
 

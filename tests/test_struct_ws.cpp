@@ -256,6 +256,47 @@ TEST_CASE("ops: warp_specialize: a bf16 GEMM with a TMA producer and a dot consu
   }
 }
 
+namespace {
+/// examples/kernels.hpp make_attention_ws on [BH, S, D] bf16 inputs (descriptors over the
+/// [BH * S, D] rows, blocks {64, 64} and {BN, 64}), every output row against the double reference.
+std::string attention_ws_diffs(int BH, int S, int D, int BN, bool causal, int stages, bool pingpong) {
+  const size_t n = size_t(BH) * S * D;
+  Buf<bf16> q(n), k(n), v(n), o(n);
+  for (size_t i = 0; i < n; ++i) {  // in [-1, 1)
+    q[i] = bf16(hashed(i) / 32);
+    k[i] = bf16(hashed(i + n) / 32);
+    v[i] = bf16(hashed(i + 2 * n) / 32);
+  }
+  const double sm_scale = 1.0 / std::sqrt(double(D));
+  const int64_t rows = int64_t(BH) * S;
+  TensorDescriptor<bf16, 2> qd(q.data(), {rows, D}, {D, 1}, {64, 64}), kd(k.data(), {rows, D}, {D, 1}, {BN, 64}),
+      vd(v.data(), {rows, D}, {D, 1}, {BN, 64});
+  ex::make_attention_ws<bf16>()(Grid(BH, (S + 127) / 128), qd, kd, vd, o.data(), S, float(sm_scale * 1.4426950408889634),
+                                D, causal, stages, pingpong);
+  synchronize();
+  std::vector<float> got(o.data(), o.data() + n), want(n);
+  std::vector<double> ref(static_cast<size_t>(D));
+  for (int h = 0; h < BH; ++h)
+    for (int i = 0; i < S; ++i) {
+      ex::attention_row_reference(q.data(), k.data(), v.data(), S, D, h, i, causal, sm_scale, ref.data());
+      for (int c = 0; c < D; ++c) want[(size_t(h) * S + i) * D + c] = float(ref[size_t(c)]);
+    }
+  return diffs(got, want, 2e-2, 2e-2);
+}
+}  // namespace
+
+TEST_CASE("ops: attention written with TLE-Struct (examples' make_attention_ws), ragged S, causal and not",
+          "[ops][struct]") {
+  for (auto [BH, S, D, BN, stages, pingpong] :
+       {std::tuple{2, 77, 64, 128, 2, true}, std::tuple{1, 300, 128, 128, 2, true}, std::tuple{3, 129, 64, 64, 3, false}}) {
+    for (bool causal : {false, true}) {
+      INFO("BH " << BH << " S " << S << " D " << D << " BN " << BN << " stages " << stages << (causal ? " causal" : "")
+                 << (pingpong ? " ping-pong" : ""));
+      CHECK(attention_ws_diffs(BH, S, D, BN, causal, stages, pingpong) == "");
+    }
+  }
+}
+
 // ============================================================================ errors
 
 namespace {
@@ -543,6 +584,30 @@ TEST_CASE("ptx: warp_specialize branches on the warp index, named barriers per r
   CHECK(operand_shared_loads(ex::make_gemm_ws<float>().ptx(90, 4, ga, gb, fake<float>(), 256, 256, 512, 2)) == 0);
   CHECK(gp.find(".reqntid 384") != std::string::npos);
   ptxtest::assemble("examples/gemm_ws", gp);
+  // examples' make_attention_ws: q and the key block read in place (K-major, two 64-column
+  // blocks each), the value block too (MN-major), p from registers packed by cvt.rn.bf16x2.f32:
+  // per consumer role and loop (unmasked, masked blocks), 8 k16 steps of each dot, and every
+  // register the wgmmas read is written before their fence (no warpgroup.arrive injected by ptxas).
+  // With f16, p is packed by cvt.rn.f16x2.f32.
+  {
+    std::vector<bf16> hq(size_t(512) * 128);
+    TensorDescriptor<bf16, 2> qd(hq.data(), {512, 128}, {128, 1}, {64, 64}), kd(hq.data(), {512, 128}, {128, 1}, {128, 64});
+    const std::string ap =
+        ex::make_attention_ws<bf16>().ptx(90, Grid(4, 4), qd, kd, kd, fake<bf16>(), 512, 0.1f, 128, true, 2, true);
+    CHECK(ptxtest::count_of(ap, "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16") == 64);
+    CHECK(ptxtest::count_of(ap, "cvt.rn.bf16x2.f32") == 128);
+    CHECK(ptxtest::count_of(ap, "ld.shared") == 16);  // the epilogues' conversions only, after the loops
+    CHECK(ap.find(".reqntid 384") != std::string::npos);
+    bool missing = false;
+    if (auto log = ptxtest::verbose_log("examples/attention_ws", ap, "sm_90a", missing))
+      CHECK(log->find("C7519") == std::string::npos);
+    std::vector<f16> hh(hq.size());
+    TensorDescriptor<f16, 2> hqd(hh.data(), {512, 128}, {128, 1}, {64, 64}), hkd(hh.data(), {512, 128}, {128, 1}, {128, 64});
+    const std::string hp =
+        ex::make_attention_ws<f16>().ptx(90, Grid(4, 4), hqd, hkd, hkd, fake<f16>(), 512, 0.1f, 128, false, 2, false);
+    CHECK(ptxtest::count_of(hp, "cvt.rn.f16x2.f32") == 128);
+    ptxtest::assemble("examples/attention_ws, f16", hp);
+  }
   // Buffers the program stored itself: read in place too, behind a fenced barrier.
   auto sd = jit("struct_stored_dot_ptx", stored_dot_kernel);
   const std::string sp = sd.ptx(90, 4, fake<bf16>(), fake<bf16>(), fake<float>(), 64, 64, 0);

@@ -700,7 +700,7 @@ ATTENTION_CONFIGS = [(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 3), (64, 64
 
 
 def group_attention(tm):
-    for batch, heads, S, D in [(4, 32, 4096, 128), (4, 32, 16384, 128)]:
+    for batch, heads, S, D in [(4, 32, 4096, 128), (4, 32, 16384, 128), (4, 32, 4000, 128)]:
         shape = (batch, heads, S, D)
         q = random_nonzero(shape, torch.bfloat16, seed=31)
         k = random_nonzero(shape, torch.bfloat16, seed=32)

@@ -56,7 +56,7 @@ Value* Lowerer::float_max_min(bool is_max, Value* a, Value* b) {
 // NVPTX back end cannot select (it aborted the process; fuzzer seed 805, `--gpu-compile --portable`).
 Value* Lowerer::f32_to_bf16(Value* f) {
   auto* fty = llvm::FunctionType::get(B.getInt16Ty(), {B.getFloatTy()}, false);
-  return B.CreateCall(fty, llvm::InlineAsm::get(fty, "cvt.rn.bf16.f32 $0, $1;", "=h,f", /*hasSideEffects=*/false), {f});
+  return B.CreateCall(fty, llvm::InlineAsm::get(fty, kF32ToBf16Asm, "=h,f", /*hasSideEffects=*/false), {f});
 }
 
 // fp8 on sm_89+ (PTX ISA 9.7.9.21 cvt, PTX 7.8): `cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 d, a, b`

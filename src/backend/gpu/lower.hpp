@@ -116,6 +116,8 @@ class Lowerer : public backend::ScalarEmitter {
   llvm::Value* int64_to_bf16(llvm::Value* v, bool is_signed) override;
   llvm::Value* float_max_min(bool is_max, llvm::Value* a, llvm::Value* b) override;
   llvm::Value* f32_to_bf16(llvm::Value* f) override;
+  /// The inline asm f32_to_bf16 emits (pack16x2 recognizes it).
+  static constexpr const char* kF32ToBf16Asm = "cvt.rn.bf16.f32 $0, $1;";
   /// fp8 conversions with sm_89's cvt (when fp8_cvt; lower.cpp), else ScalarEmitter's integer code
   llvm::Value* f32_to_fp8(llvm::Value* f, DType d) override;
   llvm::Value* fp8_to_f32(llvm::Value* b, DType d) override;
@@ -301,6 +303,12 @@ class Lowerer : public backend::ScalarEmitter {
   /// fence.proxy.async.shared::cta: this thread's shared-memory writes through the generic proxy
   /// become visible to the async proxy (wgmma, TMA) after the next barrier.
   void fence_proxy_async();
+  /// wgmma.fence, threading `live` (f32 and b32 values the following wgmmas read) through it as
+  /// in-out operands: returns the values to use after it, all computed before the fence.
+  std::vector<llvm::Value*> wgmma_fence(const std::vector<llvm::Value*>& live);
+  /// Two 16-bit values in one b32, lo in the low half: one cvt.rn.{bf16x2,f16x2}.f32 when both
+  /// are f32 roundings, shifts and an or otherwise.
+  llvm::Value* pack16x2(llvm::Value* lo, llvm::Value* hi);
   /// wgmma.wait_group n, threading `acc` through it (in-out operands): returns the values to use
   /// after it, so that nothing reads accumulators before the wgmma writing them are done.
   std::vector<llvm::Value*> wgmma_wait(int n, const std::vector<llvm::Value*>& acc);

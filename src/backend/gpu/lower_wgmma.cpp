@@ -24,8 +24,11 @@
 // point at the block's first element (start address = the tile's unswizzled offset of that
 // element; the hardware applies the swizzle to the address bits):
 //   wgmma.fence; wgmma x (K/16 * blocks); wgmma.commit_group; wgmma.wait_group 0
-// The wait takes every accumulator register as an in-out operand, so nothing reads them before
-// the asynchronous instructions have written them. Accumulator registers are found through the
+// The fence takes every register the wgmmas read (accumulators, A fragments) as an in-out operand,
+// so all of them are written before it (ptxas would otherwise wait for the earlier wgmmas where
+// one is written between them); the wait takes every accumulator register as an in-out operand,
+// so nothing reads them before the asynchronous instructions have written them. A fragments of
+// f32 values rounded to bf16 / f16 are packed two by two with cvt.rn.{bf16x2,f16x2}.f32. Accumulator registers are found through the
 // layout (reg-part coordinates of fragment element d_i, as lower_mma.cpp does for mma.sync).
 #include <fmt/format.h>
 #include <llvm/IR/InlineAsm.h>
@@ -418,9 +421,7 @@ bool Lowerer::lower_dot_wgmma(const ir::Op& op) {
       Value* p = nullptr;
       if (packed != packed32.end())  // registers that arrived packed (ldmatrix) are used as they are
         if (auto pq = packed->second.find({q[0], q[1]}); pq != packed->second.end()) p = pq->second;
-      if (!p)
-        p = B.CreateOr(B.CreateZExt(B.CreateBitCast(reg(a, q[0]), B.getInt16Ty()), i32),
-                       B.CreateShl(B.CreateZExt(B.CreateBitCast(reg(a, q[1]), B.getInt16Ty()), i32), 16));
+      if (!p) p = pack16x2(reg(a, q[0]), reg(a, q[1]));
       it->second[static_cast<size_t>(j)] = p;
     }
     return it->second;
@@ -456,9 +457,20 @@ bool Lowerer::lower_dot_wgmma(const ir::Op& op) {
                   instr_n, ty, nacc + nin - 1, regs_list, a_arg, nacc + nin - 2, trans),
       cons, /*hasSideEffects=*/true);
 
-  std::vector<Value*> acc(static_cast<size_t>(lr->num_regs()));
-  for (int q = 0; q < lr->num_regs(); ++q) acc[static_cast<size_t>(q)] = reg(c, q);
-  asm_stmt("wgmma.fence.sync.aligned;");
+  // Every register the wgmmas read (the accumulators, A's fragments) passes through the fence as an
+  // in-out operand, so all of them are written before it: a register written between the fence and
+  // a wgmma reading it makes ptxas inject another warpgroup.arrive there (C7519), which waits for
+  // the earlier wgmmas of the group.
+  std::vector<Value*> fenced(static_cast<size_t>(lr->num_regs()));
+  for (int q = 0; q < lr->num_regs(); ++q) fenced[static_cast<size_t>(q)] = reg(c, q);
+  if (a_regs)
+    for (int64_t kk = 0; kk < K / 16; ++kk)
+      for (const AccBlock& blk : blocks) a_fragment(blk.m, kk * 16);
+  for (auto& [mk, frag] : a_frag) fenced.insert(fenced.end(), frag.begin(), frag.end());
+  fenced = wgmma_fence(fenced);
+  std::vector<Value*> acc(fenced.begin(), fenced.begin() + lr->num_regs());
+  for (size_t at = acc.size(); auto& [mk, frag] : a_frag)  // in the order pushed above
+    for (Value*& v : frag) v = fenced[at++];
   for (int64_t kk = 0; kk < K / 16; ++kk)
     for (const AccBlock& blk : blocks) {
       Value* m0 = B.CreateAdd(row0, i32c(blk.m));
@@ -481,6 +493,63 @@ bool Lowerer::lower_dot_wgmma(const ir::Op& op) {
   regs[r] = wgmma_wait(&op == async_wgmma_ ? 1 : 0, acc);
   if (staged) barrier();  // every warpgroup has read the staged tiles before shared memory is reused
   return true;
+}
+
+namespace {
+/// The f32 that 16-bit value v (an i16 register) rounds, and whether to bf16 (f32_to_bf16's
+/// cvt.rn.bf16.f32) or to f16 (fptrunc to half, seen through the bitcast to i16); null for
+/// anything else.
+Value* rounded_f32(Value* v, bool* bf16) {
+  Value* h = v;
+  if (auto* bc = llvm::dyn_cast<llvm::BitCastInst>(h)) h = bc->getOperand(0);
+  if (auto* t = llvm::dyn_cast<llvm::FPTruncInst>(h); t && t->getSrcTy()->isFloatTy() && t->getDestTy()->isHalfTy()) {
+    *bf16 = false;
+    return t->getOperand(0);
+  }
+  auto* c = llvm::dyn_cast<llvm::CallInst>(v);
+  auto* ia = c ? llvm::dyn_cast<llvm::InlineAsm>(c->getCalledOperand()) : nullptr;
+  if (!ia || ia->getAsmString() != Lowerer::kF32ToBf16Asm) return nullptr;
+  *bf16 = true;
+  return c->getArgOperand(0);
+}
+}  // namespace
+
+Value* Lowerer::pack16x2(Value* lo, Value* hi) {
+  bool bl = false, bh = false;
+  Value* fl = rounded_f32(lo, &bl);
+  Value* fh = rounded_f32(hi, &bh);
+  if (fl && fh && bl == bh) {
+    // cvt.rn.{bf16x2,f16x2}.f32 d, a, b: a to the upper half, b to the lower (PTX ISA 9.7.9.21),
+    // the same rounding (and canonical NaN) as the two conversions it replaces
+    auto* fty = llvm::FunctionType::get(B.getInt32Ty(), {B.getFloatTy(), B.getFloatTy()}, false);
+    const std::string text = std::string("cvt.rn.") + (bl ? "bf16x2" : "f16x2") + ".f32 $0, $1, $2;";
+    return B.CreateCall(fty, llvm::InlineAsm::get(fty, text, "=r,f,f", /*hasSideEffects=*/false), {fh, fl});
+  }
+  llvm::Type* i32 = B.getInt32Ty();
+  return B.CreateOr(B.CreateZExt(B.CreateBitCast(lo, B.getInt16Ty()), i32),
+                    B.CreateShl(B.CreateZExt(B.CreateBitCast(hi, B.getInt16Ty()), i32), 16));
+}
+
+std::vector<Value*> Lowerer::wgmma_fence(const std::vector<Value*>& live) {
+  std::vector<llvm::Type*> tys;
+  std::string outs, ins;
+  for (size_t i = 0; i < live.size(); ++i) {
+    tys.push_back(live[i]->getType());
+    outs += live[i]->getType()->isFloatTy() ? "=f," : "=r,";
+    ins += fmt::format("{}{}", i ? "," : "", i);
+  }
+  if (live.empty()) {
+    asm_stmt("wgmma.fence.sync.aligned;");
+    return {};
+  }
+  auto* ty = llvm::FunctionType::get(llvm::StructType::get(ctx, tys), tys, false);
+  llvm::CallInst* f = B.CreateCall(
+      ty, llvm::InlineAsm::get(ty, "wgmma.fence.sync.aligned;", outs + ins + ",~{memory}", /*hasSideEffects=*/true),
+      live);
+  f->addFnAttr(llvm::Attribute::Convergent);
+  std::vector<Value*> out(live.size());
+  for (size_t i = 0; i < live.size(); ++i) out[i] = B.CreateExtractValue(f, {static_cast<unsigned>(i)});
+  return out;
 }
 
 std::vector<Value*> Lowerer::wgmma_wait(int n, const std::vector<Value*>& acc) {
