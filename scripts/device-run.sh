@@ -206,7 +206,7 @@ remote)
     if [ -n "$cs" ]; then
       for tool in memcheck racecheck synccheck initcheck; do
         step "compute-sanitizer $tool" "$cs" --tool "$tool" --error-exitcode 9 "$bin/tle_tests" "$san_tests"
-        for e in ${SANITIZE_EXAMPLES-vector_add softmax layernorm matmul attention}; do
+        for e in ${SANITIZE_EXAMPLES-vector_add softmax layernorm matmul attention gemm_ws attention_fwd}; do
           step "compute-sanitizer $tool $e" env TLE_BACKEND=gpu "$cs" --tool "$tool" --error-exitcode 9 "$bin/$e"
         done
       done

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "error_util.hpp"
+#include "frontend/trace.hpp"
 #include "ir/printer.hpp"
 #include "ops_util.hpp"
 #include "layout/ir_layout.hpp"
@@ -345,6 +346,83 @@ TEST_CASE("errors: shared buffers: scope, size, indices, layouts", "[errors][str
     line = __LINE__; store(x + arange(0, 3), load(gpu::local_ptr(a, {arange(0, 3), arange(0, 4)})));
   });
   expect_error([&] { bcast(Grid(1), fbuf.data()); }, {"broadcast"});
+}
+
+TEST_CASE("errors: the tracer's warning for a shared buffer read before anything writes it", "[errors][struct]") {
+  using tracetest::trace_div16;
+  auto warnings = [](const ir::Function& f) { return frontend::unwritten_buffer_reads(f); };
+  // Never written.
+  auto never = trace_div16("struct_warn_never", [](Ptr<float> x) {
+    auto b = gpu::alloc<float>({32});
+    line = __LINE__; store(x + arange(0, 32), b.load());
+  });
+  auto w = warnings(*never);
+  REQUIRE(w.size() == 1);
+  CHECK(int(w[0].loc.line) == line);
+  CHECK(w[0].message.find("which no statement of the kernel writes") != std::string::npos);
+  CHECK(w[0].message.find("test_struct.cpp:") != std::string::npos);  // the allocation's line
+  // Read, then written (in program order), once per buffer however many reads.
+  auto early = trace_div16("struct_warn_early", [](Ptr<float> x) {
+    auto b = gpu::alloc<float>({32});
+    line = __LINE__; Tile<float> t = b.load();
+    Tile<float> u = b.load();
+    b.store(t + u);
+    store(x + arange(0, 32), b.load());
+  });
+  w = warnings(*early);
+  REQUIRE(w.size() == 1);
+  CHECK(int(w[0].loc.line) == line);
+  CHECK(w[0].message.find("before any copy or store into it") != std::string::npos);
+  // The first iteration of a loop reads what the loop writes later, nothing before it.
+  auto loop = trace_div16("struct_warn_loop", [](Ptr<float> x, Tile<int32_t> n) {
+    auto b = gpu::alloc<float>({32});
+    Tile<float> acc = zeros<float>({32});
+    for (auto i : range(0, n)) {
+      line = __LINE__; acc = acc + b.load();
+      b.store(load(x + i * 32 + arange(0, 32)));
+    }
+    store(x + arange(0, 32), acc);
+  });
+  w = warnings(*loop);
+  REQUIRE(w.size() == 1);
+  CHECK(int(w[0].loc.line) == line);
+  // Not reported: written first (before the loop, or by a copy); read under an if_; read in a
+  // role while another role writes it (ordered by mbarriers).
+  auto fine = trace_div16("struct_warn_fine", [](Ptr<float> x, Tile<int32_t> n) {
+    auto a = gpu::alloc<float>({32}), b = gpu::alloc<float>({32}), c = gpu::alloc<float>({32});
+    a.store(zeros<float>({32}));
+    gpu::copy(x + arange(0, 32), b);
+    gpu::commit_group();
+    gpu::wait_group(0);
+    Tile<float> acc = zeros<float>({32});
+    for (auto i : range(0, n)) {
+      acc = acc + a.load() + b.load();
+      if_(i > 0, [&] { acc = acc + c.load(); });
+      a.store(acc);
+      c.store(acc);
+    }
+    store(x + arange(0, 32), acc);
+  });
+  CHECK(warnings(*fine).empty());
+  auto roles = trace_div16("struct_warn_roles", [](Ptr<float> x) {
+    auto b = gpu::alloc<float>({32}), own = gpu::alloc<float>({32});
+    auto full = gpu::alloc_mbarriers(1);
+    gpu::warp_specialize({
+        gpu::Role(1, [&] {  // consumer first: the producer's store still comes first (its arrive)
+          gpu::wait(full[0], 0);
+          line = __LINE__; store(x + arange(0, 32), b.load() + own.load());
+          own.store(zeros<float>({32}));
+        }),
+        gpu::Role(1, [&] {
+          b.store(load(x + arange(0, 32)));
+          gpu::arrive(full[0]);
+        }),
+    });
+  });
+  w = warnings(*roles);
+  REQUIRE(w.size() == 1);  // `own`: written by its role only, after the read
+  CHECK(int(w[0].loc.line) == line);
+  CHECK(w[0].message.find("before any copy or store") != std::string::npos);
 }
 
 // ============================================================================ GPU passes

@@ -68,4 +68,14 @@ class TraceContext {
 /// Traces `thunk(fn, params)` into `f`, whose entry block already holds the runtime arguments.
 void trace_into(ir::Function& f, detail::TraceThunk thunk, const void* fn, const detail::TraceParam* params);
 
+/// A warning about a traced kernel: where, and what (without the location).
+struct BufferReadWarning {
+  SrcLoc loc;
+  std::string message;
+};
+/// The loads of traced kernel f that read a gpu::alloc buffer before anything writes it (issue
+/// #13 item 6; src/frontend/buffer_reads.cpp says what counts): one per buffer, at the first such
+/// load. The runtime prints them as warnings when it traces a kernel.
+std::vector<BufferReadWarning> unwritten_buffer_reads(const ir::Function& f);
+
 }  // namespace tle::frontend

@@ -650,6 +650,14 @@ class KernelState {
       ~Tracing() { g_tracing = prev; }
     } tracing(this);
     frontend::trace_into(*f, thunk, fn, tp.data());
+    static const bool quiet = [] {
+      const char* q = std::getenv("TLE_QUIET");
+      return q && std::strcmp(q, "1") == 0;
+    }();
+    if (!quiet)
+      for (const frontend::BufferReadWarning& w : frontend::unwritten_buffer_reads(*f))
+        std::fprintf(stderr, "%s:%u: tle: warning: %s (TLE_QUIET=1 silences this)\n", w.loc.file, w.loc.line,
+                     w.message.c_str());
     return f;
   }
 
