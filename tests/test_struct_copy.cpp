@@ -429,12 +429,12 @@ TEST_CASE("errors: mbarriers and TMA copies", "[errors][struct]") {
     line = __LINE__; store(y + r * 64 + c, buf.load() + xd.load({8, 0}));
   });
   expect_error([&] { (void)mixed.ptx(90, 4, b64, fake<bf16>()); }, {"with no swizzle here and with the 128-byte swizzle"});
-  // Arrivals times the program's threads past an mbarrier's count.
+  // Arrivals times the program's warps (each arrives once) past an mbarrier's count.
   auto many = jit("struct_mbar_err_count", [](Ptr<float> x) {
-    line = __LINE__; auto b = gpu::alloc_mbarriers(1, 4097);
+    line = __LINE__; auto b = gpu::alloc_mbarriers(1, 131072);
     gpu::arrive(b[0]);
   });
-  expect_error([&] { (void)many.ptx(90, 8, fake<float>()); }, {"4097 arrivals per phase of 256 threads"});
+  expect_error([&] { (void)many.ptx(90, 8, fake<float>()); }, {"131072 arrivals per phase of 8 warps"});
 }
 
 TEST_CASE("errors: the interpreter stops a wait no arrival can complete", "[errors][struct]") {

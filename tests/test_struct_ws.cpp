@@ -571,7 +571,7 @@ TEST_CASE("ptx: warp_specialize branches on the warp index, named barriers per r
         gpu::Role(4, [&] { arrive_line = __LINE__; gpu::arrive(b[0]); gpu::wait(b[0], 0); }),
     });
   });
-  errtest::expect_user_error([&] { (void)mixed.ptx(90, 4, fake<float>()); }, {"runs on 128 threads", "on 32"},
+  errtest::expect_user_error([&] { (void)mixed.ptx(90, 4, fake<float>()); }, {"runs on 4 warps", "on 1"},
                              "test_struct_ws.cpp", arrive_line);
   // examples/gemm_ws: the consumers' dots read A's stage and B's four blocks in place (no
   // staging of operands through registers), one m64n256k16 per warpgroup and k16 step.

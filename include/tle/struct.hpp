@@ -336,18 +336,20 @@ class MBarriers {
 /// completes after `arrivals` arrive statements of the program (gpu::arrive or
 /// gpu::arrive_expect_tx; a statement counts once, however many threads run it) and the
 /// transaction bytes they announced. In the kernel's body only, like gpu::alloc (UserError at this
-/// line otherwise, or for counts out of range: arrivals times the program's GPU threads must stay
-/// below 2^20, checked when compiled for the GPU). Phase 0 is the first; wait for phase k with its
+/// line otherwise, or for counts out of range: arrivals times the arriving warps must stay below
+/// 2^20, checked when compiled for the GPU). Phase 0 is the first; wait for phase k with its
 /// parity, gpu::wait(bar, k & 1) or gpu::wait(bar, k).
-/// GPU: mbarrier.init by one thread (count: arrivals times the program's threads, each of which
-/// arrives), then a fence and a barrier; works on sm_80 and later. CPU backend: nothing to wait
+/// GPU: mbarrier.init by one thread (count: arrivals times the warps of the program, or of the
+/// role that arrives, each of which arrives once), then a fence and a barrier; works on sm_80 and
+/// later. CPU backend: nothing to wait
 /// for (statements run in order); interpreter: phases counted, and a wait that nothing can
 /// complete stops the kernel (a deadlock on the GPU).
 inline MBarriers alloc_mbarriers(int64_t n, int64_t arrivals = 1, loc_t l = loc_t::current()) {
   return MBarriers(Ptr<int64_t>(tle::detail::mbarrier_alloc(n, arrivals, l)), n);
 }
-/// The program arrives on `bar` once (every thread arrives: its earlier memory accesses are
-/// released to whoever waits on the phase; PTX mbarrier.arrive).
+/// The program arrives on `bar` once (its threads' earlier memory accesses are released to
+/// whoever waits on the phase; on the GPU each warp synchronizes, bar.warp.sync, and its lane 0
+/// arrives: PTX mbarrier.arrive, release semantics).
 inline void arrive(const MBarrier& bar, loc_t l = loc_t::current()) { tle::detail::mbarrier_arrive(bar.data().value(), 0, l); }
 /// The program announces `bytes` (0 to 2^20 - 1) transaction bytes for the current phase and
 /// arrives once (PTX mbarrier.arrive.expect_tx; sm_90): the phase completes when as many bytes of

@@ -336,13 +336,18 @@ class Lowerer : public backend::ScalarEmitter {
   std::map<int, int> tma_swizzled;
 
   // ---- TLE-Struct mbarriers and TMA copies (lower_tma.cpp)
-  /// mbarrier_init (one thread inits, count x the program's threads; fence; barrier),
-  /// mbarrier_arrive (every thread arrives; with tx thread 0 announces the bytes first),
+  /// mbarrier_init (one thread inits, count x the arriving warps; fence; barrier),
+  /// mbarrier_arrive (lane 0 of every warp arrives after bar.warp.sync; with tx thread 0
+  /// announces the bytes with its arrival),
   /// mbarrier_wait (every thread spins on the parity), tma_copy (thread 0 issues the box).
   void lower_mbarrier(const ir::Op& op);
   /// The program has tma_copy ops: every barrier is preceded by fence.proxy.async, so generic
   /// writes (shared and global memory) before it are ordered before the async proxy's copies after it.
   bool proxy_fence_barriers_ = false;
+  /// Some buffer wgmma reads in place (plan_buffer_reads) may be written through the generic proxy
+  /// (a store, atomic, cp.async, inline asm or CUDA call into it): every mbarrier arrive is
+  /// preceded by fence.proxy.async.shared::cta (another role's wgmma may read what this one wrote).
+  bool fence_arrives_ = false;
 
   // ---- mbarriers (PTX ISA 9.7.13.15), at 32-bit shared-memory addresses
   void mbarrier_init(llvm::Value* addr, int count);
@@ -398,9 +403,9 @@ class Lowerer : public backend::ScalarEmitter {
   /// num_warps the role's, barriers the role's, its own shared scratch after every earlier
   /// role's, setmaxnreg where asked (sm_90a). A barrier of all warps comes first.
   void lower_roles(const ir::Op& op);
-  /// The threads that arrive on the mbarriers `init` initializes: those of the role(s) whose
+  /// The warps that arrive on the mbarriers `init` initializes: those of the role(s) whose
   /// arrive statements name them (all must agree: UserError otherwise), else the program's.
-  int arriving_threads(const ir::Op& init) const;
+  int arriving_warps(const ir::Op& init) const;
   /// After the warp-specialized loop only the num_warps compute warps run: barrier() syncs them
   /// with a named barrier (bar.sync 1, 32 * num_warps).
   bool consumers_only_ = false;

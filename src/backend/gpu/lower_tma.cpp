@@ -139,25 +139,25 @@ void Lowerer::lower_desc_tma(const ir::Op& op) {
 }
 
 
-int Lowerer::arriving_threads(const ir::Op& init) const {
+int Lowerer::arriving_warps(const ir::Op& init) const {
   const ir::Op* alloc = init.operands[0]->def;
   const ir::Op* first = nullptr;
-  int threads = 32 * launch_warps();
+  int warps = launch_warps();
   ir::walk(fn_ir.entry(), [&](const ir::Op& op) {
     if (op.kind != ir::OpKind::MBarrierArrive) return;
     const passes::PointerOrigin o = passes::pointer_origin(op.operands[0]);
     if (!o.allocs.count(alloc)) return;
-    const int t = 32 * (ir::role_warps(op) ? ir::role_warps(op) : launch_warps());
-    if (first && t != threads)
-      throw UserError(op.loc, fmt::format("this arrive on the mbarriers allocated at {}:{} runs on {} threads, the one "
-                                          "at {}:{} on {}; an mbarrier counts the arrivals of every thread, so the "
+    const int w = ir::role_warps(op) ? ir::role_warps(op) : launch_warps();
+    if (first && w != warps)
+      throw UserError(op.loc, fmt::format("this arrive on the mbarriers allocated at {}:{} runs on {} warps, the one "
+                                          "at {}:{} on {}; an mbarrier counts the arrivals of every warp, so the "
                                           "roles arriving on one array must have the same number of warps: allocate "
                                           "one array per arriving role",
-                                          init.loc.file, init.loc.line, t, first->loc.file, first->loc.line, threads));
+                                          init.loc.file, init.loc.line, w, first->loc.file, first->loc.line, warps));
     first = first ? first : &op;
-    threads = t;
+    warps = w;
   });
-  return threads;
+  return warps;
 }
 
 void Lowerer::lower_mbarrier(const ir::Op& op) {
@@ -171,14 +171,14 @@ void Lowerer::lower_mbarrier(const ir::Op& op) {
     case K::MBarrierInit: {
       Value* base = shared32(op.operands[0]);
       const int64_t n = op.int_attr("n");
-      // Every thread that runs an arrive statement arrives (below): those of the program, or of
+      // Every warp that runs an arrive statement arrives once (below): those of the program, or of
       // the warp_specialize role that arrives on these mbarriers.
-      const int threads = arriving_threads(op);
-      const int64_t count = op.int_attr("count") * threads;
+      const int warps = arriving_warps(op);
+      const int64_t count = op.int_attr("count") * warps;
       if (count >= (int64_t(1) << 20))
-        throw UserError(op.loc, fmt::format("gpu::alloc_mbarriers: {} arrivals per phase of {} threads each make {} "
+        throw UserError(op.loc, fmt::format("gpu::alloc_mbarriers: {} arrivals per phase of {} warps each make {} "
                                             "mbarrier arrivals, more than the 2^20 - 1 an mbarrier counts",
-                                            op.int_attr("count"), threads, count));
+                                            op.int_attr("count"), warps, count));
       when(first, [&] {
         for (int64_t i = 0; i < n; ++i) mbarrier_init(B.CreateAdd(base, i32c(8 * i)), static_cast<int>(count));
       });
@@ -188,25 +188,25 @@ void Lowerer::lower_mbarrier(const ir::Op& op) {
     }
     case K::MBarrierArrive: {
       Value* bar = shared32(op.operands[0]);
-      // (with buffers wgmma reads in place: this thread's generic writes before the async proxy's reads)
-      if (!buffer_reads_.empty()) fence_proxy_async();
+      // (generic writes of buffers wgmma reads in place: this thread's, before the async proxy's reads)
+      if (fence_arrives_) fence_proxy_async();
       const int64_t tx = op.int_attr("tx");
-      if (tx == 0) {
-        mbarrier_arrive(bar);
-        return;
-      }
-      if (!wgmma)
+      if (tx != 0 && !wgmma)
         throw UserError(op.loc, "gpu::arrive_expect_tx: transaction counts need an sm_90 mbarrier (an sm_90a target)");
-      // Thread 0 arrives announcing the bytes, the others arrive plainly: one arrival each.
+      // One arrival per warp, by its lane 0 after the warp's barrier (bar.warp.sync orders the
+      // lanes' earlier accesses before lane 0's arrive, whose release covers them); thread 0
+      // announces the bytes with its arrival.
+      B.CreateCall(llvm::Intrinsic::getDeclaration(&mod, llvm::Intrinsic::nvvm_bar_warp_sync), {i32c(-1)});
       auto* with_tx = llvm::BasicBlock::Create(ctx, "arrive.tx", kernel);
       auto* plain = llvm::BasicBlock::Create(ctx, "arrive.plain", kernel);
       auto* done = llvm::BasicBlock::Create(ctx, "arrive.done", kernel);
-      B.CreateCondBr(first, with_tx, plain);
+      Value* lane0 = B.CreateICmpEQ(B.CreateAnd(tid, i32c(31)), i32c(0));
+      B.CreateCondBr(B.CreateAnd(first, B.getInt1(tx != 0)), with_tx, plain);
       B.SetInsertPoint(with_tx);
       asm_stmt(fmt::format("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], {};", tx), {bar});
       B.CreateBr(done);
       B.SetInsertPoint(plain);
-      mbarrier_arrive(bar);
+      when(lane0, [&] { mbarrier_arrive(bar); });
       B.CreateBr(done);
       B.SetInsertPoint(done);
       return;

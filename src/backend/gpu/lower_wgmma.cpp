@@ -36,6 +36,7 @@
 #include <array>
 #include <map>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "backend/gpu/lower.hpp"
@@ -231,10 +232,31 @@ void Lowerer::plan_buffer_reads() {
       }
     }
   });
-  // Generic-proxy writes of those buffers (st.shared by any thread) are fenced before the async
-  // proxy reads them: before every barrier, and before every mbarrier arrive (another role's
-  // wgmma may read what this one wrote).
-  if (!buffer_reads_.empty()) proxy_fence_barriers_ = true;
+  // Generic-proxy writes of those buffers (st.shared by any thread, cp.async) are fenced before
+  // the async proxy reads them: before every barrier, and before every mbarrier arrive (another
+  // role's wgmma may read what this one wrote). Buffers only TMA writes need neither.
+  if (buffer_reads_.empty()) return;
+  std::set<const ir::Op*> read;
+  for (const auto& [ld, br] : buffer_reads_) {
+    const passes::PointerOrigin o = passes::pointer_origin(br.base);
+    read.insert(o.allocs.begin(), o.allocs.end());
+  }
+  ir::walk(fn_ir.entry(), [&](const ir::Op& op) {
+    using K = ir::OpKind;
+    std::vector<const ir::Value*> written;
+    if (op.kind == K::Store || op.kind == K::AtomicRMW || op.kind == K::AtomicCas) written = {op.operands.at(0)};
+    if (op.kind == K::AsyncCopy) written = {op.operands.at(1)};
+    if (op.kind == K::InlineAsm || op.kind == K::CudaCall)
+      for (const ir::Value* x : op.operands)
+        if (x->type.dtype == DType::ptr) written.push_back(x);
+    for (const ir::Value* p : written) {
+      const passes::PointerOrigin o = passes::pointer_origin(p);
+      bool hit = o.unknown;
+      for (const ir::Op* a : o.allocs) hit |= read.count(a) != 0;
+      fence_arrives_ |= hit;
+    }
+  });
+  proxy_fence_barriers_ |= fence_arrives_;
 }
 
 Value* Lowerer::smem_addr32(Value* off) {
