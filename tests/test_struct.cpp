@@ -390,6 +390,14 @@ TEST_CASE("errors: the tracer's warning for a shared buffer read before anything
   // role while another role writes it (ordered by mbarriers).
   auto fine = trace_div16("struct_warn_fine", [](Ptr<float> x, Tile<int32_t> n) {
     auto a = gpu::alloc<float>({32}), b = gpu::alloc<float>({32}), c = gpu::alloc<float>({32});
+    auto d = gpu::alloc<float>({32}), e = gpu::alloc<float>({32});
+    d.store(zeros<float>({32}));
+    Ptr<float> cur = d.data(), next = e.data();  // double buffering: reads d first, writes e
+    for (auto i : range(0, n)) {
+      Tile<float> t = load(cur + arange(0, 32));
+      store(next + arange(0, 32), t + 1.0f);
+      std::swap(cur, next);
+    }
     a.store(zeros<float>({32}));
     gpu::copy(x + arange(0, 32), b);
     gpu::commit_group();

@@ -6,8 +6,9 @@
 // atomic, gpu::copy (cp.async or TMA) into it, or inline asm / a CUDA call given a pointer into
 // it. Roles of gpu::warp_specialize run at once and order their accesses through mbarriers, so a
 // write in another role (or before the roles) counts as first. A read inside an if_ branch is left
-// alone (its condition may be what keeps it after the write). A write through a pointer whose
-// buffer cannot be named may write anything: then nothing is reported.
+// alone (its condition may be what keeps it after the write), and so is a load that may read
+// one of several buffers (pointers swapped in a loop). A write through a pointer whose buffer
+// cannot be named may write anything: then nothing is reported.
 #include <fmt/format.h>
 
 #include <map>
@@ -66,8 +67,11 @@ std::vector<BufferReadWarning> unwritten_buffer_reads(const ir::Function& f) {
   std::set<const ir::Op*> reported;
   ir::walk(f.entry(), [&](const ir::Op& op) {
     const ir::Block* role = role_of(op);
-    if (op.kind == ir::OpKind::Load && !inside_if(op)) {
-      const passes::PointerOrigin o = passes::pointer_origin(op.operands.at(0));
+    // (a load that may read one of several buffers - pointers swapped in a loop, selected - is
+    // left alone: which one it reads first is not known here)
+    const passes::PointerOrigin o =
+        op.kind == ir::OpKind::Load ? passes::pointer_origin(op.operands.at(0)) : passes::PointerOrigin{};
+    if (o.allocs.size() == 1 && !o.unknown && !o.global && !inside_if(op)) {
       for (const ir::Op* a : o.allocs) {
         if (reported.count(a)) continue;
         auto w = writers.find(a);

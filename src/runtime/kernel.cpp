@@ -33,6 +33,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <optional>
 #include <shared_mutex>
 #include <sstream>
@@ -654,10 +655,18 @@ class KernelState {
       const char* q = std::getenv("TLE_QUIET");
       return q && std::strcmp(q, "1") == 0;
     }();
-    if (!quiet)
-      for (const frontend::BufferReadWarning& w : frontend::unwritten_buffer_reads(*f))
-        std::fprintf(stderr, "%s:%u: tle: warning: %s (TLE_QUIET=1 silences this)\n", w.loc.file, w.loc.line,
-                     w.message.c_str());
+    if (!quiet) {
+      // Once per process and place: a kernel is traced again for every specialization, num_warps
+      // and num_stages, and for Kernel::ir / ptx.
+      static std::mutex m;
+      static std::set<std::string> printed;
+      for (const frontend::BufferReadWarning& w : frontend::unwritten_buffer_reads(*f)) {
+        std::string text = fmt::format("{}:{}: tle: warning: {} (TLE_QUIET=1 silences this)\n", w.loc.file, w.loc.line,
+                                       w.message);
+        std::lock_guard<std::mutex> lock(m);
+        if (printed.insert(text).second) std::fputs(text.c_str(), stderr);
+      }
+    }
     return f;
   }
 
