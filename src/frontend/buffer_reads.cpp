@@ -20,23 +20,6 @@
 namespace tle::frontend {
 namespace {
 
-/// The pointer operands through which op may write shared memory.
-std::vector<const ir::Value*> written_pointers(const ir::Op& op) {
-  using K = ir::OpKind;
-  switch (op.kind) {
-    case K::Store: case K::AtomicRMW: case K::AtomicCas: return {op.operands.at(0)};
-    case K::AsyncCopy: return {op.operands.at(1)};
-    case K::TmaCopy: return {op.operands.at(static_cast<size_t>(2 + 3 * op.int_attr("rank")))};
-    case K::InlineAsm: case K::CudaCall: {
-      std::vector<const ir::Value*> ps;
-      for (const ir::Value* x : op.operands)
-        if (x->type.dtype == DType::ptr) ps.push_back(x);
-      return ps;
-    }
-    default: return {};
-  }
-}
-
 bool inside_if(const ir::Op& op) {
   for (const ir::Block* b = op.parent; b;) {
     const ir::Op* p = b->parent_op();
@@ -55,7 +38,7 @@ std::vector<BufferReadWarning> unwritten_buffer_reads(const ir::Function& f) {
   bool unknown = false;
   auto role_of = [](const ir::Op& op) -> const ir::Block* { return ir::enclosing_role(op.parent); };
   ir::walk(f.entry(), [&](const ir::Op& op) {
-    for (const ir::Value* p : written_pointers(op)) {
+    for (const ir::Value* p : passes::written_pointers(op)) {
       const passes::PointerOrigin o = passes::pointer_origin(p);
       unknown |= o.unknown;
       for (const ir::Op* a : o.allocs) writers[a].insert(role_of(op));
@@ -90,7 +73,7 @@ std::vector<BufferReadWarning> unwritten_buffer_reads(const ir::Function& f) {
                                            a->loc.file, a->loc.line, what)});
       }
     }
-    for (const ir::Value* p : written_pointers(op))
+    for (const ir::Value* p : passes::written_pointers(op))
       for (const ir::Op* a : passes::pointer_origin(p).allocs) written[a].insert(role);
   });
   return out;

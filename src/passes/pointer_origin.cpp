@@ -59,6 +59,22 @@ PointerOrigin pointer_origin(const ir::Value* p) {
   return o;
 }
 
+std::vector<const ir::Value*> written_pointers(const ir::Op& op) {
+  using K = ir::OpKind;
+  switch (op.kind) {
+    case K::Store: case K::AtomicRMW: case K::AtomicCas: return {op.operands.at(0)};
+    case K::AsyncCopy: return {op.operands.at(1)};
+    case K::TmaCopy: return {op.operands.at(static_cast<size_t>(2 + 3 * op.int_attr("rank")))};
+    case K::InlineAsm: case K::CudaCall: {
+      std::vector<const ir::Value*> ps;
+      for (const ir::Value* x : op.operands)
+        if (x->type.dtype == DType::ptr) ps.push_back(x);
+      return ps;
+    }
+    default: return {};
+  }
+}
+
 bool has_local_alloc(const ir::Function& f) {
   bool any = false;
   ir::walk(f.entry(), [&](const ir::Op& op) { any = any || op.kind == ir::OpKind::LocalAlloc; });

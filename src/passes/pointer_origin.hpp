@@ -2,6 +2,7 @@
 // shared buffers (local_alloc), or elsewhere (kernel arguments: global memory).
 #pragma once
 #include <set>
+#include <vector>
 
 #include "ir/ir.hpp"
 
@@ -26,6 +27,10 @@ struct PointerOrigin {
 /// Inside a loop the tracer is still building (no yield yet), a carried value's origin is its
 /// initial value's.
 PointerOrigin pointer_origin(const ir::Value* p);
+
+/// The pointer operands through which op may write memory: a store's or an atomic's pointers,
+/// an async_copy's or a tma_copy's destination, every pointer given to inline asm or a CUDA call.
+std::vector<const ir::Value*> written_pointers(const ir::Op& op);
 
 /// True when the function allocates a shared buffer (local_alloc anywhere in it).
 bool has_local_alloc(const ir::Function& f);

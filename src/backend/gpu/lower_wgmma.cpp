@@ -28,8 +28,9 @@
 // so all of them are written before it (ptxas would otherwise wait for the earlier wgmmas where
 // one is written between them); the wait takes every accumulator register as an in-out operand,
 // so nothing reads them before the asynchronous instructions have written them. A fragments of
-// f32 values rounded to bf16 / f16 are packed two by two with cvt.rn.{bf16x2,f16x2}.f32. Accumulator registers are found through the
-// layout (reg-part coordinates of fragment element d_i, as lower_mma.cpp does for mma.sync).
+// f32 values rounded to bf16 / f16 are packed two by two with cvt.rn.{bf16x2,f16x2}.f32.
+// Accumulator registers are found through the layout (reg-part coordinates of fragment element
+// d_i, as lower_mma.cpp does for mma.sync).
 #include <fmt/format.h>
 #include <llvm/IR/InlineAsm.h>
 
@@ -242,14 +243,8 @@ void Lowerer::plan_buffer_reads() {
     read.insert(o.allocs.begin(), o.allocs.end());
   }
   ir::walk(fn_ir.entry(), [&](const ir::Op& op) {
-    using K = ir::OpKind;
-    std::vector<const ir::Value*> written;
-    if (op.kind == K::Store || op.kind == K::AtomicRMW || op.kind == K::AtomicCas) written = {op.operands.at(0)};
-    if (op.kind == K::AsyncCopy) written = {op.operands.at(1)};
-    if (op.kind == K::InlineAsm || op.kind == K::CudaCall)
-      for (const ir::Value* x : op.operands)
-        if (x->type.dtype == DType::ptr) written.push_back(x);
-    for (const ir::Value* p : written) {
+    if (op.kind == ir::OpKind::TmaCopy) return;  // the async proxy's own writes
+    for (const ir::Value* p : passes::written_pointers(op)) {
       const passes::PointerOrigin o = passes::pointer_origin(p);
       bool hit = o.unknown;
       for (const ir::Op* a : o.allocs) hit |= read.count(a) != 0;
