@@ -19,14 +19,6 @@ static bool run(tle::Backend backend, int batch, int heads, int S, int D, bool c
   const double sm_scale = 1.0 / std::sqrt(double(D));
   const float qk_scale = float(sm_scale * 1.4426950408889634);  // base-2 exponentials
   auto attn = ex::make_attention<bf16>();
-  // Rows checked: every row, or 512 sampled (head, row) pairs.
-  std::vector<std::pair<int, int>> rows;
-  if (sampled) {
-    for (size_t s = 0; s < 512; ++s) rows.push_back({int((s * 2654435761ull) % BH), int((s * 40503ull + 7) % S)});
-  } else {
-    for (int h = 0; h < BH; ++h)
-      for (int i = 0; i < S; ++i) rows.push_back({h, i});
-  }
   double ms;
   const int BM = 128, BN = backend == Backend::GPU ? 128 : 64;
   Grid grid(cdiv(S, BM), BH);
@@ -37,15 +29,8 @@ static bool run(tle::Backend backend, int batch, int heads, int S, int D, bool c
   } else {
     ms = ex::time_ms([&] { attn(grid, q.data(), k.data(), v.data(), o.data(), S, qk_scale, BM, BN, D, causal); }, 1);
   }
-  std::vector<float> got, want;
-  std::vector<double> ref(static_cast<size_t>(D));
-  for (auto [h, i] : rows) {
-    ex::attention_row_reference(q.data(), k.data(), v.data(), S, D, h, i, causal, sm_scale, ref.data());
-    for (int c = 0; c < D; ++c) {
-      got.push_back(float(o[(size_t(h) * S + i) * D + c]));
-      want.push_back(float(ref[size_t(c)]));
-    }
-  }
+  std::vector<float> got, want;  // every row, or 512 sampled (head, row) pairs
+  ex::attention_rows(q.data(), k.data(), v.data(), o.data(), BH, S, D, causal, sm_scale, sampled, got, want);
   char label[96];
   std::snprintf(label, sizeof label, "attention %dx%dx%dx%d %s", batch, heads, S, D, causal ? "causal" : "full");
   bool ok = ex::check(label, got, want, 2e-2, 2e-2);  // bf16 p and output: ~3 significant digits

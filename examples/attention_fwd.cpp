@@ -36,22 +36,8 @@ static bool run(tle::Backend backend, int batch, int heads, int S, int D, bool c
         tk(k.data(), {rows, D}, {D, 1}, {BN, 64}), tv(v.data(), {rows, D}, {D, 1}, {BN, 64});
     ms = ex::time_ms([&] { attn(grid, tq, tk, tv, o.data(), S, qk_scale, D, causal, stages, true, false); }, 1);
   }
-  std::vector<std::pair<int, int>> checked;  // (head, row): every row, or 512 sampled
-  if (sampled) {
-    for (size_t s = 0; s < 512; ++s) checked.push_back({int((s * 2654435761ull) % BH), int((s * 40503ull + 7) % S)});
-  } else {
-    for (int h = 0; h < BH; ++h)
-      for (int i = 0; i < S; ++i) checked.push_back({h, i});
-  }
-  std::vector<float> got, want;
-  std::vector<double> ref(static_cast<size_t>(D));
-  for (auto [h, i] : checked) {
-    ex::attention_row_reference(q.data(), k.data(), v.data(), S, D, h, i, causal, sm_scale, ref.data());
-    for (int c = 0; c < D; ++c) {
-      got.push_back(float(o[(size_t(h) * S + i) * D + c]));
-      want.push_back(float(ref[size_t(c)]));
-    }
-  }
+  std::vector<float> got, want;  // every row, or 512 sampled (head, row) pairs
+  ex::attention_rows(q.data(), k.data(), v.data(), o.data(), BH, S, D, causal, sm_scale, sampled, got, want);
   char label[96];
   std::snprintf(label, sizeof label, "attention_ws %dx%dx%dx%d %s", batch, heads, S, D, causal ? "causal" : "full");
   const bool ok = ex::check(label, got, want, 2e-2, 2e-2);  // bf16 p and output: ~3 significant digits

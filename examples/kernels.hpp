@@ -478,4 +478,29 @@ void attention_row_reference(const T* q, const T* k, const T* v, int S, int D, i
   }
 }
 
+/// What an attention example compares: output rows of o ([BH, S, D], as make_attention's) in
+/// `got` and attention_row_reference's in `want`, for every (head, row) or, when `sampled`, 512
+/// (head, row) pairs spread over the heads and rows.
+template <class T>
+void attention_rows(const T* q, const T* k, const T* v, const T* o, int BH, int S, int D, bool causal,
+                    double sm_scale, bool sampled, std::vector<float>& got, std::vector<float>& want) {
+  std::vector<std::pair<int, int>> rows;
+  if (sampled) {
+    for (size_t s = 0; s < 512; ++s) rows.push_back({int((s * 2654435761ull) % BH), int((s * 40503ull + 7) % S)});
+  } else {
+    for (int h = 0; h < BH; ++h)
+      for (int i = 0; i < S; ++i) rows.push_back({h, i});
+  }
+  got.clear();
+  want.clear();
+  std::vector<double> ref(static_cast<size_t>(D));
+  for (auto [h, i] : rows) {
+    attention_row_reference(q, k, v, S, D, h, i, causal, sm_scale, ref.data());
+    for (int c = 0; c < D; ++c) {
+      got.push_back(float(o[(size_t(h) * S + i) * D + c]));
+      want.push_back(float(ref[size_t(c)]));
+    }
+  }
+}
+
 }  // namespace ex
