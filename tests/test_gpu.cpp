@@ -408,6 +408,13 @@ TEST_CASE("gpu: Kernel::stats reports registers, spills and warps, a spilling co
   DeviceBuffer<bf16> q(size_t(1024) * 128), o(size_t(1024) * 128);
   KernelStats at = attn.stats(Grid(8, 1).with_warps(4), q, q, q, o, 1024, 0.1f, 128, 128, 128, false);
   CHECK(at.local_bytes > 0);
+  // and what the layout pass left: q into wgmma's register-A layout and the output into the
+  // store's, both through shared memory; many more with the elimination off
+  CHECK(at.conversions >= 1);
+  CHECK(at.conversions_through_shared <= at.conversions);
+  CHECK(at.conversion_shared_bytes > 0);
+  CHECK(at.conversions_without_elimination > at.conversions);
+  CHECK(at.barriers >= 2 * at.conversions_through_shared);
 }
 
 TEST_CASE("gpu: reductions of every kind match the CPU, E15 NaN/inf and E16 ties", "[.gpu]") {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <tuple>
 
+#include "backend/gpu/gpu_backend.hpp"
 #include "frontend/trace.hpp"
 #include "ir/ir.hpp"
 #include "layout/ir_layout.hpp"
@@ -155,18 +156,76 @@ TEST_CASE("softmax and layernorm rows: no conversions", "[gpu-layout]") {
       Tile<float> m = expand_dims(max(v, 1), 1);
       store(y + offs, v - m);
     }, {16, 128});
-    assign(*f);
-    // reduce gives slice(L) (zero register bits dropped) while broadcast wants the projection of
-    // L (zero register bits kept): one register-only conversion, no data movement between threads.
-    auto convs = ops_of(*f, ir::OpKind::ConvertLayout);
-    REQUIRE(convs.size() == 1);
-    CHECK(layout::plan_conversion(lay(convs[0]->operands[0]), lay(convs[0]->result())).kind ==
-          layout::ConversionKind::RegisterPermute);
+    passes::GpuPassStats stats;
+    const std::string traced = ir::print(*f);
+    passes::run_gpu_pipeline(*f, 4, 1, false, false, &stats);
+    INFO(ir::print(*f));
+    REQUIRE_NOTHROW(passes::verify_layouts(*f, 4));
+    // reduce gives slice(L) (zero register bases dropped) and broadcast asks of its operand the
+    // projection of L, also without them: the row maximum needs no conversion, and holds one
+    // register per row of the thread where the loaded tile holds four per row.
+    CHECK_NO_CONVERTS(*f);
+    const ir::Op* bc = nullptr;  // broadcast(expand_dims(reduce))
+    for (auto* op : ops_of(*f, ir::OpKind::Broadcast))
+      if (const ir::Op* e = op->operands[0]->def; e && e->kind == ir::OpKind::ExpandDims &&
+                                                  e->operands[0]->def && e->operands[0]->def->kind == ir::OpKind::Reduce)
+        bc = op;
+    REQUIRE(bc);
+    CHECK(lay(bc->operands[0]).num_regs() * 4 == lay(bc->result()).num_regs());
+    // With the elimination off, the pointer tile (computed in a default layout) and the broadcast
+    // (defaulted, then subtracted from the loaded tile) would each be converted.
+    CHECK(stats.conversions == 0);
+    CHECK(stats.conversions_without_elimination >= 2);
     for (auto* op : ops_of(*f, ir::OpKind::Load)) {
       CHECK(op->int_attr("vec") == 4);
       CHECK(lay(op->result()) == layout::blocked({16, 128}, {1, 4}, {1, 32}, {4, 1}, {1, 0}));
     }
   }
+}
+
+TEST_CASE("count_conversions_without_elimination: a dry run that leaves the function as it was", "[gpu-layout]") {
+  // A bf16 K loop into a dot (mma.sync operands and accumulator), then a masked store.
+  auto f = trace("mm", [](Ptr<bf16> a, Ptr<bf16> b, Ptr<float> c, Tile<int32_t> M, Tile<int32_t> N, Tile<int32_t> K,
+                          Constexpr<int> BM, Constexpr<int> BN, Constexpr<int> BK) {
+    Tile<int32_t> rm = program_id(0) * BM + arange(0, BM);
+    Tile<int32_t> rn = program_id(1) * BN + arange(0, BN);
+    Tile<float> acc = ex::matmul_block<bf16>(a, b, rm, rn, M, N, K, BM, BN, BK);
+    store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), acc, expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
+  }, {64, 64, 32});
+  const std::string before = ir::print(*f);
+  const int without = passes::count_conversions_without_elimination(*f, 4);
+  CHECK(ir::print(*f) == before);
+  passes::GpuPassStats stats;
+  passes::run_gpu_pipeline(*f, 4, 1, false, false, &stats);
+  INFO(ir::print(*f));
+  REQUIRE_NOTHROW(passes::verify_layouts(*f, 4));
+  CHECK(stats.conversions_without_elimination == without);
+  CHECK(stats.conversions == count_ops(*f, ir::OpKind::ConvertLayout));
+  // a and b into the mma operand layouts, the accumulator into the store's: conversions the
+  // elimination cannot remove; forward inference alone also converts the pointer and mask tiles.
+  CHECK(stats.conversions == 3);
+  CHECK(without > stats.conversions);
+}
+
+TEST_CASE("gpu::compile's stats: conversions with and without elimination, shared bytes, barriers", "[gpu-layout]") {
+  // A transpose: the tile is loaded coalesced along dim 1 and stored coalesced along dim 0, so
+  // one conversion moves it through shared memory (32 x 64 f32 = 8192 bytes) between 2 barriers.
+  auto f = trace("transpose", [](Ptr<float> x, Ptr<float> y, Constexpr<int> R, Constexpr<int> C) {
+    Tile<int32_t> r = arange(0, R), c = arange(0, C);
+    Tile<float> v = load(x + expand_dims(r, 1) * C + expand_dims(c, 0));
+    store(y + expand_dims(r, 1) + expand_dims(c, 0) * R, v * 2.0f);
+  }, {32, 64});
+  gpu::Target t;
+  t.sm = 90;
+  t.arch_specific = true;
+  const gpu::Artifact art = gpu::compile(*f, t, gpu::Options{});
+  INFO(ir::print(*f));
+  CHECK(art.stats.conversions == count_ops(*f, ir::OpKind::ConvertLayout));
+  CHECK(art.stats.conversions == 1);
+  CHECK(art.stats.conversions_through_shared == 1);
+  CHECK(art.stats.conversion_shared_bytes == 32 * 64 * 4);
+  CHECK(art.stats.barriers == 2);
+  CHECK(art.stats.conversions_without_elimination >= 2);  // also the pointer tiles, made in the default layout
 }
 
 TEST_CASE("matmul-style kernel: 2-D loads, dot in a loop, store", "[gpu-layout]") {

@@ -327,6 +327,18 @@ struct KernelStats {
   /// The driver JIT's info log (ptxas: registers, spill stores and loads); empty when the driver
   /// took the module from its own JIT cache (~/.nv/ComputeCache, CUDA_CACHE_DISABLE=1 turns it off).
   std::string jit_log;
+  /// GPU: convert_layout ops left after the layout pass (counted in the IR, docs/ir.md "GPU
+  /// layouts"), and how many it would leave with its conversion elimination off (forward layout
+  /// inference only: passes::count_conversions_without_elimination). TLE_STATS prints both.
+  int conversions = 0;
+  int conversions_without_elimination = 0;
+  /// GPU: of those, the ones lowered through shared memory (the others renumber registers), and
+  /// the bytes they write there; each counted once per place it is emitted, not per execution.
+  int conversions_through_shared = 0;
+  int64_t conversion_shared_bytes = 0;
+  /// GPU: CTA or warp-role barriers (bar.sync / barrier.sync) in the emitted code, counted once
+  /// per place, not per execution; mbarrier waits are not counted.
+  int barriers = 0;
 };
 
 /// A kernel made from a lambda by tle::jit. Callable as kernel(grid, args...). Thread-safe: several
@@ -411,6 +423,9 @@ template <class F> class Kernel {
     s.backend = static_cast<Backend>(d.backend);
     s.num_warps = d.num_warps, s.registers = d.registers, s.local_bytes = d.local_bytes;
     s.shared_bytes = d.shared_bytes, s.jit_log = std::move(d.jit_log);
+    s.conversions = d.conversions, s.conversions_without_elimination = d.conversions_without_elimination;
+    s.conversions_through_shared = d.conversions_through_shared, s.conversion_shared_bytes = d.conversion_shared_bytes;
+    s.barriers = d.barriers;
     return s;
   }
 

@@ -64,7 +64,13 @@ PipelineOptions default_pipeline_options();
 /// verify_layouts. `wgmma`: the target has wgmma (sm_90a), so f16/bf16 dots that fit
 /// gpu_rules::mma_v3_plan run on it. Dumps as run_pipeline does (stages numbered from 50).
 /// `tma`: keep the descriptor accesses TMA takes (gpu::Options::tma on sm_90a).
-void run_gpu_pipeline(ir::Function& f, int num_warps, int num_stages = 1, bool wgmma = false, bool tma = false);
+/// `stats`, when given, receives the conversion counts (GpuPassStats).
+struct GpuPassStats {
+  int conversions = 0;                      ///< convert_layout ops after the GPU passes
+  int conversions_without_elimination = 0;  ///< count_conversions_without_elimination's count
+};
+void run_gpu_pipeline(ir::Function& f, int num_warps, int num_stages = 1, bool wgmma = false, bool tma = false,
+                      GpuPassStats* stats = nullptr);
 
 /// Runs the pipeline on freshly traced IR with default_pipeline_options() (keep_tma_descriptors
 /// as given).

@@ -130,7 +130,7 @@ void run_pipeline(ir::Function& f, const PipelineOptions& options) {
   }
 }
 
-void run_gpu_pipeline(ir::Function& f, int num_warps, int num_stages, bool wgmma, bool tma) {
+void run_gpu_pipeline(ir::Function& f, int num_warps, int num_stages, bool wgmma, bool tma, GpuPassStats* stats) {
   const PipelineOptions options = default_pipeline_options();
   Dumper dump(f, options, 50);
   bool copies_by_tma = false;
@@ -166,6 +166,7 @@ void run_gpu_pipeline(ir::Function& f, int num_warps, int num_stages, bool wgmma
     dump.stage("gpu_pad");
     if (options.verify) verify_at(f, "after pass pad_shapes");
   }
+  if (stats) stats->conversions_without_elimination = count_conversions_without_elimination(f, num_warps, wgmma);
   assign_layouts(f, num_warps, wgmma);
   dump.stage("gpu_layouts");
   dce(f);
@@ -177,6 +178,10 @@ void run_gpu_pipeline(ir::Function& f, int num_warps, int num_stages, bool wgmma
   if (plan_shared_buffers(f) > 0 && insert_shared_barriers(f) > 0) dump.stage("gpu_shared_barriers");
   check_tile_registers(f, num_warps);
   if (options.verify) verify_at(f, "after the GPU passes", num_warps);
+  if (stats) {
+    stats->conversions = 0;
+    ir::walk(f.entry(), [&](const ir::Op& op) { stats->conversions += op.kind == ir::OpKind::ConvertLayout; });
+  }
 }
 
 }  // namespace tle::passes

@@ -318,15 +318,19 @@ std::optional<std::pair<std::vector<std::string>, std::string>> split_artifact(c
   return std::make_pair(std::move(fields), s.substr(pos));
 }
 
-/// GPU artifact: "TLEGPU2", entry, shared_bytes, num_warps, the swizzled tensor maps ("arg:width"
-/// separated by spaces), then the PTX.
+/// GPU artifact: "TLEGPU3", entry, shared_bytes, num_warps, the swizzled tensor maps ("arg:width"
+/// separated by spaces), the compile stats (gpu::CompileStats' five numbers, in order), then the PTX.
 std::string serialize_artifact(const gpu::Artifact& a) {
   std::string maps;
   for (auto [arg, width] : a.tma_swizzled) maps += fmt::format("{}{}:{}", maps.empty() ? "" : " ", arg, width);
-  return join_artifact("TLEGPU2", {a.entry, std::to_string(a.shared_bytes), std::to_string(a.num_warps), maps}, a.ptx);
+  const gpu::CompileStats& st = a.stats;
+  const std::string stats = fmt::format("{} {} {} {} {}", st.conversions, st.conversions_without_elimination,
+                                        st.conversions_through_shared, st.conversion_shared_bytes, st.barriers);
+  return join_artifact("TLEGPU3", {a.entry, std::to_string(a.shared_bytes), std::to_string(a.num_warps), maps, stats},
+                       a.ptx);
 }
 std::optional<gpu::Artifact> parse_artifact(const std::string& s) {
-  auto parts = split_artifact(s, "TLEGPU2", 4);
+  auto parts = split_artifact(s, "TLEGPU3", 5);
   if (!parts || parts->first[0].empty()) return std::nullopt;
   gpu::Artifact a;
   try {
@@ -341,6 +345,11 @@ std::optional<gpu::Artifact> parse_artifact(const std::string& s) {
       if (arg < 0 || width < 4 || width > 128 || (width & (width - 1)) != 0) return std::nullopt;
       a.tma_swizzled.emplace_back(arg, width);
     }
+    std::istringstream stats(parts->first[4]);
+    gpu::CompileStats& st = a.stats;
+    if (!(stats >> st.conversions >> st.conversions_without_elimination >> st.conversions_through_shared >>
+          st.conversion_shared_bytes >> st.barriers))
+      return std::nullopt;
   } catch (...) {
     return std::nullopt;
   }
@@ -422,6 +431,7 @@ struct Compiled {
   int registers = 0, local_bytes = 0;  // GPU: per thread
   bool tma = false;                    // GPU: compiled with TMA (tensor maps encoded at each launch)
   std::vector<std::pair<int, int>> tma_swizzled;  // GPU: gpu::Artifact::tma_swizzled
+  gpu::CompileStats compile_stats;                // GPU: gpu::Artifact::stats
 };
 
 class KernelState;
@@ -756,6 +766,48 @@ class KernelState {
     return registers >= cap - 8;
   }
 
+  /// TLE_STATS (docs/ARCHITECTURE.md, "Compile stats"): "1" prints one line per GPU compile
+  /// (a launch's, Kernel::ptx's, TLE_CHECK_GPU's) to stderr; any other value but "0" is a file that receives one JSON object per line (appended,
+  /// one write per line, so that several processes may share it).
+  void report_stats(const gpu::CompileStats& st, int shared_bytes, const gpu::Options& opt) const {
+    static const std::string mode = [] {
+      const char* e = std::getenv("TLE_STATS");
+      return std::string(e && std::strcmp(e, "0") != 0 ? e : "");
+    }();
+    if (mode.empty()) return;
+    const int removed = st.conversions_without_elimination > 0
+                            ? static_cast<int>(std::lround(100.0 * (st.conversions_without_elimination - st.conversions) /
+                                                           st.conversions_without_elimination))
+                            : 0;
+    if (mode == "1") {
+      std::string line = fmt::format(
+          "tle: stats: {} (num_warps {}, num_stages {}): {} convert_layout ({} without elimination, {}% removed), {} "
+          "through shared memory ({} bytes), {} barriers, {} bytes of shared memory\n",
+          signature(), opt.num_warps, opt.num_stages, st.conversions, st.conversions_without_elimination, removed,
+          st.conversions_through_shared, st.conversion_shared_bytes, st.barriers, shared_bytes);
+      std::fputs(line.c_str(), stderr);
+      return;
+    }
+    std::string esc;
+    for (char c : signature()) {
+      if (c == '"' || c == '\\') esc += '\\';
+      if (static_cast<unsigned char>(c) >= 0x20) esc += c;
+    }
+    const std::string line = fmt::format(
+        "{{\"kernel\": \"{}\", \"file\": \"{}\", \"line\": {}, \"num_warps\": {}, \"num_stages\": {}, "
+        "\"conversions\": {}, \"conversions_without_elimination\": {}, \"conversions_through_shared\": {}, "
+        "\"conversion_shared_bytes\": {}, \"barriers\": {}, \"shared_bytes\": {}}}\n",
+        esc, loc.file, loc.line, opt.num_warps, opt.num_stages, st.conversions, st.conversions_without_elimination,
+        st.conversions_through_shared, st.conversion_shared_bytes, st.barriers, shared_bytes);
+    static std::mutex mu;
+    std::lock_guard lk(mu);
+    std::FILE* out = std::fopen(mode.c_str(), "ab");
+    if (!out) throw RuntimeError("TLE_STATS", fmt::format("cannot append to {}: {}", mode, std::strerror(errno)));
+    const bool ok = std::fwrite(line.data(), 1, line.size(), out) == line.size();
+    if (std::fclose(out) != 0 || !ok)
+      throw RuntimeError("TLE_STATS", fmt::format("cannot append to {}: {}", mode, std::strerror(errno)));
+  }
+
   /// TLE_CHECK_GPU (docs/testing.md, "Portability"): with it set, a CPU or interpreter
   /// specialization is also compiled for the GPU (sm_90a PTX, the launch's options), so a kernel
   /// written on a machine without a GPU fails at its first launch where the GPU backend would
@@ -770,6 +822,7 @@ class KernelState {
     auto f = trace(fn, pk);
     passes::run_pipeline(*f, /*keep_tma_descriptors=*/true);
     gpu::Artifact art = gpu::compile(*f, target_for(90), with_tma(opt), false);
+    report_stats(art.stats, art.shared_bytes, opt);
     if (mode == "1") return;
     const std::string path = fmt::format("{}/{}.{:016x}.ptx", mode, name, std::hash<std::string>{}(art.ptx));
     std::FILE* out = std::fopen(path.c_str(), "wb");
@@ -814,6 +867,8 @@ class KernelState {
     out.num_warps = art->num_warps > 0 ? art->num_warps : opt.num_warps;
     out.shared_bytes = static_cast<size_t>(std::max(0, art->shared_bytes));
     out.tma_swizzled = art->tma_swizzled;
+    out.compile_stats = art->stats;
+    report_stats(art->stats, art->shared_bytes, opt);
     out.registers = out.gpu->attribute(CU_FUNC_ATTRIBUTE_NUM_REGS);
     out.local_bytes = out.gpu->attribute(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
     // A kernel that spills is slow in a way nothing else shows (issue: a config 22x slower than
@@ -1051,7 +1106,10 @@ std::string kernel_ptx(KernelState* k, const void* fn, int sm, const LaunchOptio
   return k->noting_launch(pk, loc, [&] {
     auto f = k->trace(fn, pk);
     passes::run_pipeline(*f, /*keep_tma_descriptors=*/true);
-    return gpu::compile(*f, target_for(sm), with_tma(gpu_options(opts)), false).ptx;
+    const gpu::Options o = with_tma(gpu_options(opts));
+    gpu::Artifact art = gpu::compile(*f, target_for(sm), o, false);
+    k->report_stats(art.stats, art.shared_bytes, o);
+    return std::move(art.ptx);
   });
 }
 
@@ -1082,6 +1140,12 @@ KernelStatsData kernel_stats(KernelState* k, const void* fn, const LaunchOptions
     s.local_bytes = c->local_bytes;
     s.shared_bytes = static_cast<int>(c->shared_bytes);
     s.jit_log = c->gpu->module()->info_log();
+    const gpu::CompileStats& st = c->compile_stats;
+    s.conversions = st.conversions;
+    s.conversions_without_elimination = st.conversions_without_elimination;
+    s.conversions_through_shared = st.conversions_through_shared;
+    s.conversion_shared_bytes = st.conversion_shared_bytes;
+    s.barriers = st.barriers;
   }
   return s;
 }

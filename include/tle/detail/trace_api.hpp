@@ -265,6 +265,9 @@ struct KernelStatsData {
   int local_bytes = 0;    // local memory per thread (spills, stack)
   int shared_bytes = 0;   // dynamic shared memory per program
   std::string jit_log;    // the driver JIT's info log
+  int conversions = 0, conversions_without_elimination = 0, conversions_through_shared = 0;  // KernelStats
+  int64_t conversion_shared_bytes = 0;
+  int barriers = 0;
 };
 /// Checks the arguments and compiles the specialization a launch with them would use (through
 /// the caches), without launching; its facts. Used by Kernel::stats.

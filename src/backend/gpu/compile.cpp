@@ -18,8 +18,9 @@ Artifact compile(ir::Function& f, const Target& target, const Options& options, 
   if (options.maxnreg != 0 && (options.maxnreg < 24 || options.maxnreg > 255))
     throw UserError(f.loc, fmt::format("maxnreg must be 0 (no limit) or from 24 to 255, got {}", options.maxnreg));
   const bool wgmma = target.sm == 90 && target.arch_specific;  // sm_90a
+  passes::GpuPassStats pass_stats;
   passes::run_gpu_pipeline(f, options.num_warps, target.sm >= 80 ? options.num_stages : 0, wgmma,  // 0: no cp.async
-                           wgmma && options.tma);
+                           wgmma && options.tma, &pass_stats);
   std::string name = "tle_";
   for (char c : f.name) name += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
   llvm::LLVMContext ctx;
@@ -69,6 +70,11 @@ Artifact compile(ir::Function& f, const Target& target, const Options& options, 
   a.num_warps = lowerer.launch_warps();
   a.shared_bytes = static_cast<int>(lowerer.shared_bytes());
   a.tma_swizzled.assign(lowerer.tma_swizzled.begin(), lowerer.tma_swizzled.end());
+  a.stats.conversions = pass_stats.conversions;
+  a.stats.conversions_without_elimination = pass_stats.conversions_without_elimination;
+  a.stats.conversions_through_shared = lowerer.conversions_through_shared;
+  a.stats.conversion_shared_bytes = lowerer.conversion_shared_bytes;
+  a.stats.barriers = lowerer.barriers;
   if (keep_llvm_ir) {
     llvm::raw_string_ostream os(a.llvm_ir);
     m.print(os, nullptr);

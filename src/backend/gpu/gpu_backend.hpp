@@ -33,6 +33,16 @@ struct Options {
   bool tma = false;
 };
 
+/// What the GPU passes and the lowering made of one kernel (Kernel::stats, TLE_STATS; counts of
+/// the emitted code, not of executions).
+struct CompileStats {
+  int conversions = 0;                      ///< convert_layout ops after the GPU passes
+  int conversions_without_elimination = 0;  ///< the same with assign_layouts' elimination off
+  int conversions_through_shared = 0;       ///< conversions lowered through shared memory
+  int64_t conversion_shared_bytes = 0;      ///< bytes those write to shared memory, each once
+  int barriers = 0;                         ///< bar.sync / barrier.sync emitted (not mbarrier waits)
+};
+
 struct Artifact {
   std::string ptx;          // PTX text for the target
   std::string entry;        // the kernel's symbol in the PTX
@@ -44,6 +54,7 @@ struct Artifact {
   /// bytes (128, 64 or 32) swizzle (lower_pipeline.cpp); every other map: the descriptor's
   /// block, no swizzle.
   std::vector<std::pair<int, int>> tma_swizzled;
+  CompileStats stats;
 };
 
 /// Compiles `f` for `target`: runs the GPU passes on a copy-free basis (f is modified: layouts are

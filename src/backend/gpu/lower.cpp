@@ -8,6 +8,7 @@
 #include <llvm/IR/Intrinsics.h>
 
 #include <algorithm>
+#include <map>
 
 #include "layout/ir_layout.hpp"
 
@@ -212,6 +213,7 @@ Value* Lowerer::smem_ptr(Value* off) {
 Value* Lowerer::smem_abs_ptr(Value* off) { return B.CreateInBoundsGEP(B.getInt8Ty(), smem, {off}); }
 
 void Lowerer::barrier() {
+  ++barriers;
   // generic writes to shared and global memory before the barrier are seen by TMA copies after it
   if (proxy_fence_barriers_) asm_stmt("fence.proxy.async;");
   if (role_barrier_)  // a warp_specialize role: its warps only
@@ -620,14 +622,42 @@ void Lowerer::lower_elementwise(const ir::Op& op) {
 }
 
 void Lowerer::lower_shape(const ir::Op& op) {
-  // The layout pass gives operand and result the same (reg, lane, warp) numbering, so register i
-  // of the result is register i of the operand (a scalar operand fills every register).
+  // The layout pass gives operand and result the same (lane, warp) bases (verify_layouts), so a
+  // result register holds the operand register at the same register coordinates: register i of
+  // the operand when both have as many (reshape, permute, expand_dims), else the one whose
+  // coordinates are the result register's with the broadcast dims zeroed (a broadcast operand
+  // has no register that only repeats another, gpu_rules::project). A scalar fills every register.
   const ir::Value* x = op.operands.at(0);
   const ir::Value* r = op.result();
   const int n = num_regs(r);
-  if (num_regs(x) != n && num_regs(x) != 1) fail(op, "operand and result registers differ (layout invariant broken)");
   std::vector<Value*> out;
-  for (int i = 0; i < n; ++i) out.push_back(reg(x, i));
+  if (num_regs(x) == n || num_regs(x) == 1) {
+    for (int i = 0; i < n; ++i) out.push_back(reg(x, i));
+    regs[r] = out;
+    return;
+  }
+  const LinearLayout* lx = layout_of(x);
+  const LinearLayout* lr = layout_of(r);
+  if (op.kind != ir::OpKind::Broadcast || !lx || !lr)
+    fail(op, "operand and result registers differ (layout invariant broken)");
+  auto reg_coords = [](const LinearLayout& l, int q) {
+    std::vector<int32_t> in(l.in_dim_names().size(), 0);
+    const auto names = l.in_dim_names();
+    for (size_t i = 0; i < names.size(); ++i)
+      if (names[i] == layout::kReg) in[i] = q;
+    return l.apply(in);
+  };
+  std::map<std::vector<int32_t>, int> of_coords;
+  for (int p = 0; p < num_regs(x); ++p) of_coords.emplace(reg_coords(*lx, p), p);
+  const ir::Shape& xs = x->type.shape;
+  for (int q = 0; q < n; ++q) {
+    std::vector<int32_t> c = reg_coords(*lr, q);
+    for (size_t d = 0; d < c.size() && d < xs.size(); ++d)
+      if (xs[d] == 1) c[d] = 0;
+    auto it = of_coords.find(c);
+    if (it == of_coords.end()) fail(op, "a result register has no operand register (layout invariant broken)");
+    out.push_back(reg(x, it->second));
+  }
   regs[r] = out;
 }
 
@@ -711,6 +741,8 @@ void Lowerer::lower_convert(const ir::Op& op) {
   if (!rb.empty())
     for (size_t k = 0; k < rb[0].size(); ++k)
       if (rb[0][k]) fast = static_cast<int>(k);
+  ++conversions_through_shared;
+  conversion_shared_bytes += r->type.numel() * byte_size(r->type.dtype);
   stage(x, 0, /*padded=*/true, fast);
   barrier();
   regs[r] = unstage(dst, r->type.shape, r->type.dtype, 0, /*padded=*/true, fast);

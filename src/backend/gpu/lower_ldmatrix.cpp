@@ -227,6 +227,8 @@ bool Lowerer::lower_convert_ldmatrix(const ir::Op& op) {
   }
   const ir::Shape& shape = r->type.shape;
   const SwizzledTile t = SwizzledTile::make(shape[1 - cdim], shape[cdim], cdim);
+  ++conversions_through_shared;
+  conversion_shared_bytes += r->type.numel() * byte_size(r->type.dtype);
   store_swizzled(x, t, 0);
   barrier();
   LdmatrixReads m = ldmatrix_setup(r, *plan, t, i32c(smem_base_));  // absolute offset of the tile

@@ -35,6 +35,7 @@
 #include <deque>
 #include <map>
 #include <numeric>
+#include <set>
 #include <unordered_map>
 
 #include "layout/ir_layout.hpp"
@@ -200,6 +201,25 @@ class Assigner {
     set_vec_attrs();
   }
 
+  /// The convert_layout ops this root would need without the elimination above: forward layout
+  /// inference only (anchors and dots give their results layouts, every other op takes its
+  /// operands', values reached by nothing the default blocked layout), no layout offered back to
+  /// operands, no rematerialization, no narrowing-cast sinking. Counts each (value, layout) pair
+  /// once; changes nothing (the caller restores the layouts it sets).
+  int count_forward_only() {
+    forward_only_ = true;
+    check_pow2(root_);
+    info_ = axis::analyze(f_);
+    collect_uses(root_);
+    seed_set_layouts(root_);
+    seed_dots(root_);
+    seed_anchors(root_);
+    infer_forward(root_);
+    anchor_shared_accesses();
+    fix_block(root_);
+    return static_cast<int>(dry_conversions_.size());
+  }
+
  private:
   ir::Function& f_;
   Block& root_;
@@ -219,6 +239,8 @@ class Assigner {
     Block* block;
   };
   std::unordered_map<const Value*, std::vector<Cached>> converted_;
+  bool forward_only_ = false;  // count_forward_only: no propagation back, nothing inserted
+  std::set<std::pair<const Value*, std::string>> dry_conversions_;
 
   static bool has(const Value* v) { return v->type.layout != nullptr; }
   static const LL& lay(const Value* v) { return v->type.layout->ll; }
@@ -227,7 +249,7 @@ class Assigner {
   void offer(Value* v, const LL& l) {
     if (v->type.is_scalar() || has(v)) return;
     set(v, l);
-    queue_.push_back(v);
+    if (!forward_only_) queue_.push_back(v);
   }
 
   void collect_uses(Block& b) {
@@ -260,12 +282,12 @@ class Assigner {
       std::optional<MmaV3Plan> v3 = wgmma_ && op.kind == OpKind::Dot ? mma_v3_plan(op, nw_) : std::nullopt;
       if (v3) {
         offer(op.result(), v3->acc);
-        offer(op.operands[2], v3->acc);
+        if (!forward_only_) offer(op.operands[2], v3->acc);
         wgmma_plans_.emplace(&op, std::move(*v3));
       } else if (op.kind == OpKind::Dot)
         if (auto plan = mma_v2_plan(op, nw_)) {
           offer(op.result(), plan->acc);
-          offer(op.operands[2], plan->acc);
+          if (!forward_only_) offer(op.operands[2], plan->acc);
           mma_index_.emplace(&op, mma_plans_.size());
           mma_plans_.emplace_back(&op, std::move(*plan));
         }
@@ -356,7 +378,76 @@ class Assigner {
     for (Op* op : mem) {
       const Anchor& a = anchors_.at(op);
       for (auto& r : op->results) offer(r.get(), a.layout);
-      for (Value* x : op->operands) offer(x, a.layout);
+      if (!forward_only_)
+        for (Value* x : op->operands) offer(x, a.layout);
+    }
+  }
+
+  /// count_forward_only's inference, in program order: a value nothing gave a layout takes one
+  /// from its op's first tile operand that has one (elementwise and memory ops, scans: the same;
+  /// shape ops: the derived layout; reduce: the slice; dot: its accumulator's; a loop's argument
+  /// and result: its initial value's; an if's result: its first branch's), else the default.
+  void infer_forward(Block& b) {
+    auto give = [&](Value* v, const LL& l) {
+      if (!v->type.is_scalar() && !has(v)) set(v, l);
+    };
+    auto give_default = [&](Value* v) {
+      if (!v->type.is_scalar() && !has(v)) set(v, default_layout(v->type.shape, nw_));
+    };
+    for (auto& opp : b.ops) {
+      Op& op = *opp;
+      if (op.kind == OpKind::For)
+        for (size_t i = 0; i + 3 < op.operands.size(); ++i)
+          if (Value* x = op.operands[3 + i]; !x->type.is_scalar()) {
+            give(op.region().body().arg(1 + static_cast<unsigned>(i)), lay(x));
+            give(op.result(static_cast<unsigned>(i)), lay(x));
+          }
+      for (auto& reg : op.regions) {
+        for (auto& a : reg->body().args) give_default(a.get());
+        infer_forward(reg->body());
+      }
+      if (op.kind == OpKind::If)
+        for (size_t i = 0; i < op.results.size() && !op.regions.empty(); ++i)
+          if (Value* y = op.regions[0]->body().terminator()->operands[i]; !y->type.is_scalar())
+            give(op.result(static_cast<unsigned>(i)), lay(y));
+      Value* x = nullptr;
+      for (Value* o : op.operands)
+        if (!x && !o->type.is_scalar() && has(o)) x = o;
+      if (x && !op.results.empty()) infer_result(op, x, give);
+      for (auto& r : op.results) give_default(r.get());
+    }
+  }
+
+  template <class Give> void infer_result(Op& op, Value* x, Give give) {
+    const LL& l = lay(x);
+    if (is_elementwise(op.kind) || is_memory(op.kind) || op.kind == OpKind::Scan) {
+      for (auto& r : op.results) give(r.get(), l);
+      return;
+    }
+    Value* r = op.result();
+    switch (op.kind) {
+      case OpKind::ExpandDims: give(r, insert_dim(l, static_cast<int>(op.int_attr("axis")))); break;
+      case OpKind::Reshape:
+        if (!r->type.is_scalar() && !is_remap(op)) give(r, layout::reshape_tile(l, r->type.shape));
+        break;
+      case OpKind::Permute: {
+        std::vector<int32_t> order;
+        for (auto o : op.ints_attr("order")) order.push_back(static_cast<int32_t>(o));
+        give(r, layout::transpose_tile(l, order));
+        break;
+      }
+      case OpKind::Reduce:
+        if (!r->type.is_scalar())
+          for (auto& res : op.results) give(res.get(), layout::slice(l, static_cast<int>(op.int_attr("axis"))));
+        break;
+      case OpKind::Gather:
+        if (x == op.operands[1]) give(r, l);
+        break;
+      case OpKind::InsertTile:
+        if (x == op.operands[0]) give(r, l);
+        break;
+      case OpKind::Dot: give(r, lay(op.operands[2])); break;  // the accumulator has one: it precedes the dot
+      default: break;
     }
   }
 
@@ -623,6 +714,10 @@ class Assigner {
   /// x in layout `want`, usable right before `pos`.
   Value* materialize(Value* x, const LL& want, Block& b, std::list<std::unique_ptr<Op>>::iterator pos, SrcLoc loc) {
     if (x->type.is_scalar() || (has(x) && lay(x) == want)) return x;
+    if (forward_only_) {
+      dry_conversions_.emplace(x, ir::layout_str(*ir::make_layout(want)));
+      return x;
+    }
     if (Value* c = lookup(x, want, b)) return c;
     int budget = kRematBudget;
     if (Value* r = remat(x, want, b, pos, budget)) return r;
@@ -662,7 +757,7 @@ class Assigner {
         if (!x->type.is_scalar()) op.operands[i] = materialize(x, want, b, it, op.loc);
       };
       const bool tile_result = op.results.size() == 1 && !op.result()->type.is_scalar();
-      if (narrowing_cast_to_convert(op, b, it)) {
+      if (!forward_only_ && narrowing_cast_to_convert(op, b, it)) {
         // the cast now runs in its operand's layout; a convert_layout after it carries the result
       } else if (is_elementwise(op.kind)) {
         if (tile_result)
@@ -765,10 +860,12 @@ class Assigner {
 
 }  // namespace
 
-void assign_layouts(ir::Function& f, int num_warps, bool wgmma) {
+namespace {
+/// Runs `each(root, warps)` on the function body, or on each role of a warp-specialized kernel
+/// (its tiles are made in its roles, each spread over the role's warps).
+template <class Each> void for_each_root(ir::Function& f, int num_warps, Each each) {
   if (num_warps < 1 || num_warps > 32 || !layout::is_pow2(num_warps))
     throw InternalError(fmt::format("assign_layouts: num_warps {} is not a power of two from 1 to 32", num_warps));
-  // A warp-specialized kernel makes its tiles in its roles, each spread over the role's warps.
   if (const Op* ws = ir::find_warp_specialize(f)) {
     auto scalars_only = [](const Op& o) {
       for (auto& r : o.results)
@@ -779,11 +876,34 @@ void assign_layouts(ir::Function& f, int num_warps, bool wgmma) {
       scalars_only(*op);
       for (auto& r : op->regions) ir::walk(static_cast<const Block&>(r->body()), scalars_only);
     }
-    for (size_t r = 0; r < ws->regions.size(); ++r)
-      Assigner(f, ws->regions[r]->body(), static_cast<int>(ws->ints_attr("warps")[r]), wgmma).run();
+    for (size_t r = 0; r < ws->regions.size(); ++r) each(ws->regions[r]->body(), static_cast<int>(ws->ints_attr("warps")[r]));
     return;
   }
-  Assigner(f, f.entry(), num_warps, wgmma).run();
+  each(f.entry(), num_warps);
+}
+
+void values_of(Block& b, std::vector<Value*>& out) {
+  for (auto& a : b.args) out.push_back(a.get());
+  for (auto& op : b.ops) {
+    for (auto& r : op->results) out.push_back(r.get());
+    for (auto& reg : op->regions) values_of(reg->body(), out);
+  }
+}
+}  // namespace
+
+void assign_layouts(ir::Function& f, int num_warps, bool wgmma) {
+  for_each_root(f, num_warps, [&](Block& root, int warps) { Assigner(f, root, warps, wgmma).run(); });
+}
+
+int count_conversions_without_elimination(ir::Function& f, int num_warps, bool wgmma) {
+  std::vector<Value*> values;
+  values_of(f.entry(), values);
+  std::vector<std::shared_ptr<const ir::Layout>> saved;
+  for (Value* v : values) saved.push_back(v->type.layout);
+  int n = 0;
+  for_each_root(f, num_warps, [&](Block& root, int warps) { n += Assigner(f, root, warps, wgmma).count_forward_only(); });
+  for (size_t i = 0; i < values.size(); ++i) values[i]->type.layout = saved[i];
+  return n;
 }
 
 }  // namespace tle::passes

@@ -41,6 +41,14 @@ bool pad_shapes(ir::Function& f);
 /// TLE_VERIFY=1).
 void assign_layouts(ir::Function& f, int num_warps, bool wgmma = false);
 
+/// The convert_layout ops assign_layouts would insert into `f` (power-of-two tiles, no layouts
+/// yet) with its conversion elimination off: forward layout inference only (memory ops and
+/// tensor-core dots give their results their layouts, every other op takes its first tile
+/// operand's, or the derived one for shape ops and reductions), nothing offered back to operands,
+/// no rematerialization of cheap producers, no conversion moved past a narrowing cast. The
+/// baseline of TLE_STATS's "conversions removed"; leaves `f` as it was.
+int count_conversions_without_elimination(ir::Function& f, int num_warps, bool wgmma = false);
+
 /// Loop-invariant conversions (hoist_conversions.cpp; run after assign_layouts and dce): every
 /// convert_layout directly in a `for` body whose operand is defined outside the loop moves to right
 /// before the loop, out of every enclosing loop for which that holds. Returns the number of moves.

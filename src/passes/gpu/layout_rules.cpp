@@ -28,6 +28,10 @@ LL project(const LL& l, const std::vector<int>& dims) {
     for (auto& in : ins)
       for (auto& b : in.bases) b.at(d) = 0;
   }
+  // A register that only moved along a projected dim now repeats another: drop it, as slice does.
+  for (auto& in : ins)
+    if (in.name == layout::kReg)
+      std::erase_if(in.bases, [](const LL::Basis& b) { return std::all_of(b.begin(), b.end(), [](int32_t v) { return v == 0; }); });
   return LL(std::move(ins), std::move(outs));
 }
 

@@ -41,7 +41,9 @@ inline bool is_remap(const ir::Op& op) { return op.kind == ir::OpKind::Reshape &
 /// inside register bases. nullopt when l is not so (the sub-tile is smaller than a thread group's
 /// footprint, or a register basis straddles sub-tiles).
 std::optional<LL> subtile_layout(const LL& l, const ir::Shape& sub);
-/// `l` with every basis component along the listed dims zeroed and those out dims sized 1.
+/// `l` with every basis component along the listed dims zeroed and those out dims sized 1; the
+/// register bases left all zero are dropped (those registers repeat others), as layout::slice
+/// drops them, so that a broadcast operand and a reduction result of one tile agree.
 LL project(const LL& l, const std::vector<int>& dims);
 /// `l` without output dim `axis` (which must have size 1); later dims renamed down.
 LL remove_dim(const LL& l, int axis);

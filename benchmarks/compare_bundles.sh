@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# benchmarks/compare_bundles.sh BASE.tgz NEW.tgz [ROUNDS] - tle against tle: the gpu_bench of two
+# bundles (scripts/device-run.sh build; e.g. the main branch's and a change's) on one GPU, in
+# alternating rounds (base, new, base, new, ...) so that clock and thermal drift fall on both,
+# then per case the median over rounds of each and their ratio (benchmarks/compare_bundles.py).
+# For the "no kernel slower" checks of a compiler change. Environment: BENCH_GROUPS (gpu_bench
+# --groups, default copy,softmax,layernorm,attention,topk,moe_align), BENCH_REPS (default 20),
+# GPU_BENCH_TIMEOUT (seconds per group, default 240); writes into $OUT/compare (or /tmp/tle-compare).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+base=$1 new=$2 rounds=${3:-2}
+out=${OUT:+$OUT/compare}
+out=${out:-/tmp/tle-compare}
+mkdir -p "$out/base" "$out/new"
+tar -C "$out/base" -xzf "$base" && tar -C "$out/new" -xzf "$new" || exit 2
+groups=${BENCH_GROUPS:-copy,softmax,layernorm,attention,topk,moe_align}
+rc=0
+for r in $(seq 1 "$rounds"); do
+  for side in base new; do
+    echo "=== round $r: $side"
+    "$out/$side/bundle/bin/gpu_bench" --reps "${BENCH_REPS:-20}" --timeout "${GPU_BENCH_TIMEOUT:-240}" \
+      --groups "$groups" > "$out/$side.$r.jsonl" || rc=1
+  done
+done
+python3 "$root/benchmarks/compare_bundles.py" "$out" "$rounds" || rc=1
+rm -rf "$out/base" "$out/new"
+exit $rc
