@@ -49,6 +49,40 @@ inline void softmax_row_reference(const float* x, float* out, int cols) {
   for (int c = 0; c < cols; ++c) out[c] = float(std::exp(double(x[c]) - m) / s);
 }
 
+/// Softmax of rows longer than a tile holds (LLM vocabularies: 128256 columns, 501 KiB of f32 per
+/// row), as a user writes it: one program per row walks the row twice in chunks of BLOCK (a power
+/// of two on the GPU; any ncols >= 1). The first pass keeps, per tile element, a running maximum m
+/// and the sum s of exp(x - m), rescaled by exp(m_old - m_new) when the maximum grows (the online
+/// softmax, Milakov and Gimelshein 2018, "Online normalizer calculation for softmax"): no
+/// reduction inside the loop; after it one max and one sum over the tile give the row's maximum M
+/// and normalizer S. The second pass writes exp(x - M) / S; its reads of x come from L2 when the
+/// row stayed there. Both loops carry the range hint num_stages = STAGES, so on the GPU their
+/// chunks are copied ahead by cp.async and several are in flight. A row of -inf only gives NaN,
+/// as torch.softmax does. Launch as Grid(rows); x and y are [rows, ncols] row-major f32.
+template <int STAGES = 3> auto make_softmax_looped() {
+  using namespace tle;
+  return jit("softmax_looped", [](Ptr<float> x, Ptr<float> y, Tile<int32_t> ncols, Constexpr<int> BLOCK) {
+    Tile<int64_t> row = program_id(0).to<int64_t>() * ncols;
+    Tile<int32_t> cols = arange(0, BLOCK);
+    // -FLT_MAX, not -inf: exp(m - m_new) stays exp(0) = 1 while a lane has seen only masked -inf
+    Tile<float> m = full<float>({BLOCK}, -3.402823466e38f), s = zeros<float>({BLOCK});
+    for (auto c0 : range(0, ncols, BLOCK, {.num_stages = STAGES})) {
+      Tile<int32_t> c = c0 + cols;
+      Tile<float> v = load(x + row + c, c < ncols, -INFINITY);
+      Tile<float> m_new = maximum(m, v);
+      s = s * exp(m - m_new) + exp(v - m_new);
+      m = m_new;
+    }
+    Tile<float> M = max(m, 0);
+    Tile<float> S = sum(s * exp(m - M), 0);
+    for (auto c0 : range(0, ncols, BLOCK, {.num_stages = STAGES})) {
+      Tile<int32_t> c = c0 + cols;
+      Tile<bool> mask = c < ncols;
+      store(y + row + c, exp(load(x + row + c, mask, -INFINITY) - M) / S, mask);
+    }
+  });
+}
+
 /// LayerNorm forward of the rows of a [nrows, ncols] matrix of T (statistics in f32):
 /// y = (x - mean) / sqrt(var + eps) * w + b, one row per tile of BLOCK >= ncols (a power of two
 /// on the GPU). Persistent: program p handles rows p, p + P, p + 2P, ... (P = the grid size, any

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """scripts/layout_stats.py STATS.jsonl - the conversion table of scripts/layout_stats.sh.
 
-Reads TLE_STATS lines (one JSON object per GPU compile), keeps each distinct specialization once
-(the same kernel, options and counts compiled twice is one row), and prints per source file and in
+Reads TLE_STATS lines (one JSON object per GPU compile) and counts identical lines once (the same
+specialization - kernel, PTX hash, options - compiled again by another launch or process), then
+prints per source file and in
 total: specializations, convert_layout ops left by the layout pass, the ops forward layout
 inference alone would leave (the elimination off), the share removed, conversions through shared
 memory and their bytes, and barriers.

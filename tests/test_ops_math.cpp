@@ -968,6 +968,33 @@ TEST_CASE("ops: attention (online softmax, two dots per key block) matches a dou
       }
 }
 
+TEST_CASE("ops: softmax over rows longer than its tile (online, two passes) matches the reference", "[ops]") {
+  // ex::make_softmax_looped: chunks of BLOCK with a partial last one, one chunk, a row shorter than
+  // a chunk; values spread so that the running maximum grows along the row (x rises with the
+  // column in row 1) and shrinks (row 2), and a row whose maximum sits in the last chunk.
+  auto sm = ex::make_softmax_looped();
+  for (int BLOCK : {16, 256})
+    for (int cols : {1, 17, 1001, 4100}) {
+      CAPTURE(BLOCK, cols);
+      const int rows = 4;
+      Buf<float> x = random_buf<float>(size_t(rows) * cols, 31, -8, 8);
+      for (int c = 0; c < cols; ++c) {
+        x[size_t(cols) + c] = -30.0f + 60.0f * float(c) / float(cols);
+        x[size_t(2) * cols + c] = 30.0f - 60.0f * float(c) / float(cols);
+      }
+      x[size_t(3) * cols + cols - 1] = 40.0f;
+      Buf<float> y(size_t(rows) * cols, -7.0f);
+      sm(Grid(rows), x.data(), y.data(), cols, BLOCK);
+      std::vector<double> want(size_t(rows) * cols);
+      std::vector<float> row(cols);
+      for (int r = 0; r < rows; ++r) {
+        ex::softmax_row_reference(&x[size_t(r) * cols], row.data(), cols);
+        for (int c = 0; c < cols; ++c) want[size_t(r) * cols + c] = row[c];
+      }
+      CHECK(diffs(y, want, 1e-5, 1e-30) == "");
+    }
+}
+
 TEST_CASE("ops: grouped block order is a bijection of the grid, GM row blocks per group", "[ops]") {
   // Each program writes the block it was given; every block of the grid must appear once, and
   // programs in launch order must walk down GM rows of a group before the next column.

@@ -11,6 +11,7 @@
 #include <memory>
 #include <tuple>
 
+#include "../examples/kernels.hpp"
 #include "backend/gpu/lower.hpp"
 #include "frontend/trace.hpp"
 #include "gpu_kernels.hpp"
@@ -261,14 +262,21 @@ TEST_CASE("pipeline pass: a hinted loop pipelines its loads in their own layout,
     CHECK_FALSE(pipelined(loads[0]));
     CHECK_FALSE(loop->has_attr("num_stages"));
   }
-  SECTION("loads the hint does not move: a loop-carried address, a nonzero other, inside an if_, volatile, "
-          "after a store of the same iteration") {
+  SECTION("a nonzero other: moved all the same (the read-back selects it where the mask is off)") {
+    auto f = trace(rows_fn<float, 3, RowVariant::NonzeroOther>, {1024}, true);
+    auto loads = all_loop_loads(*f, 4, 3, &loop);
+    INFO(ir::print(*f));
+    REQUIRE(loads.size() == 1);
+    CHECK(pipelined(loads[0]));
+    CHECK(loads[0]->int_attr("pipe_vec") == 4);
+  }
+  SECTION("loads the hint does not move: a loop-carried address, inside an if_, volatile, after a store of the "
+          "same iteration") {
     auto carried = trace(rows_fn<float, 3, RowVariant::CarriedRow>, {1024}, true);
-    auto other = trace(rows_fn<float, 3, RowVariant::NonzeroOther>, {1024}, true);
     auto in_if = trace(rows_fn<float, 3, RowVariant::InIf>, {1024}, true);
     auto vol = trace(rows_fn<float, 3, RowVariant::Volatile>, {1024}, true);
     auto after_store = trace(rows_fn<float, 3, RowVariant::StoreFirst>, {1024}, true);
-    for (auto* f : {carried.get(), other.get(), in_if.get(), vol.get(), after_store.get()}) {
+    for (auto* f : {carried.get(), in_if.get(), vol.get(), after_store.get()}) {
       auto loads = all_loop_loads(*f, 4, 3, &loop);
       INFO(ir::print(*f));
       REQUIRE(loads.size() == 1);
@@ -344,6 +352,19 @@ TEST_CASE("hinted row loop PTX: cp.async into each thread's own buffer, ld.share
     CHECK(count_of(b16, "cp.async") > 0);
     ptxtest::assemble("hinted bf16 row loop", b16, arch);
   }
+}
+
+TEST_CASE("hinted chunk loops PTX: the long-row softmax pipelines both passes, -inf in masked lanes", "[ptx][pipeline]") {
+  // ex::make_softmax_looped loads its chunks with other = -inf: both hinted loops copy them ahead
+  // (3 stages: 2 in the prologue, 1 per iteration, per loop) and select -inf into masked lanes
+  // after the read-back (cp.async zero-fills them).
+  auto sm = ex::make_softmax_looped();
+  auto x = fake_ptr<float>();
+  const std::string ptx = sm.ptx(90, 8, x, x, 128256, 2048);
+  CHECK(count_of(ptx, "cp.async.commit_group") == 2 * 3);
+  CHECK(count_of(ptx, "ld.shared.v4") >= 2 * 2);  // 2048 f32 over 256 threads: 2 vectors per thread and read
+  CHECK(count_of(ptx, "0fFF800000") > 0);         // -inf, selected into masked-off lanes
+  ptxtest::assemble("long-row softmax", ptx, "sm_90a");
 }
 
 TEST_CASE("swizzled tile: offsets equal layout::shared_swizzled and are a bijection", "[pipeline]") {

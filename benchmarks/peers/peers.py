@@ -580,6 +580,21 @@ def group_softmax(tm):
         guarded(case, "torch", torch_case)
         guarded(case, "triton", triton_case)
         torch.cuda.empty_cache()
+    # LLM-vocabulary rows (tle: the online two-pass kernel, ex::make_softmax_looped). Triton's
+    # tutorial kernel holds a whole row in one tile (131072 lanes here) and is left out.
+    for rows, cols in [(64, 128256), (2048, 128256)]:
+        case = "softmax/f32/%dx%d" % (rows, cols)
+        x = random_nonzero((rows, cols), torch.float32, -4.0, 4.0, seed=3)
+        want = torch.softmax(x.double(), dim=-1)
+
+        def torch_long():
+            f = lambda: torch.softmax(x, dim=-1)  # noqa: E731
+            check_close(f(), want, 1e-4, 1e-9, "torch.softmax")
+            emit_ok(case, "torch", tm.time(f), config="torch.softmax(dim=-1)")
+
+        guarded(case, "torch", torch_long)
+        del want
+        torch.cuda.empty_cache()
 
 
 def group_layernorm(tm):

@@ -332,8 +332,9 @@ struct KernelStats {
   /// inference only: passes::count_conversions_without_elimination). TLE_STATS prints both.
   int conversions = 0;
   int conversions_without_elimination = 0;
-  /// GPU: of those, the ones lowered through shared memory (the others renumber registers), and
-  /// the bytes they write there; each counted once per place it is emitted, not per execution.
+  /// GPU: of those, the ones lowered by writing the tile to shared memory and reading it back (not
+  /// register renumberings, nor ldmatrix reads of a pipelined load's stage buffer, which cp.async
+  /// filled already), and the bytes they write there; counted once per place, not per execution.
   int conversions_through_shared = 0;
   int64_t conversion_shared_bytes = 0;
   /// GPU: CTA or warp-role barriers (bar.sync / barrier.sync) in the emitted code, counted once

@@ -767,19 +767,22 @@ class KernelState {
   }
 
   /// TLE_STATS (docs/ARCHITECTURE.md, "Compile stats"): "1" prints one line per GPU compile
-  /// (a launch's, Kernel::ptx's, TLE_CHECK_GPU's) to stderr; any other value but "0" is a file that receives one JSON object per line (appended,
-  /// one write per line, so that several processes may share it).
-  void report_stats(const gpu::CompileStats& st, int shared_bytes, const gpu::Options& opt) const {
+  /// (a launch's, Kernel::ptx's, TLE_CHECK_GPU's) to stderr; any other value but "0" is a file
+  /// that receives one JSON object per line (appended, one write per line, so that several
+  /// processes may share it; `ptx_hash` tells specializations apart). A file that cannot be
+  /// written is a warning, once: the stats are diagnostics, never a reason for a launch to fail.
+  void report_stats(const gpu::CompileStats& st, int shared_bytes, const gpu::Options& opt, const std::string& ptx) const {
     static const std::string mode = [] {
       const char* e = std::getenv("TLE_STATS");
       return std::string(e && std::strcmp(e, "0") != 0 ? e : "");
     }();
     if (mode.empty()) return;
-    const int removed = st.conversions_without_elimination > 0
-                            ? static_cast<int>(std::lround(100.0 * (st.conversions_without_elimination - st.conversions) /
-                                                           st.conversions_without_elimination))
-                            : 0;
     if (mode == "1") {
+      // removed < 0 when the elimination's propagation placed a conversion forward inference would not
+      const int removed = st.conversions_without_elimination > 0
+                              ? static_cast<int>(std::lround(100.0 * (st.conversions_without_elimination - st.conversions) /
+                                                             st.conversions_without_elimination))
+                              : 0;
       std::string line = fmt::format(
           "tle: stats: {} (num_warps {}, num_stages {}): {} convert_layout ({} without elimination, {}% removed), {} "
           "through shared memory ({} bytes), {} barriers, {} bytes of shared memory\n",
@@ -788,24 +791,33 @@ class KernelState {
       std::fputs(line.c_str(), stderr);
       return;
     }
-    std::string esc;
-    for (char c : signature()) {
-      if (c == '"' || c == '\\') esc += '\\';
-      if (static_cast<unsigned char>(c) >= 0x20) esc += c;
-    }
+    auto json = [](const std::string& text) {
+      std::string out;
+      for (char c : text) {
+        if (c == '"' || c == '\\') out += '\\';
+        if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", static_cast<int>(c));
+        else out += c;
+      }
+      return out;
+    };
     const std::string line = fmt::format(
-        "{{\"kernel\": \"{}\", \"file\": \"{}\", \"line\": {}, \"num_warps\": {}, \"num_stages\": {}, "
-        "\"conversions\": {}, \"conversions_without_elimination\": {}, \"conversions_through_shared\": {}, "
-        "\"conversion_shared_bytes\": {}, \"barriers\": {}, \"shared_bytes\": {}}}\n",
-        esc, loc.file, loc.line, opt.num_warps, opt.num_stages, st.conversions, st.conversions_without_elimination,
-        st.conversions_through_shared, st.conversion_shared_bytes, st.barriers, shared_bytes);
+        "{{\"kernel\": \"{}\", \"file\": \"{}\", \"line\": {}, \"ptx_hash\": \"{:016x}\", \"num_warps\": {}, "
+        "\"num_stages\": {}, \"conversions\": {}, \"conversions_without_elimination\": {}, "
+        "\"conversions_through_shared\": {}, \"conversion_shared_bytes\": {}, \"barriers\": {}, \"shared_bytes\": {}}}\n",
+        json(signature()), json(loc.file ? loc.file : ""), loc.line, std::hash<std::string>{}(ptx), opt.num_warps,
+        opt.num_stages, st.conversions, st.conversions_without_elimination, st.conversions_through_shared,
+        st.conversion_shared_bytes, st.barriers, shared_bytes);
     static std::mutex mu;
+    static bool warned = false;
     std::lock_guard lk(mu);
     std::FILE* out = std::fopen(mode.c_str(), "ab");
-    if (!out) throw RuntimeError("TLE_STATS", fmt::format("cannot append to {}: {}", mode, std::strerror(errno)));
-    const bool ok = std::fwrite(line.data(), 1, line.size(), out) == line.size();
-    if (std::fclose(out) != 0 || !ok)
-      throw RuntimeError("TLE_STATS", fmt::format("cannot append to {}: {}", mode, std::strerror(errno)));
+    bool ok = out && std::fwrite(line.data(), 1, line.size(), out) == line.size();
+    if (out) ok = std::fclose(out) == 0 && ok;
+    if (!ok && !warned) {
+      warned = true;
+      std::fprintf(stderr, "tle: warning: TLE_STATS: cannot append to %s: %s; no stats are written\n", mode.c_str(),
+                   std::strerror(errno));
+    }
   }
 
   /// TLE_CHECK_GPU (docs/testing.md, "Portability"): with it set, a CPU or interpreter
@@ -822,7 +834,7 @@ class KernelState {
     auto f = trace(fn, pk);
     passes::run_pipeline(*f, /*keep_tma_descriptors=*/true);
     gpu::Artifact art = gpu::compile(*f, target_for(90), with_tma(opt), false);
-    report_stats(art.stats, art.shared_bytes, opt);
+    report_stats(art.stats, art.shared_bytes, opt, art.ptx);
     if (mode == "1") return;
     const std::string path = fmt::format("{}/{}.{:016x}.ptx", mode, name, std::hash<std::string>{}(art.ptx));
     std::FILE* out = std::fopen(path.c_str(), "wb");
@@ -868,7 +880,7 @@ class KernelState {
     out.shared_bytes = static_cast<size_t>(std::max(0, art->shared_bytes));
     out.tma_swizzled = art->tma_swizzled;
     out.compile_stats = art->stats;
-    report_stats(art->stats, art->shared_bytes, opt);
+    report_stats(art->stats, art->shared_bytes, opt, art->ptx);
     out.registers = out.gpu->attribute(CU_FUNC_ATTRIBUTE_NUM_REGS);
     out.local_bytes = out.gpu->attribute(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
     // A kernel that spills is slow in a way nothing else shows (issue: a config 22x slower than
@@ -1108,7 +1120,7 @@ std::string kernel_ptx(KernelState* k, const void* fn, int sm, const LaunchOptio
     passes::run_pipeline(*f, /*keep_tma_descriptors=*/true);
     const gpu::Options o = with_tma(gpu_options(opts));
     gpu::Artifact art = gpu::compile(*f, target_for(sm), o, false);
-    k->report_stats(art.stats, art.shared_bytes, o);
+    k->report_stats(art.stats, art.shared_bytes, o, art.ptx);
     return std::move(art.ptx);
   });
 }

@@ -640,6 +640,17 @@ void Lowerer::lower_shape(const ir::Op& op) {
   const LinearLayout* lr = layout_of(r);
   if (op.kind != ir::OpKind::Broadcast || !lx || !lr)
     fail(op, "operand and result registers differ (layout invariant broken)");
+  // The invariant this relies on: x's lane, warp and block bases are r's with the broadcast dims zeroed.
+  const ir::Shape& xs = x->type.shape;
+  for (const char* hw : {layout::kLane, layout::kWarp, layout::kBlock}) {
+    if (lx->has_in_dim(hw) != lr->has_in_dim(hw)) fail(op, "operand and result threads differ (layout invariant broken)");
+    if (!lr->has_in_dim(hw)) continue;
+    std::vector<LinearLayout::Basis> want = lr->bases(hw);
+    for (auto& b : want)
+      for (size_t d = 0; d < b.size() && d < xs.size(); ++d)
+        if (xs[d] == 1) b[d] = 0;
+    if (want != lx->bases(hw)) fail(op, "operand and result threads differ (layout invariant broken)");
+  }
   auto reg_coords = [](const LinearLayout& l, int q) {
     std::vector<int32_t> in(l.in_dim_names().size(), 0);
     const auto names = l.in_dim_names();
@@ -649,7 +660,6 @@ void Lowerer::lower_shape(const ir::Op& op) {
   };
   std::map<std::vector<int32_t>, int> of_coords;
   for (int p = 0; p < num_regs(x); ++p) of_coords.emplace(reg_coords(*lx, p), p);
-  const ir::Shape& xs = x->type.shape;
   for (int q = 0; q < n; ++q) {
     std::vector<int32_t> c = reg_coords(*lr, q);
     for (size_t d = 0; d < c.size() && d < xs.size(); ++d)

@@ -109,7 +109,7 @@ class Lowerer : public backend::ScalarEmitter {
   int64_t shared_bytes() const { return user_smem_ + std::max(smem_reserved_, smem_bytes_); }
   /// Of which the program's own buffers (local_alloc, at the start; a multiple of 1024).
   int64_t user_shared_bytes() const { return user_smem_; }
-  /// Counts over the emitted code (each op as often as it is emitted: a peeled loop body twice):
+  /// Counts over the emitted code (each op as often as it is emitted):
   /// convert_layout ops that go through shared memory (a register renumbering does not), the bytes
   /// they write there, and CTA or role barriers (bar.sync / barrier.sync; mbarrier waits are not).
   int conversions_through_shared = 0;

@@ -900,9 +900,17 @@ int count_conversions_without_elimination(ir::Function& f, int num_warps, bool w
   values_of(f.entry(), values);
   std::vector<std::shared_ptr<const ir::Layout>> saved;
   for (Value* v : values) saved.push_back(v->type.layout);
+  auto restore = [&] {
+    for (size_t i = 0; i < values.size(); ++i) values[i]->type.layout = saved[i];
+  };
   int n = 0;
-  for_each_root(f, num_warps, [&](Block& root, int warps) { n += Assigner(f, root, warps, wgmma).count_forward_only(); });
-  for (size_t i = 0; i < values.size(); ++i) values[i]->type.layout = saved[i];
+  try {
+    for_each_root(f, num_warps, [&](Block& root, int warps) { n += Assigner(f, root, warps, wgmma).count_forward_only(); });
+  } catch (...) {
+    restore();
+    throw;
+  }
+  restore();
   return n;
 }
 

@@ -46,10 +46,10 @@
 // S deep whatever the launch's num_stages, even if its body writes memory (the hint asserts that
 // no iteration stores what a later one loads; loads after a write of their own iteration are left
 // alone). Besides the loads above, any load of its body qualifies whose operands are computable
-// for any iteration as above, with other absent or +0, not volatile or .cv, of a dtype other than
-// i1, whose vectors (layout::access_vec of its `vec`) are 4, 8 or 16 bytes with a mask uniform
-// over each: each thread copies its own registers' vectors and reads them back itself (no
-// conversion, no barrier). Such a load gets `pipe_vec` = its vector length besides `pipelined = 1`.
+// for any iteration as above, with any other (the lowering selects it where the mask is off), not
+// volatile or .cv, of a dtype other than i1, whose vectors (layout::access_vec of its `vec`) are
+// 4, 8 or 16 bytes with a mask uniform over each: each thread copies its own registers' vectors
+// and reads them back itself (no conversion, no barrier). Such a load gets `pipe_vec` = its vector length besides `pipelined = 1`.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -215,16 +215,17 @@ class Pipeliner {
   }
 
   /// What every pipelined load needs: directly in the body, a tile pointer, a layout, not volatile
-  /// or .cv (those are read when the program says), other absent or +0 (cp.async zero-fills), and
-  /// operands computable for any iteration.
-  bool movable(const Op& ld, const Op& loop, std::unordered_map<const Value*, bool>& memo) {
+  /// or .cv (those are read when the program says), other absent or +0 (cp.async zero-fills) unless
+  /// `any_other` (a load read back in its own layout: the lowering selects other into the masked-off
+  /// registers), and operands computable for any iteration.
+  bool movable(const Op& ld, const Op& loop, std::unordered_map<const Value*, bool>& memo, bool any_other = false) {
     const Block& body = loop.region().body();
     if (ld.kind != OpKind::Load || ld.parent != &body || ld.results.size() != 1) return false;
     if (may_read_shared(ld)) return false;
     if (!ld.result()->type.layout || ld.operands.at(0)->type.is_scalar()) return false;
     if (ld.has_attr("volatile") && ld.int_attr("volatile") != 0) return false;
     if (ld.has_attr("cache") && ld.str_attr("cache") == ".cv") return false;
-    if (ld.operands.size() > 2) {
+    if (ld.operands.size() > 2 && !any_other) {
       const Value* other = ld.operands[2];
       if (!other->def || other->def->kind != OpKind::Constant) return false;
       const ir::Attr& a = other->def->attrs.at("value");
@@ -301,7 +302,7 @@ class Pipeliner {
   /// In a hinted loop: a load each thread copies and reads back in its own layout. Returns its
   /// vector length (elements per cp.async), 0 when it does not qualify.
   int64_t own_vec(const Op& ld, const Op& loop, std::unordered_map<const Value*, bool>& memo) {
-    if (!movable(ld, loop, memo)) return 0;
+    if (!movable(ld, loop, memo, /*any_other=*/true)) return 0;
     const Value* r = ld.result();
     if (r->type.dtype == DType::i1) return 0;
     const int64_t vec = layout::access_vec(r->type.layout->ll, ld.has_attr("vec") ? ld.int_attr("vec") : 1);
