@@ -830,19 +830,16 @@ void group_attention(bench::Timer& tm) {
           bool tma = false;  // ex::make_attention_tma: q, k, v through tensor descriptors
           bool ws = false;        // ex::make_attention_ws: TLE-Struct, warps fixed by its roles (12)
           bool pingpong = false;  // (its consumers taking turns at the tensor cores)
-          bool q_regs = false;    // (q read into registers once)
           std::string str() const {
             return "BM=" + std::to_string(BM) + " BN=" + std::to_string(BN) + " warps=" + std::to_string(warps) +
-                   " stages=" + std::to_string(stages) + (ws ? " struct" : tma ? " tma" : "") + (pingpong ? " ping-pong" : "") +
-                   (q_regs ? " q-regs" : "");
+                   " stages=" + std::to_string(stages) + (ws ? " struct" : tma ? " tma" : "") + (pingpong ? " ping-pong" : "");
           }
         };
         // 4 warps: warp-specialized on sm_90a (a producer warpgroup beside the compute warpgroup);
         // each with pointer loads and with tensor descriptors (TMA); then the TLE-Struct kernel
         std::vector<Cfg> cfgs = {{128, 64, 8, 3}, {128, 128, 8, 3}, {64, 64, 4, 3}, {64, 64, 4, 4}};
         for (size_t i = 0, n0 = cfgs.size(); i < n0; ++i) cfgs.push_back(cfgs[i]), cfgs.back().tma = true;
-        for (bool pp : {false, true})  // (3 stages do not fit at D = 128)
-          for (bool qr : {false, true}) cfgs.push_back({128, 128, 12, 2, false, true, pp, qr});
+        for (bool pp : {false, true}) cfgs.push_back({128, 128, 12, 2, false, true, pp});  // (3 stages do not fit at D = 128)
         std::string errors, sweep;
         auto launch = [&](const Cfg& cfg) {
           const int64_t rows = int64_t(BH) * S;
@@ -850,7 +847,7 @@ void group_attention(bench::Timer& tm) {
             attn_ws(Grid(BH, cdiv(S, cfg.BM)).on(tm.stream()), TensorDescriptor<bf16, 2>(dq, {rows, D}, {D, 1}, {64, 64}),
                     TensorDescriptor<bf16, 2>(dk, {rows, D}, {D, 1}, {cfg.BN, 64}),
                     TensorDescriptor<bf16, 2>(dv, {rows, D}, {D, 1}, {cfg.BN, 64}), dout, S, qk_scale, D, causal,
-                    cfg.stages, cfg.pingpong, cfg.q_regs);
+                    cfg.stages, cfg.pingpong);
             return;
           }
           Grid g = Grid(cdiv(S, cfg.BM), BH).with_warps(cfg.warps).with_stages(cfg.stages).on(tm.stream());
@@ -1311,9 +1308,8 @@ int ptx_check(const std::string& dir) {
     const TensorDescriptor<bf16, 2> tq(g.data(), {4096, 128}, {128, 1}, {64, 64}), tk(g.data(), {4096, 128}, {128, 1}, {128, 64});
     for (bool causal : {false, true})  // (3 stages of 32 KB key and value blocks do not fit beside q)
       for (bool pingpong : {false, true})
-        one(std::string("attention_ws BM=128 BN=128 D=128 stages=2") + (pingpong ? " ping-pong" : " q-regs") + (causal ? " causal" : ""), [&] {
-          return ex::make_attention_ws<bf16>().ptx(90, Grid(128, 32), tq, tk, tk, h, 4096, 0.1f, 128, causal, 2, pingpong,
-                                                   !pingpong);
+        one(std::string("attention_ws BM=128 BN=128 D=128 stages=2") + (pingpong ? " ping-pong" : "") + (causal ? " causal" : ""), [&] {
+          return ex::make_attention_ws<bf16>().ptx(90, Grid(128, 32), tq, tk, tk, h, 4096, 0.1f, 128, causal, 2, pingpong);
         });
   }
   {

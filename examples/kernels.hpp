@@ -409,15 +409,14 @@ template <class T> auto make_attention_tma() {
 /// of their own) and read the value block in place for acc = dot(p, v, acc * alpha) with p from
 /// registers. PINGPONG: the two take turns at the tensor cores, one dot each (an mbarrier per
 /// consumer, FlashAttention-3's ping-pong schedule), so one's softmax runs under the other's
-/// dots. Q_REGS: q is read into registers once (wgmma's A from registers, 32 more registers per
-/// thread) instead of in place by every s = q k^T. Key blocks past a head's S rows read the next
-/// head's rows (zeros past the last) and are masked, as in make_attention_tma.
+/// dots. Key blocks past a head's S rows read the next head's rows (zeros past the last) and are
+/// masked, as in make_attention_tma. (q is read in place by every s = q k^T: a variant holding it
+/// in registers, loaded once from its buffer, gave wrong results on the GPU and was taken out.)
 template <class T> auto make_attention_ws() {
   using namespace tle;
   return jit("attention_ws", [](TensorDescriptor<T, 2> qd, TensorDescriptor<T, 2> kd, TensorDescriptor<T, 2> vd,
                                 Ptr<T> o, Tile<int32_t> S, Tile<float> qk_scale, Constexpr<int> D,
-                                Constexpr<bool> CAUSAL, Constexpr<int> ST, Constexpr<bool> PINGPONG,
-                                Constexpr<bool> Q_REGS) {
+                                Constexpr<bool> CAUSAL, Constexpr<int> ST, Constexpr<bool> PINGPONG) {
     constexpr int RM = 64, BM = 2 * RM;  // rows per consumer warpgroup, per program
     const int32_t BN = int32_t(kd.block_shape()[0]), H = D / 64, bytes = int32_t(sizeof(T));
     const auto sw = gpu::SharedLayout::swizzled(8, 1, 8);  // 64 16-bit elements per row: the 128-byte swizzle
@@ -460,14 +459,12 @@ template <class T> auto make_attention_ws() {
           if (PINGPONG) gpu::arrive(turn[1 - w]);
         };
         gpu::wait(q_ready[0], 0);
-        // Q_REGS: q read once into registers (wgmma's A from registers), else in place every time.
-        auto q_tile = [&] { return load(gpu::local_ptr(qs[w], {cols / 64, rows, cols % 64})); };
-        Tile<T> q_held = Q_REGS ? q_tile() : Tile<T>();
+        auto q_tile = [&] { return load(gpu::local_ptr(qs[w], {cols / 64, rows, cols % 64})); };  // read in place
         auto step = [&](const Tile<int32_t>& j, bool masked) {
           Tile<int32_t> s = j % ST, use = j / ST;
           gpu::wait(k_ready[s], use);
           my_turn(2 * j);
-          Tile<float> sc = dot(Q_REGS ? q_held : q_tile(), load(gpu::local_ptr(ks[s], {kk / 64, kn, kk % 64})));
+          Tile<float> sc = dot(q_tile(), load(gpu::local_ptr(ks[s], {kk / 64, kn, kk % 64})));
           pass_turn();
           gpu::arrive(k_free[s]);
           attention_block<T>(sc, qk_scale, rm, j * BN + arange(0, BN), S, CAUSAL, m_i, l_i, acc, [&] {

@@ -259,7 +259,7 @@ TEST_CASE("ops: warp_specialize: a bf16 GEMM with a TMA producer and a dot consu
 namespace {
 /// examples/kernels.hpp make_attention_ws on [BH, S, D] bf16 inputs (descriptors over the
 /// [BH * S, D] rows, blocks {64, 64} and {BN, 64}), every output row against the double reference.
-std::string attention_ws_diffs(int BH, int S, int D, int BN, bool causal, int stages, bool pingpong, bool q_regs) {
+std::string attention_ws_diffs(int BH, int S, int D, int BN, bool causal, int stages, bool pingpong) {
   const size_t n = size_t(BH) * S * D;
   Buf<bf16> q(n), k(n), v(n), o(n);
   for (size_t i = 0; i < n; ++i) {  // in [-1, 1)
@@ -272,7 +272,7 @@ std::string attention_ws_diffs(int BH, int S, int D, int BN, bool causal, int st
   TensorDescriptor<bf16, 2> qd(q.data(), {rows, D}, {D, 1}, {64, 64}), kd(k.data(), {rows, D}, {D, 1}, {BN, 64}),
       vd(v.data(), {rows, D}, {D, 1}, {BN, 64});
   ex::make_attention_ws<bf16>()(Grid(BH, (S + 127) / 128), qd, kd, vd, o.data(), S, float(sm_scale * 1.4426950408889634),
-                                D, causal, stages, pingpong, q_regs);
+                                D, causal, stages, pingpong);
   synchronize();
   std::vector<float> got, want;
   ex::attention_rows(q.data(), k.data(), v.data(), o.data(), BH, S, D, causal, sm_scale, false, got, want);
@@ -282,13 +282,12 @@ std::string attention_ws_diffs(int BH, int S, int D, int BN, bool causal, int st
 
 TEST_CASE("ops: attention written with TLE-Struct (examples' make_attention_ws), ragged S, causal and not",
           "[ops][struct]") {
-  for (auto [BH, S, D, BN, stages, pingpong, q_regs] :
-       {std::tuple{2, 77, 64, 128, 2, true, false}, std::tuple{1, 300, 128, 128, 2, true, true},
-        std::tuple{3, 129, 64, 64, 3, false, true}}) {
+  for (auto [BH, S, D, BN, stages, pingpong] :
+       {std::tuple{2, 77, 64, 128, 2, true}, std::tuple{1, 300, 128, 128, 2, true}, std::tuple{3, 129, 64, 64, 3, false}}) {
     for (bool causal : {false, true}) {
       INFO("BH " << BH << " S " << S << " D " << D << " BN " << BN << " stages " << stages << (causal ? " causal" : "")
-                 << (pingpong ? " ping-pong" : "") << (q_regs ? " q in registers" : ""));
-      CHECK(attention_ws_diffs(BH, S, D, BN, causal, stages, pingpong, q_regs) == "");
+                 << (pingpong ? " ping-pong" : ""));
+      CHECK(attention_ws_diffs(BH, S, D, BN, causal, stages, pingpong) == "");
     }
   }
 }
@@ -589,7 +588,7 @@ TEST_CASE("ptx: warp_specialize branches on the warp index, named barriers per r
     std::vector<bf16> hq(size_t(512) * 128);
     TensorDescriptor<bf16, 2> qd(hq.data(), {512, 128}, {128, 1}, {64, 64}), kd(hq.data(), {512, 128}, {128, 1}, {128, 64});
     const std::string ap =
-        ex::make_attention_ws<bf16>().ptx(90, Grid(4, 4), qd, kd, kd, fake<bf16>(), 512, 0.1f, 128, true, 2, true, false);
+        ex::make_attention_ws<bf16>().ptx(90, Grid(4, 4), qd, kd, kd, fake<bf16>(), 512, 0.1f, 128, true, 2, true);
     CHECK(ptxtest::count_of(ap, "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16") == 64);
     CHECK(ptxtest::count_of(ap, "cvt.rn.bf16x2.f32") == 128);
     CHECK(ptxtest::count_of(ap, "ld.shared") == 16);  // the epilogues' conversions only, after the loops
@@ -600,7 +599,7 @@ TEST_CASE("ptx: warp_specialize branches on the warp index, named barriers per r
     std::vector<f16> hh(hq.size());
     TensorDescriptor<f16, 2> hqd(hh.data(), {512, 128}, {128, 1}, {64, 64}), hkd(hh.data(), {512, 128}, {128, 1}, {128, 64});
     const std::string hp =
-        ex::make_attention_ws<f16>().ptx(90, Grid(4, 4), hqd, hkd, hkd, fake<f16>(), 512, 0.1f, 128, false, 2, false, true);
+        ex::make_attention_ws<f16>().ptx(90, Grid(4, 4), hqd, hkd, hkd, fake<f16>(), 512, 0.1f, 128, false, 2, false);
     CHECK(ptxtest::count_of(hp, "cvt.rn.f16x2.f32") == 128);
     ptxtest::assemble("examples/attention_ws, f16", hp);
   }
