@@ -260,6 +260,25 @@ double same_bytes_memcpy_ms(bench::Timer& tm, double bytes) {
   return tm.time([&] { cu::check(d.cuMemcpyDtoD(dst.device_ptr(), src.device_ptr(), half), "cuMemcpyDtoD"); }).median;
 }
 
+// A softmax case's input (uniform in [-4, 4), seed 3) and its rows' reference
+// (ex::softmax_row_reference, in double).
+std::pair<std::vector<float>, std::vector<float>> softmax_inputs(int rows, int cols) {
+  auto x = bench::random_f32(size_t(rows) * cols, 3, -4.f, 4.f);
+  std::vector<float> want(x.size());
+  bench::parallel_for(rows, [&](size_t a, size_t b) {
+    for (size_t r = a; r < b; ++r) ex::softmax_row_reference(&x[r * cols], &want[r * cols], cols);
+  });
+  return {std::move(x), std::move(want)};
+}
+
+// "" when the device result `dy` matches `want` within rtol / atol, else what differs.
+std::string softmax_mismatch(const DeviceBuffer<float>& dy, const std::vector<float>& want, double rtol, double atol) {
+  auto y = dy.to_host();
+  auto chk = bench::compare(want.size(), [&](size_t i) { return double(y[i]); }, [&](size_t i) { return double(want[i]); },
+                            rtol, atol);
+  return chk.ok ? "" : chk.message;
+}
+
 void group_softmax_long(bench::Timer& tm);
 
 void group_softmax(bench::Timer& tm) {
@@ -270,20 +289,11 @@ void group_softmax(bench::Timer& tm) {
     const size_t n = size_t(rows) * cols;
     CaseInfo c{"softmax/f32/" + shape2(rows, cols), "softmax", shape2(rows, cols), "f32", 2.0 * 4 * double(n), 0};
     guarded(c, [&] {
-      auto x = bench::random_f32(n, 3, -4.f, 4.f);
-      std::vector<float> want(n);
-      bench::parallel_for(rows, [&](size_t a, size_t b) {
-        for (size_t r = a; r < b; ++r) ex::softmax_row_reference(&x[r * cols], &want[r * cols], cols);
-      });
+      auto [x, want] = softmax_inputs(rows, cols);
       const int BLOCK = next_pow2(cols);
       DeviceBuffer<float> dx(x), dy(n);
       auto run_w = [&](int w) { softmax(Grid(rows).with_warps(w).on(tm.stream()), dx, dy, cols, BLOCK, 1.0f); };
-      auto check = [&]() -> std::string {
-        auto y = dy.to_host();
-        auto chk = bench::compare(n, [&](size_t i) { return double(y[i]); }, [&](size_t i) { return double(want[i]); },
-                                  1e-4, 1e-7);
-        return chk.ok ? "" : chk.message;
-      };
+      auto check = [&] { return softmax_mismatch(dy, want, 1e-4, 1e-7); };
       std::string errors;
       const int warps = pick_warps(tm, row_warp_candidates(BLOCK), run_w, check, errors).first;
       if (!warps) return emit_error(c, "no warp count passed the check: " + errors);
@@ -322,18 +332,9 @@ void group_softmax_long(bench::Timer& tm) {
     const size_t n = size_t(rows) * cols;
     CaseInfo c{"softmax/f32/" + shape2(rows, cols), "softmax_looped", shape2(rows, cols), "f32", 2.0 * 4 * double(n), 0};
     guarded(c, [&] {
-      auto x = bench::random_f32(n, 3, -4.f, 4.f);
-      std::vector<float> want(n);
-      bench::parallel_for(rows, [&](size_t a, size_t b) {
-        for (size_t r = a; r < b; ++r) ex::softmax_row_reference(&x[r * cols], &want[r * cols], cols);
-      });
+      auto [x, want] = softmax_inputs(rows, cols);
       DeviceBuffer<float> dx(x), dy(n);
-      auto check = [&]() -> std::string {
-        auto y = dy.to_host();
-        auto chk = bench::compare(n, [&](size_t i) { return double(y[i]); }, [&](size_t i) { return double(want[i]); },
-                                  1e-4, 1e-9);
-        return chk.ok ? "" : chk.message;
-      };
+      auto check = [&] { return softmax_mismatch(dy, want, 1e-4, 1e-9); };
       int best_block = 0, best_warps = 0;
       double best_ms = INFINITY;
       std::string errors;
@@ -422,11 +423,7 @@ void group_raw(bench::Timer& tm) {
     const size_t n = size_t(rows) * cols;
     CaseInfo c{"raw_softmax/f32/" + shape2(rows, cols), "raw_softmax", shape2(rows, cols), "f32", 2.0 * 4 * double(n), 0};
     guarded(c, [&] {
-      auto x = bench::random_f32(n, 3, -4.f, 4.f);
-      std::vector<float> want(n);
-      bench::parallel_for(rows, [&](size_t a, size_t b) {
-        for (size_t r = a; r < b; ++r) ex::softmax_row_reference(&x[r * cols], &want[r * cols], cols);
-      });
+      auto [x, want] = softmax_inputs(rows, cols);
       auto raw = ex::make_raw_softmax();
       auto tile = ex::make_softmax();
       DeviceBuffer<float> dx(x), dy(n);
@@ -434,11 +431,8 @@ void group_raw(bench::Timer& tm) {
       auto run_tile = [&] { tile(Grid(rows).with_warps(warps).on(tm.stream()), dx, dy, cols, cols); };
       run_raw();
       tm.stream().synchronize();
-      auto y = dy.to_host();
       // ex2.approx.ftz: relative error at most 2^-22.5 (PTX ISA), plus the f32 scaling by log2(e).
-      auto chk = bench::compare(n, [&](size_t i) { return double(y[i]); }, [&](size_t i) { return double(want[i]); },
-                                2e-4, 1e-7);
-      if (!chk.ok) return emit_error(c, chk.message);
+      if (std::string bad = softmax_mismatch(dy, want, 2e-4, 1e-7); !bad.empty()) return emit_error(c, bad);
       Timing tt = tm.time(run_tile);
       Timing tr = tm.time(run_raw);
       Json extra;

@@ -444,4 +444,10 @@ std::optional<double> constant_float(const ir::Value* v) {
   return std::get<double>(*c);
 }
 
+bool is_positive_zero(const ir::Value* v) {
+  if (auto i = constant_int(v)) return *i == 0;
+  if (auto d = constant_float(v)) return *d == 0.0 && !std::signbit(*d);
+  return false;
+}
+
 }  // namespace tle::passes

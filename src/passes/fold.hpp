@@ -49,5 +49,8 @@ std::optional<ir::Attr> constant_value(const ir::Value* v);
 std::optional<int64_t> constant_int(const ir::Value* v);
 /// The same, as a double (float dtypes only).
 std::optional<double> constant_float(const ir::Value* v);
+/// Whether v is the constant +0 (integer 0, or +0.0 and not -0.0): what cp.async leaves in the
+/// masked-off bytes of a copy.
+bool is_positive_zero(const ir::Value* v);
 
 }  // namespace tle::passes

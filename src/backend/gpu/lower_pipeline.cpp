@@ -63,12 +63,11 @@
 #include <llvm/IR/IntrinsicsNVPTX.h>
 
 #include <algorithm>
-#include <cmath>
 #include <unordered_set>
-#include <variant>
 
 #include "backend/gpu/lower.hpp"
 #include "layout/ir_layout.hpp"
+#include "passes/fold.hpp"
 
 namespace tle::gpu::detail {
 
@@ -603,17 +602,6 @@ void Lowerer::lower_warp_specialized(const ir::Op& op, const Trips& t, int S, in
   smem_base_ = outer_base;
 }
 
-namespace {
-/// Whether v is the constant +0 (integer 0 or +0.0): what cp.async leaves in masked-off bytes.
-bool is_positive_zero(const ir::Value* v) {
-  if (!v->def || v->def->kind != ir::OpKind::Constant) return false;
-  const ir::Attr& a = v->def->attrs.at("value");
-  if (const int64_t* i = std::get_if<int64_t>(&a)) return *i == 0;
-  if (const double* d = std::get_if<double>(&a)) return *d == 0.0 && !std::signbit(*d);
-  return false;
-}
-}  // namespace
-
 Value* Lowerer::own_slot(Value* stage, int q, int vbytes) {
   Value* mine = B.CreateAdd(stage, B.CreateMul(tid, i32c(vbytes)));
   return smem_abs_ptr(B.CreateAdd(mine, i32c(int64_t{q} * 32 * num_warps * vbytes)));
@@ -632,7 +620,7 @@ void Lowerer::read_own_stage(const ir::Op& ld, const PipeRead& pr) {
   }
   // cp.async zero-filled the masked-off vectors; a load with another `other` (softmax's -inf)
   // takes it there (pipeline_loads lets any other through for loads read in their own layout).
-  if (ld.operands.size() > 2 && !is_positive_zero(ld.operands[2]))
+  if (ld.operands.size() > 2 && !passes::is_positive_zero(ld.operands[2]))
     for (int i = 0; i < n; ++i)
       out[static_cast<size_t>(i)] = B.CreateSelect(reg(ld.operands[1], i), out[static_cast<size_t>(i)], reg(ld.operands[2], i));
   regs[r] = out;

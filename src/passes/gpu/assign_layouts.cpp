@@ -424,22 +424,12 @@ class Assigner {
       for (auto& r : op.results) give(r.get(), l);
       return;
     }
+    if (auto fl = forward_layout(op, l)) {  // shape ops, reductions
+      for (auto& res : op.results) give(res.get(), *fl);
+      return;
+    }
     Value* r = op.result();
     switch (op.kind) {
-      case OpKind::ExpandDims: give(r, insert_dim(l, static_cast<int>(op.int_attr("axis")))); break;
-      case OpKind::Reshape:
-        if (!r->type.is_scalar() && !is_remap(op)) give(r, layout::reshape_tile(l, r->type.shape));
-        break;
-      case OpKind::Permute: {
-        std::vector<int32_t> order;
-        for (auto o : op.ints_attr("order")) order.push_back(static_cast<int32_t>(o));
-        give(r, layout::transpose_tile(l, order));
-        break;
-      }
-      case OpKind::Reduce:
-        if (!r->type.is_scalar())
-          for (auto& res : op.results) give(res.get(), layout::slice(l, static_cast<int>(op.int_attr("axis"))));
-        break;
       case OpKind::Gather:
         if (x == op.operands[1]) give(r, l);
         break;
@@ -541,6 +531,26 @@ class Assigner {
     }
   }
 
+  /// The layout an expand_dims, reshape, permute or reduce result takes from its operand's `l`
+  /// (layout_rules' forward relations: insert_dim, reshape_tile, transpose_tile, slice); nullopt
+  /// for other ops, a scalar result or a remapping reshape.
+  static std::optional<LL> forward_layout(const Op& op, const LL& l) {
+    if (op.results.empty() || op.result()->type.is_scalar()) return std::nullopt;
+    switch (op.kind) {
+      case OpKind::ExpandDims: return insert_dim(l, static_cast<int>(op.int_attr("axis")));
+      case OpKind::Reshape:
+        if (is_remap(op)) return std::nullopt;
+        return layout::reshape_tile(l, op.result()->type.shape);
+      case OpKind::Permute: {
+        std::vector<int32_t> order;
+        for (auto o : op.ints_attr("order")) order.push_back(static_cast<int32_t>(o));
+        return layout::transpose_tile(l, order);
+      }
+      case OpKind::Reduce: return layout::slice(l, static_cast<int>(op.int_attr("axis")));
+      default: return std::nullopt;
+    }
+  }
+
   void from_operand(Op& op, unsigned idx, const LL& l) {
     if (is_elementwise(op.kind) || is_memory(op.kind)) {
       for (auto& r : op.results) offer(r.get(), l);
@@ -549,20 +559,13 @@ class Assigner {
     }
     Value* r = op.results.empty() ? nullptr : op.result();
     switch (op.kind) {
-      case OpKind::ExpandDims: offer(r, insert_dim(l, static_cast<int>(op.int_attr("axis")))); break;
-      case OpKind::Reshape:
-        if (!r->type.is_scalar() && !is_remap(op)) offer(r, layout::reshape_tile(l, r->type.shape));
+      case OpKind::ExpandDims: case OpKind::Reshape: case OpKind::Permute:
+        if (auto fl = forward_layout(op, l)) offer(r, *fl);
         break;
-      case OpKind::Permute: {
-        std::vector<int32_t> order;
-        for (auto o : op.ints_attr("order")) order.push_back(static_cast<int32_t>(o));
-        offer(r, layout::transpose_tile(l, order));
-        break;
-      }
       case OpKind::Reduce:  // the operands share one layout, the results its slice
         for (Value* x : op.operands) offer(x, l);
-        if (!r->type.is_scalar())
-          for (auto& res : op.results) offer(res.get(), layout::slice(l, static_cast<int>(op.int_attr("axis"))));
+        if (auto fl = forward_layout(op, l))
+          for (auto& res : op.results) offer(res.get(), *fl);
         break;
       case OpKind::Scan:
         for (Value* x : op.operands) offer(x, l);

@@ -53,11 +53,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 #include <optional>
 #include <unordered_map>
-#include <variant>
 
+#include "passes/fold.hpp"
 #include "passes/gpu/gpu_passes.hpp"
 #include "passes/gpu/layout_rules.hpp"
 #include "passes/pass.hpp"
@@ -225,18 +224,7 @@ class Pipeliner {
     if (!ld.result()->type.layout || ld.operands.at(0)->type.is_scalar()) return false;
     if (ld.has_attr("volatile") && ld.int_attr("volatile") != 0) return false;
     if (ld.has_attr("cache") && ld.str_attr("cache") == ".cv") return false;
-    if (ld.operands.size() > 2 && !any_other) {
-      const Value* other = ld.operands[2];
-      if (!other->def || other->def->kind != OpKind::Constant) return false;
-      const ir::Attr& a = other->def->attrs.at("value");
-      if (const int64_t* i = std::get_if<int64_t>(&a)) {
-        if (*i != 0) return false;
-      } else if (const double* d = std::get_if<double>(&a)) {
-        if (*d != 0.0 || std::signbit(*d)) return false;
-      } else {
-        return false;
-      }
-    }
+    if (ld.operands.size() > 2 && !any_other && !is_positive_zero(ld.operands[2])) return false;
     for (const Value* x : ld.operands)
       if (!iteration_computable(x, loop, memo)) return false;
     return true;
