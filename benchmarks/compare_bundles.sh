@@ -5,7 +5,9 @@
 # then per case the median over rounds of each and their ratio (benchmarks/compare_bundles.py).
 # For the "no kernel slower" checks of a compiler change. Environment: BENCH_GROUPS (gpu_bench
 # --groups, default copy,softmax,layernorm,attention,topk,moe_align), BENCH_REPS (default 20),
-# GPU_BENCH_TIMEOUT (seconds per group, default 240); writes into $OUT/compare (or /tmp/tle-compare).
+# GPU_BENCH_TIMEOUT (seconds per group, default 240), BASE_ENV / NEW_ENV (variable assignments for
+# that side's gpu_bench, e.g. BASE_ENV=TLE_REORDER_LOADS=0 with one bundle given twice: a compiler
+# switch on and off); writes into $OUT/compare (or /tmp/tle-compare).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 base=$1 new=$2 rounds=${3:-2}
@@ -18,7 +20,10 @@ rc=0
 for r in $(seq 1 "$rounds"); do
   for side in base new; do
     echo "=== round $r: $side"
-    "$out/$side/bundle/bin/gpu_bench" --reps "${BENCH_REPS:-20}" --timeout "${GPU_BENCH_TIMEOUT:-240}" \
+    side_env=BASE_ENV
+    [ "$side" = new ] && side_env=NEW_ENV
+    # shellcheck disable=SC2086 # the assignments are split on purpose
+    env ${!side_env:-} "$out/$side/bundle/bin/gpu_bench" --reps "${BENCH_REPS:-20}" --timeout "${GPU_BENCH_TIMEOUT:-240}" \
       --groups "$groups" > "$out/$side.$r.jsonl" || rc=1
   done
 done

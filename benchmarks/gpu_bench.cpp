@@ -1218,6 +1218,125 @@ void launch_floor_case(bench::Timer& tm) {
   });
 }
 
+// Kernels where load reordering (passes/gpu/reorder_loads.cpp) matters: loads written after a
+// row's reductions, as users write them (examples/kernels.hpp: make_layernorm_row,
+// make_cross_entropy, make_cosine_rows), one program per row, best of a warps sweep. What the pass
+// buys is measured by running this group with TLE_REORDER_LOADS=0 and =1 in alternating rounds
+// (benchmarks/compare_bundles.sh with BASE_ENV / NEW_ENV); bytes are each input read once and each
+// output written once, so memcpy_same_bytes_ms is the floor.
+void group_reorder(bench::Timer& tm) {
+  // rows of one program each: a row kernel case, its launch at w warps and its check
+  auto row_case = [&](const CaseInfo& c, int block, const std::function<void(int)>& run,
+                      const std::function<std::string()>& check) {
+    std::string errors;
+    const int warps = pick_warps(tm, row_warp_candidates(block), run, check, errors).first;
+    if (!warps) return emit_error(c, "no warp count passed the check: " + errors);
+    Timing t = tm.time([&] { run(warps); });
+    Json extra;
+    extra.num("memcpy_same_bytes_ms", same_bytes_memcpy_ms(tm, c.bytes));
+    emit_ok(c, t, "BLOCK=" + std::to_string(block) + " warps=" + std::to_string(warps) + " (best of a warps sweep)",
+            Json(), extra);
+  };
+  auto close = [](const std::vector<double>& want, const std::function<double(size_t)>& got, double rtol,
+                  double atol) {
+    auto chk = bench::compare(want.size(), got, [&](size_t i) { return want[i]; }, rtol, atol);
+    return chk.ok ? std::string() : chk.message;
+  };
+  for (auto [rows, cols] : {std::pair{16384, 4096}, std::pair{4096, 4100}}) {
+    const size_t n = size_t(rows) * cols;
+    CaseInfo c{"layernorm_row/bf16/" + shape2(rows, cols), "layernorm_row", shape2(rows, cols), "bf16",
+               2.0 * 2 * double(n), 0};
+    guarded(c, [&] {
+      auto xf = bench::random_f32(n, 4, -2.f, 2.f);
+      std::vector<bf16> x(n);
+      for (size_t i = 0; i < n; ++i) x[i] = bench::to_bf16(xf[i]);
+      auto w = bench::random_f32(cols, 5, 0.5f, 1.5f), b = bench::random_f32(cols, 6);
+      std::vector<double> want(n);
+      bench::parallel_for(rows, [&](size_t a, size_t e) {
+        for (size_t r = a; r < e; ++r) {
+          double mean = 0, var = 0;
+          for (int j = 0; j < cols; ++j) mean += bench::to_float(x[r * cols + j]);
+          mean /= cols;
+          for (int j = 0; j < cols; ++j) var += std::pow(bench::to_float(x[r * cols + j]) - mean, 2);
+          const double rstd = 1 / std::sqrt(var / cols + 1e-5);
+          for (int j = 0; j < cols; ++j) want[r * cols + j] = (bench::to_float(x[r * cols + j]) - mean) * rstd * w[j] + b[j];
+        }
+      });
+      DeviceBuffer<bf16> dx(x), dy(n);
+      DeviceBuffer<float> dw(w), db(b);
+      auto k = ex::make_layernorm_row<bf16>();
+      const int block = next_pow2(cols);
+      row_case(
+          c, block, [&](int wp) { k(Grid(rows).with_warps(wp).on(tm.stream()), dx, dy, dw, db, cols, 1e-5f, block); },
+          [&] {
+            auto y = dy.to_host();
+            return close(want, [&](size_t i) { return double(bench::to_float(y[i])); }, 8e-3, 2e-2);
+          });
+    });
+  }
+  for (auto [rows, cols] : {std::pair{4096, 32000}, std::pair{16384, 1000}}) {
+    const size_t n = size_t(rows) * cols;
+    CaseInfo c{"cross_entropy/f32/" + shape2(rows, cols), "cross_entropy", shape2(rows, cols), "f32",
+               4.0 * double(n) + 8.0 * rows, 0};
+    guarded(c, [&] {
+      auto x = bench::random_f32(n, 7, -8.f, 8.f);
+      std::vector<int32_t> t(rows);
+      for (int r = 0; r < rows; ++r) t[r] = r % 97 == 0 ? -100 : int32_t((size_t(r) * 2654435761u) % cols);
+      std::vector<double> want(rows);
+      bench::parallel_for(rows, [&](size_t a, size_t e) {
+        for (size_t r = a; r < e; ++r) {
+          if (t[r] < 0) continue;
+          double m = -INFINITY, sum = 0;
+          for (int j = 0; j < cols; ++j) m = std::max(m, double(x[r * cols + j]));
+          for (int j = 0; j < cols; ++j) sum += std::exp(x[r * cols + j] - m);
+          want[r] = std::log(sum) + m - x[r * cols + t[r]];
+        }
+      });
+      DeviceBuffer<float> dx(x), dl(rows);
+      DeviceBuffer<int32_t> dt(t);
+      auto k = ex::make_cross_entropy();
+      const int block = next_pow2(cols);
+      row_case(
+          c, block, [&](int wp) { k(Grid(rows).with_warps(wp).on(tm.stream()), dx, dt, dl, cols, block); },
+          [&] {
+            auto l = dl.to_host();
+            return close(want, [&](size_t i) { return double(l[i]); }, 1e-4, 1e-4);
+          });
+    });
+  }
+  for (auto [rows, cols] : {std::pair{16384, 1000}, std::pair{4096, 4100}}) {
+    const size_t n = size_t(rows) * cols;
+    CaseInfo c{"cosine_rows/bf16/" + shape2(rows, cols), "cosine_rows", shape2(rows, cols), "bf16",
+               2.0 * 2 * double(n) + 4.0 * rows, 0};
+    guarded(c, [&] {
+      auto af = bench::random_f32(n, 8), bf = bench::random_f32(n, 9);
+      std::vector<bf16> a(n), b(n);
+      for (size_t i = 0; i < n; ++i) a[i] = bench::to_bf16(af[i]), b[i] = bench::to_bf16(bf[i]);
+      std::vector<double> want(rows);
+      bench::parallel_for(rows, [&](size_t lo, size_t e) {
+        for (size_t r = lo; r < e; ++r) {
+          double na = 0, nb = 0, d = 0;
+          for (int j = 0; j < cols; ++j) {
+            const double u = bench::to_float(a[r * cols + j]), v = bench::to_float(b[r * cols + j]);
+            na += u * u, nb += v * v, d += u * v;
+          }
+          want[r] = d / std::max(std::sqrt(na) * std::sqrt(nb), 1e-8);
+        }
+      });
+      DeviceBuffer<bf16> da(a), db(b);
+      DeviceBuffer<float> dout(rows);
+      auto k = ex::make_cosine_rows<bf16>();
+      const int block = next_pow2(cols);
+      row_case(
+          c, block, [&](int wp) { k(Grid(rows).with_warps(wp).on(tm.stream()), da, db, dout, cols, 1e-8f, block); },
+          [&] {
+            auto o = dout.to_host();
+            return close(want, [&](size_t i) { return double(o[i]); }, 1e-4, 1e-5);
+          });
+    });
+  }
+}
+
 void group_moe_align(bench::Timer& tm) {
   launch_floor_case(tm);
   for (int bs : {64, 128})
@@ -1270,6 +1389,15 @@ int ptx_check(const std::string& dir) {
     int w = row_warps(cols);
     one("layernorm bf16 BLOCK=" + std::to_string(cols), [&] { return lnb.ptx(90, w, h, h, f, f, 16384, cols, 1e-5f, cols); });
     one("layernorm f32 BLOCK=" + std::to_string(cols), [&] { return lnf.ptx(90, w, f, f, f, f, 16384, cols, 1e-5f, cols); });
+  }
+  {
+    alignas(256) static int32_t t[64];
+    auto lnr = ex::make_layernorm_row<bf16>();
+    auto xent = ex::make_cross_entropy();
+    auto cosr = ex::make_cosine_rows<bf16>();
+    one("layernorm_row bf16 BLOCK=4096 warps=8", [&] { return lnr.ptx(90, 8, h, h, f, f, 4096, 1e-5f, 4096); });
+    one("cross_entropy BLOCK=32768 warps=16", [&] { return xent.ptx(90, 16, f, t, f, 32000, 32768); });
+    one("cosine_rows bf16 BLOCK=1024 warps=4", [&] { return cosr.ptx(90, 4, h, h, f, 1000, 1e-8f, 1024); });
   }
   auto mmb = make_matmul<bf16, bf16>();
   auto mmf = make_matmul<bf16, float>();
@@ -1366,6 +1494,10 @@ const std::vector<Group>& groups() {
         "topk/f32/4096x8192/k8", "topk/bf16/64x131072/k2048", "topk/f16/64x128/k8", "topk/f16/64x1024/k32",
         "topk/f16/64x8192/k128", "topk/f16/128x32768/k256", "topk/f32/64x4096/k128", "topk/f32/64x8192/k256",
         "topk/f32/64x32768/k1024", "topk/f32/64x32768/k2048"}},
+      {"reorder", group_reorder,
+       {"layernorm_row/bf16/16384x4096", "layernorm_row/bf16/4096x4100",
+        "cross_entropy/f32/4096x32000", "cross_entropy/f32/16384x1000",
+        "cosine_rows/bf16/16384x1000", "cosine_rows/bf16/4096x4100"}},
       {"moe_align", group_moe_align,
        {"launch_floor/empty", "moe_align/i32/16384x8/e256/bs64", "moe_align/i32/256x8/e256/bs64",
         "moe_align/i32/1x8/e256/bs64", "moe_align/i32/16384x8/e256/bs128", "moe_align/i32/256x8/e256/bs128",

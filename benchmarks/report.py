@@ -76,6 +76,12 @@ def case_work(case):
         return 2 * esize * dims[0] * dims[1], 0, "bandwidth"
     if kernel == "layernorm":
         return 2 * esize * dims[0] * dims[1] + 2 * esize * dims[1], 0, "bandwidth"
+    if kernel == "layernorm_row":  # x read, y written (f32 w, b: read once per program, from L2)
+        return 2 * esize * dims[0] * dims[1], 0, "bandwidth"
+    if kernel == "cross_entropy":  # logits read, int32 target read and f32 loss written per row
+        return esize * dims[0] * dims[1] + 8 * dims[0], 0, "bandwidth"
+    if kernel == "cosine_rows":  # both matrices read, one f32 per row written
+        return 2 * esize * dims[0] * dims[1] + 4 * dims[0], 0, "bandwidth"
     if kernel in ("matmul", "gemm_ws"):
         m, n, k = dims
         return esize * (m * k + k * n + m * n), 2 * m * n * k, "gemm"

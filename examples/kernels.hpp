@@ -113,6 +113,73 @@ template <class T, int STAGES = 3> auto make_layernorm() {
   });
 }
 
+/// LayerNorm of one row per program as Triton's tutorial writes it (same result as make_layernorm
+/// for eps, without its persistence and pipelining): x and y are [rows, ncols] of T, w and b f32
+/// [ncols]; launch as Grid(rows), BLOCK >= ncols (a power of two on the GPU). w and b are loaded
+/// where the program uses them, after the row's two reductions; on the GPU the load-reordering
+/// pass (passes/gpu/reorder_loads.cpp) issues them before the reductions, so their latency
+/// overlaps the row's (benchmarks: group "reorder").
+template <class T> auto make_layernorm_row() {
+  using namespace tle;
+  return jit("layernorm_row", [](Ptr<T> x, Ptr<T> y, Ptr<float> w, Ptr<float> b, Tile<int32_t> ncols, Tile<float> eps,
+                                 Constexpr<int> BLOCK) {
+    Tile<int64_t> row = program_id(0).to<int64_t>() * ncols;
+    Tile<int32_t> cols = arange(0, BLOCK);
+    Tile<bool> mask = cols < ncols;
+    Tile<float> v = cast<float>(load(x + row + cols, mask, 0));
+    Tile<float> n = ncols.to<float>();
+    Tile<float> mean = sum(v, 0) / n;
+    Tile<float> d = where(mask, v - mean, 0.0f);
+    Tile<float> rstd = rsqrt(sum(d * d, 0) / n + eps);
+    Tile<float> wv = load(w + cols, mask, 0.0f), bv = load(b + cols, mask, 0.0f);
+    store(y + row + cols, cast<T>(d * rstd * wv + bv), mask);
+  });
+}
+
+/// Cross-entropy loss per row of f32 logits x [rows, ncols] with int32 class targets [rows]:
+/// loss[r] = logsumexp(x[r, :]) - x[r, target[r]], and 0 where target[r] < 0 (PyTorch's
+/// ignore_index, -100 by default, gives 0 with reduction='none'); targets must be < ncols. One
+/// program per row (Grid(rows)), BLOCK >= ncols (a power of two on the GPU). The target and its
+/// logit are read after the row's max and sum, as the formula reads; on the GPU the load-reordering
+/// pass issues both before them (the logit's load right after the target's).
+inline auto make_cross_entropy() {
+  using namespace tle;
+  return jit("cross_entropy", [](Ptr<float> x, Ptr<int32_t> target, Ptr<float> loss, Tile<int32_t> ncols,
+                                 Constexpr<int> BLOCK) {
+    Tile<int32_t> r = program_id(0);
+    Tile<int64_t> row = r.to<int64_t>() * ncols;
+    Tile<int32_t> cols = arange(0, BLOCK);
+    Tile<float> v = load(x + row + cols, cols < ncols, -INFINITY);
+    Tile<float> m = max(v, 0);
+    Tile<float> lse = log(sum(exp(v - m), 0)) + m;
+    Tile<int32_t> t = load(target + r);
+    Tile<bool> valid = t >= 0;
+    Tile<float> xt = load(x + row + t, valid, 0.0f);
+    store(loss + r, where(valid, lse - xt, 0.0f));
+  });
+}
+
+/// Cosine similarity of the rows of a and b ([rows, ncols] of T): out[r] = a.b / max(|a| |b|, eps)
+/// in f32 (torch.nn.functional.cosine_similarity along dim 1 up to where eps applies). One program
+/// per row (Grid(rows)), BLOCK >= ncols (a power of two on the GPU). Written in the order a user
+/// thinks it - a and its norm, then b and its norm, then the dot - so b is loaded after a's
+/// reduction; on the GPU the load-reordering pass issues it with a's.
+template <class T> auto make_cosine_rows() {
+  using namespace tle;
+  return jit("cosine_rows", [](Ptr<T> a, Ptr<T> b, Ptr<float> out, Tile<int32_t> ncols, Tile<float> eps,
+                               Constexpr<int> BLOCK) {
+    Tile<int32_t> r = program_id(0);
+    Tile<int64_t> row = r.to<int64_t>() * ncols;
+    Tile<int32_t> cols = arange(0, BLOCK);
+    Tile<bool> mask = cols < ncols;
+    Tile<float> va = cast<float>(load(a + row + cols, mask, 0));
+    Tile<float> na = sqrt(sum(va * va, 0));
+    Tile<float> vb = cast<float>(load(b + row + cols, mask, 0));
+    Tile<float> nb = sqrt(sum(vb * vb, 0));
+    store(out + r, sum(va * vb, 0) / maximum(na * nb, eps));
+  });
+}
+
 /// The BM x BN block of A[M,K] @ B[K,N] (row-major) at rows rm, columns rn, accumulated in
 /// tle::dot_acc_t<T> over a device K loop of BK-wide steps with masked tails (rows >= M, columns
 /// >= N and k >= K read as 0). Traced inside a kernel (make_matmul, the tests' variants).

@@ -355,9 +355,9 @@ TEST_CASE("cache attack: the key holds the tle, LLVM and host versions, and anot
   CHECK(k.find("\nllvm 19.") != std::string::npos);
   CHECK(k.find("\nhost x86_64") != std::string::npos);
   CHECK(k.find("IR TEXT") != std::string::npos);
-  const std::string g = tle::detail::gpu_cache_key("IR TEXT", "sm_90a", 85, 13000, 8, 3, 0, true, true);
+  const std::string g = tle::detail::gpu_cache_key("IR TEXT", "sm_90a", 85, 13000, 8, 3, 0, true, true, false);
   for (const char* part : {"\nllvm 19.", "\ndriver 13000\n", "\ntarget sm_90a ptx85\n", "\nnum_warps 8\n", "\nnum_stages 3\n",
-                           "\nmaxnreg 0\n", "\nwarp_specialize 1\n", "\ntma 1\n"})
+                           "\nmaxnreg 0\n", "\nwarp_specialize 1\n", "\ntma 1\n", "\nreorder_loads 0\n"})
     CHECK(g.find(part) != std::string::npos);
   CHECK(g.find("\ntle " + version + "\n") != std::string::npos);
 

@@ -158,7 +158,7 @@ TEST_CASE("softmax and layernorm rows: no conversions", "[gpu-layout]") {
     }, {16, 128});
     passes::GpuPassStats stats;
     const std::string traced = ir::print(*f);
-    passes::run_gpu_pipeline(*f, 4, 1, false, false, &stats);
+    passes::run_gpu_pipeline(*f, 4, 1, false, false, true, &stats);
     INFO(ir::print(*f));
     REQUIRE_NOTHROW(passes::verify_layouts(*f, 4));
     // reduce gives slice(L) (zero register bases dropped) and broadcast asks of its operand the
@@ -196,7 +196,7 @@ TEST_CASE("count_conversions_without_elimination: a dry run that leaves the func
   const int without = passes::count_conversions_without_elimination(*f, 4);
   CHECK(ir::print(*f) == before);
   passes::GpuPassStats stats;
-  passes::run_gpu_pipeline(*f, 4, 1, false, false, &stats);
+  passes::run_gpu_pipeline(*f, 4, 1, false, false, true, &stats);
   INFO(ir::print(*f));
   REQUIRE_NOTHROW(passes::verify_layouts(*f, 4));
   CHECK(stats.conversions_without_elimination == without);

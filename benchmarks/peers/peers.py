@@ -56,7 +56,7 @@ except Exception as e:  # noqa: BLE001 - report any import failure as a per-case
         constexpr = "constexpr"
 
 GROUPS = ["copy", "vector_add", "softmax", "layernorm", "matmul", "gemm_ws", "attention", "compile", "launch", "topk", "moe_align",
-          "transpose"]
+          "transpose", "reorder"]
 
 
 # ----------------------------------------------------------------------------------- output
@@ -1087,10 +1087,51 @@ def group_moe_align(tm):
         torch.cuda.empty_cache()
 
 
+def group_reorder(tm):
+    """torch beside gpu_bench's group "reorder" (row kernels whose loads follow a reduction)."""
+    for rows, cols in [(16384, 4096), (4096, 4100)]:
+        case = "layernorm_row/bf16/%dx%d" % (rows, cols)
+        x = random_nonzero((rows, cols), torch.bfloat16, -2.0, 2.0, seed=4)
+        w = random_nonzero((cols,), torch.bfloat16, 0.5, 1.5, seed=5)
+        b = random_nonzero((cols,), torch.bfloat16, seed=6)
+        want = F.layer_norm(x.double(), (cols,), w.double(), b.double(), 1e-5)
+
+        def torch_ln():
+            f = lambda: F.layer_norm(x, (cols,), w, b, 1e-5)  # noqa: E731
+            check_close(f(), want, 8e-3, 2e-2, "F.layer_norm")
+            emit_ok(case, "torch", tm.time(f), config="F.layer_norm, bf16 weight and bias")
+
+        guarded(case, "torch", torch_ln)
+    for rows, cols in [(4096, 32000), (16384, 1000)]:
+        case = "cross_entropy/f32/%dx%d" % (rows, cols)
+        x = random_nonzero((rows, cols), torch.float32, -8.0, 8.0, seed=7)
+        t = torch.randint(0, cols, (rows,), device="cuda", generator=torch.Generator("cuda").manual_seed(7))
+        want = F.cross_entropy(x.double(), t, reduction="none")
+
+        def torch_xent():
+            f = lambda: F.cross_entropy(x, t, reduction="none")  # noqa: E731
+            check_close(f(), want, 1e-4, 1e-4, "F.cross_entropy")
+            emit_ok(case, "torch", tm.time(f), config="F.cross_entropy(reduction='none'), int64 targets")
+
+        guarded(case, "torch", torch_xent)
+    for rows, cols in [(16384, 1000), (4096, 4100)]:
+        case = "cosine_rows/bf16/%dx%d" % (rows, cols)
+        a = random_nonzero((rows, cols), torch.bfloat16, seed=8)
+        b = random_nonzero((rows, cols), torch.bfloat16, seed=9)
+        want = F.cosine_similarity(a.double(), b.double(), dim=1)
+
+        def torch_cos():
+            f = lambda: F.cosine_similarity(a, b, dim=1)  # noqa: E731
+            check_close(f(), want, 2e-2, 2e-2, "F.cosine_similarity")
+            emit_ok(case, "torch", tm.time(f), config="F.cosine_similarity(dim=1), bf16 result")
+
+        guarded(case, "torch", torch_cos)
+
+
 GROUP_FNS = {"copy": group_copy, "vector_add": group_vector_add, "softmax": group_softmax,
              "layernorm": group_layernorm, "matmul": group_matmul, "gemm_ws": group_gemm_ws, "attention": group_attention,
              "compile": group_compile, "launch": group_launch, "topk": group_topk, "moe_align": group_moe_align,
-             "transpose": group_transpose}
+             "transpose": group_transpose, "reorder": group_reorder}
 
 
 def main():

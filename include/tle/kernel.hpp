@@ -340,6 +340,9 @@ struct KernelStats {
   /// GPU: CTA or warp-role barriers (bar.sync / barrier.sync) in the emitted code, counted once
   /// per place, not per execution; mbarrier waits are not counted.
   int barriers = 0;
+  /// GPU: global loads the load-reordering pass issued earlier than the kernel wrote them: above a
+  /// reduction, a conversion or other work without side effects (passes/gpu/reorder_loads.cpp).
+  int loads_reordered = 0;
 };
 
 /// A kernel made from a lambda by tle::jit. Callable as kernel(grid, args...). Thread-safe: several
@@ -426,7 +429,7 @@ template <class F> class Kernel {
     s.shared_bytes = d.shared_bytes, s.jit_log = std::move(d.jit_log);
     s.conversions = d.conversions, s.conversions_without_elimination = d.conversions_without_elimination;
     s.conversions_through_shared = d.conversions_through_shared, s.conversion_shared_bytes = d.conversion_shared_bytes;
-    s.barriers = d.barriers;
+    s.barriers = d.barriers, s.loads_reordered = d.loads_reordered;
     return s;
   }
 

@@ -59,18 +59,20 @@ PipelineOptions default_pipeline_options();
 /// replaced by recomputation), then hoist_conversions (loop-invariant conversions out of loops),
 /// then pipeline_loads (marks the loads of `for` loops that the
 /// backend software-pipelines `num_stages` deep; 1 = hinted loops only, 0 = none), then
+/// reorder_loads (global loads as early as their operands allow; skipped when `reorder` is false), then
 /// plan_shared_buffers and insert_shared_barriers (the program's own shared buffers), then
 /// check_tile_registers, then, when verifying, ir::verify and
 /// verify_layouts. `wgmma`: the target has wgmma (sm_90a), so f16/bf16 dots that fit
 /// gpu_rules::mma_v3_plan run on it. Dumps as run_pipeline does (stages numbered from 50).
 /// `tma`: keep the descriptor accesses TMA takes (gpu::Options::tma on sm_90a).
-/// `stats`, when given, receives the conversion counts (GpuPassStats).
+/// `stats`, when given, receives the conversion counts and the loads reordered (GpuPassStats).
 struct GpuPassStats {
   int conversions = 0;                      ///< convert_layout ops after the GPU passes
   int conversions_without_elimination = 0;  ///< count_conversions_without_elimination's count
+  int loads_reordered = 0;                  ///< reorder_loads' count
 };
 void run_gpu_pipeline(ir::Function& f, int num_warps, int num_stages = 1, bool wgmma = false, bool tma = false,
-                      GpuPassStats* stats = nullptr);
+                      bool reorder = true, GpuPassStats* stats = nullptr);
 
 /// Runs the pipeline on freshly traced IR with default_pipeline_options() (keep_tma_descriptors
 /// as given).

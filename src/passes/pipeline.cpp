@@ -130,7 +130,8 @@ void run_pipeline(ir::Function& f, const PipelineOptions& options) {
   }
 }
 
-void run_gpu_pipeline(ir::Function& f, int num_warps, int num_stages, bool wgmma, bool tma, GpuPassStats* stats) {
+void run_gpu_pipeline(ir::Function& f, int num_warps, int num_stages, bool wgmma, bool tma, bool reorder,
+                      GpuPassStats* stats) {
   const PipelineOptions options = default_pipeline_options();
   Dumper dump(f, options, 50);
   bool copies_by_tma = false;
@@ -175,6 +176,11 @@ void run_gpu_pipeline(ir::Function& f, int num_warps, int num_stages, bool wgmma
   dump.stage("gpu_hoist");
   pipeline_loads(f, num_warps, num_stages, wgmma);
   dump.stage("gpu_pipeline");
+  if (reorder) {
+    const int n = reorder_loads(f);
+    if (stats) stats->loads_reordered = n;
+    dump.stage("gpu_reorder_loads");
+  }
   if (plan_shared_buffers(f) > 0 && insert_shared_barriers(f) > 0) dump.stage("gpu_shared_barriers");
   check_tile_registers(f, num_warps);
   if (options.verify) verify_at(f, "after the GPU passes", num_warps);

@@ -278,6 +278,11 @@ gpu::Options gpu_options(const LaunchOptions& o) {
     return !(e && std::strcmp(e, "0") == 0);
   }();
   g.warp_specialize = ws;
+  static const bool reorder = [] {
+    const char* e = std::getenv("TLE_REORDER_LOADS");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  g.reorder_loads = reorder;
   return g;
 }
 
@@ -318,19 +323,20 @@ std::optional<std::pair<std::vector<std::string>, std::string>> split_artifact(c
   return std::make_pair(std::move(fields), s.substr(pos));
 }
 
-/// GPU artifact: "TLEGPU3", entry, shared_bytes, num_warps, the swizzled tensor maps ("arg:width"
-/// separated by spaces), the compile stats (gpu::CompileStats' five numbers, in order), then the PTX.
+/// GPU artifact: "TLEGPU4", entry, shared_bytes, num_warps, the swizzled tensor maps ("arg:width"
+/// separated by spaces), the compile stats (gpu::CompileStats' six numbers, in order), then the PTX.
 std::string serialize_artifact(const gpu::Artifact& a) {
   std::string maps;
   for (auto [arg, width] : a.tma_swizzled) maps += fmt::format("{}{}:{}", maps.empty() ? "" : " ", arg, width);
   const gpu::CompileStats& st = a.stats;
-  const std::string stats = fmt::format("{} {} {} {} {}", st.conversions, st.conversions_without_elimination,
-                                        st.conversions_through_shared, st.conversion_shared_bytes, st.barriers);
-  return join_artifact("TLEGPU3", {a.entry, std::to_string(a.shared_bytes), std::to_string(a.num_warps), maps, stats},
+  const std::string stats =
+      fmt::format("{} {} {} {} {} {}", st.conversions, st.conversions_without_elimination, st.conversions_through_shared,
+                  st.conversion_shared_bytes, st.barriers, st.loads_reordered);
+  return join_artifact("TLEGPU4", {a.entry, std::to_string(a.shared_bytes), std::to_string(a.num_warps), maps, stats},
                        a.ptx);
 }
 std::optional<gpu::Artifact> parse_artifact(const std::string& s) {
-  auto parts = split_artifact(s, "TLEGPU3", 5);
+  auto parts = split_artifact(s, "TLEGPU4", 5);
   if (!parts || parts->first[0].empty()) return std::nullopt;
   gpu::Artifact a;
   try {
@@ -348,7 +354,7 @@ std::optional<gpu::Artifact> parse_artifact(const std::string& s) {
     std::istringstream stats(parts->first[4]);
     gpu::CompileStats& st = a.stats;
     if (!(stats >> st.conversions >> st.conversions_without_elimination >> st.conversions_through_shared >>
-          st.conversion_shared_bytes >> st.barriers))
+          st.conversion_shared_bytes >> st.barriers >> st.loads_reordered))
       return std::nullopt;
   } catch (...) {
     return std::nullopt;
@@ -390,11 +396,11 @@ std::string cpu_cache_key(const std::string& ir_text) {
 
 std::string gpu_cache_key(const std::string& ir_text, const std::string& target_cpu, int ptx_version,
                           int driver_version, int num_warps, int num_stages, int maxnreg, bool warp_specialize,
-                          bool tma) {
+                          bool tma, bool reorder_loads) {
   return fmt::format("tle-gpu-ptx\ntle {}\nllvm {}\ndriver {}\ntarget {} ptx{}\nnum_warps {}\nnum_stages {}\n"
-                     "maxnreg {}\nwarp_specialize {}\ntma {}\n{}",
+                     "maxnreg {}\nwarp_specialize {}\ntma {}\nreorder_loads {}\n{}",
                      tle_build_version(), LLVM_VERSION_STRING, driver_version, target_cpu, ptx_version, num_warps,
-                     num_stages, maxnreg, warp_specialize ? 1 : 0, tma ? 1 : 0, ir_text);
+                     num_stages, maxnreg, warp_specialize ? 1 : 0, tma ? 1 : 0, reorder_loads ? 1 : 0, ir_text);
 }
 
 namespace {
@@ -785,9 +791,9 @@ class KernelState {
                               : 0;
       std::string line = fmt::format(
           "tle: stats: {} (num_warps {}, num_stages {}): {} convert_layout ({} without elimination, {}% removed), {} "
-          "through shared memory ({} bytes), {} barriers, {} bytes of shared memory\n",
+          "through shared memory ({} bytes), {} barriers, {} bytes of shared memory, {} loads reordered\n",
           signature(), opt.num_warps, opt.num_stages, st.conversions, st.conversions_without_elimination, removed,
-          st.conversions_through_shared, st.conversion_shared_bytes, st.barriers, shared_bytes);
+          st.conversions_through_shared, st.conversion_shared_bytes, st.barriers, shared_bytes, st.loads_reordered);
       std::fputs(line.c_str(), stderr);
       return;
     }
@@ -803,10 +809,11 @@ class KernelState {
     const std::string line = fmt::format(
         "{{\"kernel\": \"{}\", \"file\": \"{}\", \"line\": {}, \"ptx_hash\": \"{:016x}\", \"num_warps\": {}, "
         "\"num_stages\": {}, \"conversions\": {}, \"conversions_without_elimination\": {}, "
-        "\"conversions_through_shared\": {}, \"conversion_shared_bytes\": {}, \"barriers\": {}, \"shared_bytes\": {}}}\n",
+        "\"conversions_through_shared\": {}, \"conversion_shared_bytes\": {}, \"barriers\": {}, \"shared_bytes\": {}, "
+        "\"loads_reordered\": {}}}\n",
         json(signature()), json(loc.file ? loc.file : ""), loc.line, std::hash<std::string>{}(ptx), opt.num_warps,
         opt.num_stages, st.conversions, st.conversions_without_elimination, st.conversions_through_shared,
-        st.conversion_shared_bytes, st.barriers, shared_bytes);
+        st.conversion_shared_bytes, st.barriers, shared_bytes, st.loads_reordered);
     static std::mutex mu;
     static bool warned = false;
     std::lock_guard lk(mu);
@@ -861,7 +868,7 @@ class KernelState {
     std::string ir_text = ir::print(f);
     // kBuildId (a hash of libtle's sources) makes PTX cached by a different build of tle a miss.
     std::string key = gpu_cache_key(ir_text, target.cpu(), target.ptx_version, d.version, opt.num_warps,
-                                    opt.num_stages, opt.maxnreg, opt.warp_specialize, opt.tma);
+                                    opt.num_stages, opt.maxnreg, opt.warp_specialize, opt.tma, opt.reorder_loads);
     DiskCache& disk = DiskCache::global();
     std::optional<gpu::Artifact> art;
     if (auto bytes = disk.get(key)) art = parse_artifact(*bytes);
@@ -1158,6 +1165,7 @@ KernelStatsData kernel_stats(KernelState* k, const void* fn, const LaunchOptions
     s.conversions_through_shared = st.conversions_through_shared;
     s.conversion_shared_bytes = st.conversion_shared_bytes;
     s.barriers = st.barriers;
+    s.loads_reordered = st.loads_reordered;
   }
   return s;
 }

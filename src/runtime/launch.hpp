@@ -65,7 +65,7 @@ std::string tle_build_version();
 std::string cpu_cache_key(const std::string& ir_text);
 std::string gpu_cache_key(const std::string& ir_text, const std::string& target_cpu, int ptx_version,
                           int driver_version, int num_warps, int num_stages, int maxnreg, bool warp_specialize,
-                          bool tma);
+                          bool tma, bool reorder_loads);
 
 /// Makes k's messages name parameters as C-like types ("f32*", "i32") and the kernel a
 /// "raw kernel" (for tle::raw_kernel, whose parameters are not tiles).

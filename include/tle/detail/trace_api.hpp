@@ -268,6 +268,7 @@ struct KernelStatsData {
   int conversions = 0, conversions_without_elimination = 0, conversions_through_shared = 0;  // KernelStats
   int64_t conversion_shared_bytes = 0;
   int barriers = 0;
+  int loads_reordered = 0;
 };
 /// Checks the arguments and compiles the specialization a launch with them would use (through
 /// the caches), without launching; its facts. Used by Kernel::stats.

@@ -20,7 +20,7 @@ Artifact compile(ir::Function& f, const Target& target, const Options& options, 
   const bool wgmma = target.sm == 90 && target.arch_specific;  // sm_90a
   passes::GpuPassStats pass_stats;
   passes::run_gpu_pipeline(f, options.num_warps, target.sm >= 80 ? options.num_stages : 0, wgmma,  // 0: no cp.async
-                           wgmma && options.tma, &pass_stats);
+                           wgmma && options.tma, options.reorder_loads, &pass_stats);
   std::string name = "tle_";
   for (char c : f.name) name += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
   llvm::LLVMContext ctx;
@@ -75,6 +75,7 @@ Artifact compile(ir::Function& f, const Target& target, const Options& options, 
   a.stats.conversions_through_shared = lowerer.conversions_through_shared;
   a.stats.conversion_shared_bytes = lowerer.conversion_shared_bytes;
   a.stats.barriers = lowerer.barriers;
+  a.stats.loads_reordered = pass_stats.loads_reordered;
   if (keep_llvm_ir) {
     llvm::raw_string_ostream os(a.llvm_ir);
     m.print(os, nullptr);

@@ -31,6 +31,9 @@ struct Options {
   /// cp.async.bulk.tensor (lower_tma.cpp); otherwise every descriptor access is a masked load or
   /// store. The runtime sets it unless TLE_TMA=0 when it compiles (docs/semantics.md).
   bool tma = false;
+  /// Load reordering (passes/gpu/reorder_loads.cpp): global loads issued as early as their operands
+  /// allow. TLE_REORDER_LOADS=0 turns it off (for comparisons).
+  bool reorder_loads = true;
 };
 
 /// What the GPU passes and the lowering made of one kernel (Kernel::stats, TLE_STATS; counts of
@@ -41,6 +44,7 @@ struct CompileStats {
   int conversions_through_shared = 0;       ///< conversions lowered through shared memory
   int64_t conversion_shared_bytes = 0;      ///< bytes those write to shared memory, each once
   int barriers = 0;                         ///< bar.sync / barrier.sync emitted (not mbarrier waits)
+  int loads_reordered = 0;                  ///< global loads passes::reorder_loads moved earlier
 };
 
 struct Artifact {

@@ -71,6 +71,21 @@ int hoist_conversions(ir::Function& f);
 /// unmarked.
 void pipeline_loads(ir::Function& f, int num_warps, int num_stages, bool wgmma = false);
 
+/// Load reordering (reorder_loads.cpp; after pipeline_loads, before the shared-buffer passes): in
+/// every block, each global load - not volatile, not pipelined, not through a pointer that may
+/// point into a shared buffer or whose origin is unknown (pointer_origin) - that comes after work
+/// (an op that is neither address arithmetic nor such a load: a reduction, a conversion, a
+/// pipelined load, ...) moves up to right after the last op it may not cross - anything with side
+/// effects (store, atomic, barrier, mbarrier, async-copy and TMA ops, volatile loads, impure inline
+/// asm, cuda_call, warp_specialize, a reduction or scan whose combine has side effects) and every
+/// `for` / `if` - or after the op computing one of its operands, whichever is later, taking along
+/// the address arithmetic (constant, arange, program_id, num_programs, broadcast, expand_dims,
+/// reshape without `real_in`, elementwise ops, addptr, hint) that computes its operands. It crosses
+/// only ops without side effects and non-volatile loads, so results are unchanged; loads keep their
+/// order among themselves where several are ready together; nothing leaves its block.
+/// Returns the number of loads moved (what the lowered code now issues before that work).
+int reorder_loads(ir::Function& f);
+
 /// Places the program's shared buffers (plan_shared_buffers.cpp): sets int attribute `offset`
 /// (bytes from the start of the buffers' region, aligned as the local_alloc's `align`) on every
 /// local_alloc, letting buffers whose uses do not overlap in the kernel body's top-level order
