@@ -1454,9 +1454,10 @@ const ir::Op* mbarrier_alloc_of(const ir::Value* bar) {
 
 /// What the tracer can prove about a warp-specialized kernel's mbarriers (issue #13 item 6), as
 /// UserErrors naming both lines: a wait on mbarriers nothing in the kernel arrives on or completes
-/// a TMA copy on (it waits forever); announced transaction bytes that differ from the bytes of the
-/// TMA copies completing on the same mbarriers, when all of both are statements of one block (the
-/// phase would never complete, or complete before the data).
+/// a TMA copy on (it waits forever); TMA copies completing on mbarriers on which no statement
+/// announces bytes, and announced transaction bytes that differ from the bytes of the TMA copies
+/// completing on the same mbarriers, when all of both are statements of one block (the phase would
+/// never complete, or complete before the data).
 void check_role_mbarriers(const ir::Function& f) {
   std::map<const ir::Op*, std::vector<const ir::Op*>> arrives, copies, waits;  // by mbarrier allocation
   ir::walk(f.entry(), [&](const ir::Op& op) {
@@ -1476,7 +1477,12 @@ void check_role_mbarriers(const ir::Function& f) {
     std::vector<const ir::Op*> tx;
     for (const ir::Op* a : arrives[alloc])
       if (a->int_attr("tx") > 0) tx.push_back(a);
-    if (tx.empty()) continue;
+    if (tx.empty())
+      throw UserError(cs[0]->loc, fmt::format("this TMA copy completes its bytes on the mbarriers allocated at {}:{}, "
+                                              "but no gpu::arrive_expect_tx announces bytes on them: the phase would "
+                                              "complete before the data lands; announce the copies' bytes "
+                                              "(gpu::arrive_expect_tx, or a tle::pipe's commit(i, bytes))",
+                                              alloc->loc.file, alloc->loc.line));
     const ir::Block* block = tx[0]->parent;
     int64_t announced = 0, moved = 0;
     bool one_block = true;
