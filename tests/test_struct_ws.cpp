@@ -292,6 +292,81 @@ TEST_CASE("ops: attention written with TLE-Struct (examples' make_attention_ws),
   }
 }
 
+namespace {
+// q [RM = 64, D] and k [BN = 64, D] moved by TMA into 128-byte-swizzled buffers of D / 64 column
+// blocks, then q read from its buffer once into registers (a plain load through local_ptr):
+// MODE 0 stores q as read; MODE 1 stores s = q k^T accumulated over two loop iterations, q held in
+// registers (wgmma's A from registers, converted once before the loop), k read in place. ROLES:
+// the same in a consumer role of a warp_specialize whose producer issues the copies. (The
+// q-in-registers form of make_attention_ws gave wrong results on the GPU.)
+auto q_held_kernel() {
+  return [](TensorDescriptor<bf16, 2> qd, TensorDescriptor<bf16, 2> kd, Ptr<float> out, Constexpr<int> D,
+            Constexpr<int> MODE, Constexpr<bool> ROLES) {
+    constexpr int RM = 64, BN = 64;
+    const int H = D / 64;
+    const auto sw = gpu::SharedLayout::swizzled(8, 1, 8);
+    auto qs = gpu::alloc<bf16>({H, RM, 64}, gpu::scope::shared, sw);
+    auto ks = gpu::alloc<bf16>({H, BN, 64}, gpu::scope::shared, sw);
+    auto ready = gpu::alloc_mbarriers(1);
+    auto produce = [&] {
+      gpu::arrive_expect_tx(ready[0], (RM + BN) * D * 2);
+      for (int h = 0; h < H; ++h) {
+        gpu::copy(qd, {Tile<int32_t>(0), Tile<int32_t>(h * 64)}, qs[h], ready[0]);
+        gpu::copy(kd, {Tile<int32_t>(0), Tile<int32_t>(h * 64)}, ks[h], ready[0]);
+      }
+    };
+    auto consume = [&] {
+      gpu::wait(ready[0], 0);
+      Tile<int32_t> rows = expand_dims(arange(0, RM), 1), cols = expand_dims(arange(0, D), 0);
+      Tile<bf16> q = load(gpu::local_ptr(qs, {cols / 64, rows, cols % 64}));
+      if (MODE == 0) {
+        store(out + rows * D + cols, cast<float>(q));
+        return;
+      }
+      Tile<int32_t> kk = expand_dims(arange(0, D), 1), kn = expand_dims(arange(0, BN), 0);
+      Tile<float> acc = zeros<float>({RM, BN});
+      for (auto j : range(0, 2)) {
+        (void)j;
+        acc = dot(q, load(gpu::local_ptr(ks, {kk / 64, kn, kk % 64})), acc);
+      }
+      store(out + rows * BN + kn, acc);
+    };
+    if (ROLES) {
+      gpu::warp_specialize({gpu::Role(4, 24, produce), gpu::Role(4, 240, consume)});
+    } else {
+      produce();
+      consume();
+    }
+  };
+}
+}  // namespace
+
+TEST_CASE("ops: q read once from a swizzled TMA buffer into registers, then s = q k^T", "[ops][struct]") {
+  auto k = jit("q_held", q_held_kernel());
+  for (int D : {64, 128})
+    for (int mode : {0, 1})
+      for (bool roles : {false, true}) {
+        INFO("D " << D << " mode " << mode << (roles ? " roles" : ""));
+        Buf<bf16> q(size_t(64) * D), kv(size_t(64) * D);
+        for (size_t i = 0; i < q.size(); ++i) q[i] = bf16(float(int(i * 7 % 5) - 2)), kv[i] = bf16(float(int(i * 3 % 7) - 3));
+        TensorDescriptor<bf16, 2> qd(q.data(), {64, D}, {D, 1}, {64, 64}), kd(kv.data(), {64, D}, {D, 1}, {64, 64});
+        Buf<float> out(size_t(64) * (mode == 0 ? D : 64));
+        k(Grid(1), qd, kd, out.data(), D, mode, roles);
+        std::vector<float> want(out.size());
+        for (int m = 0; m < 64; ++m)
+          for (int n = 0; n < (mode == 0 ? D : 64); ++n) {
+            if (mode == 0) {
+              want[size_t(m) * D + n] = float(q[size_t(m) * D + n]);
+              continue;
+            }
+            float s = 0;
+            for (int c = 0; c < D; ++c) s += float(q[size_t(m) * D + c]) * float(kv[size_t(n) * D + c]);
+            want[size_t(m) * 64 + n] = 2 * s;
+          }
+        CHECK(diffs(all(out), want) == "");
+      }
+}
+
 // ============================================================================ errors
 
 namespace {
