@@ -169,7 +169,8 @@ std::vector<int> row_warp_candidates(int block) {
   return out;
 }
 
-// A small manual sweep over num_warps (tle has no autotuner yet): `run(w)` launches with w warps,
+// A small manual sweep over num_warps (not yet tle::autotune, which the matmul cases use: issue
+// #16 item 6): `run(w)` launches with w warps,
 // `check()` says what is wrong with the output ("" when it matches). Every candidate is checked,
 // timed with a few repetitions; returns the fastest and its quick median (0 and `errors` when
 // none passed).
@@ -573,7 +574,7 @@ void group_layernorm(bench::Timer& tm) {
   }
 }
 
-/// A manual sweep (tle has no autotuner yet): runs each config once through `check` (a message
+/// A manual sweep (not yet tle::autotune: issue #16 item 6): runs each config once through `check` (a message
 /// when the result is wrong, "" when right), times the good ones with a few repetitions and
 /// returns the fastest (null if none passed). `sweep` gets each config's quick median, `errors`
 /// each failure; a config that throws is added to `broken` (if given) and not tried again.

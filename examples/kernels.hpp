@@ -315,11 +315,11 @@ template <class T, class TO = tle::dot_acc_t<T>, int GM = 16> auto make_matmul_t
 /// TLE-Struct warp specialization (docs/struct.md, "Warp specialization"; CUTLASS's and
 /// ThunderKittens' producer / consumer GEMM): persistent programs walk C's 128 x 256 blocks in
 /// grouped order. A producer warpgroup (setmaxnreg 40) moves each K step's [128, 64] block of A
-/// and four [64, 64] blocks of B by TMA into stage s of an S-stage ring (128-byte swizzle),
-/// announcing the bytes on ready[s]; two consumer warpgroups (setmaxnreg 232) wait on ready[s],
-/// run the step's dot on wgmma straight from the stage (B read as one [64, 256] tile of the
-/// four blocks) and release it on freed[s]; each block's epilogue stores C while the producer
-/// already fills the next block's stages. `ad` has block {128, 64}, `bd` block {64, 64} (rows of
+/// and four [64, 64] blocks of B by TMA into a slot of an S-slot tle::pipe (128-byte swizzle),
+/// announcing the bytes in its commit; two consumer warpgroups (setmaxnreg 232) wait for the slot,
+/// run the step's dot on wgmma straight from it (B read as one [64, 256] tile of the four blocks)
+/// and release it; the ring's iteration count runs on across the blocks, and each block's
+/// epilogue stores C while the producer already fills the next block's slots. `ad` has block {128, 64}, `bd` block {64, 64} (rows of
 /// A and B whole 16-byte chunks: K and N multiples of 8); S stages (3 fit beside the epilogue's
 /// staging in 227 KB).
 template <class TO = tle::bf16, int GM = 8> auto make_gemm_ws() {
@@ -330,34 +330,36 @@ template <class TO = tle::bf16, int GM = 8> auto make_gemm_ws() {
     const auto sw = gpu::SharedLayout::swizzled(8, 1, 8);  // 64 bf16 per row: the 128-byte swizzle
     auto as = gpu::alloc<bf16>({S, BM, BK}, gpu::scope::shared, sw);
     auto bs = gpu::alloc<bf16>({S, NB, BK, 64}, gpu::scope::shared, sw);
-    auto ready = gpu::alloc_mbarriers(S), freed = gpu::alloc_mbarriers(S);
+    auto ring = pipe(S, std::tuple{as, bs});  // slot s: stage s of A's and of B's blocks
     Tile<int32_t> npm = (M + (BM - 1)) / BM, npn = (N + (BN - 1)) / BN, steps = (K + (BK - 1)) / BK;
     gpu::warp_specialize({
         gpu::Role(4, 40, [&] {  // producer
-          Tile<int32_t> used = zeros<int32_t>({});  // stages filled so far (the ring position)
+          auto w = ring.writer();
+          Tile<int32_t> used = zeros<int32_t>({});  // K steps filled so far: the ring's iteration count
           for (auto t : range(program_id(0), npm * npn, num_programs(0))) {
             auto [pm, pn] = grouped_tile(t, npm, npn, GM);
             for (auto k : range(0, steps)) {
-              Tile<int32_t> i = used + k, s = i % S;
-              gpu::wait(freed[s], i / S + 1);  // the consumers are done with the stage's last use
-              gpu::arrive_expect_tx(ready[s], (BM + BN) * BK * 2);
-              gpu::copy(ad, {pm * BM, k * BK}, as[s], ready[s]);
-              for (int j = 0; j < NB; ++j) gpu::copy(bd, {k * BK, pn * BN + j * 64}, bs[s][j], ready[s]);
+              Tile<int32_t> i = used + k;
+              auto slot = w.acquire(i);  // the consumers are done with the slot's last use
+              w.commit(i, ring.slot_bytes());
+              gpu::copy(ad, {pm * BM, k * BK}, slot.get<0>(), slot.ready);
+              for (int j = 0; j < NB; ++j) gpu::copy(bd, {k * BK, pn * BN + j * 64}, slot.get<1>()[j], slot.ready);
             }
             used = used + steps;
           }
         }),
         gpu::Role(8, 232, [&] {  // consumers
+          auto r = ring.reader();
           Tile<int32_t> used = zeros<int32_t>({});
           Tile<int32_t> kk = expand_dims(arange(0, BK), 1), nn = expand_dims(arange(0, BN), 0);
           for (auto t : range(program_id(0), npm * npn, num_programs(0))) {
             auto [pm, pn] = grouped_tile(t, npm, npn, GM);
             Tile<float> acc = zeros<float>({BM, BN});
             for (auto k : range(0, steps)) {
-              Tile<int32_t> i = used + k, s = i % S;
-              gpu::wait(ready[s], i / S);
-              acc = dot(as[s].load(), load(gpu::local_ptr(bs[s], {nn / 64, kk, nn % 64})), acc);
-              gpu::arrive(freed[s]);
+              Tile<int32_t> i = used + k;
+              auto slot = r.wait(i);
+              acc = dot(slot.get<0>().load(), load(gpu::local_ptr(slot.get<1>(), {nn / 64, kk, nn % 64})), acc);
+              r.release(i);
             }
             used = used + steps;
             Tile<int32_t> rm = pm * BM + arange(0, BM), rn = pn * BN + arange(0, BN);
@@ -467,9 +469,9 @@ template <class T> auto make_attention_tma() {
 /// [batch * heads, S, D] T; qk_scale = sm_scale * log2(e) > 0. A program computes 128 query rows:
 /// launch as Grid(batch * heads, cdiv(S, 128)); its row block counts down along the grid's y (the
 /// longest causal rows start first).
-/// A producer warpgroup (24 registers) copies q once and the key and value blocks through a ring
-/// of ST stages (2 at D = 128, BN = 128: 32 KB per block), each stage with its own mbarriers
-/// (k_ready / k_free, v_ready / v_free, so a key stage is released as soon as q k^T is done).
+/// A producer warpgroup (24 registers) copies q once and the key and value blocks through two
+/// tle::pipe rings of ST slots each (2 at D = 128, BN = 128: 32 KB per block) read by both
+/// consumers (readers = 2), so a key slot is released as soon as q k^T is done.
 /// Two consumer warpgroups (240 registers), one role each, own 64 query rows each: they read q and
 /// the key block in place for s = q k^T (wgmma, both operands in shared memory), run the online
 /// softmax (attention_block; masking only the blocks at the causal diagonal or past S, in a loop
@@ -490,8 +492,8 @@ template <class T> auto make_attention_ws() {
     auto qs = gpu::alloc<T>({2, H, RM, 64}, gpu::scope::shared, sw);
     auto ks = gpu::alloc<T>({ST, H, BN, 64}, gpu::scope::shared, sw);
     auto vs = gpu::alloc<T>({ST, H, BN, 64}, gpu::scope::shared, sw);
-    auto q_ready = gpu::alloc_mbarriers(1), k_ready = gpu::alloc_mbarriers(ST), v_ready = gpu::alloc_mbarriers(ST);
-    auto k_free = gpu::alloc_mbarriers(ST, 2), v_free = gpu::alloc_mbarriers(ST, 2);  // both consumers arrive
+    auto q_ready = gpu::alloc_mbarriers(1);
+    auto kp = pipe(ST, ks, {.readers = 2}), vp = pipe(ST, vs, {.readers = 2});  // both consumers read each block
     auto turn = gpu::alloc_mbarriers(2);  // PINGPONG: turn[w] completes a phase when consumer w may issue a dot
     Tile<int32_t> start_m = (num_programs(1) - 1 - program_id(1)) * BM, row0 = program_id(0) * S;
     Tile<int32_t> blocks = ((CAUSAL ? minimum(start_m + BM, S) : S) + (BN - 1)) / BN;
@@ -501,14 +503,14 @@ template <class T> auto make_attention_ws() {
       gpu::arrive_expect_tx(q_ready[0], BM * D * bytes);
       for (int w = 0; w < 2; ++w)
         for (int h = 0; h < H; ++h) gpu::copy(qd, {row0 + start_m + w * RM, h * 64}, qs[w][h], q_ready[0]);
+      auto kw = kp.writer(), vw = vp.writer();
       for (auto j : range(0, blocks)) {
-        Tile<int32_t> s = j % ST, use = j / ST;
-        gpu::wait(k_free[s], use + 1);  // both consumers are done with the stage's last key block
-        gpu::arrive_expect_tx(k_ready[s], BN * D * bytes);
-        for (int h = 0; h < H; ++h) gpu::copy(kd, {row0 + j * BN, h * 64}, ks[s][h], k_ready[s]);
-        gpu::wait(v_free[s], use + 1);
-        gpu::arrive_expect_tx(v_ready[s], BN * D * bytes);
-        for (int h = 0; h < H; ++h) gpu::copy(vd, {row0 + j * BN, h * 64}, vs[s][h], v_ready[s]);
+        auto k_slot = kw.acquire(j);  // both consumers are done with the slot's last key block
+        kw.commit(j, kp.slot_bytes());
+        for (int h = 0; h < H; ++h) gpu::copy(kd, {row0 + j * BN, h * 64}, k_slot.buffer()[h], k_slot.ready);
+        auto v_slot = vw.acquire(j);
+        vw.commit(j, vp.slot_bytes());
+        for (int h = 0; h < H; ++h) gpu::copy(vd, {row0 + j * BN, h * 64}, v_slot.buffer()[h], v_slot.ready);
       }
     };
     auto consumer = [&](int w) {
@@ -527,20 +529,20 @@ template <class T> auto make_attention_ws() {
         };
         gpu::wait(q_ready[0], 0);
         auto q_tile = [&] { return load(gpu::local_ptr(qs[w], {cols / 64, rows, cols % 64})); };  // read in place
+        auto kr = kp.reader(), vr = vp.reader();
         auto step = [&](const Tile<int32_t>& j, bool masked) {
-          Tile<int32_t> s = j % ST, use = j / ST;
-          gpu::wait(k_ready[s], use);
+          auto k_slot = kr.wait(j);
           my_turn(2 * j);
-          Tile<float> sc = dot(q_tile(), load(gpu::local_ptr(ks[s], {kk / 64, kn, kk % 64})));
+          Tile<float> sc = dot(q_tile(), load(gpu::local_ptr(k_slot.buffer(), {kk / 64, kn, kk % 64})));
           pass_turn();
-          gpu::arrive(k_free[s]);
+          kr.release(j);
           attention_block<T>(sc, qk_scale, rm, j * BN + arange(0, BN), S, CAUSAL, m_i, l_i, acc, [&] {
-            gpu::wait(v_ready[s], use);
+            auto v_slot = vr.wait(j);
             my_turn(2 * j + 1);
-            return load(gpu::local_ptr(vs[s], {cols / 64, vn, cols % 64}));
+            return load(gpu::local_ptr(v_slot.buffer(), {cols / 64, vn, cols % 64}));
           }, masked);
           pass_turn();
-          gpu::arrive(v_free[s]);
+          vr.release(j);
         };
         for (auto j : range(0, unmasked)) step(j, false);
         for (auto j : range(unmasked, blocks)) step(j, true);

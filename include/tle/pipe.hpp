@@ -67,8 +67,11 @@ template <class... T> class Pipe {
     std::tuple<gpu::Buffer<T>...> fields;
     gpu::MBarrier ready;
     Tile<int32_t> stage;
-    /// Field I's view of the slot (the field less its leading dim).
+    /// Field I's view of the slot (the field less its leading dim). In a template, where the
+    /// slot's type depends on a parameter, write slot.template get<I>() or std::get<I>(slot.fields).
     template <size_t I> const auto& get() const { return std::get<I>(fields); }
+    /// Field 0's view: the slot of a pipe of one field.
+    const auto& buffer() const { return std::get<0>(fields); }
   };
 
   /// The producing end (FlagTree's pipe.writer(); CUTLASS's producer_acquire / producer_commit).
