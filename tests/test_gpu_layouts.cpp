@@ -183,6 +183,33 @@ TEST_CASE("softmax and layernorm rows: no conversions", "[gpu-layout]") {
   }
 }
 
+TEST_CASE("a reduction's result is stored from its slice layout: no conversion", "[gpu-layout]") {
+  // out[r] = sum over the row r of x [BM, BN] (divided by n, cast), stored straight from the slice
+  // layout the reduction leaves (pointers recomputed in it) instead of through a coalesced anchor,
+  // a shared-memory round trip; the elimination-off count still has that conversion.
+  auto k = [](Ptr<float> x, Ptr<bf16> out, Tile<int32_t> M, Tile<float> n, Constexpr<int> BM, Constexpr<int> BN,
+              Constexpr<int> AXIS) {
+    Tile<int32_t> rm = program_id(0) * BM + arange(0, BM), rn = arange(0, BN);
+    Tile<float> t = load(x + expand_dims(rm, 1) * BN + expand_dims(rn, 0), expand_dims(rm < M, 1));
+    if (AXIS == 1) store(out + rm, cast<bf16>(sum(t, 1) / n), rm < M);
+    else store(out + program_id(0) * BN + rn, cast<bf16>(max(t, 0)));
+  };
+  for (int axis : {0, 1})
+    for (int warps : {1, 4, 8}) {
+      INFO("axis " << axis << " warps " << warps);
+      auto f = trace("rowsum", k, {64, 128, axis});
+      passes::GpuPassStats stats;
+      passes::run_gpu_pipeline(*f, warps, 1, false, false, true, &stats);
+      CHECK_NO_CONVERTS(*f);
+      CHECK(stats.conversions_without_elimination >= 1);
+      auto stores = ops_of(*f, ir::OpKind::Store);
+      auto reduces = ops_of(*f, ir::OpKind::Reduce);
+      REQUIRE(stores.size() == 1);
+      REQUIRE(reduces.size() == 1);
+      CHECK(lay(stores[0]->operands[1]) == lay(reduces[0]->result()));
+    }
+}
+
 TEST_CASE("count_conversions_without_elimination: a dry run that leaves the function as it was", "[gpu-layout]") {
   // A bf16 K loop into a dot (mma.sync operands and accumulator), then a masked store.
   auto f = trace("mm", [](Ptr<bf16> a, Ptr<bf16> b, Ptr<float> c, Tile<int32_t> M, Tile<int32_t> N, Tile<int32_t> K,

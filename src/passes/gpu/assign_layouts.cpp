@@ -232,7 +232,7 @@ class Assigner {
   std::unordered_map<const Op*, size_t> mma_index_;    // dot -> its entry in mma_plans_
   std::unordered_map<const Op*, MmaV3Plan> wgmma_plans_;  // dots that may run on wgmma
   std::unordered_map<const Op*, LL> set_layouts_;         // gpu::set_layout ops and their layouts
-  std::vector<Op*> shared_accesses_;                      // memory ops of shared buffers only
+  std::vector<Op*> shared_accesses_;                      // anchored after propagation (anchor_late_accesses)
   std::deque<Value*> queue_;
   struct Cached {
     Value* value;
@@ -339,11 +339,17 @@ class Assigner {
     std::vector<Op*> mem, requested;
     collect_memory_ops(b, mem);
     // Accesses of the program's shared buffers only are anchored last (anchor_shared_accesses).
+    // So is a store of a reduction's result (sum(x, 1), its mean, its cast): its value comes in a
+    // slice layout, whose elements few threads hold; the pointers and mask are recomputed in it
+    // (cheap), where a coalesced anchor would move the values through shared memory and a barrier
+    // for a store of a few hundred bytes. Not in the elimination-off count (forward inference).
     std::erase_if(mem, [&](Op* op) {
       const PointerOrigin o = pointer_origin(op->operands[0]);
       const bool shared_only = !o.allocs.empty() && !o.global && !o.unknown && !requested_access(*op);
-      if (shared_only) shared_accesses_.push_back(op);
-      return shared_only;
+      const bool reduction_store = !forward_only_ && op->kind == OpKind::Store && !requested_access(*op) &&
+                                   from_reduction(op->operands[1]);
+      if (shared_only || reduction_store) shared_accesses_.push_back(op);
+      return shared_only || reduction_store;
     });
     for (Op* op : mem) {
       Anchor a{LL(), info_.at(op->operands[0]), std::nullopt};
@@ -628,11 +634,38 @@ class Assigner {
     }
   }
 
+  /// A tile of rank >= 1 computed from a reduction's result by elementwise ops whose other operands
+  /// are constants or broadcasts of one element (sum(x, 1) / n, cast<bf16>(max(x, 1))): it comes
+  /// in the reduction's slice layout.
+  static bool from_reduction(const Value* v) {
+    if (v->type.is_scalar()) return false;
+    for (int depth = 0; depth < 8 && v->def; ++depth) {
+      const Op& d = *v->def;
+      if (d.kind == OpKind::Reduce) return true;
+      if (d.kind != OpKind::Cast && d.kind != OpKind::Unary && d.kind != OpKind::Binary && d.kind != OpKind::Select &&
+          d.kind != OpKind::Fma)
+        return false;
+      const Value* next = nullptr;
+      for (const Value* o : d.operands) {
+        const Op* od = o->def;
+        if (od && (od->kind == OpKind::Constant ||
+                   (od->kind == OpKind::Broadcast && od->operands[0]->type.numel() == 1)))
+          continue;
+        if (next) return false;  // two tile operands
+        next = o;
+      }
+      if (!next) return false;
+      v = next;
+    }
+    return false;
+  }
+
   /// Loads, stores and atomics of the program's shared buffers (TLE-Struct) seek no coalescing:
   /// shared memory is banked, not fetched in lines, and a buffer's layout (padding, swizzle) is
   /// the program's. They take the layout propagation gave their value - the user of a load (a
   /// transposed read keeps the layout its global store wants: no conversion after it), the
   /// producer of a stored tile - and vectorize as far as that layout and the address allow.
+  /// Stores of a reduction's result (seed_anchors) are anchored here the same way.
   void anchor_shared_accesses() {
     for (Op* op : shared_accesses_) {
       Anchor a{LL(), info_.at(op->operands[0]), std::nullopt};
