@@ -169,15 +169,21 @@ int reorder_block(Block& b) {
       if (!done[a]) emit(a);
     emit(l.at);
   };
+  // settled: ready with no work left before it, so it stays in place (what is emitted only grows:
+  // it never has work before it again); each load is scanned once it is ready, then moved or settled
+  std::vector<bool> settled(loads.size(), false);
   while (next.size() < n) {
     for (bool again = true; again;) {
       again = false;
       for (size_t k = 0; k < loads.size(); ++k) {
         const Pending& l = loads[k];
-        if (!ready(l)) continue;
+        if (settled[k] || !ready(l)) continue;
         bool crosses_work = false;  // some work not emitted yet comes before it in the old order
         for (size_t j = first; j < l.at && !crosses_work; ++j) crosses_work = !done[j] && work[j];
-        if (!crosses_work) continue;
+        if (!crosses_work) {
+          settled[k] = true;
+          continue;
+        }
         for (size_t e = 0; e < k; ++e)  // the earlier loads ready now go first: loads keep their order
           if (ready(loads[e])) emit_load(loads[e]);
         emit_load(l);
