@@ -186,8 +186,7 @@ template <class... T> class Pipe {
 /// allocates 2 x capacity mbarriers (gpu::alloc_mbarriers: `full`, one arrival, and `empty`,
 /// `options.readers` arrivals), so call it where gpu::alloc may be called: in the kernel's body,
 /// before gpu::warp_specialize. Use its writer() in one role and reader() in `options.readers`
-/// others (or both ends in one role, the writer ahead of the reader by at most capacity
-/// iterations). GPU: mbarrier wait / arrive (sm_80 and later; a commit with tx_bytes, TMA, sm_90).
+/// others. GPU: mbarrier wait / arrive (sm_80 and later; a commit with tx_bytes, TMA, sm_90).
 /// CPU backend and interpreter: the roles run interleaved (gpu::warp_specialize). UserError at
 /// this line for a capacity or reader count out of range, a field whose leading dim is not the
 /// capacity or whose slots would have no dims, and no fields.
