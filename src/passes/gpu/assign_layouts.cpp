@@ -196,7 +196,7 @@ class Assigner {
       if (wgmma_a_in_registers(*op)) offer(op->operands[0], plan.a_regs);
     drain();
     defaults(root_);
-    anchor_shared_accesses();
+    anchor_late_accesses();
     fix_block(root_);
     set_vec_attrs();
   }
@@ -215,7 +215,7 @@ class Assigner {
     seed_dots(root_);
     seed_anchors(root_);
     infer_forward(root_);
-    anchor_shared_accesses();
+    anchor_late_accesses();
     fix_block(root_);
     return static_cast<int>(dry_conversions_.size());
   }
@@ -232,7 +232,7 @@ class Assigner {
   std::unordered_map<const Op*, size_t> mma_index_;    // dot -> its entry in mma_plans_
   std::unordered_map<const Op*, MmaV3Plan> wgmma_plans_;  // dots that may run on wgmma
   std::unordered_map<const Op*, LL> set_layouts_;         // gpu::set_layout ops and their layouts
-  std::vector<Op*> shared_accesses_;                      // anchored after propagation (anchor_late_accesses)
+  std::vector<Op*> late_accesses_;                        // anchored after propagation (anchor_late_accesses)
   std::deque<Value*> queue_;
   struct Cached {
     Value* value;
@@ -338,7 +338,7 @@ class Assigner {
   void seed_anchors(Block& b) {
     std::vector<Op*> mem, requested;
     collect_memory_ops(b, mem);
-    // Accesses of the program's shared buffers only are anchored last (anchor_shared_accesses).
+    // Accesses of the program's shared buffers only are anchored last (anchor_late_accesses).
     // So is a store of a reduction's result (sum(x, 1), its mean, its cast): its value comes in a
     // slice layout, whose elements few threads hold; the pointers and mask are recomputed in it
     // (cheap), where a coalesced anchor would move the values through shared memory and a barrier
@@ -348,7 +348,7 @@ class Assigner {
       const bool shared_only = !o.allocs.empty() && !o.global && !o.unknown && !requested_access(*op);
       const bool reduction_store = !forward_only_ && op->kind == OpKind::Store && !requested_access(*op) &&
                                    from_reduction(op->operands[1]);
-      if (shared_only || reduction_store) shared_accesses_.push_back(op);
+      if (shared_only || reduction_store) late_accesses_.push_back(op);
       return shared_only || reduction_store;
     });
     for (Op* op : mem) {
@@ -666,8 +666,8 @@ class Assigner {
   /// transposed read keeps the layout its global store wants: no conversion after it), the
   /// producer of a stored tile - and vectorize as far as that layout and the address allow.
   /// Stores of a reduction's result (seed_anchors) are anchored here the same way.
-  void anchor_shared_accesses() {
-    for (Op* op : shared_accesses_) {
+  void anchor_late_accesses() {
+    for (Op* op : late_accesses_) {
       Anchor a{LL(), info_.at(op->operands[0]), std::nullopt};
       const int mi = mask_index(*op);
       if (mi >= 0) a.mask = info_.at(op->operands[mi]);
