@@ -110,6 +110,8 @@ struct Op {
   /// No side effects (may be CSE'd or deleted when unused): op_is_pure(kind), except for
   /// inline_asm, whose "pure" attribute decides.
   bool is_pure() const;
+  /// A load or store with the volatile hint (int attribute "volatile" != 0: ld/st.volatile).
+  bool is_volatile() const { return has_attr("volatile") && int_attr("volatile") != 0; }
 };
 
 /// A straight-line list of ops with arguments.

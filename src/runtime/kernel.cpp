@@ -267,21 +267,20 @@ void check_options(const LaunchOptions& o, const SrcLoc& loc) {
                                      o.maxnreg));
 }
 
+/// A compiler switch that is on unless the environment sets it to "0" (TLE_WARP_SPECIALIZE, ...).
+bool env_switch_on(const char* name) {
+  const char* e = std::getenv(name);
+  return !(e && std::strcmp(e, "0") == 0);
+}
+
 /// The GPU compile options of a launch's options.
 gpu::Options gpu_options(const LaunchOptions& o) {
   gpu::Options g;
   g.num_warps = o.num_warps;
   g.num_stages = o.num_stages;
   g.maxnreg = o.maxnreg;
-  static const bool ws = [] {
-    const char* e = std::getenv("TLE_WARP_SPECIALIZE");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
+  static const bool ws = env_switch_on("TLE_WARP_SPECIALIZE"), reorder = env_switch_on("TLE_REORDER_LOADS");
   g.warp_specialize = ws;
-  static const bool reorder = [] {
-    const char* e = std::getenv("TLE_REORDER_LOADS");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
   g.reorder_loads = reorder;
   return g;
 }
@@ -290,8 +289,7 @@ gpu::Options gpu_options(const LaunchOptions& o) {
 /// part of the cache key), for comparisons with the masked-access lowering (docs/semantics.md,
 /// "Tensor descriptors").
 gpu::Options with_tma(gpu::Options opt) {
-  const char* v = std::getenv("TLE_TMA");
-  opt.tma = !(v && std::strcmp(v, "0") == 0);
+  opt.tma = env_switch_on("TLE_TMA");
   return opt;
 }
 

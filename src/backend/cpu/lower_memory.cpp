@@ -77,7 +77,7 @@ void Lowerer::lower_memory(const ir::Op& op) {
     case K::Load: {
       const ir::Value* mask = ops.size() > 1 ? ops[1] : nullptr;
       const ir::Value* other = ops.size() > 2 ? ops[2] : nullptr;
-      bool vol = op.has_attr("volatile") && op.int_attr("volatile") != 0;
+      bool vol = op.is_volatile();
       produce(op.result(), [&](Value* i) {
         Value* ptr = elem(p, i);
         return guarded(

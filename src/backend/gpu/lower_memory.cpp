@@ -29,7 +29,7 @@ int usable_vec(const LinearLayout* l, int vec) { return l ? static_cast<int>(lay
 /// none, else e.g. ".cs" or ".L1::evict_last" (PTX ISA 9.7.9.8 ld, 9.7.9.10 st). Volatile
 /// accesses are plain LLVM volatile loads/stores (ld.volatile / st.volatile) and take no other hint.
 std::string hint_modifiers(const ir::Op& op, bool has_buffers) {
-  if (op.has_attr("volatile") && op.int_attr("volatile")) return "";
+  if (op.is_volatile()) return "";
   // Cache operators and L1 priorities are global-memory hints: an access that may reach a shared
   // buffer is a plain one (a generic ld/st works on both spaces).
   if (has_buffers && passes::pointer_origin(op.operands.at(0)).shared()) return "";
@@ -146,7 +146,7 @@ void Lowerer::lower_load(const ir::Op& op) {
   // loaded whole or not at all, with no per-element fallback (fewer branches and registers).
   const bool uniform_mask = op.has_attr("mask_vec") && op.int_attr("mask_vec") >= vec;
   const std::string mods = hint_modifiers(op, user_smem_ > 0);
-  const bool is_volatile = op.has_attr("volatile") && op.int_attr("volatile");
+  const bool is_volatile = op.is_volatile();
   auto from_mem = [&](Value* v) { return d == DType::i1 ? B.CreateICmpNE(v, B.getInt8(0)) : v; };
   auto fill = [&](int i) -> Value* {
     if (other) {
@@ -258,7 +258,7 @@ void Lowerer::lower_store(const ir::Op& op) {
   const int vec = usable_vec(l, op.has_attr("vec") ? static_cast<int>(op.int_attr("vec")) : 1);
   const bool uniform_mask = op.has_attr("mask_vec") && op.int_attr("mask_vec") >= vec;  // as in lower_load
   const std::string mods = hint_modifiers(op, user_smem_ > 0);
-  const bool is_volatile = op.has_attr("volatile") && op.int_attr("volatile");
+  const bool is_volatile = op.is_volatile();
   auto to_mem = [&](Value* x) { return d == DType::i1 ? B.CreateZExt(x, B.getInt8Ty()) : x; };
   Value* own = owner(l);
   for (int g = 0; g < n; g += vec) {

@@ -222,7 +222,7 @@ class Pipeliner {
     if (ld.kind != OpKind::Load || ld.parent != &body || ld.results.size() != 1) return false;
     if (may_read_shared(ld)) return false;
     if (!ld.result()->type.layout || ld.operands.at(0)->type.is_scalar()) return false;
-    if (ld.has_attr("volatile") && ld.int_attr("volatile") != 0) return false;
+    if (ld.is_volatile()) return false;
     if (ld.has_attr("cache") && ld.str_attr("cache") == ".cv") return false;
     if (ld.operands.size() > 2 && !any_other && !is_positive_zero(ld.operands[2])) return false;
     for (const Value* x : ld.operands)

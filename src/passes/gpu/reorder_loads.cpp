@@ -42,11 +42,9 @@ using ir::Block;
 using ir::Op;
 using ir::OpKind;
 
-bool is_volatile(const Op& op) { return op.has_attr("volatile") && op.int_attr("volatile") != 0; }
-
 /// A load this pass moves: from global memory (not a shared buffer), neither volatile nor pipelined.
 bool movable_load(const Op& op) {
-  if (op.kind != OpKind::Load || is_volatile(op) || op.has_attr("pipelined")) return false;
+  if (op.kind != OpKind::Load || op.is_volatile() || op.has_attr("pipelined")) return false;
   return !pointer_origin(op.operands.at(0)).shared();
 }
 
@@ -63,7 +61,7 @@ bool side_effect_free(const Op& op) {
 /// An op a load may move above: a non-volatile load, or an op without side effects other than
 /// `for` / `if` (see the file comment).
 bool crossable(const Op& op) {
-  if (op.kind == OpKind::Load) return !is_volatile(op);
+  if (op.kind == OpKind::Load) return !op.is_volatile();
   if (op.kind == OpKind::For || op.kind == OpKind::If) return false;
   return side_effect_free(op);
 }
