@@ -66,7 +66,7 @@ template <class... T> class Pipe {
   struct Slot {
     std::tuple<gpu::Buffer<T>...> fields;
     gpu::MBarrier ready;
-    Tile<int32_t> stage;
+    Tile<int32_t> stage;  ///< the slot's index, iter % capacity
     /// Field I's view of the slot (the field less its leading dim). In a template, where the
     /// slot's type depends on a parameter, write slot.template get<I>() or std::get<I>(slot.fields).
     template <size_t I> const auto& get() const { return std::get<I>(fields); }
@@ -143,7 +143,7 @@ template <class... T> class Pipe {
   /// TMA fills the whole slot.
   int64_t slot_bytes() const {
     int64_t b = 0;
-    std::apply([&](const auto&... f) { ((b += slot_numel(f) * elem_size(f)), ...); }, fields_);
+    std::apply([&](const auto&... f) { ((b += field_slot_bytes(f)), ...); }, fields_);
     return b;
   }
   /// The writer end (one role uses it) and a reader end (each of the readers roles uses one).
@@ -156,12 +156,12 @@ template <class... T> class Pipe {
   Pipe(std::tuple<gpu::Buffer<T>...> fields, gpu::MBarriers full, gpu::MBarriers empty, int64_t capacity, int readers)
       : fields_(std::move(fields)), full_(std::move(full)), empty_(std::move(empty)), capacity_(capacity),
         readers_(readers) {}
-  template <class U> static int64_t slot_numel(const gpu::Buffer<U>& f) {
-    int64_t n = 1;
+  /// Bytes of one stage of field f (its dims past the leading one).
+  template <class U> static int64_t field_slot_bytes(const gpu::Buffer<U>& f) {
+    int64_t n = static_cast<int64_t>(sizeof(U));
     for (size_t d = 1; d < f.shape().size(); ++d) n *= f.shape()[d];
     return n;
   }
-  template <class U> static int64_t elem_size(const gpu::Buffer<U>&) { return static_cast<int64_t>(sizeof(U)); }
   /// (slot, round) of iteration iter.
   std::pair<Tile<int32_t>, Tile<int32_t>> place(const Tile<int32_t>& iter, loc_t l) const {
     if (!iter.shape(l).empty())
