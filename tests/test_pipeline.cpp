@@ -53,14 +53,9 @@ std::vector<const ir::Op*> loop_loads(ir::Function& f, int warps, int stages, co
     if (op->kind == ir::OpKind::Load) v.push_back(op.get());
   // in the order of the kernel arguments they read (a, then b): reorder_loads may have issued b's
   // load first
-  auto arg_of = [&](const ir::Op* ld) {
-    const ir::Value* p = ld->operands[0];
-    while (p->def && !p->def->operands.empty()) p = p->def->operands[0];
-    for (unsigned i = 0; i < f.entry().args.size(); ++i)
-      if (f.entry().arg(i) == p) return i;
-    return ~0u;
-  };
-  std::stable_sort(v.begin(), v.end(), [&](const ir::Op* x, const ir::Op* y) { return arg_of(x) < arg_of(y); });
+  std::stable_sort(v.begin(), v.end(), [&](const ir::Op* x, const ir::Op* y) {
+    return tracetest::pointer_arg(f, *x) < tracetest::pointer_arg(f, *y);
+  });
   return v;
 }
 

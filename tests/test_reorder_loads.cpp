@@ -40,16 +40,10 @@ long index_of(const ir::Function& f, ir::OpKind k, int n = 0) {
 }
 
 /// Index in the entry block of the load whose pointer derives from kernel argument `arg`.
-long load_of_arg(const ir::Function& f, unsigned arg) {
+long load_of_arg(const ir::Function& f, long arg) {
   auto ops = top_ops(f);
-  const ir::Value* a = f.entry().arg(arg);
-  for (size_t i = 0; i < ops.size(); ++i) {
-    if (ops[i]->kind != ir::OpKind::Load) continue;
-    // follow addptr / broadcast / expand_dims back to a block argument
-    const ir::Value* p = ops[i]->operands[0];
-    while (p->def && !p->def->operands.empty() && p->def->kind != ir::OpKind::Load) p = p->def->operands[0];
-    if (p == a) return static_cast<long>(i);
-  }
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (ops[i]->kind == ir::OpKind::Load && tracetest::pointer_arg(f, *ops[i]) == arg) return static_cast<long>(i);
   return -1;
 }
 

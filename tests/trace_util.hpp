@@ -71,6 +71,16 @@ inline std::vector<const tle::ir::Op*> ops_of(const tle::ir::Function& f, tle::i
   return v;
 }
 
+/// The kernel argument a memory op's pointer comes from (following operand 0 of addptr, broadcast,
+/// expand_dims, ... back to an entry-block argument; not through a load), or -1.
+inline long pointer_arg(const tle::ir::Function& f, const tle::ir::Op& op) {
+  const tle::ir::Value* p = op.operands.at(0);
+  while (p->def && !p->def->operands.empty() && p->def->kind != tle::ir::OpKind::Load) p = p->def->operands[0];
+  for (unsigned i = 0; i < f.entry().args.size(); ++i)
+    if (f.entry().arg(i) == p) return static_cast<long>(i);
+  return -1;
+}
+
 /// How many ops of kind k f has, anywhere.
 inline int count_ops(const tle::ir::Function& f, tle::ir::OpKind k) { return static_cast<int>(ops_of(f, k).size()); }
 
