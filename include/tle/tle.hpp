@@ -12,6 +12,7 @@
 #include "tle/dtype.hpp"
 #include "tle/error.hpp"
 #include "tle/kernel.hpp"
+#include "tle/mesh.hpp"
 #include "tle/pipe.hpp"
 #include "tle/random.hpp"
 #include "tle/struct.hpp"

@@ -10,6 +10,8 @@
 #include <optional>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
@@ -372,7 +374,8 @@ class Interpreter {
   }
 
   void note_access(const Op& op, int64_t lane, uintptr_t addr, size_t bytes, bool write) const {
-    const bool atomic = op.kind == OpKind::AtomicRMW || op.kind == OpKind::AtomicCas;
+    const bool atomic = op.kind == OpKind::AtomicRMW || op.kind == OpKind::AtomicCas || op.kind == OpKind::Signal ||
+                        op.kind == OpKind::SignalWait;
     const int64_t me = program_;
     for (size_t b = 0; b < bytes; ++b) {
       ByteUse& u = uses_[addr + b];
@@ -580,6 +583,33 @@ class Interpreter {
         return;
       }
       case K::Barrier: return;  // statements already run in order
+      case K::Signal: case K::SignalWait: {
+        // Other ranks run on other threads (tle/mesh.hpp): the flag is accessed atomically, after
+        // one guarded read has shown that its address is memory.
+        const uint64_t p = elem(in[0], 0);
+        const uintptr_t addr = checked(op, 0, p, DType::u64, op.kind == K::Signal);
+        uint64_t probe = 0;
+        copy(op, 0, &probe, reinterpret_cast<const void*>(addr), 8, addr, false);
+        std::atomic_ref<uint64_t> flag(*reinterpret_cast<uint64_t*>(addr));
+        const uint64_t value = elem(in[1], 0);
+        if (op.kind == K::Signal) {
+          if (op.enum_attr<ir::SignalOp>("op") == ir::SignalOp::Add) flag.fetch_add(value);
+          else flag.store(value);
+          return;
+        }
+        const bool eq = op.enum_attr<ir::WaitCmp>("cmp") == ir::WaitCmp::Eq;
+        const auto timeout = std::chrono::nanoseconds(static_cast<int64_t>(elem(in[2], 0)));
+        const auto start = std::chrono::steady_clock::now();
+        for (uint64_t spin = 0;; ++spin) {
+          const uint64_t v = flag.load(std::memory_order_acquire);
+          if (eq ? v == value : v >= value) return;
+          std::this_thread::yield();
+          if (timeout.count() > 0 && spin % 256 == 255 && std::chrono::steady_clock::now() - start > timeout)
+            fail(op, fmt::format("signal_wait timed out after {} s: the flag at {:#x} holds {}, waiting for {} {} (a "
+                                 "rank that should signal it did not: it was not launched, failed, or waits itself)",
+                                 static_cast<double>(timeout.count()) * 1e-9, addr, v, eq ? "==" : ">=", value));
+        }
+      }
       case K::AsyncCopy: {
         // Read now, land at the wait that completes its group (docs/struct.md, "Copies"); until
         // then its destination bytes are off limits, so a kernel that reads them early fails here

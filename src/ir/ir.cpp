@@ -243,6 +243,12 @@ int role_warps(const Op& op) {
   return 0;
 }
 
+int mesh_args_begin(const Function& f) {
+  for (size_t i = 0; i < f.arg_info.size(); ++i)
+    if (f.arg_info[i].mesh) return static_cast<int>(i);
+  return -1;
+}
+
 const Op* find_warp_specialize(const Function& f) {
   for (auto& op : f.entry().ops)
     if (op->kind == OpKind::WarpSpecialize) return op.get();

@@ -146,7 +146,11 @@ struct ArgInfo {
   /// A tensor descriptor's CUtensorMap (a ptr<u8> argument): on the GPU a 128-byte .param,
   /// 64-byte aligned, whose address TMA instructions take; ignored by the host backends.
   bool tensor_map = false;
+  /// A hidden argument of a kernel that uses the device mesh (tle/mesh.hpp): appended after the
+  /// user's, in the order of ir::MeshArg, and filled at each launch from the launching rank.
+  bool mesh = false;
 };
+
 
 /// A kernel: one function, its body region's block args are the runtime arguments.
 struct Function {
@@ -154,9 +158,15 @@ struct Function {
   Region body;
   std::vector<ArgInfo> arg_info;
   SrcLoc loc;  // where the user called tle::jit
+  /// The kernel traced a tle::distributed_barrier: its program ids index the mesh scratch's
+  /// counters, so a launch checks the grid against their number (src/runtime/mesh.cpp).
+  bool mesh_barrier = false;
   Block& entry() { return body.body(); }
   const Block& entry() const { return body.body(); }
 };
+
+/// The index of f's first hidden mesh argument, or -1 when f uses no mesh primitive.
+int mesh_args_begin(const Function& f);
 
 /// A tile of shape s viewed as [outer, n, inner] around dim `axis` (reductions, scans and sort on
 /// the CPU backend and the interpreter).

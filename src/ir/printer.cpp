@@ -75,6 +75,7 @@ class Printer {
       out_ += fmt::format("{}: {}", pos_.value_name(args[i].get()), tstr(args[i]->type));
       if (i < f.arg_info.size() && f.arg_info[i].divisibility > 1) out_ += fmt::format(" {{div{}}}", f.arg_info[i].divisibility);
       if (i < f.arg_info.size() && f.arg_info[i].tensor_map) out_ += " {tensor_map}";
+      if (i < f.arg_info.size() && f.arg_info[i].mesh) out_ += " {mesh}";
     }
     out_ += ") {\n";
     line_ = 2;

@@ -624,6 +624,21 @@ class Verifier {
         if (int_attr(op, "pending") < 0 || int_attr(op, "pending") > 255)
           fail(&op, fmt::format("pending {} must be from 0 to 255", int_attr(op, "pending")));
         break;
+      case OpKind::Signal:
+      case OpKind::SignalWait: {
+        const bool wait = op.kind == OpKind::SignalWait;
+        n_operands(op, wait ? 3 : 2, wait ? 3 : 2);
+        n_results(op, 0);
+        const Type& flag = in(op, 0);
+        if (flag.dtype != DType::ptr || flag.pointee != DType::u64 || !flag.is_scalar())
+          fail(&op, fmt::format("operand 0 (the flag) must be a scalar ptr<u64>, is {}", ts(flag)));
+        if (in(op, 1).dtype != DType::u64 || !in(op, 1).is_scalar())
+          fail(&op, fmt::format("the value must be a u64 scalar, is {}", ts(in(op, 1))));
+        if (wait && (in(op, 2).dtype != DType::i64 || !in(op, 2).is_scalar()))
+          fail(&op, fmt::format("the timeout must be an i64 scalar, is {}", ts(in(op, 2))));
+        enum_attr(op, wait ? "cmp" : "op", 2);
+        break;
+      }
       case OpKind::MBarrierInit:
       case OpKind::MBarrierArrive:
       case OpKind::MBarrierTx:

@@ -51,6 +51,7 @@
 #include "runtime/cuda/module.hpp"
 #include "runtime/disk_cache.hpp"
 #include "runtime/launch.hpp"
+#include "runtime/mesh.hpp"
 #include "runtime/raw/cuda_compile.hpp"
 #include "runtime/tensor_descriptor.hpp"
 #include "support/half.hpp"
@@ -436,6 +437,8 @@ struct Compiled {
   bool tma = false;                    // GPU: compiled with TMA (tensor maps encoded at each launch)
   std::vector<std::pair<int, int>> tma_swizzled;  // GPU: gpu::Artifact::tma_swizzled
   gpu::CompileStats compile_stats;                // GPU: gpu::Artifact::stats
+  int mesh_args = -1;         // index of the first hidden mesh argument (ir::mesh_args_begin), -1: none
+  bool mesh_barrier = false;  // traced a distributed_barrier (ir::Function::mesh_barrier)
 };
 
 class KernelState;
@@ -734,6 +737,8 @@ class KernelState {
     noting_launch(pk, loc, [&] {
       if (backend != Backend::GPU) check_gpu_compile(fn, pk, opt);
       auto f = trace(fn, pk);
+      compiled->mesh_args = ir::mesh_args_begin(*f);
+      compiled->mesh_barrier = f->mesh_barrier;
       // A warp-specialized kernel's roles run at once and wait for each other: on the host the
       // interpreter runs them (interleaved at their waits); the CPU backend runs programs' statements in order.
       if (backend == Backend::Interp || (backend != Backend::GPU && ir::find_warp_specialize(*f))) {
@@ -1020,6 +1025,11 @@ thread_local LaunchProbe* t_probe = nullptr;
 
 LaunchProbe* set_launch_probe(LaunchProbe* p) noexcept { return std::exchange(t_probe, p); }
 
+namespace {
+void launch_prepared(KernelState* k, const void* fn, const Grid3& grid, const LaunchOptions& opts,
+                     const HostArg* args, size_t nargs, const SrcLoc& loc, const MeshRankContext* rank);
+}  // namespace
+
 void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const LaunchOptions& opts,
                    const HostArg* args, size_t nargs, const SrcLoc& loc) {
   if (LaunchProbe* probe = t_probe) {  // the autotuner's probe: trace or compile, run nothing
@@ -1031,6 +1041,55 @@ void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const Laun
     }
     return;
   }
+  // Inside Mesh::run the rank's backend and stream are the defaults (tle/mesh.hpp).
+  const MeshRankContext* rank = current_mesh_rank();
+  LaunchOptions ranked;
+  if (rank) {
+    ranked = opts;
+    // A host mesh runs on the host backend chosen (the interpreter under TLE_BACKEND=interp).
+    if (ranked.backend < 0)
+      ranked.backend = static_cast<int>(rank->backend == Backend::GPU        ? Backend::GPU
+                                        : default_backend() == Backend::Interp ? Backend::Interp
+                                                                               : Backend::CPU);
+    if (!ranked.stream && ranked.backend == static_cast<int>(Backend::GPU)) ranked.stream = rank->stream;
+  }
+  const LaunchOptions& o = rank ? ranked : opts;
+  launch_prepared(k, fn, grid, o, args, nargs, loc, rank);
+}
+
+namespace {
+/// The hidden mesh arguments of a launch of `c` (none when it uses no mesh primitive): UserError
+/// at loc outside Mesh::run, on a backend of the other kind than the mesh's, or with more
+/// programs than distributed_barrier has counters.
+void add_mesh_args(const KernelState& k, const Compiled& c, const MeshRankContext* rank, bool on_gpu,
+                   const int64_t g[3], Packed& pk, const SrcLoc& loc) {
+  if (c.mesh_args < 0) return;
+  if (!rank)
+    throw UserError(loc, fmt::format("kernel {} uses the device mesh (shard_id, num_shards, remote, signal, "
+                                     "signal_wait or distributed_barrier) but is launched outside a mesh; launch it "
+                                     "inside tle::Mesh::run (tle/mesh.hpp), which says which rank each launch is",
+                                     k.signature()));
+  if (on_gpu != (rank->backend == Backend::GPU))
+    throw UserError(loc, fmt::format("kernel {} runs on the {} backend inside a mesh of {} ranks, whose symmetric "
+                                     "memory is {}; launch it on the mesh's backend (leave Grid::backend unset)",
+                                     k.signature(), on_gpu ? "gpu" : "host", backend_name(rank->backend),
+                                     rank->backend == Backend::GPU ? "device memory" : "host memory"));
+  if (c.mesh_barrier && g[0] * g[1] * g[2] > rank->barrier_programs)
+    throw UserError(loc, fmt::format("kernel {} calls distributed_barrier with a grid of {}x{}x{} programs; the "
+                                     "barrier has counters for {} programs per launch: launch fewer (loop inside "
+                                     "the programs)",
+                                     k.signature(), g[0], g[1], g[2], rank->barrier_programs));
+  const uint64_t values[] = {static_cast<uint32_t>(rank->rank), static_cast<uint32_t>(rank->size), rank->stride,
+                             reinterpret_cast<uintptr_t>(rank->scratch), static_cast<uint64_t>(rank->timeout_ns)};
+  static_assert(std::size(values) == static_cast<size_t>(ir::MeshArg::Count));
+  for (uint64_t v : values) {
+    pk.arg_slots.push_back(pk.slots.size());
+    pk.slots.push_back(v);
+  }
+}
+
+void launch_prepared(KernelState* k, const void* fn, const Grid3& grid, const LaunchOptions& opts,
+                     const HostArg* args, size_t nargs, const SrcLoc& loc, const MeshRankContext* rank) {
   check_options(opts, loc);
   PreparedLaunch p = prepare_launch(k, grid, opts, args, nargs, loc);
   if (p.empty) return;  // rule E08: nothing to run, outputs untouched
@@ -1063,6 +1122,7 @@ void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const Laun
         if (static_cast<size_t>(arg) < pk.arg_slots.size() && pk.arg_slots[static_cast<size_t>(arg)] == slot) width = w;
       encode_tensor_map(args[param], &pk.slots[slot], width);
     }
+  add_mesh_args(*k, *compiled, rank, on_gpu, g, pk, loc);
   std::vector<void*> ptrs = pk.arg_pointers();
   if (compiled->traced) {
     // A fault of an access (an unmapped pointer) is a RuntimeError naming the op (interp.cpp).
@@ -1070,7 +1130,9 @@ void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const Laun
     return;
   }
   if (!on_gpu) {
-    cpu::launch(*compiled->cpu, ptrs.data(), g, loc);
+    // A mesh kernel's programs may wait for other ranks' (signal_wait): each rank runs its own
+    // in order on its thread, not on the thread pool, whose launches run one at a time.
+    cpu::launch(*compiled->cpu, ptrs.data(), g, loc, /*in_order=*/compiled->mesh_args >= 0);
     return;
   }
   // cuLaunchKernel copies the parameter values before it returns, so the slots may die after it.
@@ -1084,6 +1146,8 @@ void kernel_launch(KernelState* k, const void* fn, const Grid3& grid, const Laun
                        g[1], g[2], compiled->num_warps);
   });
 }
+
+}  // namespace
 
 bool stream_capturing(void* stream) {
   const cuda::Driver* d = cuda::driver();

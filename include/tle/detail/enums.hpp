@@ -1,5 +1,5 @@
 // tle/detail/enums.hpp - operation codes shared by the front end and the IR (attributes of
-// binary/unary/cmp/atomic/reduce/scan/dot ops). Semantics: docs/ir.md.
+// binary/unary/cmp/atomic/reduce/scan/dot/signal ops, hidden mesh arguments). Semantics: docs/ir.md.
 #pragma once
 #include <cstdint>
 
@@ -11,4 +11,13 @@ enum class AtomicOp : uint8_t { Add, Max, Min, Xchg, And, Or, Xor };
 enum class ReduceKind : uint8_t { Sum, Max, Min, Argmax, Argmin, Combine };
 enum class ScanKind : uint8_t { Cumsum, Combine };
 enum class Precision : uint8_t { IEEE, TF32, TF32x3 };
+/// signal's update of the flag, signal_wait's comparison (tle/mesh.hpp).
+enum class SignalOp : uint8_t { Set, Add };
+enum class WaitCmp : uint8_t { Ge, Eq };
+/// The hidden arguments of a kernel that uses the device mesh, in order (ir::ArgInfo::mesh;
+/// src/frontend/trace_mesh.cpp adds them all at a kernel's first mesh primitive): the rank (i32),
+/// the number of ranks (i32), the bytes from one rank's copy of a symmetric buffer to the next
+/// rank's (i64), this rank's mesh scratch in symmetric memory (ptr<u64>: the distributed
+/// barrier's counters) and the signal_wait timeout in nanoseconds (i64).
+enum class MeshArg : uint8_t { ShardId, NumShards, Stride, Scratch, TimeoutNs, Count };
 }  // namespace tle::ir

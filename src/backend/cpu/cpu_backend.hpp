@@ -74,6 +74,10 @@ std::string llvm_ir_text(const ir::Function& f, bool optimized);
 /// A program that faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL; program_guard.hpp) stops the launch:
 /// tle::RuntimeError naming the kernel, the program (x, y, z), the signal and the address, and
 /// `launched_at` when known; programs not started yet do not run, and the process lives on.
-void launch(const CompiledKernel& k, void* const* args, const int64_t grid[3], const SrcLoc& launched_at = {});
+/// `in_order`: run every program on the calling thread in linear-id order instead of spreading
+/// them over the thread pool (a device-mesh kernel, whose programs wait for other ranks' programs
+/// that their own threads run: tle/mesh.hpp).
+void launch(const CompiledKernel& k, void* const* args, const int64_t grid[3], const SrcLoc& launched_at = {},
+            bool in_order = false);
 
 }  // namespace tle::cpu

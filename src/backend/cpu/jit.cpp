@@ -157,6 +157,10 @@ RuntimeError program_fault_error(const CompiledKernel& k, const int64_t grid[3],
   const int64_t x = f.pid % grid[0], y = f.pid / grid[0] % grid[1], z = f.pid / grid[0] / grid[1];
   std::string where = launched_at.known() ? fmt::format(" launched at {}:{}", launched_at.file, launched_at.line) : "";
   std::string program = f.pid >= 0 ? fmt::format("program ({}, {}, {})", x, y, z) : "a program (before its first)";
+  if (f.message)
+    return RuntimeError("tle::cpu::launch", fmt::format("kernel '{}'{}: {} of the grid {}x{}x{} stopped: {}. The "
+                                                        "programs still running finished; the others did not run",
+                                                        k.kernel, where, program, grid[0], grid[1], grid[2], f.message));
   return RuntimeError("tle::cpu::launch",
                       fmt::format("kernel '{}'{}: {} of the grid {}x{}x{} stopped on {} at address {}; a load, store "
                                   "or atomic of the program reached memory it may not (a null or freed pointer, or "
@@ -242,7 +246,8 @@ std::string llvm_ir_text(const ir::Function& f, bool optimized) {
   return os.str();
 }
 
-void launch(const CompiledKernel& k, void* const* args, const int64_t grid[3], const SrcLoc& launched_at) {
+void launch(const CompiledKernel& k, void* const* args, const int64_t grid[3], const SrcLoc& launched_at,
+            bool in_order) {
   if (!k.entry) throw RuntimeError("tle::cpu::launch", "kernel is not compiled");
   int64_t total = 1;
   for (int i = 0; i < 3; ++i) {
@@ -264,10 +269,12 @@ void launch(const CompiledKernel& k, void* const* args, const int64_t grid[3], c
     auto* c = static_cast<Chunk*>(ctx);
     c->k.entry(c->args, c->grid, c->begin, c->end, scratch, current_pid);
   };
-  ThreadPool::global().parallel_for(total, [&](int64_t b, int64_t e) {
+  auto programs = [&](int64_t b, int64_t e) {
     Chunk c{k, args, grid, b, e};
     if (auto fault = detail::run_programs(run, &c, k.scratch_bytes)) throw program_fault_error(k, grid, *fault, launched_at);
-  });
+  };
+  if (in_order) programs(0, total);
+  else ThreadPool::global().parallel_for(total, programs);
 }
 
 }  // namespace tle::cpu

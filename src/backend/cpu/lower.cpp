@@ -136,6 +136,26 @@ void Lowerer::lower_op(const ir::Op& op) {
       return;
     }
     case K::Barrier: return;  // one thread runs the program's statements in order
+    case K::Signal: {
+      // One thread runs the program: a sequentially consistent store / add orders every earlier
+      // access of the program before it (release) on x86 and AArch64 alike.
+      Value* p = elem(op.operands[0], i64c(0));
+      Value* v = elem(op.operands[1], i64c(0));
+      const llvm::Align al(8);
+      if (op.enum_attr<ir::SignalOp>("op") == ir::SignalOp::Add)
+        B.CreateAtomicRMW(llvm::AtomicRMWInst::Add, p, v, al, llvm::AtomicOrdering::SequentiallyConsistent);
+      else
+        B.CreateAlignedStore(v, p, al)->setAtomic(llvm::AtomicOrdering::SequentiallyConsistent);
+      return;
+    }
+    case K::SignalWait: {
+      llvm::Type* i64 = B.getInt64Ty();
+      llvm::FunctionCallee fn = mod.getOrInsertFunction(
+          "tle_cpu_signal_wait", llvm::FunctionType::get(B.getVoidTy(), {B.getPtrTy(), i64, B.getInt32Ty(), i64}, false));
+      B.CreateCall(fn, {elem(op.operands[0], i64c(0)), elem(op.operands[1], i64c(0)),
+                        B.getInt32(static_cast<uint32_t>(op.int_attr("cmp"))), elem(op.operands[2], i64c(0))});
+      return;
+    }
     case K::AsyncCommit: case K::AsyncWait: return;  // the CPU's copies land when issued
     // mbarriers order nothing on one thread running the statements in order (the interpreter
     // counts their phases)

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <csetjmp>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -23,6 +24,7 @@ struct Guard {
   volatile int64_t pid = -1;
   volatile int signal = 0;
   const void* volatile address = nullptr;
+  const char* volatile message = nullptr;
 };
 
 thread_local Guard* t_guard = nullptr;
@@ -161,7 +163,18 @@ std::optional<ProgramFault> run_programs(void (*run)(void* ctx, void* scratch, v
   void* scratch = arena.get(scratch_bytes);
   Guard g;
   if (run_in(g, run, ctx, scratch)) return std::nullopt;
-  return ProgramFault{g.signal, g.address, g.pid};
+  return ProgramFault{g.signal, g.address, g.pid, g.message};
+}
+
+void stop_program(const char* message) {
+  thread_local char text[1024];
+  Guard* g = t_guard;
+  if (!g) std::abort();
+  std::snprintf(text, sizeof text, "%s", message);
+  t_guard = nullptr;
+  g->signal = 0;
+  g->message = text;
+  siglongjmp(g->jump, 1);
 }
 
 const char* signal_description(int signal) {

@@ -22,6 +22,8 @@ struct ProgramFault {
   int signal = 0;
   const void* address = nullptr;  // siginfo's si_addr: the faulting memory address (or instruction)
   int64_t pid = -1;               // linear program id that was running
+  /// Set (signal 0) when the program stopped itself through stop_program: why.
+  const char* message = nullptr;
 };
 
 /// Calls run(ctx, scratch, current_pid), where `scratch` is this thread's arena of at least
@@ -30,6 +32,12 @@ struct ProgramFault {
 /// the remaining programs of this call did not run. Not reentrant on one thread.
 std::optional<ProgramFault> run_programs(void (*run)(void* ctx, void* scratch, volatile int64_t* current_pid),
                                          void* ctx, uint64_t scratch_bytes);
+
+/// Stops the program running on this thread under run_programs(), which returns a ProgramFault
+/// with signal 0 and `message` (copied into a buffer of this thread that lives until its next
+/// stop). For runtime helpers the JIT code calls (a signal_wait that timed out): their frames
+/// must hold no object with a destructor. Aborts when no program runs on this thread.
+[[noreturn]] void stop_program(const char* message);
 
 /// Installs the fault handler (run_programs does it itself; guarded_copy needs it done first).
 void install_fault_handler();

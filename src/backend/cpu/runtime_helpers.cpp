@@ -7,8 +7,13 @@
 #include "backend/cpu/runtime_helpers.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <thread>
 
+#include "backend/cpu/program_guard.hpp"
 #include "support/half.hpp"
 
 namespace tle::cpu::detail {
@@ -87,11 +92,33 @@ extern "C" void tle_cpu_sort_lines(const void* keys, int32_t key_bits, int64_t o
   else sort_lines(static_cast<const uint32_t*>(keys), outer, n, inner, k, perm, scratch);
 }
 
+extern "C" void tle_cpu_signal_wait(uint64_t* flag, uint64_t value, int32_t cmp, int64_t timeout_ns) {
+  const auto start = std::chrono::steady_clock::now();
+  for (uint64_t spin = 0;; ++spin) {
+    const uint64_t v = std::atomic_ref<uint64_t>(*flag).load(std::memory_order_acquire);
+    if (cmp == 0 ? v >= value : v == value) return;
+    if (spin < 64) continue;
+    std::this_thread::yield();
+    if (timeout_ns <= 0 || spin % 256 != 0) continue;
+    const auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
+    if (waited.count() < timeout_ns) continue;
+    char text[512];
+    std::snprintf(text, sizeof text,
+                  "signal_wait timed out after %.3g s: the flag at %p holds %llu, waiting for %s %llu (a rank that "
+                  "should signal it did not: it was not launched, failed, or waits itself; or the value is wrong). "
+                  "MeshOptions::timeout_s or TLE_MESH_TIMEOUT sets the limit",
+                  static_cast<double>(timeout_ns) * 1e-9, static_cast<void*>(flag), static_cast<unsigned long long>(v),
+                  cmp == 0 ? ">=" : "==", static_cast<unsigned long long>(value));
+    stop_program(text);
+  }
+}
+
 std::vector<std::pair<const char*, void*>> runtime_helpers() {
   std::vector<std::pair<const char*, void*>> h = {
       {"tle_cpu_i64_to_bf16", reinterpret_cast<void*>(&tle_cpu_i64_to_bf16)},
       {"tle_cpu_u64_to_bf16", reinterpret_cast<void*>(&tle_cpu_u64_to_bf16)},
       {"tle_cpu_sort_lines", reinterpret_cast<void*>(&tle_cpu_sort_lines)},
+      {"tle_cpu_signal_wait", reinterpret_cast<void*>(&tle_cpu_signal_wait)},
       {"__gnu_h2f_ieee", reinterpret_cast<void*>(&gnu_h2f_ieee)},
       {"__gnu_f2h_ieee", reinterpret_cast<void*>(&gnu_f2h_ieee)},
   };

@@ -568,6 +568,7 @@ void Lowerer::lower_op(const ir::Op& op) {
       return;
     }
     case K::Barrier: barrier(); return;
+    case K::Signal: case K::SignalWait: lower_signal(op); return;
     case K::AsyncCopy: lower_async_copy(op); return;
     case K::MBarrierInit: case K::MBarrierArrive: case K::MBarrierWait: case K::TmaCopy: lower_mbarrier(op); return;
     case K::MBarrierTx: fail(op, "an mbarrier_tx reached the GPU lowering (a tma_copy expanded without TMA)");

@@ -250,6 +250,8 @@ class Lowerer : public backend::ScalarEmitter {
   void lower_load(const ir::Op& op);
   void lower_store(const ir::Op& op);
   void lower_atomic(const ir::Op& op);
+  /// signal / signal_wait (device mesh), lower_mesh.cpp.
+  void lower_signal(const ir::Op& op);
   /// async_copy (gpu::copy): cp.async per vector of each owner thread's registers.
   void lower_async_copy(const ir::Op& op);
   /// A global load of type t (1-16 bytes) / store of val as inline PTX ld.global<mods> /
