@@ -5,6 +5,7 @@
 // interpreter), the user errors at the user's line, the timeout of a wait nobody answers, and the
 // PTX of the primitives (assembled by ptxas).
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "error_util.hpp"
 #include "ops_util.hpp"
 #include "ptxas_util.hpp"
+#include "tle/ops/all_gather_gemm.hpp"
 
 using namespace tle;
 
@@ -39,14 +41,14 @@ auto rank_query = [](Ptr<int32_t> out) {
 /// rank r+1's flag of this program (value epoch); every rank waits for its own flag and copies
 /// recv into out. BLOCK elements per program, a flag per program.
 auto ring_kernel = [](Ptr<float> x, Ptr<float> recv, Ptr<float> out, Ptr<uint64_t> flags, Tile<int32_t> n,
-                      Tile<uint64_t> epoch, Constexpr<int> BLOCK) {
+                      Tile<uint64_t> epoch, Constexpr<int> BLOCK, Constexpr<bool> EQ) {
   Tile<int32_t> pid = program_id(0);
   Tile<int32_t> offs = pid * BLOCK + arange(0, BLOCK);
   Tile<bool> m = offs < n;
   Tile<int32_t> next = (shard_id() + 1) % num_shards();
   store(remote(recv, next) + offs, load(x + offs, m, 0.0f), m);
   signal(flags + pid, epoch, next);
-  signal_wait(flags + pid, epoch);
+  signal_wait(flags + pid, epoch, EQ ? ir::WaitCmp::Eq : ir::WaitCmp::Ge);
   store(out + offs, load(recv + offs, m, 0.0f) * 2.0f, m);
 };
 
@@ -127,7 +129,7 @@ TEST_CASE("mesh: ring exchange with remote stores and per-program signals", "[me
       }
       for (uint64_t epoch : {1, 2}) {  // flags count up: a second exchange waits for the new value
         mesh.run([&](Rank& r) {
-          k(Grid(programs), r.local(x), r.local(recv), r.local(out), r.local(flags), n, epoch, block);
+          k(Grid(programs), r.local(x), r.local(recv), r.local(out), r.local(flags), n, epoch, block, epoch == 2);
         });
         for (int r = 0; r < ranks; ++r) {
           const int from = (r + ranks - 1) % ranks;
@@ -185,7 +187,9 @@ TEST_CASE("mesh: remote atomics and distributed_barrier over several programs", 
       std::vector<int64_t> s = read(seen, r);
       for (int p = 0; p < programs; ++p) {
         INFO("ranks " << ranks << ", rank " << r << ", program " << p << ": saw " << s[p]);
-        CHECK(s[p] >= per_program);
+        // Host ranks run their programs in order: at program p's barrier every rank's programs
+        // 0..p have added (without the barrier, a rank running ahead would see less).
+        CHECK(s[p] >= (opstest::gpu_mode() ? 1 : p + 1) * per_program);
         CHECK(s[p] <= per_program * programs);
       }
     }
@@ -223,6 +227,21 @@ TEST_CASE("mesh: a wait nobody answers times out with an error naming the flag",
   } catch (const RuntimeError& e) {
     CHECK_THAT(std::string(e.what()), Catch::Contains("signal_wait timed out"));
     CHECK_THAT(std::string(e.what()), Catch::Contains("waiting for >= 1"));
+  }
+  // A barrier only rank 0 reached times out too; the failed run resets the barrier's counters, so
+  // the next run's barriers line up again (else rank 0 would wait forever, rank 1 pass early).
+  auto barrier = jit("mesh_barrier_once", [](Ptr<int32_t> out) {
+    distributed_barrier();
+    store(out, shard_id() + 1);
+  });
+  auto out = mesh.alloc_symmetric<int32_t>(1);
+  CHECK_THROWS_WITH(mesh.run([&](Rank& r) {
+                      if (r.id() == 0) barrier(Grid(1), r.local(out));
+                    }),
+                    Catch::Contains("signal_wait timed out"));
+  for (int run = 0; run < 2; ++run) {
+    mesh.run([&](Rank& r) { barrier(Grid(1), r.local(out)); });
+    CHECK(read(out, 1) == std::vector<int32_t>{2});
   }
 }
 
@@ -271,10 +290,13 @@ TEST_CASE("mesh: hidden arguments in the IR and the primitives' PTX", "[mesh][pt
   auto k = jit("mesh_ring", ring_kernel);
   std::vector<float> h(4);
   std::vector<uint64_t> fl(1);
-  const std::string ir = k.ir(false, h.data(), h.data(), h.data(), fl.data(), 4, uint64_t{1}, 128);
+  const std::string ir = k.ir(false, h.data(), h.data(), h.data(), fl.data(), 4, uint64_t{1}, 128, false);
   CHECK_THAT(ir, Catch::Contains("{mesh}"));
   CHECK_THAT(ir, Catch::Contains("signal_wait"));
-  std::string ptx = k.ptx(90, 4, h.data(), h.data(), h.data(), fl.data(), 4, uint64_t{1}, 128);
+  std::string ptx = k.ptx(90, 4, h.data(), h.data(), h.data(), fl.data(), 4, uint64_t{1}, 128, false);
+  const std::string eq_ptx = k.ptx(90, 4, h.data(), h.data(), h.data(), fl.data(), 4, uint64_t{1}, 128, true);
+  CHECK_THAT(eq_ptx, Catch::Contains("setp.eq.u64"));
+  CHECK_THAT(ptx, Catch::Contains("setp.ge.u64"));
   CHECK_THAT(ptx, Catch::Contains("fence.acq_rel.sys"));
   CHECK_THAT(ptx, Catch::Contains("st.relaxed.sys.u64"));
   CHECK_THAT(ptx, Catch::Contains("ld.acquire.sys.u64"));
@@ -284,14 +306,84 @@ TEST_CASE("mesh: hidden arguments in the IR and the primitives' PTX", "[mesh][pt
   std::vector<int64_t> t(1);
   const std::string gptx = g.ptx(90, 4, hi.data(), hi.data(), fl.data(), t.data(), 4, uint64_t{1}, 256);
   CHECK_THAT(gptx, Catch::Contains("red.relaxed.sys.add.u64"));
+  auto ph = jit("mesh_phases", phase_kernel);  // two barriers: the wait's block-scoped labels twice
+  const std::string pptx = ph.ptx(90, 4, hi.data(), hi.data(), 5);
   const std::string ptxas = ptxtest::ptxas_path();
   if (ptxas.empty()) {
     WARN("no ptxas: PTX not assembled");
     return;
   }
-  for (const std::string& p : {ptx, gptx}) {
+  for (const std::string& p : {ptx, eq_ptx, gptx, pptx}) {
     ptxtest::PtxasRun run = ptxtest::run_ptxas(ptxas, p, "sm_90a", "");
     INFO(run.log);
     CHECK(run.status == 0);
   }
+}
+
+namespace {
+/// C = all_gather(A) @ B on `ranks` ranks for shards of m x k, B k x n, three calls (the epochs);
+/// each rank's A and B differ, checked against a double-precision product of the values as T.
+template <class T> void check_all_gather_gemm(int ranks, int m, int n, int k) {
+  Mesh mesh = test_mesh(ranks);
+  ops::AllGatherGemm<T> ag(mesh, m, n, k);
+  auto a = mesh.alloc_symmetric<T>(static_cast<size_t>(m) * k);
+  auto b = mesh.alloc_symmetric<T>(static_cast<size_t>(k) * n);
+  auto c = mesh.alloc_symmetric<T>(static_cast<size_t>(ranks) * m * n);
+  for (int call = 0; call < 3; ++call) {
+    std::vector<std::vector<T>> ha(ranks), hb(ranks);
+    for (int r = 0; r < ranks; ++r) {
+      ha[r].resize(static_cast<size_t>(m) * k);
+      hb[r].resize(static_cast<size_t>(k) * n);
+      for (size_t i = 0; i < ha[r].size(); ++i) ha[r][i] = T(float(int((i * 7 + r * 3 + call) % 17) - 8) / 8.0f);
+      for (size_t i = 0; i < hb[r].size(); ++i) hb[r][i] = T(float(int((i * 5 + r + 2 * call) % 13) - 6) / 4.0f);
+      a.copy_from_host(r, ha[r].data(), ha[r].size());
+      b.copy_from_host(r, hb[r].data(), hb[r].size());
+    }
+    mesh.run([&](Rank& r) { ag(r, r.local(a), r.local(b), r.local(c)); });
+    for (int r = 0; r < ranks; ++r) {
+      std::vector<T> got = read(c, r);
+      int bad = 0;
+      for (int row = 0; row < ranks * m && bad < 3; ++row)
+        for (int col = 0; col < n && bad < 3; ++col) {
+          double want = 0;
+          for (int i = 0; i < k; ++i)
+            want += double(float(ha[row / m][static_cast<size_t>(row % m) * k + i])) *
+                    double(float(hb[r][static_cast<size_t>(i) * n + col]));
+          const double g = double(float(got[static_cast<size_t>(row) * n + col]));
+          if (std::abs(g - want) > 1e-2 * (1 + std::abs(want))) {
+            ++bad;
+            UNSCOPED_INFO("ranks " << ranks << ", call " << call << ", rank " << r << ": c[" << row << ", " << col
+                                   << "] = " << g << ", want " << want);
+          }
+        }
+      CHECK(bad == 0);
+    }
+  }
+}
+}  // namespace
+
+TEST_CASE("ops: all_gather_gemm over ragged shards, repeated calls", "[mesh][ops_library]") {
+  check_all_gather_gemm<bf16>(2, 17, 33, 40);
+  check_all_gather_gemm<bf16>(3, 130, 129, 72);
+  check_all_gather_gemm<float>(2, 1, 200, 3);
+}
+
+TEST_CASE("mesh: loads of a loop holding a signal_wait are not pipelined, even hinted", "[mesh][ptx]") {
+  // x's blocks in a hinted loop qualify for cp.async pipelining (pipe_vec); a wait in the body
+  // must keep every load behind it.
+  auto k = jit("mesh_hinted_wait", [](Ptr<float> x, Ptr<uint64_t> flags, Ptr<float> out, Tile<int32_t> n,
+                                      Constexpr<bool> WAIT) {
+    Tile<float> acc = zeros<float>({256});
+    for (auto i : range(0, n, 1, {.num_stages = 3})) {
+      if (WAIT) signal_wait(flags + i, 1);
+      acc = acc + load(x + i * 256 + arange(0, 256));
+    }
+    store(out + arange(0, 256), acc);
+  });
+  std::vector<float> h(256);
+  std::vector<uint64_t> f(1);
+  CHECK_THAT(k.ptx(90, 4, h.data(), f.data(), h.data(), 8, false), Catch::Contains("cp.async"));
+  const std::string ptx = k.ptx(90, 4, h.data(), f.data(), h.data(), 8, true);
+  CHECK_THAT(ptx, !Catch::Contains("cp.async"));
+  CHECK_THAT(ptx, Catch::Contains("ld.acquire.sys.u64"));
 }

@@ -87,8 +87,13 @@ void mesh_free(MeshState& m, uint64_t offset, uint64_t bytes) noexcept;
 /// Rank `rank`'s copy of the range at `offset`.
 void* mesh_address(const MeshState& m, int rank, uint64_t offset) noexcept;
 /// Synchronous copy between host memory and a rank's copy (either direction).
-void mesh_copy(const MeshState& m, void* dst, const void* src, uint64_t bytes);
+void mesh_copy(const MeshState& m, int rank, void* dst, const void* src, uint64_t bytes);
 void mesh_run(const std::shared_ptr<MeshState>& m, const std::function<void(Rank&)>& fn, const SrcLoc& loc);
+// Rank's stream-ordered operations (GPU: on `stream`; CPU: at once).
+void mesh_put_signal(const MeshState& m, void* stream, void* dst, const void* src, uint64_t bytes, uint64_t* flag,
+                     uint64_t value);
+void mesh_wait_signal(const MeshState& m, void* stream, const uint64_t* flag, uint64_t value);
+void mesh_order(const MeshState& m, void* earlier, void* later);
 }  // namespace detail
 
 // ================================================================= kernel side
@@ -201,14 +206,15 @@ template <class T> class SymmetricBuffer {
   /// Copies n elements (n must equal size()) from host memory into rank `rank`'s copy. Synchronous.
   void copy_from_host(int rank, const T* src, size_t n, loc_t l = loc_t::current()) {
     check(rank, n, "copy_from_host", l);
-    detail::mesh_copy(*mesh_, local(rank, l), src, n * sizeof(T));
+    detail::mesh_copy(*mesh_, rank, local(rank, l), src, n * sizeof(T));
   }
-  /// Copies rank `rank`'s copy (n elements, n == size()) into host memory. Synchronous: waits for
-  /// the work queued before it on the rank's device's legacy default stream only (Mesh::run
-  /// waits for each rank's stream before it returns).
+  /// Copies rank `rank`'s copy (n elements, n == size()) into host memory. Synchronous: in the
+  /// rank's device context, ordered after the work on its legacy default stream only - not after
+  /// the rank's own (non-blocking) stream, which Mesh::run synchronizes before it returns; inside
+  /// run, synchronize r.stream() first.
   void copy_to_host(int rank, T* dst, size_t n, loc_t l = loc_t::current()) const {
     check(rank, n, "copy_to_host", l);
-    detail::mesh_copy(*mesh_, dst, local(rank, l), n * sizeof(T));
+    detail::mesh_copy(*mesh_, rank, dst, local(rank, l), n * sizeof(T));
   }
 
  private:
@@ -251,7 +257,8 @@ class Mesh {
   /// per rank in each device's primary context. An ordinal may repeat (several ranks on one GPU,
   /// each with its own stream: for tests on one GPU). Throws UserError for an empty list or an
   /// ordinal that is not a device, RuntimeError when there is no driver or two devices cannot
-  /// access each other's memory (cuDeviceCanAccessPeer), naming them.
+  /// access each other's memory (cuDeviceCanAccessPeer) or lack native atomics on it
+  /// (cuDeviceGetP2PAttribute), naming them.
   static Mesh gpus(const std::vector<int>& devices, MeshOptions options = {}, loc_t l = loc_t::current()) {
     return Mesh(detail::mesh_create(Backend::GPU, devices, options, SrcLoc(l)));
   }
@@ -305,9 +312,38 @@ class Rank {
   /// This rank's copy of a symmetric buffer.
   template <class T> T* local(const SymmetricBuffer<T>& b, loc_t l = loc_t::current()) const { return b.local(id_, l); }
 
-  Rank(int id, int size, int device, const Stream* stream) : id_(id), size_(size), device_(device), stream_(stream) {}
+  // Stream-ordered operations for host code (NVSHMEM's *_on_stream): on the GPU they are queued on
+  // `stream` (null: this rank's stream) and return; on the CPU they happen before returning.
+  // Pointers may be any rank's symmetric memory (SymmetricBuffer::local of another rank).
+
+  /// Copies `bytes` from src to dst, then sets *flag = value once the copy has landed (the copy
+  /// engine: cuMemcpyAsync, then cuStreamWriteValue64, whose default form fences the copy's
+  /// writes before the flag's). NVSHMEM's nvshmemx_putmem_signal_on_stream. A kernel waiting on
+  /// the flag with signal_wait then reads the data.
+  void put_signal(void* dst, const void* src, uint64_t bytes, uint64_t* flag, uint64_t value,
+                  const Stream* stream = nullptr) const {
+    detail::mesh_put_signal(*mesh_, handle(stream), dst, src, bytes, flag, value);
+  }
+  /// Sets *flag = value after the work queued before on the stream (cuStreamWriteValue64).
+  void signal(uint64_t* flag, uint64_t value, const Stream* stream = nullptr) const {
+    detail::mesh_put_signal(*mesh_, handle(stream), nullptr, nullptr, 0, flag, value);
+  }
+  /// Work queued later on the stream starts once *flag >= value (cuStreamWaitValue64, GEQ). On the
+  /// CPU: waits here, until the mesh's timeout (then RuntimeError naming the flag).
+  void wait_signal(const uint64_t* flag, uint64_t value, const Stream* stream = nullptr) const {
+    detail::mesh_wait_signal(*mesh_, handle(stream), flag, value);
+  }
+  /// Work queued later on `later` starts after the work queued so far on `earlier` (an event).
+  void order(const Stream& earlier, const Stream& later) const {
+    detail::mesh_order(*mesh_, earlier.handle(), later.handle());
+  }
+
+  Rank(const detail::MeshState* mesh, int id, int size, int device, const Stream* stream)
+      : mesh_(mesh), id_(id), size_(size), device_(device), stream_(stream) {}
 
  private:
+  void* handle(const Stream* s) const noexcept { return (s ? s : stream_)->handle(); }
+  const detail::MeshState* mesh_;
   int id_, size_, device_;
   const Stream* stream_;
 };

@@ -14,6 +14,8 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -112,6 +114,16 @@ int64_t timeout_ns(const MeshOptions& o, const SrcLoc& loc) {
 const MeshRankContext* current_mesh_rank() noexcept { return t_rank; }
 
 MeshState::~MeshState() {
+  // Kernels still running on the ranks (a run that ended in an error) must not see their memory
+  // unmapped under them.
+  if (const cuda::Driver* d = backend == Backend::GPU ? cuda::driver() : nullptr)
+    for (CUcontext c : contexts) {
+      CUcontext prev = nullptr;
+      d->cuCtxGetCurrent(&prev);
+      d->cuCtxSetCurrent(c);
+      d->cuCtxSynchronize();
+      d->cuCtxSetCurrent(prev);
+    }
   while (!live.empty()) release_locked(live.begin()->first);
   if (!base) return;
   if (backend == Backend::CPU) {
@@ -121,7 +133,9 @@ MeshState::~MeshState() {
   const cuda::Driver* d = cuda::driver();
   if (!d) return;
   d->cuMemAddressFree(reinterpret_cast<CUdeviceptr>(base), stride * devices.size());
-  for (int dev : distinct) d->cuDevicePrimaryCtxRelease(dev);
+  // The primary contexts stay retained for the process's life (as ensure_context's): modules
+  // loaded in them are cached per context, and a released context could come back destroyed
+  // under the same handle.
 }
 
 uint64_t MeshState::allocate(uint64_t bytes, const SrcLoc& loc) {
@@ -166,9 +180,15 @@ uint64_t MeshState::allocate(uint64_t bytes, const SrcLoc& loc) {
         const CUdeviceptr at = reinterpret_cast<CUdeviceptr>(base + r * stride + offset);
         check(d.cuMemMap(at, span, 0, h, 0), "cuMemMap");
         check(d.cuMemSetAccess(at, span, access.data(), access.size()), "cuMemSetAccess");
+        // Zero-fill on a private stream: a context-wide synchronize would wait for the mesh's
+        // kernels (an allocation inside Mesh::run while they spin).
         CtxGuard g(contexts[r]);
-        check(d.cuMemsetD8(at, 0, span), "cuMemsetD8");
-        check(d.cuCtxSynchronize(), "cuCtxSynchronize");
+        CUstream s = nullptr;
+        check(d.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+        CUresult e = d.cuMemsetD8Async(at, 0, span, s);
+        if (e == CUDA_SUCCESS) e = d.cuStreamSynchronize(s);
+        d.cuStreamDestroy(s);
+        check(e, "cuMemsetD8Async");
       }
     }
   } catch (...) {
@@ -228,15 +248,32 @@ std::shared_ptr<MeshState> mesh_create(Backend backend, const std::vector<int>& 
                                          dev, d.device_count, d.device_count == 1 ? "" : "s"));
       if (std::find(m->distinct.begin(), m->distinct.end(), dev) == m->distinct.end()) m->distinct.push_back(dev);
     }
+    auto device = [&](int ordinal) {
+      CUdevice h = 0;
+      check(d.cuDeviceGet(&h, ordinal), "cuDeviceGet");
+      return h;
+    };
     for (int a : m->distinct)
       for (int b : m->distinct) {
-        int can = 1;
-        if (a != b) check(d.cuDeviceCanAccessPeer(&can, a, b), "cuDeviceCanAccessPeer");
+        if (a == b) continue;
+        int can = 0, atomics = 0;
+        check(d.cuDeviceCanAccessPeer(&can, device(a), device(b)), "cuDeviceCanAccessPeer");
         if (!can)
           throw RuntimeError("cuDeviceCanAccessPeer", fmt::format("devices {} and {} of the mesh cannot access each "
                                                                   "other's memory (no NVLink or PCIe peer path), so "
                                                                   "they cannot share symmetric memory",
                                                                   a, b));
+        // signal's adds and atomics through remote() must be atomic on the peer's memory.
+        if (d.cuDeviceGetP2PAttribute)
+          check(d.cuDeviceGetP2PAttribute(&atomics, CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED, device(a),
+                                          device(b)),
+                "cuDeviceGetP2PAttribute");
+        if (d.cuDeviceGetP2PAttribute && !atomics)
+          throw RuntimeError("cuDeviceGetP2PAttribute", fmt::format("devices {} and {} of the mesh have no native "
+                                                                    "atomics on each other's memory (a PCIe path "
+                                                                    "without them), which signal's adds and remote "
+                                                                    "atomics need",
+                                                                    a, b));
       }
     for (int dev : m->distinct) {
       CUmemAllocationProp prop = device_prop(dev);
@@ -248,7 +285,7 @@ std::shared_ptr<MeshState> mesh_create(Backend backend, const std::vector<int>& 
     std::map<int, CUcontext> ctx;
     for (int dev : m->distinct) {
       CUcontext c = nullptr;
-      check(d.cuDevicePrimaryCtxRetain(&c, dev), "cuDevicePrimaryCtxRetain");
+      check(d.cuDevicePrimaryCtxRetain(&c, device(dev)), "cuDevicePrimaryCtxRetain");
       ctx[dev] = c;
     }
     for (int dev : devices) m->contexts.push_back(ctx[dev]);
@@ -267,6 +304,7 @@ std::shared_ptr<MeshState> mesh_create(Backend backend, const std::vector<int>& 
     m->base = static_cast<char*>(p);
   } else {
     const cuda::Driver& d = vmm_driver();
+    CtxGuard g(m->contexts.front());
     CUdeviceptr p = 0;
     check(d.cuMemAddressReserve(&p, m->stride * n, m->granularity, 0, 0), "cuMemAddressReserve");
     m->base = reinterpret_cast<char*>(p);
@@ -288,15 +326,66 @@ void* mesh_address(const MeshState& m, int rank, uint64_t offset) noexcept {
   return m.base + static_cast<uint64_t>(rank) * m.stride + offset;
 }
 
-void mesh_copy(const MeshState& m, void* dst, const void* src, uint64_t bytes) {
+void mesh_copy(const MeshState& m, int rank, void* dst, const void* src, uint64_t bytes) {
   if (!bytes) return;
   if (m.backend == Backend::CPU) {
     std::memcpy(dst, src, bytes);
     return;
   }
   const cuda::Driver& d = cuda::require_driver("cuMemcpy");
-  CtxGuard g(m.contexts.front());
+  CtxGuard g(m.contexts[static_cast<size_t>(rank)]);
   check(d.cuMemcpy(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes), "cuMemcpy");
+}
+
+void mesh_put_signal(const MeshState& m, void* stream, void* dst, const void* src, uint64_t bytes, uint64_t* flag,
+                     uint64_t value) {
+  if (m.backend == Backend::CPU) {
+    if (bytes) std::memcpy(dst, src, bytes);
+    std::atomic_ref<uint64_t>(*flag).store(value);
+    return;
+  }
+  const cuda::Driver& d = cuda::require_driver("cuStreamWriteValue64");
+  if (!d.cuStreamWriteValue64 || !d.cuMemcpyAsync)
+    throw RuntimeError("cuStreamWriteValue64", "the CUDA driver lacks cuStreamWriteValue64 / cuMemcpyAsync");
+  auto s = static_cast<CUstream>(stream);
+  if (bytes)
+    check(d.cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes, s),
+          "cuMemcpyAsync");
+  check(d.cuStreamWriteValue64(s, reinterpret_cast<CUdeviceptr>(flag), value, CU_STREAM_WRITE_VALUE_DEFAULT),
+        "cuStreamWriteValue64");
+}
+
+void mesh_wait_signal(const MeshState& m, void* stream, const uint64_t* flag, uint64_t value) {
+  if (m.backend == Backend::CPU) {
+    std::atomic_ref<uint64_t> f(*const_cast<uint64_t*>(flag));
+    const auto start = std::chrono::steady_clock::now();
+    while (f.load(std::memory_order_acquire) < value) {
+      std::this_thread::yield();
+      if (std::chrono::steady_clock::now() - start > std::chrono::nanoseconds(m.timeout_ns))
+        throw RuntimeError("Rank::wait_signal",
+                           fmt::format("timed out after {} s: the flag at {} holds {}, waiting for >= {}",
+                                       static_cast<double>(m.timeout_ns) * 1e-9, static_cast<const void*>(flag),
+                                       f.load(), value));
+    }
+    return;
+  }
+  const cuda::Driver& d = cuda::require_driver("cuStreamWaitValue64");
+  if (!d.cuStreamWaitValue64) throw RuntimeError("cuStreamWaitValue64", "the CUDA driver lacks cuStreamWaitValue64");
+  check(d.cuStreamWaitValue64(static_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(flag), value,
+                              CU_STREAM_WAIT_VALUE_GEQ),
+        "cuStreamWaitValue64");
+}
+
+void mesh_order(const MeshState& m, void* earlier, void* later) {
+  if (m.backend == Backend::CPU || earlier == later) return;
+  const cuda::Driver& d = cuda::require_driver("cuEventRecord");
+  if (!d.cuStreamWaitEvent) throw RuntimeError("cuStreamWaitEvent", "the CUDA driver lacks cuStreamWaitEvent");
+  CUevent e = nullptr;
+  check(d.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  CUresult r = d.cuEventRecord(e, static_cast<CUstream>(earlier));
+  if (r == CUDA_SUCCESS) r = d.cuStreamWaitEvent(static_cast<CUstream>(later), e, 0);
+  d.cuEventDestroy(e);  // released once the wait no longer needs it
+  check(r, "cuStreamWaitEvent");
 }
 
 void mesh_run(const std::shared_ptr<MeshState>& m, const std::function<void(Rank&)>& fn, const SrcLoc& loc) {
@@ -319,7 +408,7 @@ void mesh_run(const std::shared_ptr<MeshState>& m, const std::function<void(Rank
         ctx.barrier_programs = kMeshBarrierPrograms;
         ctx.backend = m->backend;
         ctx.stream = stream.handle();
-        Rank rank(r, n, m->devices[static_cast<size_t>(r)], &stream);
+        Rank rank(m.get(), r, n, m->devices[static_cast<size_t>(r)], &stream);
         struct Scope {
           explicit Scope(const MeshRankContext* c) { t_rank = c; }
           ~Scope() { t_rank = nullptr; }
@@ -328,10 +417,33 @@ void mesh_run(const std::shared_ptr<MeshState>& m, const std::function<void(Rank
         if (m->backend == Backend::GPU) stream.synchronize();
       } catch (...) {
         errors[static_cast<size_t>(r)] = std::current_exception();
+        // Kernels this rank queued may still run: wait for them (or their timeout) before the
+        // caller can free what they use. Their error, if any, is already the one reported.
+        if (m->backend == Backend::GPU)
+          if (const cuda::Driver* d = cuda::driver()) d->cuCtxSynchronize();
       }
     });
   }
   for (std::thread& t : threads) t.join();
+  if (std::any_of(errors.begin(), errors.end(), [](auto& e) { return bool(e); })) {
+    // A rank that failed left distributed_barrier's counters out of step with the others' (a
+    // later barrier would wait forever on some ranks and pass early on others): start them over.
+    // (A GPU context lost to a trap refuses the memset; every later launch there fails anyway.)
+    for (int r = 0; r < n; ++r) {
+      void* s = mesh_address(*m, r, m->scratch);
+      if (m->backend == Backend::CPU) {
+        std::memset(s, 0, 2 * sizeof(uint64_t) * kMeshBarrierPrograms);
+      } else if (const cuda::Driver* d = cuda::driver()) {
+        CUcontext prev = nullptr;
+        d->cuCtxGetCurrent(&prev);
+        d->cuCtxSetCurrent(m->contexts[static_cast<size_t>(r)]);
+        if (d->cuMemsetD8(reinterpret_cast<CUdeviceptr>(s), 0, 2 * sizeof(uint64_t) * kMeshBarrierPrograms) ==
+            CUDA_SUCCESS)
+          d->cuCtxSynchronize();
+        d->cuCtxSetCurrent(prev);
+      }
+    }
+  }
   for (std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
 }

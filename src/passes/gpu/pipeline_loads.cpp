@@ -34,6 +34,8 @@
 // encoded once per launch, so every desc_load of that descriptor must qualify with the same atom;
 // otherwise none of them does (they keep the unswizzled synchronous path of lower_tma.cpp). Such a
 // load gets `pipelined = 1` and `wgmma` = the atom, as a pointer load does.
+// A loop whose body holds a signal_wait is never pipelined, hinted or not (its loads must not
+// run ahead of the wait's acquire).
 // Only innermost loops whose bodies write no memory (no store, atomic, impure inline asm or other
 // op with side effects: the copies run ahead of them) are pipelined. A loop with at least one such
 // load gets `num_stages = S`; each such load `pipelined = 1`.
@@ -315,6 +317,11 @@ class Pipeliner {
     bool nested = false;
     ir::walk(body, [&](Op& op) { nested = nested || op.kind == OpKind::For; });
     if (nested) return;
+    // A signal_wait (device mesh) orders the loads after it behind another rank's writes: loads
+    // issued iterations early would run ahead of it. Not even the hint allows that.
+    bool waits = false;
+    ir::walk(body, [&](Op& op) { waits = waits || op.kind == OpKind::SignalWait; });
+    if (waits) return;
     // Loads move earlier by up to S-1 iterations: nothing in the body may write memory (a store,
     // an atomic, impure inline asm...) that a later iteration's load could read. With the hint the
     // program asserts that; still, a load after a write of its own iteration stays where it is.

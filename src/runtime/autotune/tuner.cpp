@@ -22,6 +22,7 @@
 
 #include "runtime/autotune/tune.hpp"
 #include "runtime/cuda/driver.hpp"
+#include "runtime/mesh.hpp"
 #include "runtime/disk_cache.hpp"
 #include "runtime/launch.hpp"
 #include "tle/detail/trace_api.hpp"
@@ -185,6 +186,14 @@ class TunerCore {
                 const std::function<void(const Config&)>& run, const std::function<std::vector<Region>()>& regions) {
     std::lock_guard lk(mu);
     if (auto it = cache.find(key); it != cache.end()) return it->second;
+    // Inside Mesh::run every rank would measure on its own, a different number of launches each,
+    // and a mesh kernel's flags and barriers would drift apart between the ranks.
+    if (current_mesh_rank())
+      throw UserError(loc, fmt::format("autotuned kernel '{}' needs tuning for key {} on a rank's thread inside "
+                                       "Mesh::run, where each rank would measure on its own; tune it before run (a "
+                                       "launch outside the mesh fills the cache) or force a config "
+                                       "(tle::autotune_config)",
+                                       name, key));
     const auto t0 = std::chrono::steady_clock::now();
     last = TuneReport{};
     last.key = key;

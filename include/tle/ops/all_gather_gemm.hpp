@@ -1,0 +1,154 @@
+// tle/ops/all_gather_gemm.hpp - C = all_gather(A) @ B over a device mesh, the gather overlapped
+// with the GEMM (tensor-parallel column-parallel layers; issue #17 item 4), written in tle itself.
+//
+//   tle::Mesh mesh = tle::Mesh::gpus({0, 1});
+//   tle::ops::AllGatherGemm<tle::bf16> ag(mesh, m, n, k);   // workspace for A shards of m x k
+//   mesh.run([&](tle::Rank& r) {
+//     ag(r, a[r], b[r], c[r]);    // a: this rank's [m, k] shard, b: [k, n], c: [ranks * m, n]
+//   });
+//
+// Every rank holds a row shard A_r [m, k] and its own B [k, n] (row-major, device memory on the
+// GPU, host memory on a CPU mesh) and gets C [ranks * m, n] = [A_0; A_1; ...] @ B, rows of shard q at
+// q * m. C's elements are f32-accumulated dot products rounded once to T.
+//
+// How (the structure of FlagTree's and Triton-distributed's AG-GEMM, notes 5.3):
+//   - the gather is the copy engine's: each rank pushes its shard into every rank's gather buffer
+//     (symmetric memory, shard q at rows q * m), itself first, then rank + 1, rank + 2, ..., each
+//     copy followed by a flag (Rank::put_signal: cuMemcpyAsync + cuStreamWriteValue64), on a copy
+//     stream of the rank's that waits for the work queued before the call on the rank's stream
+//     (whatever produced A_r);
+//   - the GEMM is one persistent kernel on the rank's stream: its programs walk C's tiles shard by
+//     shard in arrival order (own shard, rank - 1, rank - 2, ...) and, before a tile, wait for its
+//     shard's flag (signal_wait), so the GEMM of the shards that arrived overlaps the copies of
+//     the others; inside a shard tiles go in grouped order;
+//   - a call's flags carry the call's number (an epoch; flags count up, never reset), and before
+//     pushing into rank p's gather buffer a rank waits (on its copy stream) until p's GEMM of the
+//     previous call is done with it (p signals every rank after its kernel).
+// Every rank must make the same calls in the same order with the same m, n, k (the flags of a call
+// nobody answers time out: MeshOptions::timeout_s).
+//
+// Not the peak form yet: the GEMM is the pointer-based persistent K loop (no TMA, no warp
+// specialization; on sm_90a its dots run on wgmma), one configuration (BM 128, BN 128, BK 64, 8
+// warps, 3 stages on the GPU).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "tle/kernel.hpp"
+#include "tle/mesh.hpp"
+
+namespace tle::ops {
+
+namespace detail {
+/// The tile (row block, column block) of t in grouped order over an npm x npn grid (Triton's
+/// matmul tutorial, GROUP_SIZE_M = gm).
+inline std::pair<Tile<int32_t>, Tile<int32_t>> ag_grouped_tile(Tile<int32_t> t, Tile<int32_t> npm, Tile<int32_t> npn,
+                                                               int gm) {
+  Tile<int32_t> per_group = npn * gm;
+  Tile<int32_t> first_m = (t / per_group) * gm;
+  Tile<int32_t> rows = minimum(npm - first_m, gm);
+  Tile<int32_t> in_group = t % per_group;
+  return {first_m + in_group % rows, in_group / rows};
+}
+
+/// The persistent GEMM over the gathered A [ranks * m, k] (see the top of the file).
+template <class T> auto& all_gather_gemm_kernel() {
+  static auto k = jit("all_gather_gemm", [](Ptr<T> a, Ptr<T> b, Ptr<T> c, Ptr<uint64_t> flags, Tile<int32_t> m,
+                                            Tile<int32_t> n, Tile<int32_t> k, Tile<uint64_t> epoch,
+                                            Constexpr<int> BM, Constexpr<int> BN, Constexpr<int> BK) {
+    Tile<int32_t> ranks = num_shards(), me = shard_id();
+    Tile<int32_t> npm = (m + (BM - 1)) / BM, npn = (n + (BN - 1)) / BN;
+    Tile<int32_t> per_shard = npm * npn;
+    Tile<int32_t> rk = arange(0, BK);
+    for (auto t : range(program_id(0), ranks * per_shard, num_programs(0))) {
+      Tile<int32_t> shard = (me - t / per_shard + ranks) % ranks;  // arrival order: me, me - 1, ...
+      auto [pm, pn] = ag_grouped_tile(t % per_shard, npm, npn, 8);
+      signal_wait(flags + shard, epoch);
+      Tile<int32_t> lm = pm * BM + arange(0, BM);  // rows within the shard
+      Tile<int32_t> rm = shard * m + lm;
+      Tile<int32_t> rn = pn * BN + arange(0, BN);
+      Tile<float> acc = zeros<float>({BM, BN});
+      for (auto k0 : range(0, k, BK)) {
+        Tile<int32_t> kk = k0 + rk;
+        Tile<T> ta = load(a + expand_dims(rm, 1) * k + expand_dims(kk, 0),
+                          expand_dims(lm < m, 1) & expand_dims(kk < k, 0));
+        Tile<T> tb = load(b + expand_dims(kk, 1) * n + expand_dims(rn, 0),
+                          expand_dims(kk < k, 1) & expand_dims(rn < n, 0));
+        acc = dot(ta, tb, acc);
+      }
+      store(c + expand_dims(rm, 1) * n + expand_dims(rn, 0), cast<T>(acc),
+            expand_dims(lm < m, 1) & expand_dims(rn < n, 0));
+    }
+  });
+  return k;
+}
+}  // namespace detail
+
+/// The workspace and state of C = all_gather(A) @ B on one mesh for shards of m x k (see the top
+/// of the file). T: tle::bf16, tle::f16 or float. Construct it on the host thread (it allocates
+/// symmetric memory: a gather buffer of ranks * m * k elements, two flag arrays); call it on every
+/// rank's thread inside Mesh::run. Throws UserError at the caller's line for m, n or k < 1 or a
+/// rank of another mesh.
+template <class T> class AllGatherGemm {
+ public:
+  AllGatherGemm(Mesh& mesh, int64_t m, int64_t n, int64_t k, loc_t l = loc_t::current())
+      : mesh_(mesh), m_(m), n_(n), k_(k) {
+    if (m < 1 || n < 1 || k < 1 || m * mesh.size() >= (int64_t(1) << 31) || n >= (int64_t(1) << 31) ||
+        k >= (int64_t(1) << 31))
+      throw UserError(SrcLoc(l), "AllGatherGemm: m, n and k must be from 1 (and m x ranks, n, k below 2^31), got m " +
+                                     std::to_string(m) + ", n " + std::to_string(n) + ", k " + std::to_string(k));
+    gathered_ = mesh.alloc_symmetric<T>(static_cast<size_t>(m * mesh.size() * k), l);
+    arrived_ = mesh.alloc_symmetric<uint64_t>(static_cast<size_t>(mesh.size()), l);
+    done_ = mesh.alloc_symmetric<uint64_t>(static_cast<size_t>(mesh.size()), l);
+    ranks_.resize(static_cast<size_t>(mesh.size()));
+  }
+
+  /// On rank r's thread: c [ranks * m, n] = all_gather(a [m, k]) @ b [k, n], queued on r's stream
+  /// (GPU; at once on the CPU). a, b, c: this rank's memory (device memory on the GPU).
+  void operator()(Rank& r, const T* a, const T* b, T* c, loc_t l = loc_t::current()) {
+    if (r.size() != mesh_.size() || r.id() < 0 || r.id() >= mesh_.size())
+      throw UserError(SrcLoc(l), "AllGatherGemm: the rank is not one of this mesh's");
+    if (!a || !b || !c) throw UserError(SrcLoc(l), "AllGatherGemm: a null pointer");
+    PerRank& st = ranks_[static_cast<size_t>(r.id())];
+    if (!st.copy && mesh_.backend() == Backend::GPU) st.copy = std::make_unique<Stream>(/*non_blocking=*/true);
+    const Stream* copy = st.copy ? st.copy.get() : &r.stream();
+    const uint64_t epoch = ++st.epoch;
+    const int ranks = r.size(), me = r.id();
+    const uint64_t shard_bytes = static_cast<uint64_t>(m_ * k_) * sizeof(T);
+    // The copies wait for what produced a on the rank's stream; into rank p's buffer only once
+    // p's GEMM of the previous call is done (done[p] on this rank).
+    if (st.copy) r.order(r.stream(), *copy);
+    for (int j = 0; j < ranks; ++j) {
+      const int p = (me + j) % ranks;
+      if (epoch > 1) r.wait_signal(done_.local(me, l) + p, epoch - 1, copy);
+      r.put_signal(gathered_.local(p, l) + static_cast<size_t>(me * m_ * k_), a, shard_bytes,
+                   arrived_.local(p, l) + me, epoch, copy);
+    }
+    auto& kernel = detail::all_gather_gemm_kernel<T>();
+    const int64_t tiles = ranks * ((m_ + 127) / 128) * ((n_ + 127) / 128);
+    int64_t programs = tiles;
+    if (mesh_.backend() == Backend::GPU) {
+      if (auto info = gpu_info(r.device())) programs = std::min<int64_t>(tiles, info->num_sms);
+    } else {
+      programs = 1;  // a CPU rank runs its programs in order: one program walks every tile
+    }
+    kernel(Grid(programs, 1, 1, l).with_warps(8).on(r.stream()), gathered_.local(me, l), b, c, arrived_.local(me, l),
+           static_cast<int32_t>(m_), static_cast<int32_t>(n_), static_cast<int32_t>(k_), epoch, 128, 128, 64);
+    for (int q = 0; q < ranks; ++q) r.signal(done_.local(q, l) + me, epoch);  // this rank is done with its buffer
+  }
+
+ private:
+  struct PerRank {
+    std::unique_ptr<Stream> copy;
+    uint64_t epoch = 0;
+  };
+  Mesh mesh_;
+  int64_t m_, n_, k_;
+  SymmetricBuffer<T> gathered_;
+  SymmetricBuffer<uint64_t> arrived_, done_;
+  std::vector<PerRank> ranks_;
+};
+
+}  // namespace tle::ops
