@@ -49,7 +49,7 @@ cmake --build "$build" -j "$jobs"
 case "$what" in
   examples)
     status=0
-    for ex in vector_add softmax layernorm matmul gemm_ws attention attention_fwd; do
+    for ex in vector_add softmax layernorm matmul gemm_ws attention attention_fwd all_gather_gemm; do
       echo "== $ex"
       "$build/examples/$ex" || status=1
     done

@@ -38,7 +38,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 mode=${1:-}
-EXAMPLES=(vector_add softmax layernorm matmul gemm_ws attention attention_fwd raw_softmax raw_device_function)
+EXAMPLES=(vector_add softmax layernorm matmul gemm_ws attention attention_fwd raw_softmax raw_device_function all_gather_gemm)
 BENCHMARKS=(compile_latency gpu_bench tune_report)  # tune_report: after the suite, on the tuning cache it filled
 STUDIES=(tune_study)  # in the bundle, run only when asked (RUN_TUNE_STUDY=1: minutes of device time)
 LIMIT=$((64 * 1024 * 1024))
