@@ -14,6 +14,7 @@
 #include "ops_util.hpp"
 #include "ptxas_util.hpp"
 #include "tle/ops/all_gather_gemm.hpp"
+#include "tle/ops/gemm_reduce_scatter.hpp"
 
 using namespace tle;
 
@@ -386,4 +387,53 @@ TEST_CASE("mesh: loads of a loop holding a signal_wait are not pipelined, even h
   const std::string ptx = k.ptx(90, 4, h.data(), f.data(), h.data(), 8, true);
   CHECK_THAT(ptx, !Catch::Contains("cp.async"));
   CHECK_THAT(ptx, Catch::Contains("ld.acquire.sys.u64"));
+}
+
+namespace {
+/// C_r = rows [r m, (r + 1) m) of sum_q A_q @ B_q on `ranks` ranks, three calls (the epochs),
+/// checked against a double-precision sum.
+template <class T> void check_gemm_reduce_scatter(int ranks, int m, int n, int k) {
+  Mesh mesh = test_mesh(ranks);
+  ops::GemmReduceScatter<T> rs(mesh, m, n, k);
+  auto a = mesh.alloc_symmetric<T>(static_cast<size_t>(ranks) * m * k);
+  auto b = mesh.alloc_symmetric<T>(static_cast<size_t>(k) * n);
+  auto c = mesh.alloc_symmetric<T>(static_cast<size_t>(m) * n);
+  for (int call = 0; call < 3; ++call) {
+    std::vector<std::vector<T>> ha(ranks), hb(ranks);
+    for (int r = 0; r < ranks; ++r) {
+      ha[r].resize(static_cast<size_t>(ranks) * m * k);
+      hb[r].resize(static_cast<size_t>(k) * n);
+      for (size_t i = 0; i < ha[r].size(); ++i) ha[r][i] = T(float(int((i * 3 + r * 5 + call) % 11) - 5) / 4.0f);
+      for (size_t i = 0; i < hb[r].size(); ++i) hb[r][i] = T(float(int((i * 7 + r + call) % 9) - 4) / 2.0f);
+      a.copy_from_host(r, ha[r].data(), ha[r].size());
+      b.copy_from_host(r, hb[r].data(), hb[r].size());
+    }
+    mesh.run([&](Rank& r) { rs(r, r.local(a), r.local(b), r.local(c)); });
+    for (int r = 0; r < ranks; ++r) {
+      std::vector<T> got = read(c, r);
+      int bad = 0;
+      for (int row = 0; row < m && bad < 3; ++row)
+        for (int col = 0; col < n && bad < 3; ++col) {
+          double want = 0;
+          for (int q = 0; q < ranks; ++q)
+            for (int i = 0; i < k; ++i)
+              want += double(float(ha[q][static_cast<size_t>(r * m + row) * k + i])) *
+                      double(float(hb[q][static_cast<size_t>(i) * n + col]));
+          const double g = double(float(got[static_cast<size_t>(row) * n + col]));
+          if (std::abs(g - want) > 1e-2 * (1 + std::abs(want))) {
+            ++bad;
+            UNSCOPED_INFO("ranks " << ranks << ", call " << call << ", rank " << r << ": c[" << row << ", " << col
+                                   << "] = " << g << ", want " << want);
+          }
+        }
+      CHECK(bad == 0);
+    }
+  }
+}
+}  // namespace
+
+TEST_CASE("ops: gemm_reduce_scatter over ragged shards, repeated calls", "[mesh][ops_library]") {
+  check_gemm_reduce_scatter<bf16>(2, 17, 33, 40);
+  check_gemm_reduce_scatter<bf16>(3, 130, 129, 72);
+  check_gemm_reduce_scatter<float>(2, 1, 200, 3);
 }
