@@ -322,6 +322,21 @@ TEST_CASE("mesh: hidden arguments in the IR and the primitives' PTX", "[mesh][pt
 }
 
 namespace {
+/// The elements of got [rows, cols] (row-major) off want(row, col) by more than 1e-2 (1 + |want|);
+/// the first three are reported.
+template <class T, class F> int mismatches(const std::vector<T>& got, int rows, int cols, F want) {
+  int bad = 0;
+  for (int row = 0; row < rows && bad < 3; ++row)
+    for (int col = 0; col < cols && bad < 3; ++col) {
+      const double w = want(row, col), g = double(float(got[static_cast<size_t>(row) * cols + col]));
+      if (std::abs(g - w) > 1e-2 * (1 + std::abs(w))) {
+        ++bad;
+        UNSCOPED_INFO("c[" << row << ", " << col << "] = " << g << ", want " << w);
+      }
+    }
+  return bad;
+}
+
 /// C = all_gather(A) @ B on `ranks` ranks for shards of m x k, B k x n, three calls (the epochs);
 /// each rank's A and B differ, checked against a double-precision product of the values as T.
 template <class T> void check_all_gather_gemm(int ranks, int m, int n, int k) {
@@ -342,22 +357,14 @@ template <class T> void check_all_gather_gemm(int ranks, int m, int n, int k) {
     }
     mesh.run([&](Rank& r) { ag(r, r.local(a), r.local(b), r.local(c)); });
     for (int r = 0; r < ranks; ++r) {
-      std::vector<T> got = read(c, r);
-      int bad = 0;
-      for (int row = 0; row < ranks * m && bad < 3; ++row)
-        for (int col = 0; col < n && bad < 3; ++col) {
-          double want = 0;
-          for (int i = 0; i < k; ++i)
-            want += double(float(ha[row / m][static_cast<size_t>(row % m) * k + i])) *
-                    double(float(hb[r][static_cast<size_t>(i) * n + col]));
-          const double g = double(float(got[static_cast<size_t>(row) * n + col]));
-          if (std::abs(g - want) > 1e-2 * (1 + std::abs(want))) {
-            ++bad;
-            UNSCOPED_INFO("ranks " << ranks << ", call " << call << ", rank " << r << ": c[" << row << ", " << col
-                                   << "] = " << g << ", want " << want);
-          }
-        }
-      CHECK(bad == 0);
+      INFO("ranks " << ranks << ", call " << call << ", rank " << r);
+      CHECK(mismatches(read(c, r), ranks * m, n, [&](int row, int col) {
+              double want = 0;
+              for (int i = 0; i < k; ++i)
+                want += double(float(ha[row / m][static_cast<size_t>(row % m) * k + i])) *
+                        double(float(hb[r][static_cast<size_t>(i) * n + col]));
+              return want;
+            }) == 0);
     }
   }
 }
@@ -410,23 +417,15 @@ template <class T> void check_gemm_reduce_scatter(int ranks, int m, int n, int k
     }
     mesh.run([&](Rank& r) { rs(r, r.local(a), r.local(b), r.local(c)); });
     for (int r = 0; r < ranks; ++r) {
-      std::vector<T> got = read(c, r);
-      int bad = 0;
-      for (int row = 0; row < m && bad < 3; ++row)
-        for (int col = 0; col < n && bad < 3; ++col) {
-          double want = 0;
-          for (int q = 0; q < ranks; ++q)
-            for (int i = 0; i < k; ++i)
-              want += double(float(ha[q][static_cast<size_t>(r * m + row) * k + i])) *
-                      double(float(hb[q][static_cast<size_t>(i) * n + col]));
-          const double g = double(float(got[static_cast<size_t>(row) * n + col]));
-          if (std::abs(g - want) > 1e-2 * (1 + std::abs(want))) {
-            ++bad;
-            UNSCOPED_INFO("ranks " << ranks << ", call " << call << ", rank " << r << ": c[" << row << ", " << col
-                                   << "] = " << g << ", want " << want);
-          }
-        }
-      CHECK(bad == 0);
+      INFO("ranks " << ranks << ", call " << call << ", rank " << r);
+      CHECK(mismatches(read(c, r), m, n, [&](int row, int col) {
+              double want = 0;
+              for (int q = 0; q < ranks; ++q)
+                for (int i = 0; i < k; ++i)
+                  want += double(float(ha[q][static_cast<size_t>(r * m + row) * k + i])) *
+                          double(float(hb[q][static_cast<size_t>(i) * n + col]));
+              return want;
+            }) == 0);
     }
   }
 }

@@ -33,6 +33,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <mutex>
 #include <vector>
 
@@ -53,6 +54,36 @@ inline std::pair<Tile<int32_t>, Tile<int32_t>> ag_grouped_tile(Tile<int32_t> t, 
   return {first_m + in_group % rows, in_group / rows};
 }
 
+/// The f32 product of rows rm of a [*, k] (those whose row within the shard, lm, is below m) and
+/// columns rn of b [k, n]: the K loop of both mesh GEMMs (masked tails read 0).
+template <class T>
+Tile<float> shard_tile_product(Ptr<T> a, Ptr<T> b, Tile<int32_t> rm, Tile<int32_t> lm, Tile<int32_t> rn,
+                               Tile<int32_t> m, Tile<int32_t> n, Tile<int32_t> k, int BK) {
+  Tile<int32_t> rk = arange(0, BK);
+  Tile<float> acc = zeros<float>({rm.shape()[0], rn.shape()[0]});
+  for (auto k0 : range(0, k, BK)) {
+    Tile<int32_t> kk = k0 + rk;
+    Tile<T> ta = load(a + expand_dims(rm, 1) * k + expand_dims(kk, 0), expand_dims(lm < m, 1) & expand_dims(kk < k, 0));
+    Tile<T> tb = load(b + expand_dims(kk, 1) * n + expand_dims(rn, 0), expand_dims(kk < k, 1) & expand_dims(rn < n, 0));
+    acc = dot(ta, tb, acc);
+  }
+  return acc;
+}
+
+/// UserError at loc unless 1 <= m, n, k and m x ranks, n, k < 2^31 (both mesh GEMMs).
+inline void check_mesh_gemm_shape(const char* op, int ranks, int64_t m, int64_t n, int64_t k, const SrcLoc& loc) {
+  if (m < 1 || n < 1 || k < 1 || m * ranks >= (int64_t(1) << 31) || n >= (int64_t(1) << 31) || k >= (int64_t(1) << 31))
+    throw UserError(loc, std::string(op) + ": m, n and k must be from 1 (and m x ranks, n, k below 2^31), got m " +
+                             std::to_string(m) + ", n " + std::to_string(n) + ", k " + std::to_string(k));
+}
+/// UserError at loc unless r is a rank of a mesh of `ranks` and no pointer is null.
+inline void check_mesh_gemm_call(const char* op, int ranks, const Rank& r, const void* a, const void* b,
+                                 const void* c, const SrcLoc& loc) {
+  if (r.size() != ranks || r.id() < 0 || r.id() >= ranks)
+    throw UserError(loc, std::string(op) + ": the rank is not one of this mesh's");
+  if (!a || !b || !c) throw UserError(loc, std::string(op) + ": a null pointer");
+}
+
 /// The persistent GEMM over the gathered A [ranks * m, k] (see the top of the file).
 template <class T> auto& all_gather_gemm_kernel() {
   static auto k = jit("all_gather_gemm", [](Ptr<T> a, Ptr<T> b, Ptr<T> c, Ptr<uint64_t> flags, Tile<int32_t> m,
@@ -61,7 +92,6 @@ template <class T> auto& all_gather_gemm_kernel() {
     Tile<int32_t> ranks = num_shards(), me = shard_id();
     Tile<int32_t> npm = (m + (BM - 1)) / BM, npn = (n + (BN - 1)) / BN;
     Tile<int32_t> per_shard = npm * npn;
-    Tile<int32_t> rk = arange(0, BK);
     for (auto t : range(program_id(0), ranks * per_shard, num_programs(0))) {
       Tile<int32_t> shard = (me - t / per_shard + ranks) % ranks;  // arrival order: me, me - 1, ...
       auto [pm, pn] = ag_grouped_tile(t % per_shard, npm, npn, 8);
@@ -69,15 +99,7 @@ template <class T> auto& all_gather_gemm_kernel() {
       Tile<int32_t> lm = pm * BM + arange(0, BM);  // rows within the shard
       Tile<int32_t> rm = shard * m + lm;
       Tile<int32_t> rn = pn * BN + arange(0, BN);
-      Tile<float> acc = zeros<float>({BM, BN});
-      for (auto k0 : range(0, k, BK)) {
-        Tile<int32_t> kk = k0 + rk;
-        Tile<T> ta = load(a + expand_dims(rm, 1) * k + expand_dims(kk, 0),
-                          expand_dims(lm < m, 1) & expand_dims(kk < k, 0));
-        Tile<T> tb = load(b + expand_dims(kk, 1) * n + expand_dims(rn, 0),
-                          expand_dims(kk < k, 1) & expand_dims(rn < n, 0));
-        acc = dot(ta, tb, acc);
-      }
+      Tile<float> acc = shard_tile_product(a, b, rm, lm, rn, m, n, k, BK);
       store(c + expand_dims(rm, 1) * n + expand_dims(rn, 0), cast<T>(acc),
             expand_dims(lm < m, 1) & expand_dims(rn < n, 0));
     }
@@ -95,10 +117,7 @@ template <class T> class AllGatherGemm {
  public:
   AllGatherGemm(Mesh& mesh, int64_t m, int64_t n, int64_t k, loc_t l = loc_t::current())
       : mesh_(mesh), m_(m), n_(n), k_(k) {
-    if (m < 1 || n < 1 || k < 1 || m * mesh.size() >= (int64_t(1) << 31) || n >= (int64_t(1) << 31) ||
-        k >= (int64_t(1) << 31))
-      throw UserError(SrcLoc(l), "AllGatherGemm: m, n and k must be from 1 (and m x ranks, n, k below 2^31), got m " +
-                                     std::to_string(m) + ", n " + std::to_string(n) + ", k " + std::to_string(k));
+    detail::check_mesh_gemm_shape("AllGatherGemm", mesh.size(), m, n, k, SrcLoc(l));
     gathered_ = mesh.alloc_symmetric<T>(static_cast<size_t>(m * mesh.size() * k), l);
     arrived_ = mesh.alloc_symmetric<uint64_t>(static_cast<size_t>(mesh.size()), l);
     done_ = mesh.alloc_symmetric<uint64_t>(static_cast<size_t>(mesh.size()), l);
@@ -108,9 +127,7 @@ template <class T> class AllGatherGemm {
   /// On rank r's thread: c [ranks * m, n] = all_gather(a [m, k]) @ b [k, n], queued on r's stream
   /// (GPU; at once on the CPU). a, b, c: this rank's memory (device memory on the GPU).
   void operator()(Rank& r, const T* a, const T* b, T* c, loc_t l = loc_t::current()) {
-    if (r.size() != mesh_.size() || r.id() < 0 || r.id() >= mesh_.size())
-      throw UserError(SrcLoc(l), "AllGatherGemm: the rank is not one of this mesh's");
-    if (!a || !b || !c) throw UserError(SrcLoc(l), "AllGatherGemm: a null pointer");
+    detail::check_mesh_gemm_call("AllGatherGemm", mesh_.size(), r, a, b, c, SrcLoc(l));
     PerRank& st = ranks_[static_cast<size_t>(r.id())];
     if (!st.copy && mesh_.backend() == Backend::GPU) st.copy = std::make_unique<Stream>(/*non_blocking=*/true);
     const Stream* copy = st.copy ? st.copy.get() : &r.stream();

@@ -41,22 +41,13 @@ template <class T> auto& gemm_rs_partial_kernel() {
     Tile<int32_t> ranks = num_shards(), me = shard_id();
     Tile<int32_t> npm = (m + (BM - 1)) / BM, npn = (n + (BN - 1)) / BN;
     Tile<int32_t> per_shard = npm * npn;
-    Tile<int32_t> rk = arange(0, BK);
     for (auto t : range(program_id(0), ranks * per_shard, num_programs(0))) {
       Tile<int32_t> owner = (me + 1 + t / per_shard) % ranks;  // me + 1, me + 2, ..., me
       auto [pm, pn] = ag_grouped_tile(t % per_shard, npm, npn, 8);
       Tile<int32_t> lm = pm * BM + arange(0, BM);  // rows within the owner's shard
       Tile<int32_t> rn = pn * BN + arange(0, BN);
       Tile<int32_t> rm = owner * m + lm;
-      Tile<float> acc = zeros<float>({BM, BN});
-      for (auto k0 : range(0, k, BK)) {
-        Tile<int32_t> kk = k0 + rk;
-        Tile<T> ta = load(a + expand_dims(rm, 1) * k + expand_dims(kk, 0),
-                          expand_dims(lm < m, 1) & expand_dims(kk < k, 0));
-        Tile<T> tb = load(b + expand_dims(kk, 1) * n + expand_dims(rn, 0),
-                          expand_dims(kk < k, 1) & expand_dims(rn < n, 0));
-        acc = dot(ta, tb, acc);
-      }
+      Tile<float> acc = shard_tile_product(a, b, rm, lm, rn, m, n, k, BK);
       // The owner's slot `me`: staging [ranks, m, n] f32.
       store(remote(staging, owner) + (me * m + expand_dims(lm, 1)) * n + expand_dims(rn, 0), acc,
             expand_dims(lm < m, 1) & expand_dims(rn < n, 0));
@@ -89,10 +80,7 @@ template <class T> class GemmReduceScatter {
  public:
   GemmReduceScatter(Mesh& mesh, int64_t m, int64_t n, int64_t k, loc_t l = loc_t::current())
       : mesh_(mesh), m_(m), n_(n), k_(k) {
-    if (m < 1 || n < 1 || k < 1 || m * mesh.size() >= (int64_t(1) << 31) || n >= (int64_t(1) << 31) ||
-        k >= (int64_t(1) << 31))
-      throw UserError(SrcLoc(l), "GemmReduceScatter: m, n and k must be from 1 (and m x ranks, n, k below 2^31), "
-                                 "got m " + std::to_string(m) + ", n " + std::to_string(n) + ", k " + std::to_string(k));
+    detail::check_mesh_gemm_shape("GemmReduceScatter", mesh.size(), m, n, k, SrcLoc(l));
     staging_ = mesh.alloc_symmetric<float>(static_cast<size_t>(mesh.size() * m * n), l);
     arrived_ = mesh.alloc_symmetric<uint64_t>(static_cast<size_t>(mesh.size()), l);
     done_ = mesh.alloc_symmetric<uint64_t>(static_cast<size_t>(mesh.size()), l);
@@ -102,9 +90,7 @@ template <class T> class GemmReduceScatter {
   /// On rank r's thread: c [m, n] = rows [r m, (r + 1) m) of sum over ranks of a [ranks m, k] @ b
   /// [k, n], queued on r's stream (GPU; at once on the CPU).
   void operator()(Rank& r, const T* a, const T* b, T* c, loc_t l = loc_t::current()) {
-    if (r.size() != mesh_.size() || r.id() < 0 || r.id() >= mesh_.size())
-      throw UserError(SrcLoc(l), "GemmReduceScatter: the rank is not one of this mesh's");
-    if (!a || !b || !c) throw UserError(SrcLoc(l), "GemmReduceScatter: a null pointer");
+    detail::check_mesh_gemm_call("GemmReduceScatter", mesh_.size(), r, a, b, c, SrcLoc(l));
     const int ranks = r.size(), me = r.id();
     const uint64_t epoch = ++epochs_[static_cast<size_t>(me)];
     const int64_t tiles = ((m_ + 127) / 128) * ((n_ + 127) / 128);  // per owner
