@@ -50,7 +50,7 @@ build)
   build=${TLE_DEVICE_BUILD:-build-device}
   bundle=$build/bundle
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-  ninja -C "$build" -j "$jobs" tle tle_tests tle_fuzz "${EXAMPLES[@]}" "${BENCHMARKS[@]}" "${STUDIES[@]}"
+  ninja -C "$build" -j "$jobs" tle tle_tests tle_cache_helper tle_fuzz "${EXAMPLES[@]}" "${BENCHMARKS[@]}" "${STUDIES[@]}"
   rm -rf "$bundle"
   mkdir -p "$bundle/lib" "$bundle/bin"
   cp -L "$build/libtle.so.0" "$bundle/lib/libtle.so.0"
@@ -69,7 +69,7 @@ build)
   else
     echo "device-run: no libxgboost here (apt-get install libxgboost-dev): the GPU autotuner runs without its model" >&2
   fi
-  cp "$build/tests/tle_tests" "$build/tests/tle_fuzz" "$bundle/bin/"
+  cp "$build/tests/tle_tests" "$build/tests/tle_cache_helper" "$build/tests/tle_fuzz" "$bundle/bin/"
   for e in "${EXAMPLES[@]}"; do cp "$build/examples/$e" "$bundle/bin/"; done
   for b in "${BENCHMARKS[@]}" "${STUDIES[@]}"; do cp "$build/benchmarks/$b" "$bundle/bin/"; done
   strip --strip-unneeded "$bundle"/bin/*

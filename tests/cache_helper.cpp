@@ -12,6 +12,9 @@
 //                                                each artifact a function of its key) until killed
 //   tle_cache_helper [options] raw-ptx           NVRTC PTX of a raw kernel (through the disk cache);
 //                                                print its hash and the statistics
+//   tle_cache_helper [options] mesh-timeout      a GPU mesh of 2 ranks on device 0 (timeout 0.5 s)
+//                                                whose rank 0 waits on a flag nobody sets: print the
+//                                                error Mesh::run throws (the trap's), exit 0
 // Options: --fsize N (RLIMIT_FSIZE = N bytes), --ignore-sigxfsz, --as-nobody (when root: run as
 // uid/gid 65534, for a read-only directory that root would write anyway).
 // Exit status: 0 ok, 1 a wrong result (a wrong kernel), 2 usage, 3 a RuntimeError or another
@@ -93,6 +96,21 @@ int run(int argc, char** argv) {
   if (a >= argc) return 2;
   const std::string mode = argv[a];
   auto arg = [&](int i) { return a + i < argc ? std::atoi(argv[a + i]) : -1; };
+  if (mode == "mesh-timeout") {
+    auto wait = tle::jit("mesh_wait_forever", [](tle::Ptr<uint64_t> f) { tle::signal_wait(f, 1); });
+    tle::Mesh mesh = tle::Mesh::gpus({0, 0}, {.timeout_s = 0.5});
+    auto flag = mesh.alloc_symmetric<uint64_t>(1);
+    try {
+      mesh.run([&](tle::Rank& r) {
+        if (r.id() == 0) wait(tle::Grid(1), r.local(flag));
+      });
+    } catch (const tle::RuntimeError& e) {
+      std::printf("mesh error: %s\n", e.what());
+      return 0;
+    }
+    std::printf("no error\n");
+    return 1;
+  }
   if (mode == "run") {
     for (int v = arg(1); v < arg(1) + arg(2); ++v)
       if (!check(v)) return 1;

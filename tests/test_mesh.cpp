@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "error_util.hpp"
+#include "helper_process.hpp"
 #include "ops_util.hpp"
 #include "ptxas_util.hpp"
 #include "tle/ops/all_gather_gemm.hpp"
@@ -435,4 +436,14 @@ TEST_CASE("ops: gemm_reduce_scatter over ragged shards, repeated calls", "[mesh]
   check_gemm_reduce_scatter<bf16>(2, 17, 33, 40);
   check_gemm_reduce_scatter<bf16>(3, 130, 129, 72);
   check_gemm_reduce_scatter<float>(2, 1, 200, 3);
+}
+
+TEST_CASE("mesh gpu: a wait nobody answers traps after the timeout, and Mesh::run throws", "[.gpu][mesh]") {
+  // In a child process: the trap ends its CUDA context. The GPU mesh's other primitives run in
+  // [mesh] with TLE_TEST_BACKEND=gpu.
+  proctest::Child child({"mesh-timeout"}, {});
+  const int status = child.finish();
+  INFO(child.output());
+  CHECK(status == 0);
+  CHECK_THAT(child.output(), Catch::Contains("mesh error:"));
 }
