@@ -438,7 +438,7 @@ TEST_CASE("ops: gemm_reduce_scatter over ragged shards, repeated calls", "[mesh]
   check_gemm_reduce_scatter<float>(2, 1, 200, 3);
 }
 
-TEST_CASE("mesh gpu: a wait nobody answers traps after the timeout, and Mesh::run throws", "[.gpu][mesh]") {
+TEST_CASE("mesh gpu: a wait nobody answers traps after the timeout, and Mesh::run throws", "[.gpu]") {
   // In a child process: the trap ends its CUDA context. The GPU mesh's other primitives run in
   // [mesh] with TLE_TEST_BACKEND=gpu.
   proctest::Child child({"mesh-timeout"}, {});

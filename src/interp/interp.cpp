@@ -29,6 +29,12 @@
 namespace tle::interp {
 namespace {
 
+/// The lock of the interpreter's atomics (AtomicRMW, AtomicCas), shared by every launch.
+std::mutex& atomics_mutex() {
+  static std::mutex m;
+  return m;
+}
+
 using ir::Attr;
 using ir::Op;
 using ir::OpKind;
@@ -771,6 +777,9 @@ class Interpreter {
         const ir::Value* mask = in.size() > 2 ? in[2] : nullptr;
         const DType d = in[0]->type.pointee;
         auto aop = op.enum_attr<ir::AtomicOp>("op");
+        // Launches on other threads (the ranks of a device mesh, tle/mesh.hpp) may update the
+        // same memory: every interpreted atomic holds one process-wide lock.
+        std::lock_guard<std::mutex> atomic(atomics_mutex());
         produce(op, 0, [&](int64_t k) -> uint64_t {
           if (mask && !truth(mask, k)) return 0;
           const uint64_t p = elem(in[0], k);
@@ -783,6 +792,7 @@ class Interpreter {
       case K::AtomicCas: {
         const ir::Value* mask = in.size() > 3 ? in[3] : nullptr;  // only from the GPU pass pad_shapes
         const DType d = in[0]->type.pointee;
+        std::lock_guard<std::mutex> atomic(atomics_mutex());
         produce(op, 0, [&](int64_t k) -> uint64_t {
           if (mask && !truth(mask, k)) return 0;
           const uint64_t p = elem(in[0], k);
