@@ -354,3 +354,19 @@ TEST_CASE("gpu: Kernel::stats counts the reordered loads", "[.gpu][reorder]") {
   CHECK(ex::make_cosine_rows<float>().stats(g, x, x, out, 1000, 1e-8f, 1024).loads_reordered == 1);
   CHECK(ex::make_softmax().stats(g, x, out, 1000, 1024).loads_reordered == 0);
 }
+
+TEST_CASE("dce: a reduce whose combine updates memory is kept though its result is unused", "[passes]") {
+  // Op::is_pure looks into regions: the combine's atomic is a side effect of the reduce.
+  auto k = jit("combine_with_effect", [](Ptr<float> x, Ptr<int32_t> calls) {
+    Tile<float> v = load(x + arange(0, 16));
+    (void)reduce(v, 0, [&](Tile<float> a, Tile<float> b) {
+      atomic_add(calls, 1);
+      return a + b;
+    });
+  });
+  std::vector<float> x(16, 1.0f);
+  std::vector<int32_t> calls(1, 0);
+  CHECK_THAT(k.ir(true, x.data(), calls.data()), Catch::Contains("reduce"));
+  k(Grid(1).backend(Backend::CPU), x.data(), calls.data());
+  CHECK(calls[0] > 0);  // the combine ran (15 times on the CPU backend)
+}

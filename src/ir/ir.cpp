@@ -76,7 +76,12 @@ bool Op::is_pure() const {
     auto it = attrs.find("pure");
     return it != attrs.end() && std::holds_alternative<int64_t>(it->second) && std::get<int64_t>(it->second) != 0;
   }
-  return op_is_pure(kind);
+  if (!op_is_pure(kind)) return false;
+  // A reduce or scan whose combine function stores or updates memory has those effects too.
+  for (const auto& r : regions)
+    for (const auto& o : r->body().ops)
+      if (o->kind != OpKind::Yield && !o->is_pure()) return false;
+  return true;
 }
 
 #define TLE_NAMES(E, ...)                                   \

@@ -109,6 +109,8 @@ struct Op {
   Region& region(unsigned i = 0) const { return *regions.at(i); }
   /// No side effects (may be CSE'd or deleted when unused): op_is_pure(kind), except for
   /// inline_asm, whose "pure" attribute decides.
+  /// No side effects (ops.def's flag; inline_asm: its "pure" attribute), and none in its regions
+  /// (a reduce whose combine function stores is not pure).
   bool is_pure() const;
   /// A load or store with the volatile hint (int attribute "volatile" != 0: ld/st.volatile).
   bool is_volatile() const { return has_attr("volatile") && int_attr("volatile") != 0; }

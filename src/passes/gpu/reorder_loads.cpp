@@ -50,20 +50,12 @@ bool movable_load(const Op& op) {
 
 /// A pure op whose regions (a reduction's or scan's combine) hold only pure ops: a combine
 /// function may store or call impure inline asm.
-bool side_effect_free(const Op& op) {
-  if (!op.is_pure()) return false;
-  for (const auto& r : op.regions)
-    for (const auto& o : r->body().ops)
-      if (o->kind != OpKind::Yield && !side_effect_free(*o)) return false;
-  return true;
-}
-
 /// An op a load may move above: a non-volatile load, or an op without side effects other than
 /// `for` / `if` (see the file comment).
 bool crossable(const Op& op) {
   if (op.kind == OpKind::Load) return !op.is_volatile();
   if (op.kind == OpKind::For || op.kind == OpKind::If) return false;
-  return side_effect_free(op);
+  return op.is_pure();
 }
 
 /// Address arithmetic that moves along with a load: pure, no regions, computed in registers by
