@@ -278,6 +278,21 @@ TEST_CASE("mesh: user errors name the user's line", "[mesh][errors]") {
   auto f = mesh.alloc_symmetric<uint64_t>(4);
   expect_user_error([&] { mesh.run([&](Rank& r) { vec_flag(Grid(1), r.local(f)); }); },
                     {"signal: the flag must be one pointer"}, __FILE__, sig_line);
+  // remote() of a pointer that is not the launching rank's symmetric memory (a plain host
+  // buffer, or another rank's copy) would address no rank's copy: refused at the launch.
+  auto ring = jit("mesh_ring", ring_kernel);
+  auto sym = mesh.alloc_symmetric<float>(4);
+  auto fl = mesh.alloc_symmetric<uint64_t>(1);
+  std::vector<float> plain(4);
+  for (int wrong = 0; wrong < 2; ++wrong)
+    expect_user_error(
+        [&] {
+          mesh.run([&](Rank& r) {
+            float* recv = wrong == 0 ? plain.data() : sym.local(1 - r.id());
+            line = __LINE__; ring(Grid(1), r.local(sym), recv, r.local(sym), r.local(fl), 4, uint64_t{1}, 128, false);
+          });
+        },
+        {"remote() at", "is not in rank 0's symmetric memory", "Rank::local"}, __FILE__, line);
   auto barrier = jit("mesh_barrier_grid", [](Ptr<uint64_t>) { distributed_barrier(); });
   expect_user_error(
       [&] {

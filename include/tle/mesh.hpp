@@ -70,6 +70,7 @@ inline constexpr int64_t kMeshBarrierPrograms = 65536;
 
 // Kernel side (src/frontend/trace_mesh.cpp).
 V mesh_arg(ir::MeshArg which, const SrcLoc& loc);
+void mesh_note_remote(V p, const SrcLoc& loc);
 void mesh_signal(V flag, V value, ir::SignalOp op, const SrcLoc& loc);
 void mesh_signal_wait(V flag, V value, ir::WaitCmp cmp, const SrcLoc& loc);
 
@@ -112,10 +113,13 @@ inline Tile<int32_t> num_shards(loc_t l = loc_t::current()) {
 /// copies: loads, stores and atomics through them reach that rank's memory (NVLink or PCIe peer
 /// access on the GPU). Same shape as p; rank is a scalar (or a tile of p's shape), 0 ..
 /// num_shards() - 1 - a rank outside it addresses memory that is no rank's (a fault, or another
-/// symmetric buffer). A pointer that is not into a symmetric buffer gives an address that is not
-/// the remote copy of anything. FlagTree's remote(t, shard_id, space="device").
+/// symmetric buffer). The kernel arguments p derives from must point into the launching rank's
+/// symmetric memory (Rank::local of a SymmetricBuffer): the launch checks them (UserError naming
+/// this line otherwise); a pointer derived from a gpu::alloc buffer is a UserError here. FlagTree's
+/// remote(t, shard_id, space="device").
 template <class T> Ptr<T> remote(const Ptr<T>& p, Operand<int32_t> rank, loc_t l = loc_t::current()) {
   detail::require_value(p.value(), l);
+  detail::mesh_note_remote(p.value(), l);  // the launch checks the pointer arguments it derives from
   Tile<int64_t> stride(detail::mesh_arg(ir::MeshArg::Stride, l));
   Tile<int64_t> ranks = cast<int64_t>(Tile<int32_t>(rank.v), l) - cast<int64_t>(shard_id(l), l);
   return p + ranks * (stride / int64_t{byte_size(detail::dtype_of<T>::value)});

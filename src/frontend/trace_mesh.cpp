@@ -4,7 +4,10 @@
 // of these (include/tle/mesh.hpp).
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "frontend/trace.hpp"
+#include "passes/pointer_origin.hpp"
 #include "tle/mesh.hpp"
 
 namespace tle::detail {
@@ -78,6 +81,21 @@ V mesh_arg(ir::MeshArg which, const SrcLoc& loc) {
   }
   if (which == ir::MeshArg::Scratch) f.mesh_barrier = true;
   return f.entry().args.at(static_cast<size_t>(at) + static_cast<size_t>(which)).get();
+}
+
+void mesh_note_remote(V p, const SrcLoc& loc) {
+  auto& c = mesh_ctx("remote", loc);
+  c.use(p, loc, "remote: the pointers");
+  const passes::PointerOrigin o = passes::pointer_origin(p);
+  if (!o.allocs.empty())
+    throw UserError(loc, "remote: the pointers derive from a gpu::alloc buffer (shared memory of this program); "
+                         "remote reaches other ranks' symmetric memory: pass pointers into a SymmetricBuffer "
+                         "(Rank::local) as kernel arguments");
+  for (unsigned a : o.args) {
+    if (a < c.fn.arg_info.size() && c.fn.arg_info[a].mesh) continue;  // the mesh scratch: symmetric
+    auto& list = c.fn.mesh_remote_args;
+    if (std::none_of(list.begin(), list.end(), [&](auto& e) { return e.first == a; })) list.emplace_back(a, loc);
+  }
 }
 
 void mesh_signal(V flag, V value, ir::SignalOp op, const SrcLoc& loc) {

@@ -163,6 +163,10 @@ struct Function {
   /// The kernel traced a tle::distributed_barrier: its program ids index the mesh scratch's
   /// counters, so a launch checks the grid against their number (src/runtime/mesh.cpp).
   bool mesh_barrier = false;
+  /// The kernel arguments (entry-block argument indices) that tle::remote moves to other ranks,
+  /// each with the first call's position: a launch checks that they point into the launching
+  /// rank's symmetric memory (anything else would address no rank's copy).
+  std::vector<std::pair<unsigned, SrcLoc>> mesh_remote_args;
   Block& entry() { return body.body(); }
   const Block& entry() const { return body.body(); }
 };

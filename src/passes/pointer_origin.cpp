@@ -22,6 +22,7 @@ PointerOrigin pointer_origin(const ir::Value* p) {
       const ir::Op* parent = v->owner->parent_op();
       if (!parent) {
         o.global = true;  // a kernel argument
+        o.args.insert(v->index);
       } else if (parent->kind == OpKind::For && v->index >= 1) {
         // carried value i: the init (operand 3 + i - 1) and what the body yields for it (while
         // the tracer builds the body, it has no yield yet: the init only)

@@ -15,6 +15,8 @@ namespace tle::passes {
 struct PointerOrigin {
   std::set<const ir::Op*> allocs;
   bool global = false;
+  /// The kernel arguments (indices of the entry block's arguments) it derives from.
+  std::set<unsigned> args;
   bool unknown = false;
   /// May address a shared buffer.
   bool shared() const { return unknown || !allocs.empty(); }

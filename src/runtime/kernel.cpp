@@ -439,6 +439,7 @@ struct Compiled {
   gpu::CompileStats compile_stats;                // GPU: gpu::Artifact::stats
   int mesh_args = -1;         // index of the first hidden mesh argument (ir::mesh_args_begin), -1: none
   bool mesh_barrier = false;  // traced a distributed_barrier (ir::Function::mesh_barrier)
+  std::vector<std::pair<unsigned, SrcLoc>> mesh_remote_args;  // ir::Function::mesh_remote_args
 };
 
 class KernelState;
@@ -739,6 +740,7 @@ class KernelState {
       auto f = trace(fn, pk);
       compiled->mesh_args = ir::mesh_args_begin(*f);
       compiled->mesh_barrier = f->mesh_barrier;
+      compiled->mesh_remote_args = f->mesh_remote_args;
       // A warp-specialized kernel's roles run at once and wait for each other: on the host the
       // interpreter runs them (interleaved at their waits); the CPU backend runs programs' statements in order.
       if (backend == Backend::Interp || (backend != Backend::GPU && ir::find_warp_specialize(*f))) {
@@ -1079,6 +1081,15 @@ void add_mesh_args(const KernelState& k, const Compiled& c, const MeshRankContex
                                      "barrier has counters for {} programs per launch: launch fewer (loop inside "
                                      "the programs)",
                                      k.signature(), g[0], g[1], g[2], rank->barrier_programs));
+  for (const auto& [arg, at] : c.mesh_remote_args) {
+    const uint64_t p = pk.slots.at(pk.arg_slots.at(arg));
+    const uint64_t lo = reinterpret_cast<uintptr_t>(rank->local_base);
+    if (p < lo || p >= lo + rank->stride)
+      throw UserError(loc, fmt::format("kernel {}: remote() at {}:{} moves pointers derived from the pointer {:#x} "
+                                       "passed to this launch, which is not in rank {}'s symmetric memory; pass "
+                                       "Rank::local of a SymmetricBuffer (mesh.alloc_symmetric) of the launching rank",
+                                       k.signature(), at.file, at.line, p, rank->rank));
+  }
   const uint64_t values[] = {static_cast<uint32_t>(rank->rank), static_cast<uint32_t>(rank->size), rank->stride,
                              reinterpret_cast<uintptr_t>(rank->scratch), static_cast<uint64_t>(rank->timeout_ns)};
   static_assert(std::size(values) == static_cast<size_t>(ir::MeshArg::Count));

@@ -404,6 +404,7 @@ void mesh_run(const std::shared_ptr<MeshState>& m, const std::function<void(Rank
         MeshRankContext ctx;
         ctx.rank = r, ctx.size = n, ctx.stride = m->stride;
         ctx.scratch = mesh_address(*m, r, m->scratch);
+        ctx.local_base = static_cast<const char*>(mesh_address(*m, r, 0));
         ctx.timeout_ns = m->timeout_ns;
         ctx.barrier_programs = kMeshBarrierPrograms;
         ctx.backend = m->backend;

@@ -14,6 +14,7 @@ struct MeshRankContext {
   int size = 1;
   uint64_t stride = 0;        ///< bytes between two ranks' copies of a symmetric buffer
   void* scratch = nullptr;    ///< this rank's mesh scratch (distributed_barrier's counters)
+  const char* local_base = nullptr;  ///< this rank's symmetric memory: [local_base, local_base + stride)
   int64_t timeout_ns = 0;     ///< signal_wait's limit
   int64_t barrier_programs = 0;  ///< programs distributed_barrier has counters for (kMeshBarrierPrograms)
   Backend backend = Backend::CPU;
