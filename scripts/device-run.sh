@@ -18,14 +18,14 @@
 #   scripts/device-run.sh remote [bundle.tgz | bundle-dir]
 #       THERE (what the `run` command executes, in the repository root): nvidia-smi, the GPU tests
 #       (tle_tests "[.gpu]"), the CPU numerical tests mirrored on the GPU (TLE_TEST_BACKEND=gpu
-#       tle_tests "[ops],[edge],[cpu]"), the fuzzer's GPU stage (tle_fuzz --gpu: generated programs,
+#       tle_tests "[ops],[edge],[cpu],[mesh]"), the fuzzer's GPU stage (tle_fuzz --gpu: generated programs,
 #       interpreter vs GPU backend at several num_warps / stages; docs/testing.md), every example
 #       with TLE_BACKEND=gpu (default sizes, then --gpu-sizes), the benchmarks, and a summary
 #       printed last. Exits non-zero if any step failed.
 #
 # Environment for `remote`: STEP_TIMEOUT (seconds per step, default 120), SKIP_GPU_SIZES=1 to run
 # only the default example sizes, TESTS="<catch2 filter>" (default "[.gpu]"), MIRROR_TESTS="<catch2
-# filter>" for the mirrored run (default "[ops],[edge],[cpu]"); FUZZ_COUNT (programs, default 10000),
+# filter>" for the mirrored run (default "[ops],[edge],[cpu],[mesh]"); FUZZ_COUNT (programs, default 10000),
 # FUZZ_SEED (first seed, default 1), FUZZ_JOBS (worker threads, default 16), FUZZ_TIMEOUT (seconds
 # for the fuzz step, default STEP_TIMEOUT; tle_fuzz stops starting programs a little before it and
 # reports the seeds it ran), FUZZ_ONE_CONFIG=1 (each program at one GPU configuration, not all),
@@ -121,7 +121,7 @@ remote)
   fi
   STEP_TIMEOUT=${STEP_TIMEOUT:-120}
   TESTS=${TESTS:-[.gpu]}
-  MIRROR_TESTS=${MIRROR_TESTS:-[ops],[edge],[cpu]}
+  MIRROR_TESTS=${MIRROR_TESTS:-[ops],[edge],[cpu],[mesh]}
   bin=$bundle/bin
   if [ ! -x "$bin/tle_tests" ]; then
     echo "device-run: no $bin/tle_tests; run 'scripts/device-run.sh build' here and carry $bundle" >&2

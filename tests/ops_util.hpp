@@ -15,7 +15,7 @@
 // Ragged tile shapes (dims that are not powers of two) run in gpu mode as they are: the GPU pads
 // them (src/passes/gpu/pad_shapes.cpp). What does not run in gpu mode: whole test cases that check
 // CPU-only behaviour, SKIP_ON_GPU("reason") (a WARN naming it).
-// The mirrored run is `TLE_TEST_BACKEND=gpu tle_tests "[ops],[edge],[cpu]"`
+// The mirrored run is `TLE_TEST_BACKEND=gpu tle_tests "[ops],[edge],[cpu],[mesh]"`
 // (scripts/device-run.sh remote). TLE_TEST_BACKEND=interp runs the same launches on the reference
 // interpreter (src/interp; main.cpp sets TLE_BACKEND=interp; host memory as on the CPU).
 #pragma once
