@@ -56,6 +56,7 @@
 #include <vector>
 
 #include "tle/device.hpp"
+#include "tle/kernel.hpp"
 #include "tle/tile.hpp"
 
 namespace tle {
@@ -93,7 +94,7 @@ void mesh_run(const std::shared_ptr<MeshState>& m, const std::function<void(Rank
 // Rank's stream-ordered operations (GPU: on `stream`; CPU: at once).
 void mesh_put_signal(const MeshState& m, void* stream, void* dst, const void* src, uint64_t bytes, uint64_t* flag,
                      uint64_t value);
-void mesh_wait_signal(const MeshState& m, void* stream, const uint64_t* flag, uint64_t value);
+void mesh_wait_signal(const MeshState& m, const uint64_t* flag, uint64_t value);  // CPU meshes
 void mesh_order(const MeshState& m, void* earlier, void* later);
 }  // namespace detail
 
@@ -295,6 +296,8 @@ class Mesh {
   void run(const std::function<void(Rank&)>& fn, loc_t l = loc_t::current()) const {
     detail::mesh_run(s_, fn, SrcLoc(l));
   }
+  /// Whether r is a rank of this mesh (of a copy of this Mesh object).
+  bool owns(const Rank& r) const noexcept;
 
  private:
   explicit Mesh(std::shared_ptr<detail::MeshState> s) : s_(std::move(s)) {}
@@ -332,10 +335,18 @@ class Rank {
   void signal(uint64_t* flag, uint64_t value, const Stream* stream = nullptr) const {
     detail::mesh_put_signal(*mesh_, handle(stream), nullptr, nullptr, 0, flag, value);
   }
-  /// Work queued later on the stream starts once *flag >= value (cuStreamWaitValue64, GEQ). On the
-  /// CPU: waits here, until the mesh's timeout (then RuntimeError naming the flag).
+  /// Work queued later on the stream starts once *flag >= value. GPU: a one-warp kernel that
+  /// waits with signal_wait (so the mesh's timeout applies: a stream memop wait,
+  /// cuStreamWaitValue64, would wait forever for a rank that failed). CPU: waits here, until the
+  /// timeout (then RuntimeError naming the flag).
   void wait_signal(const uint64_t* flag, uint64_t value, const Stream* stream = nullptr) const {
-    detail::mesh_wait_signal(*mesh_, handle(stream), flag, value);
+    if (device_ < 0) {
+      detail::mesh_wait_signal(*mesh_, flag, value);
+      return;
+    }
+    static auto wait = jit("mesh_wait_signal", [](Ptr<uint64_t> f, Tile<uint64_t> v) { tle::signal_wait(f, v); },
+                           {.do_not_specialize = {0, 1}});
+    wait(Grid(1).with_warps(1).on_stream(handle(stream)), const_cast<uint64_t*>(flag), value);
   }
   /// Work queued later on `later` starts after the work queued so far on `earlier` (an event).
   void order(const Stream& earlier, const Stream& later) const {
@@ -346,10 +357,13 @@ class Rank {
       : mesh_(mesh), id_(id), size_(size), device_(device), stream_(stream) {}
 
  private:
+  friend class Mesh;
   void* handle(const Stream* s) const noexcept { return (s ? s : stream_)->handle(); }
   const detail::MeshState* mesh_;
   int id_, size_, device_;
   const Stream* stream_;
 };
+
+inline bool Mesh::owns(const Rank& r) const noexcept { return r.mesh_ == s_.get(); }
 
 }  // namespace tle

@@ -599,6 +599,8 @@ class Interpreter {
         std::atomic_ref<uint64_t> flag(*reinterpret_cast<uint64_t*>(addr));
         const uint64_t value = elem(in[1], 0);
         if (op.kind == K::Signal) {
+          // Under the atomics' lock: an atomic_add on the same flag reads and writes it plainly.
+          std::lock_guard<std::mutex> atomic(atomics_mutex());
           if (op.enum_attr<ir::SignalOp>("op") == ir::SignalOp::Add) flag.fetch_add(value);
           else flag.store(value);
           return;

@@ -107,10 +107,8 @@ struct Op {
   /// Typed enum attribute ("op", "pred", "kind", "precision").
   template <class E> E enum_attr(const std::string& k) const { return static_cast<E>(int_attr(k)); }
   Region& region(unsigned i = 0) const { return *regions.at(i); }
-  /// No side effects (may be CSE'd or deleted when unused): op_is_pure(kind), except for
-  /// inline_asm, whose "pure" attribute decides.
-  /// No side effects (ops.def's flag; inline_asm: its "pure" attribute), and none in its regions
-  /// (a reduce whose combine function stores is not pure).
+  /// No side effects, so it may be CSE'd or deleted when unused: ops.def's flag (inline_asm: its
+  /// "pure" attribute), and none in its regions (a reduce whose combine function stores is not pure).
   bool is_pure() const;
   /// A load or store with the volatile hint (int attribute "volatile" != 0: ld/st.volatile).
   bool is_volatile() const { return has_attr("volatile") && int_attr("volatile") != 0; }

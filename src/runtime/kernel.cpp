@@ -1084,7 +1084,7 @@ void add_mesh_args(const KernelState& k, const Compiled& c, const MeshRankContex
   for (const auto& [arg, at] : c.mesh_remote_args) {
     const uint64_t p = pk.slots.at(pk.arg_slots.at(arg));
     const uint64_t lo = reinterpret_cast<uintptr_t>(rank->local_base);
-    if (p < lo || p >= lo + rank->stride)
+    if (p != 0 && (p < lo || p >= lo + rank->stride))  // null: an optional pointer (masked off)
       throw UserError(loc, fmt::format("kernel {}: remote() at {}:{} moves pointers derived from the pointer {:#x} "
                                        "passed to this launch, which is not in rank {}'s symmetric memory; pass "
                                        "Rank::local of a SymmetricBuffer (mesh.alloc_symmetric) of the launching rank",

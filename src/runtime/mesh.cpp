@@ -355,25 +355,17 @@ void mesh_put_signal(const MeshState& m, void* stream, void* dst, const void* sr
         "cuStreamWriteValue64");
 }
 
-void mesh_wait_signal(const MeshState& m, void* stream, const uint64_t* flag, uint64_t value) {
-  if (m.backend == Backend::CPU) {
-    std::atomic_ref<uint64_t> f(*const_cast<uint64_t*>(flag));
-    const auto start = std::chrono::steady_clock::now();
-    while (f.load(std::memory_order_acquire) < value) {
-      std::this_thread::yield();
-      if (std::chrono::steady_clock::now() - start > std::chrono::nanoseconds(m.timeout_ns))
-        throw RuntimeError("Rank::wait_signal",
-                           fmt::format("timed out after {} s: the flag at {} holds {}, waiting for >= {}",
-                                       static_cast<double>(m.timeout_ns) * 1e-9, static_cast<const void*>(flag),
-                                       f.load(), value));
-    }
-    return;
+void mesh_wait_signal(const MeshState& m, const uint64_t* flag, uint64_t value) {
+  std::atomic_ref<uint64_t> f(*const_cast<uint64_t*>(flag));
+  const auto start = std::chrono::steady_clock::now();
+  while (f.load(std::memory_order_acquire) < value) {
+    std::this_thread::yield();
+    if (std::chrono::steady_clock::now() - start > std::chrono::nanoseconds(m.timeout_ns))
+      throw RuntimeError("Rank::wait_signal", fmt::format("timed out after {} s: the flag at {} holds {}, waiting "
+                                                          "for >= {}",
+                                                          static_cast<double>(m.timeout_ns) * 1e-9,
+                                                          static_cast<const void*>(flag), f.load(), value));
   }
-  const cuda::Driver& d = cuda::require_driver("cuStreamWaitValue64");
-  if (!d.cuStreamWaitValue64) throw RuntimeError("cuStreamWaitValue64", "the CUDA driver lacks cuStreamWaitValue64");
-  check(d.cuStreamWaitValue64(static_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(flag), value,
-                              CU_STREAM_WAIT_VALUE_GEQ),
-        "cuStreamWaitValue64");
 }
 
 void mesh_order(const MeshState& m, void* earlier, void* later) {

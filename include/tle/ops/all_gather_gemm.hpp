@@ -23,7 +23,13 @@
 //     the others; inside a shard tiles go in grouped order;
 //   - a call's flags carry the call's number (an epoch; flags count up, never reset), and before
 //     pushing into rank p's gather buffer a rank waits (on its copy stream) until p's GEMM of the
-//     previous call is done with it (p signals every rank after its kernel).
+//     previous call is done with it (p signals every rank after its kernel);
+//   - the GEMM starts once every rank's copy stream reached the call (a `ready` flag from each),
+//     so its spinning programs wait only for copy-engine work, never for a kernel another rank
+//     sharing the GPU queued before; the rank's stream then waits for its own pushes, so later
+//     work may overwrite a.
+// A call that failed on one rank leaves the ranks' epochs out of step: later calls on that object
+// time out; make a new one.
 // Every rank must make the same calls in the same order with the same m, n, k (the flags of a call
 // nobody answers time out: MeshOptions::timeout_s).
 //
@@ -70,22 +76,27 @@ Tile<float> shard_tile_product(Ptr<T> a, Ptr<T> b, Tile<int32_t> rm, Tile<int32_
   return acc;
 }
 
-/// UserError at loc unless 1 <= m, n, k and m x ranks, n, k < 2^31 (both mesh GEMMs).
+/// UserError at loc unless 1 <= m, n, k and the elements of every matrix (ranks x m x k,
+/// ranks x m x n, k x n) fit the kernels' 32-bit index arithmetic (both mesh GEMMs).
 inline void check_mesh_gemm_shape(const char* op, int ranks, int64_t m, int64_t n, int64_t k, const SrcLoc& loc) {
-  if (m < 1 || n < 1 || k < 1 || m * ranks >= (int64_t(1) << 31) || n >= (int64_t(1) << 31) || k >= (int64_t(1) << 31))
-    throw UserError(loc, std::string(op) + ": m, n and k must be from 1 (and m x ranks, n, k below 2^31), got m " +
-                             std::to_string(m) + ", n " + std::to_string(n) + ", k " + std::to_string(k));
+  const int64_t limit = int64_t(1) << 31;
+  const bool small = m < limit && n < limit && k < limit && ranks * m < limit && ranks * m * k < limit &&
+                     ranks * m * n < limit && k * n < limit;
+  if (m < 1 || n < 1 || k < 1 || !small)
+    throw UserError(loc, std::string(op) + ": m, n and k must be from 1, with ranks x m x k, ranks x m x n and k x n "
+                             "below 2^31 elements, got m " + std::to_string(m) + ", n " + std::to_string(n) + ", k " +
+                             std::to_string(k) + " on " + std::to_string(ranks) + " ranks");
 }
-/// UserError at loc unless r is a rank of a mesh of `ranks` and no pointer is null.
-inline void check_mesh_gemm_call(const char* op, int ranks, const Rank& r, const void* a, const void* b,
+/// UserError at loc unless r is a rank of `mesh` and no pointer is null.
+inline void check_mesh_gemm_call(const char* op, const Mesh& mesh, const Rank& r, const void* a, const void* b,
                                  const void* c, const SrcLoc& loc) {
-  if (r.size() != ranks || r.id() < 0 || r.id() >= ranks)
-    throw UserError(loc, std::string(op) + ": the rank is not one of this mesh's");
+  if (!mesh.owns(r)) throw UserError(loc, std::string(op) + ": the rank is not one of this mesh's");
   if (!a || !b || !c) throw UserError(loc, std::string(op) + ": a null pointer");
 }
 
 /// The persistent GEMM over the gathered A [ranks * m, k] (see the top of the file).
 template <class T> auto& all_gather_gemm_kernel() {
+  // `epoch` (argument 7) changes every call: not specialized, or calls 1, 2, 4, 8, 16 would compile.
   static auto k = jit("all_gather_gemm", [](Ptr<T> a, Ptr<T> b, Ptr<T> c, Ptr<uint64_t> flags, Tile<int32_t> m,
                                             Tile<int32_t> n, Tile<int32_t> k, Tile<uint64_t> epoch,
                                             Constexpr<int> BM, Constexpr<int> BN, Constexpr<int> BK) {
@@ -103,7 +114,7 @@ template <class T> auto& all_gather_gemm_kernel() {
       store(c + expand_dims(rm, 1) * n + expand_dims(rn, 0), cast<T>(acc),
             expand_dims(lm < m, 1) & expand_dims(rn < n, 0));
     }
-  });
+  }, {.do_not_specialize = {7}});
   return k;
 }
 }  // namespace detail
@@ -121,13 +132,14 @@ template <class T> class AllGatherGemm {
     gathered_ = mesh.alloc_symmetric<T>(static_cast<size_t>(m * mesh.size() * k), l);
     arrived_ = mesh.alloc_symmetric<uint64_t>(static_cast<size_t>(mesh.size()), l);
     done_ = mesh.alloc_symmetric<uint64_t>(static_cast<size_t>(mesh.size()), l);
+    ready_ = mesh.alloc_symmetric<uint64_t>(static_cast<size_t>(mesh.size()), l);
     ranks_.resize(static_cast<size_t>(mesh.size()));
   }
 
   /// On rank r's thread: c [ranks * m, n] = all_gather(a [m, k]) @ b [k, n], queued on r's stream
   /// (GPU; at once on the CPU). a, b, c: this rank's memory (device memory on the GPU).
   void operator()(Rank& r, const T* a, const T* b, T* c, loc_t l = loc_t::current()) {
-    detail::check_mesh_gemm_call("AllGatherGemm", mesh_.size(), r, a, b, c, SrcLoc(l));
+    detail::check_mesh_gemm_call("AllGatherGemm", mesh_, r, a, b, c, SrcLoc(l));
     PerRank& st = ranks_[static_cast<size_t>(r.id())];
     if (!st.copy && mesh_.backend() == Backend::GPU) st.copy = std::make_unique<Stream>(/*non_blocking=*/true);
     const Stream* copy = st.copy ? st.copy.get() : &r.stream();
@@ -137,6 +149,11 @@ template <class T> class AllGatherGemm {
     // The copies wait for what produced a on the rank's stream; into rank p's buffer only once
     // p's GEMM of the previous call is done (done[p] on this rank).
     if (st.copy) r.order(r.stream(), *copy);
+    // Every rank's copy stream tells every rank it got here (ready): the GEMM starts only once all
+    // have, so its programs, which spin on the shards' flags, wait for copy-engine work alone -
+    // never for kernels that another rank sharing the GPU queued before this call.
+    for (int p = 0; p < ranks; ++p) r.signal(ready_.local(p, l) + me, epoch, copy);
+    for (int q = 0; q < ranks; ++q) r.wait_signal(ready_.local(me, l) + q, epoch);
     for (int j = 0; j < ranks; ++j) {
       const int p = (me + j) % ranks;
       if (epoch > 1) r.wait_signal(done_.local(me, l) + p, epoch - 1, copy);
@@ -154,6 +171,8 @@ template <class T> class AllGatherGemm {
     kernel(Grid(programs, 1, 1, l).with_warps(8).on(r.stream()), gathered_.local(me, l), b, c, arrived_.local(me, l),
            static_cast<int32_t>(m_), static_cast<int32_t>(n_), static_cast<int32_t>(k_), epoch, 128, 128, 64);
     for (int q = 0; q < ranks; ++q) r.signal(done_.local(q, l) + me, epoch);  // this rank is done with its buffer
+    // Later work on the rank's stream (reusing a) waits until a has been pushed to every rank.
+    if (st.copy) r.order(*copy, r.stream());
   }
 
  private:
@@ -164,7 +183,7 @@ template <class T> class AllGatherGemm {
   Mesh mesh_;
   int64_t m_, n_, k_;
   SymmetricBuffer<T> gathered_;
-  SymmetricBuffer<uint64_t> arrived_, done_;
+  SymmetricBuffer<uint64_t> arrived_, done_, ready_;
   std::vector<PerRank> ranks_;
 };
 

@@ -17,8 +17,8 @@
 // into the owner's staging buffer (symmetric memory, slot me: remote stores over NVLink while the
 // next tiles compute), then adds 1 to the owner's arrival counter for it (signal, Add). A second
 // kernel on each rank sums its staging slots into C once every rank's tiles for it arrived; the
-// stream waits for the counters (Rank::wait_signal: cuStreamWaitValue64), so no program occupies
-// an SM while waiting (two ranks' kernels can share one GPU). Calls are numbered (epochs: the
+// stream waits for the counters (Rank::wait_signal: a one-warp kernel, so one warp spins, not a
+// grid: two ranks' kernels can share one GPU). Calls are numbered (epochs: the
 // counters reach epoch x tiles); before writing into rank q's slot again a rank's stream waits
 // until q's previous reduction signalled that it read it.
 // Every rank must make the same calls in the same order with the same m, n, k.
@@ -90,7 +90,7 @@ template <class T> class GemmReduceScatter {
   /// On rank r's thread: c [m, n] = rows [r m, (r + 1) m) of sum over ranks of a [ranks m, k] @ b
   /// [k, n], queued on r's stream (GPU; at once on the CPU).
   void operator()(Rank& r, const T* a, const T* b, T* c, loc_t l = loc_t::current()) {
-    detail::check_mesh_gemm_call("GemmReduceScatter", mesh_.size(), r, a, b, c, SrcLoc(l));
+    detail::check_mesh_gemm_call("GemmReduceScatter", mesh_, r, a, b, c, SrcLoc(l));
     const int ranks = r.size(), me = r.id();
     const uint64_t epoch = ++epochs_[static_cast<size_t>(me)];
     const int64_t tiles = ((m_ + 127) / 128) * ((n_ + 127) / 128);  // per owner

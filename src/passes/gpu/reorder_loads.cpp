@@ -48,8 +48,6 @@ bool movable_load(const Op& op) {
   return !pointer_origin(op.operands.at(0)).shared();
 }
 
-/// A pure op whose regions (a reduction's or scan's combine) hold only pure ops: a combine
-/// function may store or call impure inline asm.
 /// An op a load may move above: a non-volatile load, or an op without side effects other than
 /// `for` / `if` (see the file comment).
 bool crossable(const Op& op) {
