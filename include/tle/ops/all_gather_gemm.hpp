@@ -146,8 +146,13 @@ template <class T> class AllGatherGemm {
     const uint64_t epoch = ++st.epoch;
     const int ranks = r.size(), me = r.id();
     const uint64_t shard_bytes = static_cast<uint64_t>(m_ * k_) * sizeof(T);
-    // The copies wait for what produced a on the rank's stream; into rank p's buffer only once
-    // p's GEMM of the previous call is done (done[p] on this rank).
+    // Pushes into rank p's buffer only once p's GEMM of the previous call is done with it (done[p]
+    // on this rank). The waits are one-warp kernels: on the rank's stream, before the copy stream
+    // takes over, so that the copy stream holds copy-engine work alone (a wait kernel there could
+    // find every SM taken by another rank's spinning GEMM on a shared GPU).
+    if (epoch > 1)
+      for (int p = 0; p < ranks; ++p) r.wait_signal(done_.local(me, l) + p, epoch - 1);
+    // The copies wait for what produced a (and for those waits) on the rank's stream.
     if (st.copy) r.order(r.stream(), *copy);
     // Every rank's copy stream tells every rank it got here (ready): the GEMM starts only once all
     // have, so its programs, which spin on the shards' flags, wait for copy-engine work alone -
@@ -156,7 +161,6 @@ template <class T> class AllGatherGemm {
     for (int q = 0; q < ranks; ++q) r.wait_signal(ready_.local(me, l) + q, epoch);
     for (int j = 0; j < ranks; ++j) {
       const int p = (me + j) % ranks;
-      if (epoch > 1) r.wait_signal(done_.local(me, l) + p, epoch - 1, copy);
       r.put_signal(gathered_.local(p, l) + static_cast<size_t>(me * m_ * k_), a, shard_bytes,
                    arrived_.local(p, l) + me, epoch, copy);
     }
