@@ -168,7 +168,12 @@ template <class T> class AllGatherGemm {
     const int64_t tiles = ranks * ((m_ + 127) / 128) * ((n_ + 127) / 128);
     int64_t programs = tiles;
     if (mesh_.backend() == Backend::GPU) {
-      if (auto info = gpu_info(r.device())) programs = std::min<int64_t>(tiles, info->num_sms);
+      // Ranks sharing this GPU split its SMs, leaving some free: a copy within one device may run
+      // as a kernel (not on a copy engine), and it must find an SM while the GEMMs spin.
+      int share = 0;
+      for (int q = 0; q < ranks; ++q) share += mesh_.device(q) == r.device();
+      if (auto info = gpu_info(r.device()))
+        programs = std::min<int64_t>(tiles, std::max(1, info->num_sms / share - (share > 1 ? 2 : 0)));
     } else {
       programs = 1;  // a CPU rank runs its programs in order: one program walks every tile
     }
