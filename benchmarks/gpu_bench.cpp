@@ -8,7 +8,7 @@
 //   gpu_bench --ptx-check [DIR]    compile every kernel and config to sm_90a PTX (no GPU needed),
 //                                  writing DIR/<kernel>.ptx if DIR is given
 //
-// Groups: copy, vector_add, softmax, layernorm, matmul, gemm_ws (TLE-Struct), attention, compile, launch, raw (TLE-Raw: inline-PTX
+// Groups: copy, vector_add, softmax, layernorm, matmul, matmul_fp8, gemm_ws (TLE-Struct), attention, compile, launch, raw (TLE-Raw: inline-PTX
 // softmax vs the tile softmax, CUDA device functions from tile code), topk and moe_align (the library
 // kernels of include/tle/ops/; moe_align also times the launch floor, an empty kernel). Every case first checks
 // its result against a host reference (or, for launch overhead, against x + y), then times the
@@ -754,6 +754,108 @@ void group_matmul_f32out(bench::Timer& tm) {
   matmul_cases<float>(tm, "C stored as f32 (tle's bf16 store path not used)");
 }
 
+// -------------------------------------------------------------------- matmul_fp8
+
+// The FP8 GEMM with torch._scaled_mm's contract (ex::make_scaled_mm_fp8: e4m3 A [M, K] and B given
+// as bt [N, K], per-tensor f32 scales, bf16 C; persistent, TMA into wgmma.m64nNk32's buffers),
+// autotuned over tiles, warps and stages with tle::autotune (persistent on one program per SM).
+// Inputs: uniform in [-1, 1) rounded to e4m3; the reference accumulates the dequantized values in
+// double on 1024 sampled entries. peers.py times torch._scaled_mm on the same case. M = 4000:
+// ragged rows (torch asks N and K to be multiples of 16, and so does TMA for K).
+void group_matmul_fp8(bench::Timer& tm) {
+  const int shapes[][3] = {{8192, 8192, 8192}, {4096, 7168, 2048}, {4000, 4096, 3008}};
+  Space space;
+  space.values("BM", {64, 128, 256}).values("BN", {128, 256}).values("BK", {64, 128});
+  space.values("num_warps", {4, 8}).values("num_stages", {3, 4, 5, 6});
+  space.constraint("(BM + BN) * BK * stages bytes <= 227 KB", [](const Config& k) {
+    return (k["BM"] + k["BN"]) * k["BK"] * k["num_stages"] <= 227 * 1024;
+  });
+  space.constraint("256-wide tiles on 8 warps", [](const Config& k) {
+    return k["num_warps"] == 8 || (k["BM"] < 256 && k["BN"] < 256);
+  });
+  space.constraint("8 warps: BM >= 128 (a warpgroup per 64 rows)", [](const Config& k) { return k["num_warps"] == 4 || k["BM"] >= 128; });
+  AutotuneOptions opts;
+  opts.backend = Backend::GPU;
+  auto mm = ex::make_scaled_mm_fp8<f8e4m3>();
+  const float scale_a = 0.75f, scale_b = 1.25f;
+  auto launch = [&](const Config& k, const f8e4m3* pa, const f8e4m3* pbt, bf16* pc, int M, int N, int K) {
+    const int BM = int(k["BM"]), BN = int(k["BN"]), BK = int(k["BK"]);
+    Grid g(std::min<int64_t>(cdiv(M, BM) * cdiv(N, BN), gpu_info() ? gpu_info()->num_sms : 132));
+    g.with_warps(int(k["num_warps"])).with_stages(int(k["num_stages"]));
+    g.stream = k.stream ? k.stream : tm.stream().handle();
+    mm(g, TensorDescriptor<f8e4m3, 2>(pa, {M, K}, {K, 1}, {BM, BK}), TensorDescriptor<f8e4m3, 2>(pbt, {N, K}, {K, 1}, {BN, BK}),
+       pc, scale_a, scale_b, M, N, K);
+  };
+  auto str = [](const Config& k) {
+    return "BM=" + std::to_string(k["BM"]) + " BN=" + std::to_string(k["BN"]) + " BK=" + std::to_string(k["BK"]) +
+           " warps=" + std::to_string(k["num_warps"]) + " stages=" + std::to_string(k["num_stages"]) + " persistent tma";
+  };
+  auto tuned = autotune(
+      "gpu_bench matmul fp8", space,
+      [](const f8e4m3*, const f8e4m3*, bf16*, int M, int N, int K) { return TuneKey().add("M", M).add("N", N).add("K", K); },
+      launch, opts);
+  for (auto& s : shapes) {
+    const int M = s[0], N = s[1], K = s[2];
+    const std::string shape = std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K);
+    const CaseInfo c{"matmul/fp8/" + shape, "scaled_mm_fp8", shape, "fp8",
+                     double(M) * K + double(K) * N + 2.0 * double(M) * N, 2.0 * M * N * double(K)};
+    guarded(c, [&] {
+      auto quantized = [](size_t n, uint32_t seed) {
+        std::vector<f8e4m3> v(n);
+        uint32_t x = seed * 2654435761u + 1;
+        for (auto& e : v) {
+          x = x * 1664525u + 1013904223u;
+          e = f8e4m3(float(x >> 8) / float(1 << 23) - 1.0f);
+        }
+        return v;
+      };
+      const std::vector<f8e4m3> a = quantized(size_t(M) * K, 7), bt = quantized(size_t(N) * K, 8);
+      std::vector<size_t> at(1024);
+      for (size_t i = 0; i < at.size(); ++i) at[i] = (i * 2654435761ull + 12345) % (size_t(M) * N);
+      std::vector<double> want(at.size()), mag(at.size());
+      bench::parallel_for(at.size(), [&](size_t lo, size_t hi) {
+        for (size_t t = lo; t < hi; ++t) {
+          const size_t i = at[t] / N, j = at[t] % N;
+          double acc = 0, m = 0;
+          for (int k = 0; k < K; ++k) {
+            const double p = double(float(a[i * K + k])) * double(float(bt[j * K + k]));
+            acc += p, m += std::fabs(p);
+          }
+          want[t] = acc * scale_a * scale_b, mag[t] = m * scale_a * scale_b;
+        }
+      });
+      DeviceBuffer<f8e4m3> da(a), dbt(bt);
+      DeviceBuffer<bf16> dc(size_t(M) * N);
+      const Config best = tuned.select(da.data(), dbt.data(), dc.data(), M, N, K);
+      const TuneReport rep = tuned.last_report();
+      std::string sweep, errors;
+      for (auto& [k, ms] : rep.times)
+        if (std::isfinite(ms)) sweep += (sweep.empty() ? "" : "; ") + str(k) + ": " + std::to_string(ms) + " ms";
+      for (auto& why : rep.prune_reasons) errors += "[" + why.substr(0, 300) + "]; ";
+      auto run = [&] { tuned(da.data(), dbt.data(), dc.data(), M, N, K); };
+      tuned.on_stream(tm.stream().handle());
+      dc.fill_zero();
+      run();
+      tm.stream().synchronize();
+      auto cv = dc.to_host();
+      // bf16 rounding plus Hopper's fp8 accumulation (tests/test_fp8.cpp, fp8_close): 2^-9 of sum |p|
+      for (size_t t = 0; t < at.size(); ++t) {
+        const double got = double(float(cv[at[t]]));
+        if (!(std::fabs(got - want[t]) <= 0x1p-8 * std::fabs(want[t]) + 0x1p-9 * mag[t] + 1e-30))
+          return emit_error(c, "the tuned config " + str(best) + " fails the check: C[" + std::to_string(at[t]) +
+                                   "] = " + std::to_string(got) + ", want " + std::to_string(want[t]));
+      }
+      Json extra;
+      extra.str("out_dtype", "bf16").str("sweep", sweep);
+      if (!errors.empty()) extra.str("config_errors", errors.substr(0, 1500));
+      const std::string how = rep.from_cache ? " (autotuned, from the tuning cache)"
+                                             : " (autotuned: " + std::to_string(rep.measured) + " of " +
+                                                   std::to_string(rep.valid) + " configs measured)";
+      emit_ok(c, tm.time(run), str(best) + how, Json(), extra);
+    });
+  }
+}
+
 // -------------------------------------------------------------------- gemm_ws
 
 // The warp-specialized GEMM written with TLE-Struct (ex::make_gemm_ws: TMA producer warpgroup,
@@ -1417,6 +1519,17 @@ int ptx_check(const std::string& dir) {
     const TensorDescriptor<bf16, 2> ta(g.data(), {4096, 4096}, {4096, 1}, {128, 64}), tb(g.data(), {4096, 4096}, {4096, 1}, {64, 64});
     one("gemm_ws 128x256x64 3 stages", [&] { return ex::make_gemm_ws<bf16>().ptx(90, Grid(132), ta, tb, h, 4096, 4096, 4096, 3); });
   }
+  {
+    static std::vector<f8e4m3> g8(size_t(4096) * 4096);
+    auto mm8 = ex::make_scaled_mm_fp8<f8e4m3>();
+    for (MmConfig c : {MmConfig{128, 256, 128, 8, 4}, MmConfig{128, 128, 128, 4, 4}}) {
+      const TensorDescriptor<f8e4m3, 2> ta(g8.data(), {4096, 4096}, {4096, 1}, {c.BM, c.BK}),
+          tb(g8.data(), {4096, 4096}, {4096, 1}, {c.BN, c.BK});
+      Grid g(132);
+      g.with_warps(c.warps).with_stages(c.stages);
+      one("scaled_mm fp8 " + c.str(), [&] { return mm8.ptx(90, g, ta, tb, h, 1.0f, 1.0f, 4096, 4096, 4096); });
+    }
+  }
   auto attn = ex::make_attention<bf16>();
   for (bool causal : {false, true})
     for (int bn : {64, 128}) {
@@ -1478,6 +1591,8 @@ const std::vector<Group>& groups() {
       {"matmul", group_matmul,
        {"matmul/bf16/8192x8192x8192", "matmul/bf16/4096x7168x2048", "matmul/bf16/16384x2048x7168",
         "matmul/bf16/128x7168x2048", "matmul/bf16/4000x4100x3000"}},
+      {"matmul_fp8", group_matmul_fp8,
+       {"matmul/fp8/8192x8192x8192", "matmul/fp8/4096x7168x2048", "matmul/fp8/4000x4096x3008"}},
       {"gemm_ws", group_gemm_ws,
        {"gemm_ws/bf16/8192x8192x8192", "gemm_ws/bf16/16384x2048x7168", "gemm_ws/bf16/4096x7168x2048",
         "gemm_ws/bf16/4100x7168x2048"}},

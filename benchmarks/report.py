@@ -31,7 +31,7 @@ import sys
 LATENCY_PREFIXES = ("compile_cold/", "compile_disk/", "compile_mem/", "launch_host/", "launch_sync/", "launch_floor/",
                     "moe_align/")
 US_PREFIXES = ("compile_mem/", "launch_host/", "launch_sync/")
-PEER_ORDER = ["cublas", "torch", "torch_flash", "torch_sort", "triton", "triton_tma", "cuMemcpyDtoD", "cuLaunchKernel"]
+PEER_ORDER = ["cublas", "torch_scaled_mm", "torch", "torch_flash", "torch_sort", "triton", "triton_tma", "cuMemcpyDtoD", "cuLaunchKernel"]
 
 
 def read_jsonl(path):
@@ -67,7 +67,7 @@ def case_work(case):
     if case.startswith(LATENCY_PREFIXES) or len(parts) < 3:
         return None, None, "latency"
     dtype, shape = parts[1], parts[2]
-    esize = {"f32": 4, "bf16": 2, "f16": 2}.get(dtype, 4)
+    esize = {"f32": 4, "bf16": 2, "f16": 2, "fp8": 1}.get(dtype, 4)
     if kernel in ("copy", "vector_add"):
         n = 2 ** int(shape[2:]) if shape.startswith("2^") else int(shape)
         return (2 if kernel == "copy" else 3) * esize * n, (n if kernel == "vector_add" else 0), "bandwidth"
@@ -82,6 +82,9 @@ def case_work(case):
         return esize * dims[0] * dims[1] + 8 * dims[0], 0, "bandwidth"
     if kernel == "cosine_rows":  # both matrices read, one f32 per row written
         return 2 * esize * dims[0] * dims[1] + 4 * dims[0], 0, "bandwidth"
+    if kernel == "matmul" and dtype == "fp8":  # fp8 A and B, bf16 C; its own ceiling (fp8 tensor cores)
+        m, n, k = dims
+        return m * k + k * n + 2 * m * n, 2 * m * n * k, "fp8gemm"
     if kernel in ("matmul", "gemm_ws"):
         m, n, k = dims
         return esize * (m * k + k * n + m * n), 2 * m * n * k, "gemm"
@@ -196,6 +199,7 @@ def merge(tle_meta, tle_rows, peer_meta, peer_rows, driver=None, command=None):
     # Ceilings measured in this run.
     copy_bw = None  # bytes per ms
     peak = None     # flops per ms
+    fp8_peak = None  # flops per ms of the fp8 GEMMs
     for rec in records:
         times = ([rec["tle_ms"]] if rec["tle_ms"] else []) + list(rec["peers"].values())
         if rec["kernel"] == "copy" and rec["bytes"]:
@@ -204,19 +208,25 @@ def merge(tle_meta, tle_rows, peer_meta, peer_rows, driver=None, command=None):
         if rec["kind"] == "gemm":
             for ms in times:
                 peak = max(peak or 0, rec["flops"] / ms)
+        if rec["kind"] == "fp8gemm":
+            for ms in times:
+                fp8_peak = max(fp8_peak or 0, rec["flops"] / ms)
     for rec in records:
         floor = None
         if rec["kind"] == "bandwidth" and copy_bw:
             floor = rec["bytes"] / copy_bw
         elif rec["kind"] in ("gemm", "flops") and peak:
             floor = max(rec["flops"] / peak, rec["bytes"] / copy_bw if copy_bw else 0)
+        elif rec["kind"] == "fp8gemm" and fp8_peak:
+            floor = max(rec["flops"] / fp8_peak, rec["bytes"] / copy_bw if copy_bw else 0)
         rec["floor_ms"] = floor
         rec["pct_of_floor"] = 100.0 * floor / rec["tle_ms"] if floor and rec["tle_ms"] else None
         if rec["tle_ms"] and rec["kind"] != "latency":
             rec["tle_gbps"] = rec["bytes"] / rec["tle_ms"] / 1e6
             if rec["flops"]:
                 rec["tle_tflops"] = rec["flops"] / rec["tle_ms"] / 1e9
-    ceilings = {"copy_gbps": copy_bw / 1e6 if copy_bw else None, "gemm_tflops": peak / 1e9 if peak else None}
+    ceilings = {"copy_gbps": copy_bw / 1e6 if copy_bw else None, "gemm_tflops": peak / 1e9 if peak else None,
+                "fp8_gemm_tflops": fp8_peak / 1e9 if fp8_peak else None}
     info = {"gpu": gpu, "driver": driver, "cuda_driver_api": cuda_driver_api, "date": date,
             "torch": pm.get("torch"), "triton": pm.get("triton"), "cuda_runtime": pm.get("cuda"),
             "reps": tm.get("reps") or pm.get("reps"), "command": command, "ceilings": ceilings,
@@ -249,9 +259,18 @@ def fmt_pct(x):
 def throughput(rec, ms):
     if ms is None or rec["kind"] == "latency":
         return "-"
-    if rec["kind"] in ("gemm", "flops"):
+    if rec["kind"] in ("gemm", "flops", "fp8gemm"):
         return "%.0f TFLOP/s" % (rec["flops"] / ms / 1e9)
     return "%.0f GB/s" % (rec["bytes"] / ms / 1e6)
+
+
+def ceilings_text(c):
+    """The run's ceilings: copy bandwidth, the bf16 GEMM's and (when the run has fp8 GEMMs) the fp8 GEMM's."""
+    f = lambda x: "%.0f" % x if x else "-"  # noqa: E731
+    text = "copy %s GB/s, GEMM %s TFLOP/s" % (f(c["copy_gbps"]), f(c["gemm_tflops"]))
+    if c.get("fp8_gemm_tflops"):
+        text += ", fp8 GEMM %s TFLOP/s" % f(c["fp8_gemm_tflops"])
+    return text
 
 
 def status(rec):
@@ -271,8 +290,7 @@ def text_table(records, info):
     lines.insert(1, "  ".join("-" * x for x in w))
     c = info["ceilings"]
     lines.append("")
-    lines.append("ceilings measured in this run: copy %s GB/s, GEMM %s TFLOP/s" % (
-        "%.0f" % c["copy_gbps"] if c["copy_gbps"] else "-", "%.0f" % c["gemm_tflops"] if c["gemm_tflops"] else "-"))
+    lines.append("ceilings measured in this run: " + ceilings_text(c))
     lines.append("speedup = best peer time / tle time (> 1: tle is faster); % floor = floor time / tle time")
     return "\n".join(lines)
 
@@ -297,8 +315,7 @@ def markdown(records, info, chart_rel):
         info["torch"] or "?", info["triton"] or "?", info["cuda_runtime"] or "?"))
     out.append("- Method: CUDA events, warm-up, median of %s repetitions, 256 MB L2 flush between repetitions, "
                "random non-zero inputs, every result checked against a reference before timing" % (info["reps"] or "?"))
-    out.append("- Ceilings measured in this run: copy %s GB/s, GEMM %s TFLOP/s" % (
-        "%.0f" % c["copy_gbps"] if c["copy_gbps"] else "-", "%.0f" % c["gemm_tflops"] if c["gemm_tflops"] else "-"))
+    out.append("- Ceilings measured in this run: " + ceilings_text(c))
     if info["command"]:
         out.append("- Command: `%s`" % info["command"])
     out.append("- Raw lines: [results/latest.jsonl](results/latest.jsonl)")
@@ -378,9 +395,9 @@ def chart(records, info, path):
         return "chart skipped: matplotlib is not available (%s)" % e
     timed = [r for r in records if r["tle_ms"] and r["peers"]]
     bw = [r for r in records if r["kind"] == "bandwidth"]
-    gemm = [r for r in records if r["kind"] in ("gemm", "flops")]
+    gemm = [r for r in records if r["kind"] in ("gemm", "flops", "fp8gemm")]
     fig, axes = plt.subplots(3, 1, figsize=(12, 16))
-    colors = {"tle": "#1f77b4", "cublas": "#d62728", "torch": "#ff7f0e", "torch_flash": "#bcbd22", "triton": "#2ca02c", "triton_tma": "#17becf",
+    colors = {"tle": "#1f77b4", "cublas": "#d62728", "torch_scaled_mm": "#8c564b", "torch": "#ff7f0e", "torch_flash": "#bcbd22", "triton": "#2ca02c", "triton_tma": "#17becf",
               "cuMemcpyDtoD": "#7f7f7f", "cuLaunchKernel": "#9467bd"}
 
     ax = axes[0]

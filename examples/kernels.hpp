@@ -311,6 +311,33 @@ template <class T, class TO = tle::dot_acc_t<T>, int GM = 16> auto make_matmul_t
   });
 }
 
+/// The FP8 GEMM of FP8 checkpoints (DeepSeek-V3, Llama FP8) with torch._scaled_mm's contract:
+/// C [M, N] (bf16) = (A [M, K] @ B [K, N]) * scale_a * scale_b, A and B fp8 (T: f8e4m3 or f8e5m2),
+/// per-tensor f32 scales, f32 accumulation. B is given as its transpose `bt` [N, K] (row-major,
+/// i.e. B column-major, as _scaled_mm and cuBLASLt want it): wgmma reads fp8 operands K-major only
+/// (PTX ISA 9.7.15.5.1), and A [M, K] and bt [N, K] both are, so on sm_90a each K step's blocks
+/// move by TMA into 128-byte-swizzled buffers that `wgmma.m64nNk32` reads in place. `a` has block
+/// {BM, BK}, `bt` block {BN, BK} (BK a multiple of 32; rows of A and bt whole 16-byte chunks: K a
+/// multiple of 16). Persistent: launch Grid(P) (e.g. the SM count); programs walk C's blocks in
+/// grouped order. Hopper's fp8 tensor cores add each k32 step's products at reduced precision
+/// before the f32 accumulator (docs/semantics.md, "fp8"); cuBLAS's fp8 GEMM does the same.
+template <class T = tle::f8e4m3, int GM = 8> auto make_scaled_mm_fp8() {
+  using namespace tle;
+  return jit("scaled_mm_fp8", [](TensorDescriptor<T, 2> a, TensorDescriptor<T, 2> bt, Ptr<bf16> c, Tile<float> scale_a,
+                                 Tile<float> scale_b, Tile<int32_t> M, Tile<int32_t> N, Tile<int32_t> K) {
+    const int32_t BM = int32_t(a.block_shape()[0]), BK = int32_t(a.block_shape()[1]), BN = int32_t(bt.block_shape()[0]);
+    Tile<int32_t> npm = (M + (BM - 1)) / BM, npn = (N + (BN - 1)) / BN;
+    for (auto t : range(program_id(0), npm * npn, num_programs(0))) {
+      auto [pm, pn] = grouped_tile(t, npm, npn, GM);
+      Tile<float> acc = zeros<float>({BM, BN});
+      for (auto k : range(0, K, BK)) acc = dot(a.load({pm * BM, k}), trans(bt.load({pn * BN, k})), acc);
+      Tile<int32_t> rm = pm * BM + arange(0, BM), rn = pn * BN + arange(0, BN);
+      store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), cast<bf16>(acc * (scale_a * scale_b)),
+            expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
+    }
+  });
+}
+
 /// C [M, N] (stored as TO) = A [M, K] @ B [K, N], bf16 inputs, f32 accumulation, written with
 /// TLE-Struct warp specialization (docs/struct.md, "Warp specialization"; CUTLASS's and
 /// ThunderKittens' producer / consumer GEMM): persistent programs walk C's 128 x 256 blocks in

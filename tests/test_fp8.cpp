@@ -4,7 +4,9 @@
 // kernel backend the test runs on ([fp8]: the CPU backend, or TLE_BACKEND=interp), in the PTX for
 // sm_90a / sm_89 / sm_80 ([ptx][fp8]: assembled by ptxas), and on the GPU ([.gpu][fp8]); then the
 // storage-type rule (arithmetic on fp8 is a UserError at the user's line), DLPack's refusal, and
-// fp8 x fp8 -> f32 dots (exact f32 reference on the CPU / interpreter, double on the GPU).
+// fp8 x fp8 -> f32 dots (exact f32 reference on the CPU / interpreter, double on the GPU), and on
+// sm_90a their wgmma.m64nNk32 form: K-major operands pipelined by cp.async or TMA, an N-major B
+// staged from registers (PTX checks; GPU results within Hopper's fp8 accumulation, fp8_close).
 #include <catch2/catch.hpp>
 #include <dlpack/dlpack.h>
 
@@ -18,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "../examples/kernels.hpp"
+#include "env_util.hpp"
 #include "error_util.hpp"
 #include "ptxas_util.hpp"
 #include "tle/dlpack.hpp"
@@ -444,6 +448,14 @@ struct DotShape {
 };
 const DotShape kDotShapes[] = {{1, 1, 1}, {17, 17, 17}, {16, 17, 1001}, {64, 32, 64}};
 
+/// |got - want| within Hopper's fp8 tensor-core accumulation: each k32 step's products are added
+/// at reduced precision before the f32 accumulator (DeepSeek-V3 report, section 3.3.2: about 14
+/// bits), so the bound is 2^-9 of the sum of |products| (a wrong layout or descriptor is off by
+/// O(that sum)), plus the output's rounding (`out_rel`: 2^-8 for bf16, 0 for f32).
+bool fp8_close(double got, double want, double mag, double out_rel) {
+  return std::fabs(got - want) <= 0x1p-9 * mag + out_rel * std::fabs(want) + 1e-30;
+}
+
 /// The rule of docs/ir.md: each product exact in f32, summed in f32 in k order, then the scale.
 template <class T> std::vector<float> dot_ref_f32(const std::vector<T>& a, const std::vector<T>& b, float scale,
                                                   DotShape s) {
@@ -577,8 +589,9 @@ TEST_CASE("gpu: fp8 dots on the device match a double reference of the dequantiz
           }
           want *= scale, mag *= scale;
           const double got = c[size_t(i) * s.n + j];
-          // exact products; k + 1 roundings (sums, scale), each at most 2^-24 of a partial sum <= mag
-          if (std::fabs(got - want) > (s.k + 1) * 0x1p-24 * mag + 1e-30 && bad++ < 5)
+          // exact products summed in f32 (k + 1 roundings of at most 2^-24 of mag each) on CUDA
+          // cores; on wgmma (the 64x32x64 case on sm_90a) Hopper's fp8 accumulation
+          if (!fp8_close(got, want, mag, 0.0) && bad++ < 5)
             FAIL_CHECK("C[" << i << ", " << j << "]: got " << got << ", want " << want);
         }
       CHECK(bad == 0);
@@ -620,8 +633,8 @@ TEST_CASE("gpu: the fp8 K-loop GEMM on the device matches a double reference of 
           }
           want *= double(sa[i]) * sb, mag *= double(sa[i]) * sb;
           const double got = float(c[size_t(i) * s.n + j]);
-          // bf16 rounding (2^-9 relative) plus the f32 accumulation bound
-          if (std::fabs(got - want) > 0x1p-8 * std::fabs(want) + (s.k + 3) * 0x1p-24 * mag + 1e-30 && bad++ < 5)
+          // bf16 rounding plus the accumulation bound (wgmma on sm_90a: 64x64x32 blocks, 4 warps)
+          if (!fp8_close(got, want, mag, 0x1p-8) && bad++ < 5)
             FAIL_CHECK("C[" << i << ", " << j << "]: got " << got << ", want " << want);
         }
       CHECK(bad == 0);
@@ -629,6 +642,198 @@ TEST_CASE("gpu: the fp8 K-loop GEMM on the device matches a double reference of 
   };
   run(f8e4m3{});
   run(f8e5m2{});
+}
+
+// ==================================================================== wgmma (sm_90a)
+
+namespace {
+/// C [M, N] (f32) = A [M, K] @ B, B given as bt [N, K]: both operands contiguous along K (the form
+/// wgmma reads fp8 in), through pointers; masked tails on M, N and K.
+template <class T> auto& gemm_kt_kernel() {
+  static auto k = jit("fp8_gemm_kt", [](Ptr<T> a, Ptr<T> bt, Ptr<float> c, Tile<int32_t> M, Tile<int32_t> N,
+                                        Tile<int32_t> K, Constexpr<int> BM, Constexpr<int> BN, Constexpr<int> BK) {
+    Tile<int32_t> rm = program_id(0) * BM + arange(0, BM);
+    Tile<int32_t> rn = program_id(1) * BN + arange(0, BN);
+    Tile<float> acc = zeros<float>({BM, BN});
+    for (auto k0 : range(0, K, BK)) {
+      Tile<int32_t> kk = k0 + arange(0, BK);
+      Tile<T> ta = load(a + expand_dims(rm, 1) * K + expand_dims(kk, 0), expand_dims(rm < M, 1) & expand_dims(kk < K, 0));
+      Tile<T> tb = load(bt + expand_dims(rn, 1) * K + expand_dims(kk, 0), expand_dims(rn < N, 1) & expand_dims(kk < K, 0));
+      acc = dot(ta, trans(tb), acc);
+    }
+    store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), acc, expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
+  });
+  return k;
+}
+
+/// bt [N, K] -> b [K, N].
+template <class T> std::vector<T> transposed(const std::vector<T>& bt, int n, int k) {
+  std::vector<T> b(bt.size());
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < k; ++i) b[size_t(i) * n + j] = bt[size_t(j) * k + i];
+  return b;
+}
+
+/// Entries of C to check on the GPU: every one of a small C, else 4096 spread over it with the
+/// corners and edges.
+std::vector<std::pair<int, int>> sample_entries(int m, int n) {
+  std::vector<std::pair<int, int>> e;
+  if (int64_t(m) * n <= 16384) {
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j) e.emplace_back(i, j);
+    return e;
+  }
+  std::mt19937 g(7);
+  for (int q = 0; q < 4096; ++q) e.emplace_back(int(g() % unsigned(m)), int(g() % unsigned(n)));
+  for (int i : {0, m - 1})
+    for (int j : {0, n - 1}) e.emplace_back(i, j);
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("fp8 wgmma: K-major operands through pointers (cp.async) and descriptors (TMA), ragged M, N, K, on the "
+          "backend",
+          "[fp8]") {
+  // The CPU backend (and the interpreter) sum in k order exactly in f32: the reference is exact.
+  for (DotShape s : {DotShape{1, 16, 16}, DotShape{17, 40, 48}, DotShape{100, 72, 160}}) {
+    INFO("M = " << s.m << ", N = " << s.n << ", K = " << s.k);
+    auto a = random_codes<f8e4m3>(size_t(s.m) * s.k, 5 + s.k), bt = random_codes<f8e4m3>(size_t(s.n) * s.k, 6 + s.n);
+    const std::vector<float> want = dot_ref_f32(a, transposed(bt, s.n, s.k), 1.0f, s);
+    std::vector<float> c(size_t(s.m) * s.n, -1.0f);
+    gemm_kt_kernel<f8e4m3>()(Grid(cdiv(s.m, 32), cdiv(s.n, 32)), a.data(), bt.data(), c.data(), s.m, s.n, s.k, 32, 32,
+                             32);
+    int bad = 0;
+    for (size_t i = 0; i < c.size(); ++i)
+      if (std::bit_cast<uint32_t>(c[i]) != std::bit_cast<uint32_t>(want[i]) && bad++ < 5)
+        FAIL_CHECK("pointers: C[" << i << "]: got " << c[i] << ", want " << want[i]);
+    CHECK(bad == 0);
+    // make_scaled_mm_fp8 (descriptors; the CPU expands them into masked loads), per-tensor scales
+    auto mm = ex::make_scaled_mm_fp8<f8e4m3>();
+    std::vector<bf16> cb(size_t(s.m) * s.n);
+    const float sa = 0.5f, sb = 0.1875f;
+    mm(Grid(3), TensorDescriptor<f8e4m3, 2>(a.data(), {s.m, s.k}, {s.k, 1}, {32, 32}),
+       TensorDescriptor<f8e4m3, 2>(bt.data(), {s.n, s.k}, {s.k, 1}, {32, 32}), cb.data(), sa, sb, s.m, s.n, s.k);
+    bad = 0;
+    for (size_t i = 0; i < cb.size(); ++i) {
+      const bf16 w(want[i] * (sa * sb));
+      if (cb[i].bits != w.bits && bad++ < 5) FAIL_CHECK("scaled_mm: C[" << i << "]: got " << float(cb[i]) << ", want " << float(w));
+    }
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("ptx: fp8 dots on sm_90a run on wgmma.m64nNk32 from cp.async and TMA buffers, staged when not K-major",
+          "[ptx][fp8][wgmma]") {
+  envtest::EnvVar tma("TLE_TMA", "1");
+  auto* f8 = reinterpret_cast<f8e4m3*>(uintptr_t(0x10000));
+  auto* f5 = reinterpret_cast<f8e5m2*>(uintptr_t(0x10000));
+  auto* cf = reinterpret_cast<float*>(uintptr_t(0x20000));
+  auto* cb = reinterpret_cast<bf16*>(uintptr_t(0x30000));
+  struct Cfg {
+    int bm, bn, bk, warps, stages;
+  };
+  // Pointers, both operands K-major: pipelined by cp.async (16-byte copies) into the swizzled
+  // buffers wgmma reads; e4m3 and e5m2.
+  for (Cfg c : {Cfg{128, 128, 128, 4, 3}, Cfg{128, 256, 64, 8, 4}, Cfg{64, 64, 32, 4, 2}}) {
+    INFO("pointers " << c.bm << "x" << c.bn << "x" << c.bk << " warps " << c.warps << " stages " << c.stages);
+    Grid g(8, 8);
+    g.with_warps(c.warps).with_stages(c.stages);
+    const std::string p4 = gemm_kt_kernel<f8e4m3>().ptx(90, g, f8, f8, cf, 4096, 4096, 4096, c.bm, c.bn, c.bk);
+    CHECK(ptxtest::count_of(p4, "k32.f32.e4m3.e4m3") >= 1);
+    CHECK(ptxtest::count_of(p4, "cp.async.cg.shared.global") >= 1);
+    CHECK(ptxtest::count_of(p4, "st.shared.u8") == 0);  // nothing staged byte by byte
+    CHECK(p4.find("mma.sync") == std::string::npos);
+    ptxtest::assemble("fp8 e4m3 K-major pointer GEMM", p4, "sm_90a");
+    CHECK(ptxtest::spill_store_bytes("fp8 e4m3 K-major pointer GEMM", p4) <= 0);
+    const std::string p5 = gemm_kt_kernel<f8e5m2>().ptx(90, g, f5, f5, cf, 4096, 4096, 4096, c.bm, c.bn, c.bk);
+    CHECK(ptxtest::count_of(p5, "k32.f32.e5m2.e5m2") >= 1);
+    ptxtest::assemble("fp8 e5m2 K-major pointer GEMM", p5, "sm_90a");
+  }
+  // B [K, N] contiguous along N: wgmma cannot read an 8-bit operand N-major, so b is written from
+  // registers into a K-major tile each step (correct, not fast); a stays pipelined.
+  {
+    Grid g(8, 8);
+    g.with_warps(4).with_stages(3);
+    const std::string p = gemm_kernel<f8e4m3>().ptx(90, g, f8, f8, cb, cf, 1.0f, 4096, 4096, 4096, 64, 64, 64);
+    CHECK(ptxtest::count_of(p, "k32.f32.e4m3.e4m3") >= 1);
+    CHECK(ptxtest::count_of(p, "fence.proxy.async.shared::cta") >= 1);
+    ptxtest::assemble("fp8 GEMM with an N-major B", p, "sm_90a");
+  }
+  // Descriptors (make_scaled_mm_fp8): TMA boxes of 128 bytes (or BK) per row into the buffers.
+  auto mm = ex::make_scaled_mm_fp8<f8e4m3>();
+  for (Cfg c : {Cfg{128, 256, 128, 8, 4}, Cfg{128, 128, 128, 4, 3}, Cfg{64, 64, 64, 4, 2}, Cfg{128, 128, 64, 8, 1}}) {
+    INFO("descriptors " << c.bm << "x" << c.bn << "x" << c.bk << " warps " << c.warps << " stages " << c.stages);
+    TensorDescriptor<f8e4m3, 2> da(f8, {4096, 4096}, {4096, 1}, {c.bm, c.bk}), db(f8, {4096, 4096}, {4096, 1}, {c.bn, c.bk});
+    Grid g(132);
+    g.with_warps(c.warps).with_stages(c.stages);
+    const std::string p = mm.ptx(90, g, da, db, cb, 1.0f, 1.0f, 4096, 4096, 4096);
+    CHECK(ptxtest::count_of(p, "k32.f32.e4m3.e4m3") >= 1);
+    if (c.stages > 1) {
+      CHECK(ptxtest::count_of(p, "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes") >= 2);
+      CHECK(ptxtest::count_of(p, "cp.async.cg.shared.global") == 0);
+    }
+    ptxtest::assemble("fp8 scaled_mm", p, "sm_90a");
+    CHECK(ptxtest::spill_store_bytes("fp8 scaled_mm", p) <= 0);
+  }
+}
+
+TEST_CASE("gpu: fp8 GEMMs on wgmma (K-major pointers, descriptors) match a double reference, ragged shapes",
+          "[.gpu][fp8]") {
+  if (!gpu_info()) {
+    WARN("no usable GPU: [.gpu] case skipped");
+    return;
+  }
+  struct Cfg {
+    int bm, bn, bk, warps, stages;
+  };
+  struct Shape {
+    int m, n, k;
+  };
+  auto mm = ex::make_scaled_mm_fp8<f8e4m3>();
+  for (Shape s : {Shape{1, 16, 32}, Shape{17, 40, 48}, Shape{129, 200, 1024}, Shape{1000, 1000, 4096}}) {
+    auto a = random_codes<f8e4m3>(size_t(s.m) * s.k, 9 + s.k), bt = random_codes<f8e4m3>(size_t(s.n) * s.k, 10 + s.n);
+    DeviceBuffer<f8e4m3> da(a), dbt(bt);
+    DeviceBuffer<float> dc(size_t(s.m) * s.n);
+    DeviceBuffer<bf16> dcb(size_t(s.m) * s.n);
+    const float sa = 0.5f, sb = 0.1875f;
+    const auto entries = sample_entries(s.m, s.n);
+    auto check = [&](const std::vector<double>& got, double scale, double out_rel, const char* what) {
+      int bad = 0;
+      for (size_t q = 0; q < entries.size(); ++q) {
+        auto [i, j] = entries[q];
+        double want = 0, mag = 0;
+        for (int k = 0; k < s.k; ++k) {
+          const double p = double(float(a[size_t(i) * s.k + k])) * double(float(bt[size_t(j) * s.k + k]));
+          want += p, mag += std::fabs(p);
+        }
+        if (!fp8_close(got[q], want * scale, mag * scale, out_rel) && bad++ < 5)
+          FAIL_CHECK(what << ": C[" << i << ", " << j << "]: got " << got[q] << ", want " << want * scale);
+      }
+      CHECK(bad == 0);
+    };
+    for (Cfg c : {Cfg{128, 256, 128, 8, 4}, Cfg{128, 128, 128, 4, 3}, Cfg{64, 64, 64, 4, 2}, Cfg{128, 128, 64, 8, 1}}) {
+      INFO("M = " << s.m << ", N = " << s.n << ", K = " << s.k << "; " << c.bm << "x" << c.bn << "x" << c.bk
+                  << " warps " << c.warps << " stages " << c.stages);
+      Grid g(cdiv(s.m, c.bm), cdiv(s.n, c.bn));
+      g.with_warps(c.warps).with_stages(c.stages).backend(Backend::GPU);
+      gemm_kt_kernel<f8e4m3>()(g, da, dbt, dc, s.m, s.n, s.k, c.bm, c.bn, c.bk);
+      std::vector<float> hc(size_t(s.m) * s.n);
+      dc.copy_to_host(hc.data(), hc.size());
+      std::vector<double> got;
+      for (auto [i, j] : entries) got.push_back(hc[size_t(i) * s.n + j]);
+      check(got, 1.0, 0.0, "pointers");
+      Grid gp(7);
+      gp.with_warps(c.warps).with_stages(c.stages).backend(Backend::GPU);
+      mm(gp, TensorDescriptor<f8e4m3, 2>(da, {s.m, s.k}, {s.k, 1}, {c.bm, c.bk}),
+         TensorDescriptor<f8e4m3, 2>(dbt, {s.n, s.k}, {s.k, 1}, {c.bn, c.bk}), dcb, sa, sb, s.m, s.n, s.k);
+      std::vector<bf16> hb(size_t(s.m) * s.n);
+      dcb.copy_to_host(hb.data(), hb.size());
+      got.clear();
+      for (auto [i, j] : entries) got.push_back(float(hb[size_t(i) * s.n + j]));
+      check(got, double(sa) * sb, 0x1p-8, "scaled_mm (descriptors)");
+    }
+  }
 }
 
 TEST_CASE("fp8: DLPack has no fp8 codes in the installed header: an fp8 parameter refuses a DLPack tensor", "[fp8]") {

@@ -39,28 +39,29 @@ namespace {
 template <class T> T* fake_ptr() { return reinterpret_cast<T*>(uintptr_t{0x20000}); }
 
 /// What the hardware reads: the byte address of element (mn, k) of an instruction operand whose
-/// descriptor is `desc` (start address in bits 0-13), for 16-bit elements (T = 8 per 16 bytes).
+/// descriptor is `desc` (start address in bits 0-13), for elements of `esize` bytes (T = 16 / esize
+/// per 16 bytes: 8 of 16 bits, 16 of 8 bits).
 /// PTX ISA 9.7.15.5.1.2.1.3, canonical layouts with S = swizzle bytes / 16:
 ///   K-major:  ((8, m), (T, 2k)) : ((S*T, SBO), (1, T))
 ///   MN-major: ((T, S, m), (8, k)) : ((1, T, LBO), (S*T, SBO))
 /// then Swizzle<log2 S, 4, 3> on the byte address (bits 4.. ^= bits 7..).
-int64_t hw_address(uint64_t desc, bool k_major, int64_t mn, int64_t k) {
+int64_t hw_address(uint64_t desc, bool k_major, int64_t mn, int64_t k, int esize = 2) {
   const int64_t start = int64_t(desc & 0x3FFF) << 4;
   const int64_t lbo = int64_t((desc >> 16) & 0x3FFF) << 4, sbo = int64_t((desc >> 32) & 0x3FFF) << 4;
   const int mode = int(desc >> 62);
   REQUIRE(mode >= 1);
-  const int64_t S = mode == 1 ? 8 : mode == 2 ? 4 : 2, T = 8;
+  const int64_t S = mode == 1 ? 8 : mode == 2 ? 4 : 2, T = 16 / esize;
   int64_t el;  // element offset, with LBO/SBO converted from bytes
-  if (k_major) el = (mn % 8) * S * T + (mn / 8) * (sbo / 2) + (k % T) + (k / T) * T;
-  else el = (mn % T) + ((mn / T) % S) * T + (mn / (S * T)) * (lbo / 2) + (k % 8) * S * T + (k / 8) * (sbo / 2);
-  int64_t addr = start + 2 * el;
+  if (k_major) el = (mn % 8) * S * T + (mn / 8) * (sbo / esize) + (k % T) + (k / T) * T;
+  else el = (mn % T) + ((mn / T) % S) * T + (mn / (S * T)) * (lbo / esize) + (k % 8) * S * T + (k / 8) * (sbo / esize);
+  int64_t addr = start + esize * el;
   return addr ^ (((addr >> 7) & (S - 1)) << 4);
 }
 
 /// The descriptor the lowering builds for the element at tile coordinates (row, col) of a tile at
 /// byte `base`: its unswizzled offset as start address.
 uint64_t descriptor(const SwizzledTile& t, bool k_major, int64_t base, int64_t row, int64_t col) {
-  const uint64_t addr = uint64_t(base + 2 * t.plain_offset(row, col));
+  const uint64_t addr = uint64_t(base + t.esize * t.plain_offset(row, col));
   return ((addr & 0x3FFFF) >> 4) | gpu::detail::wgmma_desc_bits(t, k_major);
 }
 
@@ -125,6 +126,52 @@ TEST_CASE("wgmma plan: warpgroups along M first, then N, what does not qualify",
   CHECK_FALSE(plan_for(128, 128, 64, 2));                // not a warpgroup
   CHECK_FALSE(plan_for(64, 16, 64, 8));                  // 8 columns per warpgroup
   CHECK_FALSE(plan_for(128, 128, 64, 4, DType::f32));    // f32 inputs: not yet
+  // fp8: k32 instructions, so K a multiple of 32
+  p = plan_for(128, 256, 128, 8, DType::f8e4m3);
+  REQUIRE(p);
+  CHECK(p->warpgroups == std::vector<int32_t>{2, 1});
+  CHECK(plan_for(64, 64, 32, 4, DType::f8e5m2));
+  CHECK_FALSE(plan_for(64, 64, 16, 4, DType::f8e4m3));
+}
+
+TEST_CASE("wgmma fp8: loads contiguous along K are pipelined with 128-column atoms, an N-major b is not, no mma.sync "
+          "plan",
+          "[wgmma][pipeline][fp8]") {
+  // a [BM, BK] K-major; b either loaded [BN, BK] and transposed (K-major) or [BK, BN] (N-major)
+  auto k = [](Ptr<f8e4m3> a, Ptr<f8e4m3> b, Ptr<float> c, Tile<int32_t> K, Constexpr<int> BM, Constexpr<int> BN,
+              Constexpr<int> BK, Constexpr<bool> BT) {
+    Tile<float> acc = zeros<float>({BM, BN});
+    for (auto k0 : range(0, K, BK)) {
+      Tile<f8e4m3> ta = load(a + expand_dims(arange(0, BM), 1) * K + expand_dims(k0 + arange(0, BK), 0));
+      Tile<f8e4m3> tb = BT ? trans(load(b + expand_dims(arange(0, BN), 1) * K + expand_dims(k0 + arange(0, BK), 0)))
+                           : load(b + expand_dims(k0 + arange(0, BK), 1) * BN + expand_dims(arange(0, BN), 0));
+      acc = dot(ta, tb, acc);
+    }
+    store(c + expand_dims(arange(0, BM), 1) * BN + expand_dims(arange(0, BN), 0), acc);
+  };
+  for (bool bt : {true, false}) {
+    INFO((bt ? "b K-major" : "b N-major"));
+    auto f = tracetest::trace("k", k, {128, 128, 128, int(bt)}, /*ptrs_div16=*/true, /*ints_div16=*/true);
+    passes::run_gpu_pipeline(*f, 4, 3, /*wgmma=*/true);
+    auto dots = tracetest::ops_of(*f, ir::OpKind::Dot);
+    REQUIRE(dots.size() == 1);
+    const ir::Op* la = dots[0]->operands[0]->def;
+    const ir::Op* lb = dots[0]->operands[1]->def;
+    if (lb && lb->kind == ir::OpKind::Permute) lb = lb->operands[0]->def;
+    REQUIRE(la);
+    REQUIRE(lb);
+    REQUIRE(la->kind == ir::OpKind::Load);
+    REQUIRE(lb->kind == ir::OpKind::Load);
+    REQUIRE(la->has_attr("wgmma"));
+    CHECK(la->int_attr("wgmma") == 128);  // 128 fp8 = 128 bytes: the 128-byte swizzle
+    if (bt) {
+      REQUIRE(lb->has_attr("wgmma"));
+      CHECK(lb->int_attr("wgmma") == 128);
+    } else {
+      CHECK_FALSE(lb->has_attr("wgmma"));  // wgmma cannot read it: staged from registers
+    }
+    CHECK_FALSE(passes::gpu_rules::mma_v2_plan(*dots[0], 4));  // 8-bit fragments: no mma.sync path
+  }
 }
 
 TEST_CASE("wgmma descriptors: fast.cu's 128-byte swizzle constant, LBO/SBO per major-ness", "[wgmma]") {
@@ -138,6 +185,10 @@ TEST_CASE("wgmma descriptors: fast.cu's 128-byte swizzle constant, LBO/SBO per m
   // 64-byte swizzle (atoms of 32): SBO = 512 bytes, mode 2; 32-byte: SBO 256, mode 3.
   CHECK(gpu::detail::wgmma_desc_bits(SwizzledTile::make_wgmma(64, 32, 1), true) == ((2ull << 62) | (32ull << 32) | (1ull << 16)));
   CHECK(gpu::detail::wgmma_desc_bits(SwizzledTile::make_wgmma(64, 16, 1), true) == ((3ull << 62) | (16ull << 32) | (1ull << 16)));
+  // fp8: a 128x128 K-major tile has the same 128-byte rows, hence the same bits as 128x64 bf16;
+  // 64 fp8 columns are the 64-byte swizzle.
+  CHECK(gpu::detail::wgmma_desc_bits(SwizzledTile::make_wgmma(128, 128, 1, 0, 1), true) == 0x4000004000010000ull);
+  CHECK(gpu::detail::wgmma_desc_bits(SwizzledTile::make_wgmma(64, 64, 1, 0, 1), true) == ((2ull << 62) | (32ull << 32) | (1ull << 16)));
 }
 
 TEST_CASE("wgmma operand tiles: every element is where the descriptor makes the hardware read it", "[wgmma]") {
@@ -148,39 +199,45 @@ TEST_CASE("wgmma operand tiles: every element is where the descriptor makes the 
     int64_t M, N, K, instr_n;
     bool a_kmajor, b_kmajor;
     int64_t b_atom;
+    int esize = 2;  // 1: fp8 (k32 instructions, K-major only)
   };
   const std::vector<Case> cases = {{128, 256, 64, 256, true, false, 64}, {64, 128, 32, 128, true, false, 64},
                                    {128, 128, 64, 128, true, true, 64},  {64, 64, 128, 64, false, false, 64},
                                    {64, 32, 16, 32, true, false, 32},    {128, 16, 64, 16, true, false, 16},
-                                   {64, 64, 16, 32, false, true, 64},    {256, 128, 128, 128, false, true, 64}};
+                                   {64, 64, 16, 32, false, true, 64},    {256, 128, 128, 128, false, true, 64},
+                                   {128, 256, 128, 256, true, true, 0, 1}, {64, 64, 64, 64, true, true, 0, 1},
+                                   {64, 32, 32, 32, true, true, 0, 1},   {128, 128, 256, 128, true, true, 0, 1}};
   for (const Case& c : cases) {
     INFO("a " << c.M << "x" << c.K << (c.a_kmajor ? " K-major" : " M-major") << ", b " << c.K << "x" << c.N
-              << (c.b_kmajor ? " K-major" : " N-major") << ", instr n " << c.instr_n);
+              << (c.b_kmajor ? " K-major" : " N-major") << ", instr n " << c.instr_n << ", " << c.esize << "-byte elements");
     // Tile coordinates: a K-major [M rows, K cols]; M-major [K rows, M cols]; b K-major [N rows,
     // K cols]; N-major [K rows, N cols] with atoms no wider than an instruction.
-    const SwizzledTile ta = c.a_kmajor ? SwizzledTile::make_wgmma(c.M, c.K, 1) : SwizzledTile::make_wgmma(c.K, c.M, 1);
+    const int e = c.esize;
+    const SwizzledTile ta =
+        c.a_kmajor ? SwizzledTile::make_wgmma(c.M, c.K, 1, 0, e) : SwizzledTile::make_wgmma(c.K, c.M, 1, 0, e);
     const SwizzledTile tb =
-        c.b_kmajor ? SwizzledTile::make_wgmma(c.N, c.K, 1) : SwizzledTile::make_wgmma(c.K, c.N, 1, c.b_atom);
+        c.b_kmajor ? SwizzledTile::make_wgmma(c.N, c.K, 1, 0, e) : SwizzledTile::make_wgmma(c.K, c.N, 1, c.b_atom, e);
+    const int64_t ks = 32 / e;  // K of one instruction: k16 (16-bit), k32 (8-bit)
     const int64_t base_a = 3 * 1024, base_b = base_a + (ta.bytes() + 1023) / 1024 * 1024;
     auto at_a = [&](int64_t m, int64_t k) { return c.a_kmajor ? std::pair{m, k} : std::pair{k, m}; };
     auto at_b = [&](int64_t k, int64_t n) { return c.b_kmajor ? std::pair{n, k} : std::pair{k, n}; };
-    for (int64_t k0 = 0; k0 < c.K; k0 += 16) {
+    for (int64_t k0 = 0; k0 < c.K; k0 += ks) {
       for (int64_t m0 = 0; m0 < c.M; m0 += 64) {
         auto [r, col] = at_a(m0, k0);
         const uint64_t d = descriptor(ta, c.a_kmajor, base_a, r, col);
         for (int64_t m = 0; m < 64; ++m)
-          for (int64_t k = 0; k < 16; ++k) {
+          for (int64_t k = 0; k < ks; ++k) {
             auto [er, ec] = at_a(m0 + m, k0 + k);
-            REQUIRE(hw_address(d, c.a_kmajor, m, k) == base_a + 2 * ta.offset(er, ec));
+            REQUIRE(hw_address(d, c.a_kmajor, m, k, e) == base_a + e * ta.offset(er, ec));
           }
       }
       for (int64_t n0 = 0; n0 < c.N; n0 += c.instr_n) {
         auto [r, col] = at_b(k0, n0);
         const uint64_t d = descriptor(tb, c.b_kmajor, base_b, r, col);
         for (int64_t n = 0; n < c.instr_n; ++n)
-          for (int64_t k = 0; k < 16; ++k) {
+          for (int64_t k = 0; k < ks; ++k) {
             auto [er, ec] = at_b(k0 + k, n0 + n);
-            REQUIRE(hw_address(d, c.b_kmajor, n, k) == base_b + 2 * tb.offset(er, ec));
+            REQUIRE(hw_address(d, c.b_kmajor, n, k, e) == base_b + e * tb.offset(er, ec));
           }
       }
     }

@@ -17,7 +17,7 @@ end; median, p10, p90, min, max of the per-repetition event times. Every case is
 float64 / float32 reference before it is timed.
 
 Peers: "torch" (torch.softmax, F.layer_norm, torch.add, Tensor.copy_), "cublas" (torch.matmul on
-bf16: cuBLAS through PyTorch), "triton" (kernels written as in Triton's tutorials: 01 vector add,
+bf16: cuBLAS through PyTorch), "torch_scaled_mm" (torch._scaled_mm on fp8 e4m3), "triton" (kernels written as in Triton's tutorials: 01 vector add,
 02 fused softmax, 03 matrix multiplication with its autotune configs, 05 layer norm). Compile
 latency: Triton cold (a new JITFunction and a fresh, empty TRITON_CACHE_DIR), disk (a new
 JITFunction, the populated cache dir) and memory hit (host time of a launch of a compiled kernel).
@@ -55,7 +55,7 @@ except Exception as e:  # noqa: BLE001 - report any import failure as a per-case
     class tl:  # noqa: N801 - stand-in so the kernel definitions below still evaluate
         constexpr = "constexpr"
 
-GROUPS = ["copy", "vector_add", "softmax", "layernorm", "matmul", "gemm_ws", "attention", "compile", "launch", "topk", "moe_align",
+GROUPS = ["copy", "vector_add", "softmax", "layernorm", "matmul", "matmul_fp8", "gemm_ws", "attention", "compile", "launch", "topk", "moe_align",
           "transpose", "reorder"]
 
 
@@ -671,6 +671,30 @@ def group_matmul(tm, prefix="matmul", shapes=((8192, 8192, 8192), (4096, 7168, 2
         torch.cuda.empty_cache()
 
 
+def group_matmul_fp8(tm):
+    # gpu_bench's matmul_fp8 cases: torch._scaled_mm (cuBLASLt's fp8 GEMM) with the same contract:
+    # e4m3 A [M, K] row-major, B [K, N] column-major (the transpose of a row-major [N, K]),
+    # per-tensor f32 scales, bf16 out.
+    for M, N, K in ((8192, 8192, 8192), (4096, 7168, 2048), (4000, 4096, 3008)):
+        case = "matmul/fp8/%dx%dx%d" % (M, N, K)
+        a = random_nonzero((M, K), torch.float32, seed=7).to(torch.float8_e4m3fn)
+        bt = random_nonzero((N, K), torch.float32, seed=8).to(torch.float8_e4m3fn)
+        sa = torch.tensor(0.75, device="cuda")
+        sb = torch.tensor(1.25, device="cuda")
+        want = (a.float() @ bt.float().t()) * (0.75 * 1.25)
+
+        def scaled_mm_case():
+            f = lambda: torch._scaled_mm(a, bt.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)  # noqa: E731
+            got = f()
+            torch.cuda.synchronize()
+            check_close(got, want, 1.0 / 64, 2e-3 * math.sqrt(K), "torch._scaled_mm")
+            emit_ok(case, "torch_scaled_mm", tm.time(f),
+                    config="torch._scaled_mm(e4m3, e4m3 column-major, per-tensor scales, out bf16) -> cuBLASLt")
+
+        guarded(case, "torch_scaled_mm", scaled_mm_case)
+        torch.cuda.empty_cache()
+
+
 def group_gemm_ws(tm):
     # gpu_bench's gemm_ws cases (the TLE-Struct warp-specialized GEMM): cuBLAS on the same shapes
     # (Triton is beside tle's tuned matmul in group matmul).
@@ -1129,7 +1153,7 @@ def group_reorder(tm):
 
 
 GROUP_FNS = {"copy": group_copy, "vector_add": group_vector_add, "softmax": group_softmax,
-             "layernorm": group_layernorm, "matmul": group_matmul, "gemm_ws": group_gemm_ws, "attention": group_attention,
+             "layernorm": group_layernorm, "matmul": group_matmul, "matmul_fp8": group_matmul_fp8, "gemm_ws": group_gemm_ws, "attention": group_attention,
              "compile": group_compile, "launch": group_launch, "topk": group_topk, "moe_align": group_moe_align,
              "transpose": group_transpose, "reorder": group_reorder}
 

@@ -31,41 +31,49 @@
 
 namespace tle::gpu::detail {
 
-/// A 2-D tile of 16-bit elements in shared memory, row-major along `cdim` (the contiguous tile
-/// dim, `cols` elements per row; `rows` along the other dim), XOR-swizzled in 16-byte chunks of 8
-/// elements: layout::shared_swizzled(shape, 8, per_phase, max_phase, order) with
+/// A 2-D tile of 16-bit (esize 2) or 8-bit (esize 1) elements in shared memory, row-major along
+/// `cdim` (the contiguous tile dim, `cols` elements per row; `rows` along the other dim),
+/// XOR-swizzled in 16-byte chunks of E = 16 / esize elements: layout::shared_swizzled(shape, E,
+/// per_phase, max_phase, order) with
 ///     chunk' = chunk ^ ((row / per_phase) % max_phase)
-/// and per_phase = max(1, 64 / cols), max_phase = min(cols / 8, 8 / per_phase) (the rows of one
-/// 128-byte span share a phase), so that 8 rows' 16-byte reads at one logical chunk (ldmatrix)
-/// and a row's 16-byte writes hit 8 different bank groups. Requires rows, cols powers of two >= 8.
+/// and per_phase = max(1, 8 / chunks per row), max_phase = min(chunks per row, 8 / per_phase) (the
+/// rows of one 128-byte span share a phase), so that 8 rows' 16-byte reads at one logical chunk
+/// (ldmatrix) and a row's 16-byte writes hit 8 different bank groups. Requires rows, cols powers of
+/// two, rows >= 8 and rows of at least 16 bytes. The swizzle is a function of byte addresses, so an
+/// 8-bit tile is laid out byte for byte as the 16-bit tile of half as many columns.
 ///
-/// A wgmma operand tile (make_wgmma) is split along cdim into atoms of `atom` columns (16, 32 or
-/// 64: 32, 64 or 128 bytes), each a [rows, atom] tile swizzled as above, atom after atom: element
-/// (row, col) is at (col / atom) * rows * atom + the swizzled offset of (row, col % atom) in its
-/// atom. With 1024-byte aligned atoms this is exactly the 32/64/128-byte swizzle mode of wgmma's
-/// shared-memory matrix layouts (PTX ISA 9.7.15.5.1.2, Swizzle<1|2|3, 4, 3> on byte addresses);
-/// lower_wgmma.cpp builds its matrix descriptors from it. For make(), atom == cols.
+/// A wgmma operand tile (make_wgmma) is split along cdim into atoms of `atom` columns (32, 64 or
+/// 128 bytes: 16, 32 or 64 16-bit elements, 32, 64 or 128 8-bit ones), each a [rows, atom] tile
+/// swizzled as above, atom after atom: element (row, col) is at (col / atom) * rows * atom + the
+/// swizzled offset of (row, col % atom) in its atom. With 1024-byte aligned atoms this is exactly
+/// the 32/64/128-byte swizzle mode of wgmma's shared-memory matrix layouts (PTX ISA 9.7.15.5.1.2,
+/// Swizzle<1|2|3, 4, 3> on byte addresses); lower_wgmma.cpp builds its matrix descriptors from it.
+/// For make(), atom == cols. Offsets are in elements; bytes are offsets * esize.
 struct SwizzledTile {
   int64_t rows = 0, cols = 0;
   int cdim = 1;
   int32_t per_phase = 1, max_phase = 1;
   int64_t atom = 0;
-  static SwizzledTile make(int64_t rows, int64_t cols, int cdim);
+  int esize = 2;  ///< bytes per element: 2 or 1
+  static SwizzledTile make(int64_t rows, int64_t cols, int cdim, int esize = 2);
   /// The wgmma layout of a [rows, cols] tile with atoms of min(cols, max_atom) columns (max_atom
-  /// 16, 32 or 64). Requires rows >= 8 and cols >= 16, powers of two.
-  static SwizzledTile make_wgmma(int64_t rows, int64_t cols, int cdim, int64_t max_atom = 64);
+  /// 32, 64 or 128 bytes' worth of elements; default the 128-byte swizzle). Requires rows >= 8 and
+  /// rows of at least 32 bytes, powers of two.
+  static SwizzledTile make_wgmma(int64_t rows, int64_t cols, int cdim, int64_t max_atom = 0, int esize = 2);
+  /// Elements per 16-byte chunk.
+  int64_t chunk() const { return 16 / esize; }
   /// Element offset of (row, col) (row along the strided dim, col along cdim).
   int64_t offset(int64_t row, int64_t col) const;
   /// Element offset of (row, col) without the swizzle: where a matrix descriptor starting at that
-  /// element points (row a multiple of 8, col of 8).
+  /// element points (row a multiple of 8, col of a chunk).
   int64_t plain_offset(int64_t row, int64_t col) const { return (col / atom) * rows * atom + row * atom + col % atom; }
-  int64_t bytes() const { return rows * cols * 2; }
+  int64_t bytes() const { return rows * cols * esize; }
 };
 
 /// The bits of a wgmma matrix descriptor (PTX ISA 9.7.15.5.1.2.2) on a make_wgmma tile `t`, all but
 /// the start address (bits 0-13, added per instruction): leading byte offset (bits 16-29; K-major:
-/// unused, 1; MN-major: the stride between atoms along M/N, rows * atom * 2 bytes), stride byte
-/// offset (bits 32-45: the next 8 rows of an atom, 8 * atom * 2 bytes), base offset 0 (atoms are
+/// unused, 1; MN-major: the stride between atoms along M/N, rows * atom * esize bytes), stride byte
+/// offset (bits 32-45: the next 8 rows of an atom, 8 * atom * esize bytes), base offset 0 (atoms are
 /// aligned to their swizzle pattern) and the swizzle mode (bits 62-63: 1 = 128, 2 = 64, 3 = 32
 /// bytes). `k_major`: the tile is contiguous along K. Throws InternalError for tiles wgmma cannot read.
 uint64_t wgmma_desc_bits(const SwizzledTile& t, bool k_major);
@@ -298,7 +306,7 @@ class Lowerer : public backend::ScalarEmitter {
   std::vector<llvm::Value*> ldmatrix_read(const ir::Value* r, LdmatrixReads& m);
   /// Element offset of (row, col) in t, emitted.
   llvm::Value* swizzled_offset(const SwizzledTile& t, llvm::Value* row, llvm::Value* col);
-  /// Writes the 16-bit tile x (any layout) into t at byte `base` from smem_base_, each thread its
+  /// Writes tile x (any layout; elements of t.esize bytes) into t at byte `base` from smem_base_, each thread its
   /// runs along t.cdim as vectors of up to 16 bytes (no barrier).
   void store_swizzled(const ir::Value* x, const SwizzledTile& t, int64_t base);
 

@@ -36,37 +36,43 @@ int log2i(int64_t v) {
 }
 }  // namespace
 
-SwizzledTile SwizzledTile::make(int64_t rows, int64_t cols, int cdim) {
-  if (rows < 8 || cols < 8 || !layout::is_pow2(rows) || !layout::is_pow2(cols) || (cdim != 0 && cdim != 1))
-    throw InternalError(fmt::format("SwizzledTile: bad tile {}x{} (cdim {})", rows, cols, cdim));
+SwizzledTile SwizzledTile::make(int64_t rows, int64_t cols, int cdim, int esize) {
+  if ((esize != 1 && esize != 2) || rows < 8 || cols * esize < 16 || !layout::is_pow2(rows) || !layout::is_pow2(cols) ||
+      (cdim != 0 && cdim != 1))
+    throw InternalError(fmt::format("SwizzledTile: bad tile {}x{} of {}-byte elements (cdim {})", rows, cols, esize, cdim));
   SwizzledTile t;
-  t.rows = rows, t.cols = cols, t.cdim = cdim, t.atom = cols;
-  const int64_t chunks = cols / 8;
+  t.rows = rows, t.cols = cols, t.cdim = cdim, t.atom = cols, t.esize = esize;
+  const int64_t chunks = cols / t.chunk();
   t.per_phase = static_cast<int32_t>(std::max<int64_t>(1, 8 / chunks));
   t.max_phase = static_cast<int32_t>(std::min<int64_t>(chunks, 8 / t.per_phase));
   return t;
 }
 
-SwizzledTile SwizzledTile::make_wgmma(int64_t rows, int64_t cols, int cdim, int64_t max_atom) {
-  if (cols < 16 || (max_atom != 16 && max_atom != 32 && max_atom != 64))
-    throw InternalError(fmt::format("SwizzledTile: bad wgmma tile {}x{} (atoms of at most {})", rows, cols, max_atom));
+SwizzledTile SwizzledTile::make_wgmma(int64_t rows, int64_t cols, int cdim, int64_t max_atom, int esize) {
+  if (max_atom == 0 && (esize == 1 || esize == 2)) max_atom = 128 / esize;
+  const int64_t atom_bytes = max_atom * esize;
+  if (cols * esize < 32 || (atom_bytes != 32 && atom_bytes != 64 && atom_bytes != 128))
+    throw InternalError(fmt::format("SwizzledTile: bad wgmma tile {}x{} of {}-byte elements (atoms of at most {})", rows,
+                                    cols, esize, max_atom));
   const int64_t atom = std::min(cols, max_atom);
-  SwizzledTile t = make(rows, atom, cdim);  // one atom's swizzle
+  SwizzledTile t = make(rows, atom, cdim, esize);  // one atom's swizzle
   t.cols = cols;
   return t;
 }
 
 int64_t SwizzledTile::offset(int64_t row, int64_t col) const {
   const int64_t phase = (row / per_phase) % max_phase;
-  const int64_t c = col % atom;
-  return (col / atom) * rows * atom + row * atom + (((c / 8) ^ phase) * 8) + c % 8;
+  const int64_t c = col % atom, e = chunk();
+  return (col / atom) * rows * atom + row * atom + (((c / e) ^ phase) * e) + c % e;
 }
 
 Value* Lowerer::swizzled_offset(const SwizzledTile& t, Value* row, Value* col) {
+  const uint64_t le = static_cast<uint64_t>(log2i(t.chunk()));
   Value* phase = B.CreateAnd(B.CreateLShr(row, static_cast<uint64_t>(log2i(t.per_phase))), t.max_phase - 1);
   Value* c = t.atom == t.cols ? col : B.CreateAnd(col, i32c(t.atom - 1));
-  Value* chunk = B.CreateXor(B.CreateLShr(c, 3), phase);
-  Value* off = B.CreateAdd(B.CreateAdd(B.CreateMul(row, i32c(t.atom)), B.CreateShl(chunk, 3)), B.CreateAnd(c, 7));
+  Value* chunk = B.CreateXor(B.CreateLShr(c, le), phase);
+  Value* off = B.CreateAdd(B.CreateAdd(B.CreateMul(row, i32c(t.atom)), B.CreateShl(chunk, le)),
+                           B.CreateAnd(c, static_cast<uint64_t>(t.chunk() - 1)));
   if (t.atom == t.cols) return off;
   return B.CreateAdd(off, B.CreateMul(B.CreateLShr(col, static_cast<uint64_t>(log2i(t.atom))), i32c(t.rows * t.atom)));
 }
@@ -243,7 +249,8 @@ void Lowerer::store_swizzled(const ir::Value* x, const SwizzledTile& t, int64_t 
   need_smem(base + t.bytes());
   // Runs of registers consecutive along cdim (register basis b = 2^b along it), at most one
   // 16-byte chunk, and aligned (every other basis moves along cdim by multiples of the run).
-  int bits = std::min(layout::consecutive_reg_bits(*src, cdim), 3);
+  const int max_bits = t.esize == 1 ? 4 : 3;  // 16 bytes
+  int bits = std::min(layout::consecutive_reg_bits(*src, cdim), max_bits);
   auto aligned = [&](int nb) {
     for (const std::string& in : src->in_dim_names())
       for (size_t k = 0; k < src->bases(in).size(); ++k) {
@@ -259,16 +266,17 @@ void Lowerer::store_swizzled(const ir::Value* x, const SwizzledTile& t, int64_t 
   for (int q = 0; q < src->num_regs(); q += run) {
     if (duplicate_reg(*src, q)) continue;
     auto cc = coords(*src, hw, q);
-    Value* off = B.CreateAdd(B.CreateShl(swizzled_offset(t, cc[s], cc[cdim]), 1), i32c(base));
+    Value* off = B.CreateAdd(B.CreateMul(swizzled_offset(t, cc[s], cc[cdim]), i32c(t.esize)), i32c(base));
+    llvm::Type* et = B.getIntNTy(static_cast<unsigned>(8 * t.esize));
     if (run == 1) {
-      B.CreateAlignedStore(reg(x, q), smem_ptr(off), llvm::Align(2));
+      B.CreateAlignedStore(B.CreateBitCast(reg(x, q), et), smem_ptr(off), llvm::Align(static_cast<uint64_t>(t.esize)));
       continue;
     }
-    llvm::Type* vt = llvm::FixedVectorType::get(B.getInt16Ty(), static_cast<unsigned>(run));
+    llvm::Type* vt = llvm::FixedVectorType::get(et, static_cast<unsigned>(run));
     Value* v = llvm::PoisonValue::get(vt);
     for (int k = 0; k < run; ++k)
-      v = B.CreateInsertElement(v, B.CreateBitCast(reg(x, q + k), B.getInt16Ty()), static_cast<uint64_t>(k));
-    B.CreateAlignedStore(v, smem_ptr(off), llvm::Align(static_cast<uint64_t>(2 * run)));
+      v = B.CreateInsertElement(v, B.CreateBitCast(reg(x, q + k), et), static_cast<uint64_t>(k));
+    B.CreateAlignedStore(v, smem_ptr(off), llvm::Align(static_cast<uint64_t>(t.esize * run)));
   }
 }
 

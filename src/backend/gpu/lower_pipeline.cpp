@@ -107,7 +107,8 @@ std::vector<PipeLoad> plan_loop(const ir::Op& loop, int num_warps, int64_t& byte
       PipeLoad p;
       p.load = &ld;
       p.wgmma = p.tma = tma = true;
-      p.tile = SwizzledTile::make_wgmma(sh[0], sh[1], 1, ld.int_attr("wgmma"));
+      p.tile = SwizzledTile::make_wgmma(sh[0], sh[1], 1, ld.int_attr("wgmma"),
+                                        static_cast<int>(byte_size(ld.result()->type.dtype)));
       bytes = (bytes + 1023) / 1024 * 1024;
       p.base = bytes;
       p.stage_bytes = p.tile.bytes();
@@ -140,13 +141,14 @@ std::vector<PipeLoad> plan_loop(const ir::Op& loop, int num_warps, int64_t& byte
       if (!conv || !conv->result()->type.layout || !ldmatrix_plan(conv->result()->type.layout->ll)) return {};
     }
     const int vec = static_cast<int>(ld.int_attr("vec"));
-    const int c = layout::cp_async_dim(*l, r->type.shape, vec, 2);  // the pass's rule
+    const int esize = static_cast<int>(byte_size(r->type.dtype));
+    const int c = layout::cp_async_dim(*l, r->type.shape, vec, esize);  // the pass's rule
     if (c < 0) return {};
     const ir::Shape& sh = r->type.shape;
     PipeLoad p;
     p.load = &ld;
     p.wgmma = atom > 0;
-    p.tile = atom ? SwizzledTile::make_wgmma(sh[1 - c], sh[c], c, atom) : SwizzledTile::make(sh[1 - c], sh[c], c);
+    p.tile = atom ? SwizzledTile::make_wgmma(sh[1 - c], sh[c], c, atom, esize) : SwizzledTile::make(sh[1 - c], sh[c], c);
     p.vec = vec;
     if (atom) bytes = (bytes + 1023) / 1024 * 1024;  // wgmma's 128-byte swizzle repeats every 1024 bytes
     p.base = bytes;
@@ -315,7 +317,7 @@ bool Lowerer::lower_for_pipelined(const ir::Op& op) {
         Value* row = reg(ld.operands.at(6), 0), *col = reg(ld.operands.at(7), 0);  // offsets (rank 2)
         Value* buf = B.CreateAdd(i32c(p.base), B.CreateMul(slot, i32c(p.stage_bytes)));
         for (int64_t a = 0; a < p.tile.cols / p.tile.atom; ++a)  // atom column block a: box {atom, rows}
-          tma_load_box(smem_addr32(B.CreateAdd(buf, i32c(a * p.tile.rows * p.tile.atom * 2))), map,
+          tma_load_box(smem_addr32(B.CreateAdd(buf, i32c(a * p.tile.rows * p.tile.atom * p.tile.esize))), map,
                        {B.CreateAdd(col, i32c(a * p.tile.atom)), row}, bar);
       }
     });
@@ -356,7 +358,7 @@ bool Lowerer::lower_for_pipelined(const ir::Op& op) {
       for (int g = 0; g < l.num_regs(); g += p.vec) {
         if (duplicate_reg(l, g)) continue;
         auto cc = coords(l, hw, g);
-        copy(g, smem_abs_ptr(B.CreateAdd(buf, B.CreateShl(swizzled_offset(p.tile, cc[s], cc[c]), 1))));
+        copy(g, smem_abs_ptr(B.CreateAdd(buf, B.CreateMul(swizzled_offset(p.tile, cc[s], cc[c]), i32c(p.tile.esize)))));
       }
     }
     if (!ws && copies) B.CreateCall(commit, {});

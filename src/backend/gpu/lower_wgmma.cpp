@@ -1,6 +1,9 @@
 // src/backend/gpu/lower_wgmma.cpp - dot on Hopper tensor cores: wgmma.mma_async.sync.aligned.
-// m64nNk16.f32.{bf16,f16} with both operands in shared memory (PTX ISA 9.7.15), entry point
-// Lowerer::lower_dot_wgmma.
+// m64nNk16.f32.{bf16,f16} and m64nNk32.f32.{e4m3,e5m2}.{e4m3,e5m2} with both operands in shared
+// memory (PTX ISA 9.7.15), entry point Lowerer::lower_dot_wgmma. fp8 operands are always K-major
+// (8-bit types have no transpose bits) and never in registers; an fp8 tile is laid out byte for
+// byte as a 16-bit one (SwizzledTile::esize), so a k32 step moves the descriptor by the same 32
+// bytes as a k16 step of 16-bit elements.
 //
 // The layout pass (passes/gpu/assign_layouts.cpp, layout_rules.hpp mma_v3_plan) gives such a
 // dot's result and acc the wgmma accumulator layout of {gm, gn} warpgroups; a and b keep any
@@ -52,7 +55,7 @@ using layout::LinearLayout;
 using llvm::Value;
 
 uint64_t wgmma_desc_bits(const SwizzledTile& t, bool k_major) {
-  const int64_t row_bytes = t.atom * 2;  // one row of an atom: 32, 64 or 128 bytes
+  const int64_t row_bytes = t.atom * t.esize;  // one row of an atom: 32, 64 or 128 bytes
   const uint64_t swizzle = row_bytes == 128 ? 1 : row_bytes == 64 ? 2 : row_bytes == 32 ? 3 : 0;
   if (!swizzle || t.rows % 8)
     throw InternalError(fmt::format("wgmma_desc_bits: tile {}x{} with atoms of {} columns has no wgmma swizzle mode",
@@ -334,7 +337,9 @@ bool Lowerer::lower_dot_wgmma(const ir::Op& op) {
   const int64_t wn = N / gn;
   // A pipelined operand is read from its stage buffer whatever its register layout (a desc_load's
   // result may carry the register-A layout, having no layout of its own to keep).
-  const bool a_regs = !wgmma_source(a) && !(a->def && buffer_reads_.count(a->def)) && layout_of(a) &&
+  const bool fp8 = is_fp8(a->type.dtype);  // mma_v3_plan: then b is fp8 too, and K a multiple of 32
+  const int64_t kstep = fp8 ? 32 : 16;     // K of one instruction
+  const bool a_regs = !fp8 && !wgmma_source(a) && !(a->def && buffer_reads_.count(a->def)) && layout_of(a) &&
                       *layout_of(a) == plan->a_regs;
 
   // ---- operands in shared memory
@@ -353,13 +358,14 @@ bool Lowerer::lower_dot_wgmma(const ir::Op& op) {
     } else {
       const ir::Shape& sh = v->type.shape;
       if (!layout_of(v)) fail(op, "a wgmma operand has no layout");
-      o.tile = SwizzledTile::make_wgmma(sh[1 - kdim], sh[kdim], kdim);  // K-major
+      o.tile = SwizzledTile::make_wgmma(sh[1 - kdim], sh[kdim], kdim, 0, static_cast<int>(byte_size(v->type.dtype)));  // K-major
       store_swizzled(v, o.tile, staged_end - smem_base_);
       o.base = i32c(staged_end);
       staged_end += (o.tile.bytes() + 1023) / 1024 * 1024;
       staged = true;
     }
     o.k_major = o.tile.cdim == (o.transposed ? 1 - kdim : kdim);
+    if (fp8 && !o.k_major) fail(op, "an fp8 wgmma operand is not K-major in shared memory");
     o.desc_bits = wgmma_desc_bits(o.tile, o.k_major);
     return o;
   };
@@ -381,7 +387,7 @@ bool Lowerer::lower_dot_wgmma(const ir::Op& op) {
     const uint64_t lg = static_cast<uint64_t>(layout::log2_exact(o.tile.atom));
     Value* elems = B.CreateAdd(B.CreateMul(B.CreateLShr(col, lg), i32c(o.tile.rows * o.tile.atom)),
                                B.CreateAdd(B.CreateShl(row, lg), B.CreateAnd(col, i32c(o.tile.atom - 1))));
-    Value* addr = B.CreateAdd(B.CreateAdd(smem_addr, o.base), B.CreateShl(elems, 1));
+    Value* addr = B.CreateAdd(B.CreateAdd(smem_addr, o.base), B.CreateMul(elems, i32c(o.tile.esize)));
     Value* start = B.CreateZExt(B.CreateLShr(B.CreateAnd(addr, i32c(0x3FFFF)), 4), i64);
     return B.CreateOr(start, llvm::ConstantInt::get(i64, o.desc_bits));
   };
@@ -462,16 +468,21 @@ bool Lowerer::lower_dot_wgmma(const ir::Op& op) {
   }
   cons += a_regs ? "r,r,r,r,l,r" : "l,l,r";
   for (int i = 0; i < nacc; ++i) cons += fmt::format(",{}", i);
-  const char* ty = a->type.dtype == DType::bf16 ? "bf16" : "f16";
+  auto type_name = [](DType d) {
+    return d == DType::bf16 ? "bf16" : d == DType::f16 ? "f16" : d == DType::f8e4m3 ? "e4m3" : "e5m2";
+  };
+  const std::string types = fmt::format("{}.{}", type_name(a->type.dtype), type_name(b->type.dtype));
   const std::string a_arg = a_regs ? fmt::format("{{${}, ${}, ${}, ${}}}", nacc, nacc + 1, nacc + 2, nacc + 3)
                                    : fmt::format("${}", nacc);
-  const std::string trans = a_regs ? fmt::format("{}", ob.k_major ? 0 : 1)
-                                   : fmt::format("{}, {}", oa.k_major ? 0 : 1, ob.k_major ? 0 : 1);
+  // imm-trans-a / imm-trans-b exist for 16-bit types only (fp8 operands are K-major)
+  const std::string trans = fp8      ? ""
+                            : a_regs ? fmt::format(", {}", ob.k_major ? 0 : 1)
+                                     : fmt::format(", {}, {}", oa.k_major ? 0 : 1, ob.k_major ? 0 : 1);
   auto* mma = llvm::InlineAsm::get(
       mma_ty,
       fmt::format("{{\n.reg .pred p;\nsetp.ne.b32 p, ${2}, 0;\n"
-                  "wgmma.mma_async.sync.aligned.m64n{0}k16.f32.{1}.{1} {{{3}}}, {4}, ${5}, p, 1, 1, {6};\n}}",
-                  instr_n, ty, nacc + nin - 1, regs_list, a_arg, nacc + nin - 2, trans),
+                  "wgmma.mma_async.sync.aligned.m64n{0}k{7}.f32.{1} {{{3}}}, {4}, ${5}, p, 1, 1{6};\n}}",
+                  instr_n, types, nacc + nin - 1, regs_list, a_arg, nacc + nin - 2, trans, kstep),
       cons, /*hasSideEffects=*/true);
 
   // Every register the wgmmas read (the accumulators, A's fragments) passes through the fence as an
@@ -481,23 +492,23 @@ bool Lowerer::lower_dot_wgmma(const ir::Op& op) {
   std::vector<Value*> fenced(static_cast<size_t>(lr->num_regs()));
   for (int q = 0; q < lr->num_regs(); ++q) fenced[static_cast<size_t>(q)] = reg(c, q);
   if (a_regs)
-    for (int64_t kk = 0; kk < K / 16; ++kk)
-      for (const AccBlock& blk : blocks) a_fragment(blk.m, kk * 16);
+    for (int64_t kk = 0; kk < K / kstep; ++kk)
+      for (const AccBlock& blk : blocks) a_fragment(blk.m, kk * kstep);
   for (auto& [mk, frag] : a_frag) fenced.insert(fenced.end(), frag.begin(), frag.end());
   fenced = wgmma_fence(fenced);
   std::vector<Value*> acc(fenced.begin(), fenced.begin() + lr->num_regs());
   for (size_t at = acc.size(); auto& [mk, frag] : a_frag)  // in the order pushed above
     for (Value*& v : frag) v = fenced[at++];
-  for (int64_t kk = 0; kk < K / 16; ++kk)
+  for (int64_t kk = 0; kk < K / kstep; ++kk)
     for (const AccBlock& blk : blocks) {
       Value* m0 = B.CreateAdd(row0, i32c(blk.m));
       Value* n0 = B.CreateAdd(col0, i32c(blk.n));
       std::vector<Value*> args;
       if (a_regs) {
-        const auto& fa = a_fragment(blk.m, kk * 16);
-        args = {fa[0], fa[1], fa[2], fa[3], descriptor(ob, i32c(kk * 16), n0), i32c(1)};
+        const auto& fa = a_fragment(blk.m, kk * kstep);
+        args = {fa[0], fa[1], fa[2], fa[3], descriptor(ob, i32c(kk * kstep), n0), i32c(1)};
       } else {
-        args = {descriptor(oa, m0, i32c(kk * 16)), descriptor(ob, i32c(kk * 16), n0), i32c(1)};
+        args = {descriptor(oa, m0, i32c(kk * kstep)), descriptor(ob, i32c(kk * kstep), n0), i32c(1)};
       }
       for (int q : blk.regs) args.push_back(acc[static_cast<size_t>(q)]);
       llvm::CallInst* call = B.CreateCall(mma_ty, mma, args);

@@ -113,27 +113,30 @@ LL shape_op_operand_layout(const ir::Op& op, const LL& r) {
 namespace {
 struct DotShape {
   int64_t M, N, K;
+  bool fp8;  // both inputs fp8 (else both f16 or both bf16)
 };
-/// M, N, K of a rank-2 dot of f16 or bf16 tiles (both the same) with f32 acc and result, all
-/// powers of two: the dots either tensor-core plan takes; nullopt for any other.
-std::optional<DotShape> f16_dot_shape(const ir::Op& op) {
+/// M, N, K of a rank-2 dot of f16 or bf16 tiles (both the same) or of fp8 tiles (either format on
+/// either side) with f32 acc and result, all powers of two: the dots a tensor-core plan may take;
+/// nullopt for any other.
+std::optional<DotShape> tc_dot_shape(const ir::Op& op) {
   if (op.kind != ir::OpKind::Dot || op.operands.size() != 3) return std::nullopt;
   const ir::Type& a = op.operands[0]->type;
   const ir::Type& b = op.operands[1]->type;
   const ir::Type& c = op.operands[2]->type;
   const ir::Type& r = op.result()->type;
-  if (a.dtype != b.dtype || (a.dtype != DType::f16 && a.dtype != DType::bf16)) return std::nullopt;
+  const bool fp8 = is_fp8(a.dtype) && is_fp8(b.dtype);
+  if (!fp8 && (a.dtype != b.dtype || (a.dtype != DType::f16 && a.dtype != DType::bf16))) return std::nullopt;
   if (c.dtype != DType::f32 || r.dtype != DType::f32) return std::nullopt;
   if (a.rank() != 2 || b.rank() != 2 || r.rank() != 2) return std::nullopt;
-  DotShape s{a.shape[0], b.shape[1], a.shape[1]};
+  DotShape s{a.shape[0], b.shape[1], a.shape[1], fp8};
   if (!layout::is_pow2(s.M) || !layout::is_pow2(s.N) || !layout::is_pow2(s.K)) return std::nullopt;
   return s;
 }
 }  // namespace
 
 std::optional<MmaV2Plan> mma_v2_plan(const ir::Op& op, int num_warps) {
-  auto shape = f16_dot_shape(op);
-  if (!shape) return std::nullopt;
+  auto shape = tc_dot_shape(op);
+  if (!shape || shape->fp8) return std::nullopt;
   const int64_t M = shape->M, K = shape->K, N = shape->N;
   if (M % 16 || N % 8 || K % 16) return std::nullopt;
   const ir::Type& a = op.operands[0]->type;
@@ -157,10 +160,10 @@ std::optional<MmaV2Plan> mma_v2_plan(const ir::Op& op, int num_warps) {
 }
 
 std::optional<MmaV3Plan> mma_v3_plan(const ir::Op& op, int num_warps) {
-  auto shape = f16_dot_shape(op);
+  auto shape = tc_dot_shape(op);
   if (!shape) return std::nullopt;
   const int64_t M = shape->M, K = shape->K, N = shape->N;
-  if (M % 64 || K % 16) return std::nullopt;
+  if (M % 64 || K % (shape->fp8 ? 32 : 16)) return std::nullopt;
   const ir::Type& a = op.operands[0]->type;
   const ir::Type& r = op.result()->type;
   if (num_warps < 4 || num_warps % 4 || !layout::is_pow2(num_warps)) return std::nullopt;
@@ -177,11 +180,14 @@ std::optional<MmaV3Plan> mma_v3_plan(const ir::Op& op, int num_warps) {
 
 bool wgmma_a_in_registers(const ir::Op& dot) {
   const ir::Value* a = dot.operands.at(0);
+  if (is_fp8(a->type.dtype)) return false;
   if (a->def && a->def->kind == ir::OpKind::Permute) a = a->def->operands.at(0);
   return !(a->def && a->def->kind == ir::OpKind::Load && a->def->parent == dot.parent);
 }
 
 int64_t wgmma_atom(const ir::Op& dot, unsigned idx, int cdim, int num_warps) {
+  const bool k_major = cdim == (idx == 0 ? 1 : 0);
+  if (is_fp8(dot.operands.at(idx)->type.dtype)) return k_major ? 128 : 0;
   if (idx != 1 || cdim != 1) return 64;
   auto plan = mma_v3_plan(dot, num_warps);
   if (!plan) throw InternalError("wgmma_atom: the dot does not run on wgmma");

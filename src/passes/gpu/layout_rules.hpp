@@ -64,7 +64,7 @@ struct MmaV2Plan {
   LL acc, a, b;
 };
 /// The plan for dot `op` with `num_warps` warps, or nullopt when it does not qualify: a and b both
-/// f16 or both bf16, acc and result f32, M a multiple of 16 * wm, N of 8 * wn, K of 16. The warp
+/// f16 or both bf16 (fp8 dots have no mma.sync plan), acc and result f32, M a multiple of 16 * wm, N of 8 * wn, K of 16. The warp
 /// grid follows Triton's warpsPerTileV2: starting from {1, 1}, double the warps along M while
 /// M/16/wm >= N/8/wn (ties go to M) and there is room, else along N; no plan if the tile has
 /// fewer than num_warps 16x8 tiles (no replicated warps). Deterministic in (shape, num_warps), so
@@ -73,9 +73,12 @@ struct MmaV2Plan {
 /// (which takes the mma path only when all three layouts match the plan).
 std::optional<MmaV2Plan> mma_v2_plan(const ir::Op& op, int num_warps);
 
-/// How a `dot` runs on Hopper tensor cores with wgmma.mma_async.m64nNk16 (sm_90a; f32
-/// accumulators): a and b are read from shared memory through matrix descriptors, so they need no
-/// register layout; the result and acc take `acc`.
+/// How a `dot` runs on Hopper tensor cores with wgmma.mma_async.m64nNk16 (f16 / bf16) or
+/// m64nNk32 (f8e4m3 or f8e5m2: `dot` takes one element type on both sides) (sm_90a; f32 accumulators): a and b
+/// are read from shared memory through matrix descriptors, so they need no register layout; the
+/// result and acc take `acc`. fp8 operands must be K-major in shared memory (PTX ISA 9.7.15.5.1:
+/// the transpose bits exist only for 16-bit types); an operand that is not is written there from
+/// registers by the lowering.
 struct MmaV3Plan {
   std::vector<int32_t> warpgroups;  ///< {gm, gn}: warpgroups (4 consecutive warps) along M, along N
   int32_t instr_n = 0;              ///< N of one instruction: min(N / gn, 256)
@@ -86,8 +89,9 @@ struct MmaV3Plan {
   LL a_regs;
 };
 /// The plan for dot `op` with `num_warps` warps, or nullopt when it does not qualify: a and b both
-/// f16 or both bf16, acc and result f32, rank 2, powers of two, num_warps a multiple of 4, M a
-/// multiple of 64, K of 16, and each warpgroup at least 16 columns. Warpgroups go along M while
+/// f16 or both bf16 (K a multiple of 16) or both fp8 (K a multiple of 32), acc and result f32,
+/// rank 2, powers of two, num_warps a multiple of 4, M a multiple of 64, and each warpgroup at
+/// least 16 columns. Warpgroups go along M while
 /// 64-row blocks are left (gm = min(num_warps / 4, M / 64)), the rest along N (Triton's
 /// warpsPerTileV3 puts warps along M the same way). Deterministic in (shape, num_warps). Used by
 /// assign_layouts on targets with wgmma (before mma_v2_plan), by pipeline_loads and by the GPU
@@ -97,12 +101,15 @@ std::optional<MmaV3Plan> mma_v3_plan(const ir::Op& op, int num_warps);
 /// a load (or the 2-D transpose of one) in the dot's own block - e.g. a tile loaded before the K
 /// loop (converted once, before it: passes::hoist_conversions) or computed in the loop, like the
 /// probabilities of attention. Loads of the dot's block are pipelined into shared memory instead.
+/// Never for fp8 (tle has no register-A layout of 8-bit elements: such an a is written to shared
+/// memory).
 bool wgmma_a_in_registers(const ir::Op& dot);
 
-/// The atom width (columns of 16-bit elements: 16, 32 or 64, i.e. the 32, 64 or 128-byte swizzle)
-/// of the shared-memory tile that operand `idx` (0: a, 1: b) of wgmma dot `dot` is read from when
-/// the tile is contiguous along operand dim `cdim`: 64 (128-byte swizzle) except for an MN-major b
-/// (cdim 1), whose atoms must not be wider than one instruction's N (mma_v3_plan's instr_n). The
+/// The atom width (columns of 32, 64 or 128 bytes: the 32, 64 or 128-byte swizzle; 16-64 16-bit
+/// elements, 32-128 8-bit ones) of the shared-memory tile that operand `idx` (0: a, 1: b) of wgmma
+/// dot `dot` is read from when the tile is contiguous along operand dim `cdim`: 128 bytes (the
+/// 128-byte swizzle) except for an MN-major b (cdim 1), whose atoms must not be wider than one
+/// instruction's N (mma_v3_plan's instr_n); 0 for an MN-major fp8 operand, which wgmma cannot read. The
 /// pipelining pass records it on the loads it pipelines for wgmma; the lowering lays the buffers
 /// out with it (SwizzledTile::make_wgmma) and builds the descriptors from the buffer.
 int64_t wgmma_atom(const ir::Op& dot, unsigned idx, int cdim, int num_warps);

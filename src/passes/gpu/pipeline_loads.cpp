@@ -19,14 +19,15 @@
 //     (layout::cp_async_dim, which the lowering applies too), and the mask is uniform over each
 //     vector (mask_vec >= vec).
 //   - it is not volatile and has no .cv cache modifier.
-// On a target with wgmma (sm_90a), a 16-bit rank-2 load whose only use is operand a or b of a dot
+// On a target with wgmma (sm_90a), a 16-bit or fp8 rank-2 load whose only use is operand a or b of a dot
 // that runs on wgmma (its result carries the mma_v3_plan accumulator layout), directly or through
 // a 2-D permute whose only use that is, qualifies under the same operand and vector conditions,
 // with no conversion: the lowering lays its buffers out as wgmma's matrix descriptors read them
 // (backend/gpu/lower_wgmma.cpp) and the dot reads the current buffer. It gets `wgmma` = the atom
-// width of that layout (gpu_rules::wgmma_atom).
-// With TMA (sm_90a, descriptor accesses kept by expand_descriptors), a desc_load of 16-bit
-// elements, rank 2, at most 256 rows, directly in the body, whose offsets are computable for any
+// width of that layout (gpu_rules::wgmma_atom); an fp8 load only when it is contiguous along K
+// (wgmma reads 8-bit operands K-major only), and any wgmma load only with rows of 32 bytes or more.
+// With TMA (sm_90a, descriptor accesses kept by expand_descriptors), a desc_load of 16-bit or fp8
+// elements (fp8 contiguous along K), rank 2, at most 256 rows, directly in the body, whose offsets are computable for any
 // iteration and whose only use is operand a or b of a wgmma dot (directly or through a 2-D
 // permute), qualifies as well: the lowering moves it with cp.async.bulk.tensor, one box of
 // {atom, rows} per atom-wide column block, into the same wgmma buffers (the tensor map's 128/64/32-
@@ -128,7 +129,7 @@ class Pipeliner {
     const Op* loop = ld.parent ? ld.parent->parent_op() : nullptr;
     if (!loop || loop->kind != OpKind::For || ld.results.size() != 1) return 0;
     const Value* r = ld.result();
-    if (r->type.rank() != 2 || byte_size(r->type.dtype) != 2 || !r->type.layout) return 0;
+    if (r->type.rank() != 2 || (byte_size(r->type.dtype) != 2 && !is_fp8(r->type.dtype)) || !r->type.layout) return 0;
     // The map must be a kernel argument: the runtime encodes that argument's tensor map swizzled.
     const Value* map = ld.operands.at(0);
     if (map->def || map->owner != &f_.entry()) return 0;
@@ -140,6 +141,7 @@ class Pipeliner {
     std::optional<WgmmaUse> wg = wgmma_use(r, loop->region().body());
     if (!wg) return 0;
     const int64_t atom = std::min(cols, gpu_rules::wgmma_atom(*wg->dot, wg->idx, wg->permuted ? 0 : 1, nw_));
+    if (atom == 0 || cols * byte_size(r->type.dtype) < 32) return 0;  // an MN-major fp8 operand; rows under 32 bytes
     return cols % atom == 0 ? atom : 0;
   }
 
@@ -270,23 +272,26 @@ class Pipeliner {
     if (!movable(ld, loop, memo)) return 0;
     const Block& body = loop.region().body();
     const Value* r = ld.result();
-    if (r->type.rank() != 2 || byte_size(r->type.dtype) != 2) return 0;
+    if (r->type.rank() != 2 || (byte_size(r->type.dtype) != 2 && !is_fp8(r->type.dtype))) return 0;
     // one use: a convert_layout in the body feeding mma operands, or a wgmma dot
     const auto* use = only_use(r);
     if (!use) return 0;
     const Op* conv = use->first;
     std::optional<WgmmaUse> wg = wgmma_ ? wgmma_use(r, body) : std::nullopt;
+    if (!wg && is_fp8(r->type.dtype)) return 0;  // ldmatrix reads 16-bit elements
     if (!wg && (conv->kind != OpKind::ConvertLayout || conv->parent != &body || !feeds_mma_operand(conv->result())))
       return 0;
     // vectors of 4, 8 or 16 bytes with a uniform mask (layout::cp_async_dim)
     if (!ld.has_attr("vec") || !ld.has_attr("mask_vec")) return 0;
     const int64_t vec = ld.int_attr("vec");
     if (ld.int_attr("mask_vec") < vec) return 0;
-    const int c = layout::cp_async_dim(r->type.layout->ll, r->type.shape, vec, 2);
+    const int esize = static_cast<int>(byte_size(r->type.dtype));
+    const int c = layout::cp_async_dim(r->type.layout->ll, r->type.shape, vec, esize);
     if (c < 0) return 0;
     if (!wg) return 1;
+    if (r->type.shape[static_cast<size_t>(c)] * esize < 32) return 0;  // wgmma tiles: rows of 32 bytes or more
     const int operand_cdim = wg->permuted ? 1 - c : c;
-    return gpu_rules::wgmma_atom(*wg->dot, wg->idx, operand_cdim, nw_);
+    return gpu_rules::wgmma_atom(*wg->dot, wg->idx, operand_cdim, nw_);  // 0: an MN-major fp8 operand
   }
 
   /// In a hinted loop: a load each thread copies and reads back in its own layout. Returns its
