@@ -169,32 +169,55 @@ std::vector<int> row_warp_candidates(int block) {
   return out;
 }
 
-// A small manual sweep over num_warps (not yet tle::autotune, which the matmul cases use: issue
-// #16 item 6): `run(w)` launches with w warps,
-// `check()` says what is wrong with the output ("" when it matches). Every candidate is checked,
-// timed with a few repetitions; returns the fastest and its quick median (0 and `errors` when
-// none passed).
-template <class Run, class Check>
-std::pair<int, double> pick_warps(bench::Timer& tm, const std::vector<int>& candidates, Run run, Check check,
-                                  std::string& errors) {
-  int best = 0;
-  double best_ms = INFINITY;
-  for (int w : candidates) {
-    try {
-      run(w);
-      tm.stream().synchronize();
-      std::string bad = check();
-      if (!bad.empty()) {
-        errors += "[warps=" + std::to_string(w) + "] " + bad + "; ";
-        continue;
-      }
-      Timing quick = tm.time([&] { run(w); }, 5);
-      if (quick.median < best_ms) best_ms = quick.median, best = w;
-    } catch (const std::exception& e) {
-      errors += "[warps=" + std::to_string(w) + "] " + bench::error_text(e, 600) + "; ";
+/// A case's launch configuration tuned with tle::autotune (issue #16 item 6; the matmul cases
+/// tune the same way): `run(config, stream)` launches one config on CUstream `stream` (the tuner's
+/// while it measures, then the timer's). These spaces are small, so every valid config is measured
+/// (AutotuneOptions::exhaustive_limit); the chosen one's output is then checked (`check`: "" when
+/// right, else what is wrong), and a wrong winner is reported, not skipped. Returns the config, or
+/// nullopt with `errors` set; `sweep` gets each measured config's median, `how` says how it was
+/// found (measured or from the tuning cache). Key: the case name (one tuning per case and process;
+/// the disk cache keeps it across runs).
+std::optional<Config> tune_case(bench::Timer& tm, const std::string& name, Space space,
+                                const std::function<void(const Config&, void*)>& run,
+                                const std::function<std::string()>& check, std::string& sweep, std::string& errors,
+                                std::string* how = nullptr) {
+  AutotuneOptions opts;
+  opts.backend = Backend::GPU;
+  opts.warmup = 1;
+  opts.repeats = 5;
+  try {
+    auto tuned = autotune(
+        "gpu_bench " + name, std::move(space), [](int) { return TuneKey(); },
+        [&](const Config& k, int) { run(k, k.stream ? k.stream : tm.stream().handle()); }, opts);
+    const Config best = tuned.select(0);
+    const TuneReport rep = tuned.last_report();
+    for (auto& [k, ms] : rep.times)
+      if (std::isfinite(ms)) sweep += (sweep.empty() ? "" : "; ") + k.str() + ": " + std::to_string(ms) + " ms";
+    for (auto& why : rep.prune_reasons) errors += "[" + why.substr(0, 300) + "]; ";
+    if (how)
+      *how = rep.from_cache ? "autotuned, from the tuning cache"
+                            : "autotuned: " + std::to_string(rep.measured) + " of " + std::to_string(rep.valid) +
+                                  " configs measured";
+    run(best, tm.stream().handle());
+    tm.stream().synchronize();
+    if (std::string bad = check(); !bad.empty()) {
+      errors += "[" + best.str() + ", the tuner's choice] " + bad + "; ";
+      return std::nullopt;
     }
+    return best;
+  } catch (const std::exception& e) {
+    errors += bench::error_text(e, 600) + "; ";
+    return std::nullopt;
   }
-  return {best, best_ms};
+}
+
+/// The space of a whole-row kernel's warp counts (row_warp_candidates).
+Space warps_space(int block) {
+  std::vector<int64_t> w;
+  for (int x : row_warp_candidates(block)) w.push_back(x);
+  Space sp;
+  sp.values("num_warps", w);
+  return sp;
 }
 
 // ------------------------------------------------------------------------------- groups
@@ -293,28 +316,33 @@ void group_softmax(bench::Timer& tm) {
       auto [x, want] = softmax_inputs(rows, cols);
       const int BLOCK = next_pow2(cols);
       DeviceBuffer<float> dx(x), dy(n);
-      auto run_w = [&](int w) { softmax(Grid(rows).with_warps(w).on(tm.stream()), dx, dy, cols, BLOCK, 1.0f); };
+      auto launch = [&](int block) {
+        return [&, block](const Config& k, void* s) {
+          Grid g(rows);
+          g.with_warps(int(k["num_warps"])).stream = s;
+          softmax(g, dx, dy, cols, block, 1.0f);
+        };
+      };
       auto check = [&] { return softmax_mismatch(dy, want, 1e-4, 1e-7); };
-      std::string errors;
-      const int warps = pick_warps(tm, row_warp_candidates(BLOCK), run_w, check, errors).first;
-      if (!warps) return emit_error(c, "no warp count passed the check: " + errors);
-      Timing t = tm.time([&] { run_w(warps); });
+      std::string errors, sweep, how;
+      const auto best = tune_case(tm, c.name, warps_space(BLOCK), launch(BLOCK), check, sweep, errors, &how);
+      if (!best) return emit_error(c, "tuning: " + errors);
+      Timing t = tm.time([&] { launch(BLOCK)(*best, tm.stream().handle()); });
       Json extra;
-      extra.num("memcpy_same_bytes_ms", same_bytes_memcpy_ms(tm, c.bytes));
+      extra.num("memcpy_same_bytes_ms", same_bytes_memcpy_ms(tm, c.bytes)).str("sweep", sweep);
       if (BLOCK != cols) {
         // The same kernel with BLOCK = ncols, a tile that is not a power of two: the GPU pads it to
         // BLOCK lanes itself (pass pad_shapes) - the cost of implicit padding, beside the case.
-        auto run_p = [&](int w) { softmax(Grid(rows).with_warps(w).on(tm.stream()), dx, dy, cols, cols, 1.0f); };
-        std::string perr;
-        const int pw = pick_warps(tm, row_warp_candidates(BLOCK), run_p, check, perr).first;
-        if (pw) {
-          Timing tp = tm.time([&] { run_p(pw); });
+        std::string perr, psweep;
+        const auto pb = tune_case(tm, c.name + " implicit pad", warps_space(BLOCK), launch(cols), check, psweep, perr);
+        if (pb) {
+          Timing tp = tm.time([&] { launch(cols)(*pb, tm.stream().handle()); });
           extra.num("implicit_pad_tile_ms", tp.median).num("implicit_pad_over_pow2_tile", tp.median / t.median);
         } else {
           extra.str("implicit_pad_error", perr.substr(0, 300));
         }
       }
-      emit_ok(c, t, "BLOCK=" + std::to_string(BLOCK) + " warps=" + std::to_string(warps) + " (best of a warps sweep)",
+      emit_ok(c, t, "BLOCK=" + std::to_string(BLOCK) + " warps=" + std::to_string((*best)["num_warps"]) + " (" + how + ")",
               Json(), extra);
     });
   }
@@ -336,27 +364,22 @@ void group_softmax_long(bench::Timer& tm) {
       auto [x, want] = softmax_inputs(rows, cols);
       DeviceBuffer<float> dx(x), dy(n);
       auto check = [&] { return softmax_mismatch(dy, want, 1e-4, 1e-9); };
-      int best_block = 0, best_warps = 0;
-      double best_ms = INFINITY;
-      std::string errors;
-      Json sweep;
-      for (int block : {1024, 2048, 4096, 8192}) {
-        auto run_w = [&](int w) { sm(Grid(rows).with_warps(w).on(tm.stream()), dx, dy, cols, block); };
-        std::vector<int> warps;
-        for (int w : {4, 8, 16})
-          if (block >= 32 * w) warps.push_back(w);
-        auto [w, ms] = pick_warps(tm, warps, run_w, check, errors);
-        if (!w) continue;
-        sweep.num("BLOCK=" + std::to_string(block) + " warps=" + std::to_string(w), ms);
-        if (ms < best_ms) best_ms = ms, best_block = block, best_warps = w;
-      }
-      if (!best_block) return emit_error(c, "no configuration passed the check: " + errors);
-      Timing t = tm.time([&] { sm(Grid(rows).with_warps(best_warps).on(tm.stream()), dx, dy, cols, best_block); });
+      auto launch = [&](const Config& k, void* s) {
+        Grid g(rows);
+        g.with_warps(int(k["num_warps"])).stream = s;
+        sm(g, dx, dy, cols, int(k["BLOCK"]));
+      };
+      Space space;
+      space.values("BLOCK", {1024, 2048, 4096, 8192}).values("num_warps", {4, 8, 16});
+      space.constraint("BLOCK >= 32 * num_warps", [](const Config& k) { return k["BLOCK"] >= 32 * k["num_warps"]; });
+      std::string errors, sweep, how;
+      const auto best = tune_case(tm, c.name, space, launch, check, sweep, errors, &how);
+      if (!best) return emit_error(c, "tuning: " + errors);
+      Timing t = tm.time([&] { launch(*best, tm.stream().handle()); });
       Json extra;
-      extra.num("memcpy_same_bytes_ms", same_bytes_memcpy_ms(tm, c.bytes));
-      extra.obj("sweep", sweep);
-      emit_ok(c, t, "BLOCK=" + std::to_string(best_block) + " warps=" + std::to_string(best_warps) +
-                        " stages=3 (online two-pass, best of a BLOCK x warps sweep)",
+      extra.num("memcpy_same_bytes_ms", same_bytes_memcpy_ms(tm, c.bytes)).str("sweep", sweep);
+      emit_ok(c, t, "BLOCK=" + std::to_string((*best)["BLOCK"]) + " warps=" + std::to_string((*best)["num_warps"]) +
+                        " stages=3 (online two-pass; " + how + ")",
               Json(), extra);
     });
   }
@@ -509,13 +532,13 @@ template <class T> std::optional<std::string> layernorm_case(bench::Timer& tm, c
   DeviceBuffer<T> dx(x), dy(n);
   DeviceBuffer<float> dw(w), db(b);
   const int sms = gpu_info() ? gpu_info()->num_sms : 132;
-  // Persistent kernel: swept over 1 row per program and 1, 2, 4, 8 programs per SM, and over the
-  // row loop's pipelining depth (2, 3, 4 stages).
-  int programs = rows, stages = 3;
-  auto run_w = [&](int wp) {
-    Grid g = Grid(programs).with_warps(wp).on(tm.stream());
-    if (stages == 2) ln2(g, dx, dy, dw, db, rows, cols, eps, BLOCK);
-    else if (stages == 3) ln3(g, dx, dy, dw, db, rows, cols, eps, BLOCK);
+  // Persistent kernel: tuned over 1 row per program and 1, 2, 4, 8 programs per SM, the row
+  // loop's pipelining depth (2, 3, 4 stages) and the warps.
+  auto launch = [&](const Config& k, void* s) {
+    Grid g(std::min<int64_t>(rows, k["programs_per_sm"] ? k["programs_per_sm"] * sms : rows));
+    g.with_warps(int(k["num_warps"])).stream = s;
+    if (k["stages"] == 2) ln2(g, dx, dy, dw, db, rows, cols, eps, BLOCK);
+    else if (k["stages"] == 3) ln3(g, dx, dy, dw, db, rows, cols, eps, BLOCK);
     else ln4(g, dx, dy, dw, db, rows, cols, eps, BLOCK);
   };
   const bool is_bf16 = std::is_same_v<T, bf16>;
@@ -526,22 +549,16 @@ template <class T> std::optional<std::string> layernorm_case(bench::Timer& tm, c
                               [&](size_t i) { return double(want[i]); }, is_bf16 ? 8e-3 : 1e-4, is_bf16 ? 2e-2 : 1e-5);
     return chk.ok ? "" : chk.message;
   };
-  std::string errors;
-  int warps = 0, best_programs = rows, best_stages = 3;
-  double best_ms = INFINITY;
-  for (int st : {2, 3, 4}) {
-    stages = st;
-    for (int p : {rows, std::min(rows, sms), std::min(rows, 2 * sms), std::min(rows, 4 * sms), std::min(rows, 8 * sms)}) {
-      programs = p;
-      dy.fill_zero();
-      auto [w, ms] = pick_warps(tm, row_warp_candidates(BLOCK), run_w, check, errors);
-      if (w && ms < best_ms) best_ms = ms, warps = w, best_programs = p, best_stages = st;
-    }
-  }
-  if (!warps) return "no configuration passed the check: " + errors;
-  programs = best_programs;
-  stages = best_stages;
-  auto run = [&] { run_w(warps); };
+  Space space = warps_space(BLOCK);
+  space.values("stages", {2, 3, 4}).values("programs_per_sm", {0, 1, 2, 4, 8});  // 0: a program per row
+  std::string errors, sweep, how;
+  dy.fill_zero();
+  const auto best = tune_case(tm, c.name + (is_bf16 ? "" : " f32"), space, launch, check, sweep, errors, &how);
+  if (!best) return "tuning: " + errors;
+  const Config k = *best;
+  const int programs = int(std::min<int64_t>(rows, k["programs_per_sm"] ? k["programs_per_sm"] * sms : rows));
+  const int warps = int(k["num_warps"]), stages = int(k["stages"]);
+  auto run = [&] { launch(k, tm.stream().handle()); };
   CaseInfo ci = c;
   ci.bytes = 2.0 * sizeof(T) * double(n) + 2.0 * 4 * cols;
   Timing t = tm.time(run);
@@ -551,9 +568,9 @@ template <class T> std::optional<std::string> layernorm_case(bench::Timer& tm, c
   emit_ok(ci, t,
           "BLOCK=" + std::to_string(BLOCK) + " programs=" + std::to_string(programs) + " warps=" +
               std::to_string(warps) + " stages=" + std::to_string(stages) +
-              " w,b f32 (best of a stages x programs x warps sweep)",
+              " w,b f32 (" + how + ")",
           Json(),
-          extra);
+          extra.str("sweep", sweep));
   return std::nullopt;
 }
 
@@ -572,36 +589,6 @@ void group_layernorm(bench::Timer& tm) {
       if (err32) emit_error(c, "bf16: " + *err + "; f32: " + *err32);
     });
   }
-}
-
-/// A manual sweep (not yet tle::autotune: issue #16 item 6): runs each config once through `check` (a message
-/// when the result is wrong, "" when right), times the good ones with a few repetitions and
-/// returns the fastest (null if none passed). `sweep` gets each config's quick median, `errors`
-/// each failure; a config that throws is added to `broken` (if given) and not tried again.
-template <class Cfg>
-const Cfg* sweep_configs(bench::Timer& tm, const std::vector<Cfg>& cfgs, const std::function<void(const Cfg&)>& run,
-                         const std::function<std::string()>& check, std::string& sweep, std::string& errors,
-                         std::set<std::string>* broken = nullptr) {
-  const Cfg* best = nullptr;
-  double best_ms = INFINITY;
-  for (const Cfg& cfg : cfgs) {
-    if (broken && broken->count(cfg.str())) continue;
-    try {
-      run(cfg);
-      tm.stream().synchronize();
-      if (std::string bad = check(); !bad.empty()) {
-        errors += "[" + cfg.str() + "] " + bad + "; ";
-        continue;
-      }
-      Timing quick = tm.time([&] { run(cfg); }, 3);
-      sweep += (sweep.empty() ? "" : "; ") + cfg.str() + ": " + std::to_string(quick.median) + " ms";
-      if (quick.median < best_ms) best_ms = quick.median, best = &cfg;
-    } catch (const std::exception& e) {
-      if (broken) broken->insert(cfg.str());
-      errors += "[" + cfg.str() + "] " + bench::error_text(e, 600) + "; ";
-    }
-  }
-  return best;
 }
 
 /// The case of a bf16 GEMM kernel: "<kernel>/bf16/MxNxK", bytes of A, B and C, 2MNK flops.
@@ -937,17 +924,20 @@ void group_attention(bench::Timer& tm) {
         std::vector<Cfg> cfgs = {{128, 64, 8, 3}, {128, 128, 8, 3}, {64, 64, 4, 3}, {64, 64, 4, 4}};
         for (size_t i = 0, n0 = cfgs.size(); i < n0; ++i) cfgs.push_back(cfgs[i]), cfgs.back().tma = true;
         for (bool pp : {false, true}) cfgs.push_back({128, 128, 12, 2, false, true, pp});  // (3 stages do not fit at D = 128)
-        std::string errors, sweep;
-        auto launch = [&](const Cfg& cfg) {
+        std::string errors, sweep, how;
+        auto launch = [&](const Cfg& cfg, void* st) {
           const int64_t rows = int64_t(BH) * S;
           if (cfg.ws) {
-            attn_ws(Grid(BH, cdiv(S, cfg.BM)).on(tm.stream()), TensorDescriptor<bf16, 2>(dq, {rows, D}, {D, 1}, {64, 64}),
+            Grid gw(BH, cdiv(S, cfg.BM));
+            gw.stream = st;
+            attn_ws(gw, TensorDescriptor<bf16, 2>(dq, {rows, D}, {D, 1}, {64, 64}),
                     TensorDescriptor<bf16, 2>(dk, {rows, D}, {D, 1}, {cfg.BN, 64}),
                     TensorDescriptor<bf16, 2>(dv, {rows, D}, {D, 1}, {cfg.BN, 64}), dout, S, qk_scale, D, causal,
                     cfg.stages, cfg.pingpong);
             return;
           }
-          Grid g = Grid(cdiv(S, cfg.BM), BH).with_warps(cfg.warps).with_stages(cfg.stages).on(tm.stream());
+          Grid g = Grid(cdiv(S, cfg.BM), BH).with_warps(cfg.warps).with_stages(cfg.stages);
+          g.stream = st;
           if (cfg.tma) {
             attn_tma(g, TensorDescriptor<bf16, 2>(dq, {rows, D}, {D, 1}, {cfg.BM, D}),
                      TensorDescriptor<bf16, 2>(dk, {rows, D}, {D, 1}, {cfg.BN, D}),
@@ -957,7 +947,13 @@ void group_attention(bench::Timer& tm) {
           }
         };
         dout.fill_zero();
-        const Cfg* best = sweep_configs<Cfg>(tm, cfgs, launch, [&] {
+        // the configs are the space's one knob, an index into cfgs (their warps go with them)
+        std::vector<int64_t> idx(cfgs.size());
+        for (size_t i = 0; i < idx.size(); ++i) idx[i] = int64_t(i);
+        Space space;
+        space.values("cfg", idx);
+        const auto best = tune_case(tm, c.name, space, [&](const Config& k, void* st) { launch(cfgs[size_t(k["cfg"])], st); },
+                                    [&] {
           auto o = dout.to_host();
           dout.fill_zero();
           auto chk = bench::compare(
@@ -965,14 +961,14 @@ void group_attention(bench::Timer& tm) {
               [&](size_t t) { return double(bench::to_float(o[(size_t(rows[t / D].first) * S + rows[t / D].second) * D + t % D])); },
               [&](size_t t) { return want[t]; }, 2e-2, 2e-2);
           return chk.ok ? std::string() : chk.message;
-        }, sweep, errors);
-        if (!best) return emit_error(c, "no config compiled and passed the check: " + errors);
-        const Cfg cfg = *best;
-        auto run = [&] { launch(cfg); };
+        }, sweep, errors, &how);
+        if (!best) return emit_error(c, "tuning: " + errors);
+        const Cfg cfg = cfgs[size_t((*best)["cfg"])];
+        auto run = [&] { launch(cfg, tm.stream().handle()); };
         Json extra;
         extra.str("sweep", sweep);
         if (!errors.empty()) extra.str("config_errors", errors.substr(0, 1500));
-        emit_ok(c, tm.time(run), cfg.str() + " (best of a manual sweep)", Json(), extra);
+        emit_ok(c, tm.time(run), cfg.str() + " (" + how + ")", Json(), extra);
       });
     }
   }
@@ -1323,21 +1319,26 @@ void launch_floor_case(bench::Timer& tm) {
 
 // Kernels where load reordering (passes/gpu/reorder_loads.cpp) matters: loads written after a
 // row's reductions, as users write them (examples/kernels.hpp: make_layernorm_row,
-// make_cross_entropy, make_cosine_rows), one program per row, best of a warps sweep. What the pass
+// make_cross_entropy, make_cosine_rows), one program per row, warps tuned by tle::autotune. What the pass
 // buys is measured by running this group with TLE_REORDER_LOADS=0 and =1 in alternating rounds
 // (benchmarks/compare_bundles.sh with BASE_ENV / NEW_ENV); bytes are each input read once and each
 // output written once, so memcpy_same_bytes_ms is the floor.
 void group_reorder(bench::Timer& tm) {
-  // rows of one program each: a row kernel case, its launch at w warps and its check
-  auto row_case = [&](const CaseInfo& c, int block, const std::function<void(int)>& run,
+  // rows of one program each: a row kernel case, its launch on a grid and its check
+  auto row_case = [&](const CaseInfo& c, int rows, int block, const std::function<void(const Grid&)>& run,
                       const std::function<std::string()>& check) {
-    std::string errors;
-    const int warps = pick_warps(tm, row_warp_candidates(block), run, check, errors).first;
-    if (!warps) return emit_error(c, "no warp count passed the check: " + errors);
-    Timing t = tm.time([&] { run(warps); });
+    auto launch = [&](const Config& k, void* s) {
+      Grid g(rows);
+      g.with_warps(int(k["num_warps"])).stream = s;
+      run(g);
+    };
+    std::string errors, sweep, how;
+    const auto best = tune_case(tm, c.name, warps_space(block), launch, check, sweep, errors, &how);
+    if (!best) return emit_error(c, "tuning: " + errors);
+    Timing t = tm.time([&] { launch(*best, tm.stream().handle()); });
     Json extra;
-    extra.num("memcpy_same_bytes_ms", same_bytes_memcpy_ms(tm, c.bytes));
-    emit_ok(c, t, "BLOCK=" + std::to_string(block) + " warps=" + std::to_string(warps) + " (best of a warps sweep)",
+    extra.num("memcpy_same_bytes_ms", same_bytes_memcpy_ms(tm, c.bytes)).str("sweep", sweep);
+    emit_ok(c, t, "BLOCK=" + std::to_string(block) + " warps=" + std::to_string((*best)["num_warps"]) + " (" + how + ")",
             Json(), extra);
   };
   auto close = [](const std::vector<double>& want, const std::function<double(size_t)>& got, double rtol,
@@ -1370,7 +1371,7 @@ void group_reorder(bench::Timer& tm) {
       auto k = ex::make_layernorm_row<bf16>();
       const int block = next_pow2(cols);
       row_case(
-          c, block, [&](int wp) { k(Grid(rows).with_warps(wp).on(tm.stream()), dx, dy, dw, db, cols, 1e-5f, block); },
+          c, rows, block, [&](const Grid& g) { k(g, dx, dy, dw, db, cols, 1e-5f, block); },
           [&] {
             auto y = dy.to_host();
             return close(want, [&](size_t i) { return double(bench::to_float(y[i])); }, 8e-3, 2e-2);
@@ -1400,7 +1401,7 @@ void group_reorder(bench::Timer& tm) {
       auto k = ex::make_cross_entropy();
       const int block = next_pow2(cols);
       row_case(
-          c, block, [&](int wp) { k(Grid(rows).with_warps(wp).on(tm.stream()), dx, dt, dl, cols, block); },
+          c, rows, block, [&](const Grid& g) { k(g, dx, dt, dl, cols, block); },
           [&] {
             auto l = dl.to_host();
             return close(want, [&](size_t i) { return double(l[i]); }, 1e-4, 1e-4);
@@ -1431,7 +1432,7 @@ void group_reorder(bench::Timer& tm) {
       auto k = ex::make_cosine_rows<bf16>();
       const int block = next_pow2(cols);
       row_case(
-          c, block, [&](int wp) { k(Grid(rows).with_warps(wp).on(tm.stream()), da, db, dout, cols, 1e-8f, block); },
+          c, rows, block, [&](const Grid& g) { k(g, da, db, dout, cols, 1e-8f, block); },
           [&] {
             auto o = dout.to_host();
             return close(want, [&](size_t i) { return double(o[i]); }, 1e-4, 1e-5);
