@@ -590,8 +590,11 @@ TEST_CASE("gpu: fp8 dots on the device match a double reference of the dequantiz
           want *= scale, mag *= scale;
           const double got = c[size_t(i) * s.n + j];
           // exact products summed in f32 (k + 1 roundings of at most 2^-24 of mag each) on CUDA
-          // cores; on wgmma (the 64x32x64 case on sm_90a) Hopper's fp8 accumulation
-          if (!fp8_close(got, want, mag, 0.0) && bad++ < 5)
+          // cores; the 64x32x64 dot runs on wgmma on sm_90a: Hopper's fp8 accumulation
+          const bool tensor_cores = s.m == 64 && s.n == 32 && s.k == 64 && gpu_info()->sm >= 90;
+          const bool ok = tensor_cores ? fp8_close(got, want, mag, 0.0)
+                                       : std::fabs(got - want) <= (s.k + 1) * 0x1p-24 * mag + 1e-30;
+          if (!ok && bad++ < 5)
             FAIL_CHECK("C[" << i << ", " << j << "]: got " << got << ", want " << want);
         }
       CHECK(bad == 0);
@@ -692,8 +695,7 @@ std::vector<std::pair<int, int>> sample_entries(int m, int n) {
 
 }  // namespace
 
-TEST_CASE("fp8 wgmma: K-major operands through pointers (cp.async) and descriptors (TMA), ragged M, N, K, on the "
-          "backend",
+TEST_CASE("fp8: the K-major GEMMs of the wgmma path (pointers, descriptors) on the test backend, exact, ragged M, N, K",
           "[fp8]") {
   // The CPU backend (and the interpreter) sum in k order exactly in f32: the reference is exact.
   for (DotShape s : {DotShape{1, 16, 16}, DotShape{17, 40, 48}, DotShape{100, 72, 160}}) {
@@ -757,7 +759,7 @@ TEST_CASE("ptx: fp8 dots on sm_90a run on wgmma.m64nNk32 from cp.async and TMA b
     g.with_warps(4).with_stages(3);
     const std::string p = gemm_kernel<f8e4m3>().ptx(90, g, f8, f8, cb, cf, 1.0f, 4096, 4096, 4096, 64, 64, 64);
     CHECK(ptxtest::count_of(p, "k32.f32.e4m3.e4m3") >= 1);
-    CHECK(ptxtest::count_of(p, "fence.proxy.async.shared::cta") >= 1);
+    CHECK(ptxtest::count_of(p, "st.shared.u8") >= 1);  // b written K-major byte by byte (its registers run along N)
     ptxtest::assemble("fp8 GEMM with an N-major B", p, "sm_90a");
   }
   // Descriptors (make_scaled_mm_fp8): TMA boxes of 128 bytes (or BK) per row into the buffers.

@@ -78,7 +78,7 @@ void encode_tensor_map(const HostArg& a, void* out128, int swizzle_width) {
                                    d.version));
   CUtensorMapDataType t;
   switch (a.pointee) {
-    case DType::i8: case DType::u8: t = CU_TENSOR_MAP_DATA_TYPE_UINT8; break;
+    case DType::i8: case DType::u8: case DType::f8e4m3: case DType::f8e5m2: t = CU_TENSOR_MAP_DATA_TYPE_UINT8; break;
     case DType::i16: case DType::u16: t = CU_TENSOR_MAP_DATA_TYPE_UINT16; break;
     case DType::i32: t = CU_TENSOR_MAP_DATA_TYPE_INT32; break;
     case DType::u32: t = CU_TENSOR_MAP_DATA_TYPE_UINT32; break;

@@ -220,8 +220,9 @@ void Lowerer::plan_buffer_reads() {
         const int64_t rows = sh[static_cast<size_t>(1 - cdim)], cols = sh[static_cast<size_t>(cdim)];
         if (rows < 8 || cols < 16) continue;
         // (an MN-major b's atoms are no wider than one instruction's N: gpu_rules::wgmma_atom)
-        const SwizzledTile t = SwizzledTile::make_wgmma(
-            rows, cols, cdim, passes::gpu_rules::wgmma_atom(dot, static_cast<unsigned>(idx), cdim, nw));
+        const int64_t atom = passes::gpu_rules::wgmma_atom(dot, static_cast<unsigned>(idx), cdim, nw);
+        if (atom == 0) continue;  // a layout wgmma cannot read (an MN-major fp8 operand)
+        const SwizzledTile t = SwizzledTile::make_wgmma(rows, cols, cdim, atom, static_cast<int>(byte_size(x->type.dtype)));
         bool same = true;
         for (int64_t i = 0; i < sh[0] && same; ++i)
           for (int64_t j = 0; j < sh[1] && same; ++j)
@@ -230,7 +231,7 @@ void Lowerer::plan_buffer_reads() {
         // The swizzle repeats every 8 rows of an atom: the base must start such a period.
         if (info.empty()) info = passes::axis::analyze(fn_ir);
         auto it = info.find(base);
-        if (it == info.end() || it->second.div.empty() || it->second.div[0] % (8 * t.atom * 2) != 0) break;
+        if (it == info.end() || it->second.div.empty() || it->second.div[0] % (8 * t.atom * t.esize) != 0) break;
         buffer_reads_.emplace(ld, BufferRead{t, base});
         break;
       }
