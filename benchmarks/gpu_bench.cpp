@@ -753,7 +753,7 @@ void group_matmul_fp8(bench::Timer& tm) {
   const int shapes[][3] = {{8192, 8192, 8192}, {4096, 7168, 2048}, {4000, 4096, 3008}};
   Space space;
   space.values("BM", {64, 128, 256}).values("BN", {128, 256}).values("BK", {64, 128});
-  space.values("num_warps", {4, 8}).values("num_stages", {3, 4, 5, 6});
+  space.values("num_warps", {4, 8}).values("num_stages", {3, 4, 5, 6}).values("persistent", {0, 1});
   space.constraint("(BM + BN) * BK * stages bytes <= 227 KB", [](const Config& k) {
     return (k["BM"] + k["BN"]) * k["BK"] * k["num_stages"] <= 227 * 1024;
   });
@@ -763,19 +763,23 @@ void group_matmul_fp8(bench::Timer& tm) {
   space.constraint("8 warps: BM >= 128 (a warpgroup per 64 rows)", [](const Config& k) { return k["num_warps"] == 4 || k["BM"] >= 128; });
   AutotuneOptions opts;
   opts.backend = Backend::GPU;
-  auto mm = ex::make_scaled_mm_fp8<f8e4m3>();
+  auto mmp = ex::make_scaled_mm_fp8<f8e4m3, true>();
+  auto mm = ex::make_scaled_mm_fp8<f8e4m3, false>();
   const float scale_a = 0.75f, scale_b = 1.25f;
   auto launch = [&](const Config& k, const f8e4m3* pa, const f8e4m3* pbt, bf16* pc, int M, int N, int K) {
     const int BM = int(k["BM"]), BN = int(k["BN"]), BK = int(k["BK"]);
-    Grid g(std::min<int64_t>(cdiv(M, BM) * cdiv(N, BN), gpu_info() ? gpu_info()->num_sms : 132));
+    Grid g(cdiv(M, BM), cdiv(N, BN));
+    if (k["persistent"]) g = Grid(std::min<int64_t>(cdiv(M, BM) * cdiv(N, BN), gpu_info() ? gpu_info()->num_sms : 132));
     g.with_warps(int(k["num_warps"])).with_stages(int(k["num_stages"]));
     g.stream = k.stream ? k.stream : tm.stream().handle();
-    mm(g, TensorDescriptor<f8e4m3, 2>(pa, {M, K}, {K, 1}, {BM, BK}), TensorDescriptor<f8e4m3, 2>(pbt, {N, K}, {K, 1}, {BN, BK}),
-       pc, scale_a, scale_b, M, N, K);
+    const TensorDescriptor<f8e4m3, 2> da(pa, {M, K}, {K, 1}, {BM, BK}), db(pbt, {N, K}, {K, 1}, {BN, BK});
+    if (k["persistent"]) mmp(g, da, db, pc, scale_a, scale_b, M, N, K);
+    else mm(g, da, db, pc, scale_a, scale_b, M, N, K);
   };
   auto str = [](const Config& k) {
     return "BM=" + std::to_string(k["BM"]) + " BN=" + std::to_string(k["BN"]) + " BK=" + std::to_string(k["BK"]) +
-           " warps=" + std::to_string(k["num_warps"]) + " stages=" + std::to_string(k["num_stages"]) + " persistent tma";
+           " warps=" + std::to_string(k["num_warps"]) + " stages=" + std::to_string(k["num_stages"]) +
+           (k["persistent"] ? " persistent" : " warp-specialized") + " tma";
   };
   auto tuned = autotune(
       "gpu_bench matmul fp8", space,
@@ -1522,13 +1526,17 @@ int ptx_check(const std::string& dir) {
   }
   {
     static std::vector<f8e4m3> g8(size_t(4096) * 4096);
-    auto mm8 = ex::make_scaled_mm_fp8<f8e4m3>();
-    for (MmConfig c : {MmConfig{128, 256, 128, 8, 4}, MmConfig{128, 128, 128, 4, 4}}) {
+    auto mm8p = ex::make_scaled_mm_fp8<f8e4m3, true>();
+    auto mm8 = ex::make_scaled_mm_fp8<f8e4m3, false>();
+    for (MmConfig c : {MmConfig{128, 256, 128, 8, 4, true}, MmConfig{128, 128, 128, 4, 4, true},
+                       MmConfig{128, 256, 128, 8, 4, false}}) {
       const TensorDescriptor<f8e4m3, 2> ta(g8.data(), {4096, 4096}, {4096, 1}, {c.BM, c.BK}),
           tb(g8.data(), {4096, 4096}, {4096, 1}, {c.BN, c.BK});
-      Grid g(132);
-      g.with_warps(c.warps).with_stages(c.stages);
-      one("scaled_mm fp8 " + c.str(), [&] { return mm8.ptx(90, g, ta, tb, h, 1.0f, 1.0f, 4096, 4096, 4096); });
+      const Grid g = c.grid(4096, 4096);
+      one("scaled_mm fp8 " + c.str(), [&] {
+        return c.persistent ? mm8p.ptx(90, g, ta, tb, h, 1.0f, 1.0f, 4096, 4096, 4096)
+                            : mm8.ptx(90, g, ta, tb, h, 1.0f, 1.0f, 4096, 4096, 4096);
+      });
     }
   }
   auto attn = ex::make_attention<bf16>();

@@ -311,6 +311,19 @@ template <class T, class TO = tle::dot_acc_t<T>, int GM = 16> auto make_matmul_t
   });
 }
 
+/// The BM x BN block at (m0, n0) of (A @ B) * scale, fp8 A [M, K] and B given as bt [N, K] through
+/// descriptors with blocks {BM, BK} and {BN, BK}, f32 accumulation (make_scaled_mm_fp8).
+template <class T>
+tle::Tile<float> scaled_mm_block_fp8(const tle::TensorDescriptor<T, 2>& a, const tle::TensorDescriptor<T, 2>& bt,
+                                     tle::Tile<int32_t> m0, tle::Tile<int32_t> n0, tle::Tile<int32_t> K,
+                                     tle::Tile<float> scale) {
+  using namespace tle;
+  const int32_t BM = int32_t(a.block_shape()[0]), BK = int32_t(a.block_shape()[1]), BN = int32_t(bt.block_shape()[0]);
+  Tile<float> acc = zeros<float>({BM, BN});
+  for (auto k : range(0, K, BK)) acc = dot(a.load({m0, k}), trans(bt.load({n0, k})), acc);
+  return acc * scale;
+}
+
 /// The FP8 GEMM of FP8 checkpoints (DeepSeek-V3, Llama FP8) with torch._scaled_mm's contract:
 /// C [M, N] (bf16) = (A [M, K] @ B [K, N]) * scale_a * scale_b, A and B fp8 (T: f8e4m3 or f8e5m2),
 /// per-tensor f32 scales, f32 accumulation. B is given as its transpose `bt` [N, K] (row-major,
@@ -318,24 +331,34 @@ template <class T, class TO = tle::dot_acc_t<T>, int GM = 16> auto make_matmul_t
 /// (PTX ISA 9.7.15.5.1), and A [M, K] and bt [N, K] both are, so on sm_90a each K step's blocks
 /// move by TMA into 128-byte-swizzled buffers that `wgmma.m64nNk32` reads in place. `a` has block
 /// {BM, BK}, `bt` block {BN, BK} (BK a multiple of 32; rows of A and bt whole 16-byte chunks: K a
-/// multiple of 16). Persistent: launch Grid(P) (e.g. the SM count); programs walk C's blocks in
-/// grouped order. Hopper's fp8 tensor cores add each k32 step's products at reduced precision
-/// before the f32 accumulator (docs/semantics.md, "fp8"); cuBLAS's fp8 GEMM does the same.
-template <class T = tle::f8e4m3, int GM = 8> auto make_scaled_mm_fp8() {
+/// multiple of 16). PERSISTENT: launch Grid(P) (e.g. the SM count), programs walk C's blocks in
+/// grouped order; else Grid(cdiv(M, BM), cdiv(N, BN)), one block per program, whose K loop (directly
+/// in the kernel) is warp-specialized on sm_90a (a TMA producer warpgroup beside the launch's warps).
+/// Hopper's fp8 tensor cores add each k32 step's products at reduced precision before the f32
+/// accumulator (docs/semantics.md, "fp8"); cuBLAS's fp8 GEMM does the same.
+template <class T = tle::f8e4m3, bool PERSISTENT = true, int GM = 8> auto make_scaled_mm_fp8() {
   using namespace tle;
-  return jit("scaled_mm_fp8", [](TensorDescriptor<T, 2> a, TensorDescriptor<T, 2> bt, Ptr<bf16> c, Tile<float> scale_a,
-                                 Tile<float> scale_b, Tile<int32_t> M, Tile<int32_t> N, Tile<int32_t> K) {
-    const int32_t BM = int32_t(a.block_shape()[0]), BK = int32_t(a.block_shape()[1]), BN = int32_t(bt.block_shape()[0]);
-    Tile<int32_t> npm = (M + (BM - 1)) / BM, npn = (N + (BN - 1)) / BN;
-    for (auto t : range(program_id(0), npm * npn, num_programs(0))) {
-      auto [pm, pn] = grouped_tile(t, npm, npn, GM);
-      Tile<float> acc = zeros<float>({BM, BN});
-      for (auto k : range(0, K, BK)) acc = dot(a.load({pm * BM, k}), trans(bt.load({pn * BN, k})), acc);
-      Tile<int32_t> rm = pm * BM + arange(0, BM), rn = pn * BN + arange(0, BN);
-      store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), cast<bf16>(acc * (scale_a * scale_b)),
-            expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
-    }
-  });
+  return jit(PERSISTENT ? "scaled_mm_fp8_persistent" : "scaled_mm_fp8",
+             [](TensorDescriptor<T, 2> a, TensorDescriptor<T, 2> bt, Ptr<bf16> c, Tile<float> scale_a,
+                Tile<float> scale_b, Tile<int32_t> M, Tile<int32_t> N, Tile<int32_t> K) {
+               const int32_t BM = int32_t(a.block_shape()[0]), BN = int32_t(bt.block_shape()[0]);
+               auto block = [&](Tile<int32_t> pm, Tile<int32_t> pn) {
+                 Tile<int32_t> rm = pm * BM + arange(0, BM), rn = pn * BN + arange(0, BN);
+                 store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0),
+                       cast<bf16>(scaled_mm_block_fp8<T>(a, bt, pm * BM, pn * BN, K, scale_a * scale_b)),
+                       expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
+               };
+               if constexpr (PERSISTENT) {
+                 Tile<int32_t> npm = (M + (BM - 1)) / BM, npn = (N + (BN - 1)) / BN;
+                 for (auto t : range(program_id(0), npm * npn, num_programs(0))) {
+                   auto [pm, pn] = grouped_tile(t, npm, npn, GM);
+                   block(pm, pn);
+                 }
+               } else {
+                 auto [pm, pn] = grouped_block_ids(GM);
+                 block(pm, pn);
+               }
+             });
 }
 
 /// C [M, N] (stored as TO) = A [M, K] @ B [K, N], bf16 inputs, f32 accumulation, written with

@@ -710,18 +710,23 @@ TEST_CASE("fp8: the K-major GEMMs of the wgmma path (pointers, descriptors) on t
       if (std::bit_cast<uint32_t>(c[i]) != std::bit_cast<uint32_t>(want[i]) && bad++ < 5)
         FAIL_CHECK("pointers: C[" << i << "]: got " << c[i] << ", want " << want[i]);
     CHECK(bad == 0);
-    // make_scaled_mm_fp8 (descriptors; the CPU expands them into masked loads), per-tensor scales
-    auto mm = ex::make_scaled_mm_fp8<f8e4m3>();
-    std::vector<bf16> cb(size_t(s.m) * s.n);
+    // make_scaled_mm_fp8 (descriptors; the CPU expands them into masked loads), per-tensor scales,
+    // persistent and one block per program
     const float sa = 0.5f, sb = 0.1875f;
-    mm(Grid(3), TensorDescriptor<f8e4m3, 2>(a.data(), {s.m, s.k}, {s.k, 1}, {32, 32}),
-       TensorDescriptor<f8e4m3, 2>(bt.data(), {s.n, s.k}, {s.k, 1}, {32, 32}), cb.data(), sa, sb, s.m, s.n, s.k);
-    bad = 0;
-    for (size_t i = 0; i < cb.size(); ++i) {
-      const bf16 w(want[i] * (sa * sb));
-      if (cb[i].bits != w.bits && bad++ < 5) FAIL_CHECK("scaled_mm: C[" << i << "]: got " << float(cb[i]) << ", want " << float(w));
+    const TensorDescriptor<f8e4m3, 2> ta(a.data(), {s.m, s.k}, {s.k, 1}, {32, 32}), tb(bt.data(), {s.n, s.k}, {s.k, 1}, {32, 32});
+    for (bool persistent : {true, false}) {
+      std::vector<bf16> cb(size_t(s.m) * s.n);
+      if (persistent) ex::make_scaled_mm_fp8<f8e4m3, true>()(Grid(3), ta, tb, cb.data(), sa, sb, s.m, s.n, s.k);
+      else ex::make_scaled_mm_fp8<f8e4m3, false>()(Grid(cdiv(s.m, 32), cdiv(s.n, 32)), ta, tb, cb.data(), sa, sb, s.m, s.n, s.k);
+      bad = 0;
+      for (size_t i = 0; i < cb.size(); ++i) {
+        const bf16 w(want[i] * (sa * sb));
+        if (cb[i].bits != w.bits && bad++ < 5)
+          FAIL_CHECK((persistent ? "persistent" : "one block") << " scaled_mm: C[" << i << "]: got " << float(cb[i])
+                                                                << ", want " << float(w));
+      }
+      CHECK(bad == 0);
     }
-    CHECK(bad == 0);
   }
 }
 
@@ -762,22 +767,29 @@ TEST_CASE("ptx: fp8 dots on sm_90a run on wgmma.m64nNk32 from cp.async and TMA b
     CHECK(ptxtest::count_of(p, "st.shared.u8") >= 1);  // b written K-major byte by byte (its registers run along N)
     ptxtest::assemble("fp8 GEMM with an N-major B", p, "sm_90a");
   }
-  // Descriptors (make_scaled_mm_fp8): TMA boxes of 128 bytes (or BK) per row into the buffers.
-  auto mm = ex::make_scaled_mm_fp8<f8e4m3>();
-  for (Cfg c : {Cfg{128, 256, 128, 8, 4}, Cfg{128, 128, 128, 4, 3}, Cfg{64, 64, 64, 4, 2}, Cfg{128, 128, 64, 8, 1}}) {
-    INFO("descriptors " << c.bm << "x" << c.bn << "x" << c.bk << " warps " << c.warps << " stages " << c.stages);
-    TensorDescriptor<f8e4m3, 2> da(f8, {4096, 4096}, {4096, 1}, {c.bm, c.bk}), db(f8, {4096, 4096}, {4096, 1}, {c.bn, c.bk});
-    Grid g(132);
-    g.with_warps(c.warps).with_stages(c.stages);
-    const std::string p = mm.ptx(90, g, da, db, cb, 1.0f, 1.0f, 4096, 4096, 4096);
-    CHECK(ptxtest::count_of(p, "k32.f32.e4m3.e4m3") >= 1);
-    if (c.stages > 1) {
-      CHECK(ptxtest::count_of(p, "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes") >= 2);
-      CHECK(ptxtest::count_of(p, "cp.async.cg.shared.global") == 0);
+  // Descriptors (make_scaled_mm_fp8, persistent and warp-specialized): TMA boxes of 128 bytes (or
+  // BK) per row into the buffers.
+  auto mmp = ex::make_scaled_mm_fp8<f8e4m3, true>();
+  auto mm = ex::make_scaled_mm_fp8<f8e4m3, false>();
+  for (Cfg c : {Cfg{128, 256, 128, 8, 4}, Cfg{128, 128, 128, 4, 3}, Cfg{64, 64, 64, 4, 2}, Cfg{128, 128, 64, 8, 1}})
+    for (bool persistent : {true, false}) {
+      INFO("descriptors " << c.bm << "x" << c.bn << "x" << c.bk << " warps " << c.warps << " stages " << c.stages
+                          << (persistent ? " persistent" : ""));
+      TensorDescriptor<f8e4m3, 2> da(f8, {4096, 4096}, {4096, 1}, {c.bm, c.bk}), db(f8, {4096, 4096}, {4096, 1}, {c.bn, c.bk});
+      Grid g = persistent ? Grid(132) : Grid(4096 / c.bm, 4096 / c.bn);
+      g.with_warps(c.warps).with_stages(c.stages);
+      const std::string p = persistent ? mmp.ptx(90, g, da, db, cb, 1.0f, 1.0f, 4096, 4096, 4096)
+                                       : mm.ptx(90, g, da, db, cb, 1.0f, 1.0f, 4096, 4096, 4096);
+      if (!persistent && c.stages > 1)  // the K loop is the kernel's: a TMA producer warpgroup beside the warps
+        CHECK(p.find(".reqntid " + std::to_string(32 * (c.warps + 4)) + ", 1, 1") != std::string::npos);
+      CHECK(ptxtest::count_of(p, "k32.f32.e4m3.e4m3") >= 1);
+      if (c.stages > 1) {
+        CHECK(ptxtest::count_of(p, "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes") >= 2);
+        CHECK(ptxtest::count_of(p, "cp.async.cg.shared.global") == 0);
+      }
+      ptxtest::assemble("fp8 scaled_mm", p, "sm_90a");
+      CHECK(ptxtest::spill_store_bytes("fp8 scaled_mm", p) <= 0);
     }
-    ptxtest::assemble("fp8 scaled_mm", p, "sm_90a");
-    CHECK(ptxtest::spill_store_bytes("fp8 scaled_mm", p) <= 0);
-  }
 }
 
 TEST_CASE("gpu: fp8 GEMMs on wgmma (K-major pointers, descriptors) match a double reference, ragged shapes",
@@ -792,7 +804,8 @@ TEST_CASE("gpu: fp8 GEMMs on wgmma (K-major pointers, descriptors) match a doubl
   struct Shape {
     int m, n, k;
   };
-  auto mm = ex::make_scaled_mm_fp8<f8e4m3>();
+  auto mmp = ex::make_scaled_mm_fp8<f8e4m3, true>();
+  auto mm = ex::make_scaled_mm_fp8<f8e4m3, false>();
   for (Shape s : {Shape{1, 16, 32}, Shape{17, 40, 48}, Shape{129, 200, 1024}, Shape{1000, 1000, 4096}}) {
     auto a = random_codes<f8e4m3>(size_t(s.m) * s.k, 9 + s.k), bt = random_codes<f8e4m3>(size_t(s.n) * s.k, 10 + s.n);
     DeviceBuffer<f8e4m3> da(a), dbt(bt);
@@ -825,15 +838,19 @@ TEST_CASE("gpu: fp8 GEMMs on wgmma (K-major pointers, descriptors) match a doubl
       std::vector<double> got;
       for (auto [i, j] : entries) got.push_back(hc[size_t(i) * s.n + j]);
       check(got, 1.0, 0.0, "pointers");
-      Grid gp(7);
-      gp.with_warps(c.warps).with_stages(c.stages).backend(Backend::GPU);
-      mm(gp, TensorDescriptor<f8e4m3, 2>(da, {s.m, s.k}, {s.k, 1}, {c.bm, c.bk}),
-         TensorDescriptor<f8e4m3, 2>(dbt, {s.n, s.k}, {s.k, 1}, {c.bn, c.bk}), dcb, sa, sb, s.m, s.n, s.k);
-      std::vector<bf16> hb(size_t(s.m) * s.n);
-      dcb.copy_to_host(hb.data(), hb.size());
-      got.clear();
-      for (auto [i, j] : entries) got.push_back(float(hb[size_t(i) * s.n + j]));
-      check(got, double(sa) * sb, 0x1p-8, "scaled_mm (descriptors)");
+      for (bool persistent : {true, false}) {
+        Grid gp = persistent ? Grid(7) : Grid(cdiv(s.m, c.bm), cdiv(s.n, c.bn));
+        gp.with_warps(c.warps).with_stages(c.stages).backend(Backend::GPU);
+        const TensorDescriptor<f8e4m3, 2> ta(da, {s.m, s.k}, {s.k, 1}, {c.bm, c.bk}), tb(dbt, {s.n, s.k}, {s.k, 1}, {c.bn, c.bk});
+        dcb.fill_zero();
+        if (persistent) mmp(gp, ta, tb, dcb, sa, sb, s.m, s.n, s.k);
+        else mm(gp, ta, tb, dcb, sa, sb, s.m, s.n, s.k);
+        std::vector<bf16> hb(size_t(s.m) * s.n);
+        dcb.copy_to_host(hb.data(), hb.size());
+        got.clear();
+        for (auto [i, j] : entries) got.push_back(float(hb[size_t(i) * s.n + j]));
+        check(got, double(sa) * sb, 0x1p-8, persistent ? "scaled_mm persistent" : "scaled_mm warp-specialized");
+      }
     }
   }
 }
