@@ -293,6 +293,23 @@ TEST_CASE("mesh: user errors name the user's line", "[mesh][errors]") {
           });
         },
         {"remote() at", "is not in rank 0's symmetric memory", "Rank::local"}, __FILE__, line);
+  // A loop-carried pointer that the body re-assigns from another argument: the launch checks
+  // that argument too (the origin is taken when the trace ends, with the loop's yield).
+  auto carried = jit("mesh_remote_carried", [](Ptr<float> sym, Ptr<float> other, Tile<int32_t> n) {
+    Ptr<float> p = sym;
+    for (auto i : range(0, n)) {
+      store(remote(p, 0) + i, cast<float>(i));
+      p = other;
+    }
+  });
+  expect_user_error(
+      [&] {
+        mesh.run([&](Rank& r) {
+          line = __LINE__; carried(Grid(1), r.local(sym), plain.data(), 2);
+        });
+      },
+      {"remote() at", "is not in rank 0's symmetric memory"}, __FILE__, line);
+  mesh.run([&](Rank& r) { carried(Grid(1), r.local(sym), r.local(sym), 2); });  // both symmetric: runs
   auto barrier = jit("mesh_barrier_grid", [](Ptr<uint64_t>) { distributed_barrier(); });
   expect_user_error(
       [&] {

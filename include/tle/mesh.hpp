@@ -115,9 +115,10 @@ inline Tile<int32_t> num_shards(loc_t l = loc_t::current()) {
 /// access on the GPU). Same shape as p; rank is a scalar (or a tile of p's shape), 0 ..
 /// num_shards() - 1 - a rank outside it addresses memory that is no rank's (a fault, or another
 /// symmetric buffer). The kernel arguments p derives from must point into the launching rank's
-/// symmetric memory (Rank::local of a SymmetricBuffer): the launch checks them (UserError naming
-/// this line otherwise); a pointer derived from a gpu::alloc buffer is a UserError here. FlagTree's
-/// remote(t, shard_id, space="device").
+/// symmetric memory (Rank::local of a SymmetricBuffer): the launch checks them, a loop-carried
+/// pointer with every argument the loop assigns to it (UserError naming this line otherwise); a
+/// pointer derived from a gpu::alloc buffer, or of an origin tle cannot follow, is a UserError at
+/// this line when the trace ends. FlagTree's remote(t, shard_id, space="device").
 template <class T> Ptr<T> remote(const Ptr<T>& p, Operand<int32_t> rank, loc_t l = loc_t::current()) {
   detail::require_value(p.value(), l);
   detail::mesh_note_remote(p.value(), l);  // the launch checks the pointer arguments it derives from

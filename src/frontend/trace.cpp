@@ -1582,6 +1582,7 @@ void trace_into(ir::Function& f, detail::TraceThunk thunk, const void* fn, const
   thunk(fn, params);
   c.check_pending();
   if (!c.frames.empty()) throw InternalError("tracing ended with an open region");
+  finish_mesh_remotes(c);
   // gpu::warp_specialize's roles run to the end of the program: nothing may follow it.
   const ir::Op* ws = nullptr;
   for (auto& op : f.entry().ops) {

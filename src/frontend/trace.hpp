@@ -49,6 +49,10 @@ class TraceContext {
   /// the next operation or at the end of tracing.
   std::optional<UserError> pending;
 
+  /// The pointers remote() moved, with its location: their origins are checked when the trace
+  /// ends (finish_mesh_remotes), once loops have their yields.
+  std::vector<std::pair<ir::Value*, SrcLoc>> mesh_remotes;
+
   /// Throws the pending error, if any.
   void check_pending();
 
@@ -64,6 +68,11 @@ class TraceContext {
  private:
   TraceContext* prev_;
 };
+
+/// At the end of a trace: the kernel arguments each remote() pointer derives from go to
+/// ir::Function::mesh_remote_args (the launch checks them); UserError at the remote() for pointers
+/// from a gpu::alloc buffer or of an origin tle cannot follow (loaded, gathered).
+void finish_mesh_remotes(TraceContext& c);
 
 /// Traces `thunk(fn, params)` into `f`, whose entry block already holds the runtime arguments.
 void trace_into(ir::Function& f, detail::TraceThunk thunk, const void* fn, const detail::TraceParam* params);

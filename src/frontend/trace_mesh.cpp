@@ -86,16 +86,7 @@ V mesh_arg(ir::MeshArg which, const SrcLoc& loc) {
 void mesh_note_remote(V p, const SrcLoc& loc) {
   auto& c = mesh_ctx("remote", loc);
   c.use(p, loc, "remote: the pointers");
-  const passes::PointerOrigin o = passes::pointer_origin(p);
-  if (!o.allocs.empty())
-    throw UserError(loc, "remote: the pointers derive from a gpu::alloc buffer (shared memory of this program); "
-                         "remote reaches other ranks' symmetric memory: pass pointers into a SymmetricBuffer "
-                         "(Rank::local) as kernel arguments");
-  for (unsigned a : o.args) {
-    if (a < c.fn.arg_info.size() && c.fn.arg_info[a].mesh) continue;  // the mesh scratch: symmetric
-    auto& list = c.fn.mesh_remote_args;
-    if (std::none_of(list.begin(), list.end(), [&](auto& e) { return e.first == a; })) list.emplace_back(a, loc);
-  }
+  c.mesh_remotes.emplace_back(p, loc);  // checked when the trace ends (frontend::finish_mesh_remotes)
 }
 
 void mesh_signal(V flag, V value, ir::SignalOp op, const SrcLoc& loc) {
@@ -123,3 +114,28 @@ void mesh_signal_wait(V flag, V value, ir::WaitCmp cmp, const SrcLoc& loc) {
 }
 
 }  // namespace tle::detail
+
+namespace tle::frontend {
+
+void finish_mesh_remotes(TraceContext& c) {
+  for (const auto& [p, loc] : c.mesh_remotes) {
+    // Now that every loop has its yield, a carried pointer's origin includes what the body assigns.
+    const passes::PointerOrigin o = passes::pointer_origin(p);
+    if (!o.allocs.empty())
+      throw UserError(loc, "remote: the pointers derive from a gpu::alloc buffer (shared memory of this program); "
+                           "remote reaches other ranks' symmetric memory: pass pointers into a SymmetricBuffer "
+                           "(Rank::local) as kernel arguments");
+    if (o.unknown)
+      throw UserError(loc, "remote: the pointers do not derive from kernel arguments alone (a pointer loaded from "
+                           "memory or gathered): tle checks at each launch that what remote() moves is the launching "
+                           "rank's symmetric memory, so derive them from a Ptr argument (Rank::local of a "
+                           "SymmetricBuffer) by pointer arithmetic");
+    for (unsigned a : o.args) {
+      if (a < c.fn.arg_info.size() && c.fn.arg_info[a].mesh) continue;  // the mesh scratch: symmetric
+      auto& list = c.fn.mesh_remote_args;
+      if (std::none_of(list.begin(), list.end(), [&](auto& e) { return e.first == a; })) list.emplace_back(a, loc);
+    }
+  }
+}
+
+}  // namespace tle::frontend

@@ -1105,7 +1105,6 @@ void launch_prepared(KernelState* k, const void* fn, const Grid3& grid, const La
   PreparedLaunch p = prepare_launch(k, grid, opts, args, nargs, loc);
   if (p.empty) return;  // rule E08: nothing to run, outputs untouched
   const bool on_gpu = p.on_gpu;
-  const Backend backend = p.backend;
   const int64_t g[3] = {grid.x, grid.y, grid.z};
   Packed pk;
   std::shared_ptr<Compiled> compiled;
