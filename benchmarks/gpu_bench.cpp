@@ -748,9 +748,10 @@ void group_matmul_f32out(bench::Timer& tm) {
 // autotuned over tiles, warps and stages with tle::autotune (persistent on one program per SM).
 // Inputs: uniform in [-1, 1) rounded to e4m3; the reference accumulates the dequantized values in
 // double on 1024 sampled entries. peers.py times torch._scaled_mm on the same case. M = 4000:
-// ragged rows (torch asks N and K to be multiples of 16, and so does TMA for K).
+// ragged rows (torch asks N and K to be multiples of 16, and so does TMA for K). "/rowwise": the
+// scales per row of A and per column of B (ex::make_scaled_mm_fp8_rowwise), as _scaled_mm's
+// row-wise form.
 void group_matmul_fp8(bench::Timer& tm) {
-  const int shapes[][3] = {{8192, 8192, 8192}, {4096, 7168, 2048}, {4000, 4096, 3008}};
   Space space;
   space.values("BM", {64, 128, 256}).values("BN", {128, 256}).values("BK", {64, 128});
   space.values("num_warps", {4, 8}).values("num_stages", {3, 4, 5, 6}).values("persistent", {0, 1});
@@ -765,15 +766,21 @@ void group_matmul_fp8(bench::Timer& tm) {
   opts.backend = Backend::GPU;
   auto mmp = ex::make_scaled_mm_fp8<f8e4m3, true>();
   auto mm = ex::make_scaled_mm_fp8<f8e4m3, false>();
+  auto mmp_rows = ex::make_scaled_mm_fp8_rowwise<f8e4m3, true>();
+  auto mm_rows = ex::make_scaled_mm_fp8_rowwise<f8e4m3, false>();
   const float scale_a = 0.75f, scale_b = 1.25f;
-  auto launch = [&](const Config& k, const f8e4m3* pa, const f8e4m3* pbt, bf16* pc, int M, int N, int K) {
+  // psa, psb: row-wise scales ([M], [N]), or null for the per-tensor ones above
+  auto launch = [&](const Config& k, const f8e4m3* pa, const f8e4m3* pbt, bf16* pc, const float* psa,
+                    const float* psb, int M, int N, int K) {
     const int BM = int(k["BM"]), BN = int(k["BN"]), BK = int(k["BK"]);
     Grid g(cdiv(M, BM), cdiv(N, BN));
     if (k["persistent"]) g = Grid(std::min<int64_t>(cdiv(M, BM) * cdiv(N, BN), gpu_info() ? gpu_info()->num_sms : 132));
     g.with_warps(int(k["num_warps"])).with_stages(int(k["num_stages"]));
     g.stream = k.stream ? k.stream : tm.stream().handle();
     const TensorDescriptor<f8e4m3, 2> da(pa, {M, K}, {K, 1}, {BM, BK}), db(pbt, {N, K}, {K, 1}, {BN, BK});
-    if (k["persistent"]) mmp(g, da, db, pc, scale_a, scale_b, M, N, K);
+    if (psa && k["persistent"]) mmp_rows(g, da, db, pc, psa, psb, M, N, K);
+    else if (psa) mm_rows(g, da, db, pc, psa, psb, M, N, K);
+    else if (k["persistent"]) mmp(g, da, db, pc, scale_a, scale_b, M, N, K);
     else mm(g, da, db, pc, scale_a, scale_b, M, N, K);
   };
   auto str = [](const Config& k) {
@@ -783,13 +790,20 @@ void group_matmul_fp8(bench::Timer& tm) {
   };
   auto tuned = autotune(
       "gpu_bench matmul fp8", space,
-      [](const f8e4m3*, const f8e4m3*, bf16*, int M, int N, int K) { return TuneKey().add("M", M).add("N", N).add("K", K); },
+      [](const f8e4m3*, const f8e4m3*, bf16*, const float* psa, const float*, int M, int N, int K) {
+        return TuneKey().add("M", M).add("N", N).add("K", K).add("rowwise", psa != nullptr);
+      },
       launch, opts);
-  for (auto& s : shapes) {
-    const int M = s[0], N = s[1], K = s[2];
+  struct Case {
+    int M, N, K;
+    bool rowwise;  // scales per row of A and column of B ("/rowwise"), else per tensor
+  };
+  for (const Case s : {Case{8192, 8192, 8192, false}, Case{4096, 7168, 2048, false}, Case{4000, 4096, 3008, false},
+                       Case{8192, 8192, 8192, true}, Case{4000, 4096, 3008, true}}) {
+    const int M = s.M, N = s.N, K = s.K;
     const std::string shape = std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K);
-    const CaseInfo c{"matmul/fp8/" + shape, "scaled_mm_fp8", shape, "fp8",
-                     double(M) * K + double(K) * N + 2.0 * double(M) * N, 2.0 * M * N * double(K)};
+    const CaseInfo c{"matmul/fp8/" + shape + (s.rowwise ? "/rowwise" : ""), s.rowwise ? "scaled_mm_fp8_rowwise" : "scaled_mm_fp8",
+                     shape, "fp8", double(M) * K + double(K) * N + 2.0 * double(M) * N, 2.0 * M * N * double(K)};
     guarded(c, [&] {
       auto quantized = [](size_t n, uint32_t seed) {
         std::vector<f8e4m3> v(n);
@@ -801,6 +815,9 @@ void group_matmul_fp8(bench::Timer& tm) {
         return v;
       };
       const std::vector<f8e4m3> a = quantized(size_t(M) * K, 7), bt = quantized(size_t(N) * K, 8);
+      std::vector<float> sa(M), sb(N);  // row-wise scales
+      for (int i = 0; i < M; ++i) sa[size_t(i)] = 0.5f + float(i % 7) / 8;
+      for (int j = 0; j < N; ++j) sb[size_t(j)] = 1.0f + float(j % 5) / 8;
       std::vector<size_t> at(1024);
       for (size_t i = 0; i < at.size(); ++i) at[i] = (i * 2654435761ull + 12345) % (size_t(M) * N);
       std::vector<double> want(at.size()), mag(at.size());
@@ -812,18 +829,22 @@ void group_matmul_fp8(bench::Timer& tm) {
             const double p = double(float(a[i * K + k])) * double(float(bt[j * K + k]));
             acc += p, m += std::fabs(p);
           }
-          want[t] = acc * scale_a * scale_b, mag[t] = m * scale_a * scale_b;
+          const double scale = s.rowwise ? double(sa[i]) * sb[j] : double(scale_a) * scale_b;
+          want[t] = acc * scale, mag[t] = m * scale;
         }
       });
       DeviceBuffer<f8e4m3> da(a), dbt(bt);
+      DeviceBuffer<float> dsa(sa), dsb(sb);
       DeviceBuffer<bf16> dc(size_t(M) * N);
-      const Config best = tuned.select(da.data(), dbt.data(), dc.data(), M, N, K);
+      const float* psa = s.rowwise ? dsa.data() : nullptr;
+      const float* psb = s.rowwise ? dsb.data() : nullptr;
+      const Config best = tuned.select(da.data(), dbt.data(), dc.data(), psa, psb, M, N, K);
       const TuneReport rep = tuned.last_report();
       std::string sweep, errors;
       for (auto& [k, ms] : rep.times)
         if (std::isfinite(ms)) sweep += (sweep.empty() ? "" : "; ") + str(k) + ": " + std::to_string(ms) + " ms";
       for (auto& why : rep.prune_reasons) errors += "[" + why.substr(0, 300) + "]; ";
-      auto run = [&] { tuned(da.data(), dbt.data(), dc.data(), M, N, K); };
+      auto run = [&] { tuned(da.data(), dbt.data(), dc.data(), psa, psb, M, N, K); };
       tuned.on_stream(tm.stream().handle());
       dc.fill_zero();
       run();
@@ -1601,7 +1622,8 @@ const std::vector<Group>& groups() {
        {"matmul/bf16/8192x8192x8192", "matmul/bf16/4096x7168x2048", "matmul/bf16/16384x2048x7168",
         "matmul/bf16/128x7168x2048", "matmul/bf16/4000x4100x3000"}},
       {"matmul_fp8", group_matmul_fp8,
-       {"matmul/fp8/8192x8192x8192", "matmul/fp8/4096x7168x2048", "matmul/fp8/4000x4096x3008"}},
+       {"matmul/fp8/8192x8192x8192", "matmul/fp8/4096x7168x2048", "matmul/fp8/4000x4096x3008",
+        "matmul/fp8/8192x8192x8192/rowwise", "matmul/fp8/4000x4096x3008/rowwise"}},
       {"gemm_ws", group_gemm_ws,
        {"gemm_ws/bf16/8192x8192x8192", "gemm_ws/bf16/16384x2048x7168", "gemm_ws/bf16/4096x7168x2048",
         "gemm_ws/bf16/4100x7168x2048"}},

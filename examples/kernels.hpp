@@ -361,6 +361,36 @@ template <class T = tle::f8e4m3, bool PERSISTENT = true, int GM = 8> auto make_s
              });
 }
 
+/// make_scaled_mm_fp8 with row-wise scales (torch._scaled_mm's "rowwise" form, Llama FP8's
+/// per-token activation and per-channel weight scales): C = (A @ B) * scale_a[m] * scale_b[n],
+/// scale_a f32 [M], scale_b f32 [N], applied to the f32 accumulator in the epilogue. Same blocks,
+/// launch forms (PERSISTENT) and precision as make_scaled_mm_fp8.
+template <class T = tle::f8e4m3, bool PERSISTENT = true, int GM = 8> auto make_scaled_mm_fp8_rowwise() {
+  using namespace tle;
+  return jit(PERSISTENT ? "scaled_mm_fp8_rowwise_persistent" : "scaled_mm_fp8_rowwise",
+             [](TensorDescriptor<T, 2> a, TensorDescriptor<T, 2> bt, Ptr<bf16> c, Ptr<float> scale_a,
+                Ptr<float> scale_b, Tile<int32_t> M, Tile<int32_t> N, Tile<int32_t> K) {
+               const int32_t BM = int32_t(a.block_shape()[0]), BN = int32_t(bt.block_shape()[0]);
+               auto block = [&](Tile<int32_t> pm, Tile<int32_t> pn) {
+                 Tile<int32_t> rm = pm * BM + arange(0, BM), rn = pn * BN + arange(0, BN);
+                 Tile<float> acc = scaled_mm_block_fp8<T>(a, bt, pm * BM, pn * BN, K, 1.0f);
+                 acc = acc * expand_dims(load(scale_a + rm, rm < M), 1) * expand_dims(load(scale_b + rn, rn < N), 0);
+                 store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), cast<bf16>(acc),
+                       expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
+               };
+               if constexpr (PERSISTENT) {
+                 Tile<int32_t> npm = (M + (BM - 1)) / BM, npn = (N + (BN - 1)) / BN;
+                 for (auto t : range(program_id(0), npm * npn, num_programs(0))) {
+                   auto [pm, pn] = grouped_tile(t, npm, npn, GM);
+                   block(pm, pn);
+                 }
+               } else {
+                 auto [pm, pn] = grouped_block_ids(GM);
+                 block(pm, pn);
+               }
+             });
+}
+
 /// C [M, N] (stored as TO) = A [M, K] @ B [K, N], bf16 inputs, f32 accumulation, written with
 /// TLE-Struct warp specialization (docs/struct.md, "Warp specialization"; CUTLASS's and
 /// ThunderKittens' producer / consumer GEMM): persistent programs walk C's 128 x 256 blocks in

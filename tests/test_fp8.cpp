@@ -727,6 +727,27 @@ TEST_CASE("fp8: the K-major GEMMs of the wgmma path (pointers, descriptors) on t
       }
       CHECK(bad == 0);
     }
+    // row-wise scales (make_scaled_mm_fp8_rowwise): C = acc * sa[m] * sb[n], in that order
+    std::vector<float> ra(size_t(s.m)), rb(size_t(s.n));
+    for (int i = 0; i < s.m; ++i) ra[size_t(i)] = std::ldexp(1.0f + float(i % 7) / 8, -(i % 3));
+    for (int j = 0; j < s.n; ++j) rb[size_t(j)] = 0.25f + float(j % 5) / 16;
+    for (bool persistent : {true, false}) {
+      std::vector<bf16> cb(size_t(s.m) * s.n);
+      if (persistent)
+        ex::make_scaled_mm_fp8_rowwise<f8e4m3, true>()(Grid(2), ta, tb, cb.data(), ra.data(), rb.data(), s.m, s.n, s.k);
+      else
+        ex::make_scaled_mm_fp8_rowwise<f8e4m3, false>()(Grid(cdiv(s.m, 32), cdiv(s.n, 32)), ta, tb, cb.data(), ra.data(),
+                                                        rb.data(), s.m, s.n, s.k);
+      bad = 0;
+      for (int i = 0; i < s.m; ++i)
+        for (int j = 0; j < s.n; ++j) {
+          const size_t q = size_t(i) * s.n + j;
+          const bf16 w(want[q] * ra[size_t(i)] * rb[size_t(j)]);
+          if (cb[q].bits != w.bits && bad++ < 5)
+            FAIL_CHECK("rowwise scaled_mm: C[" << i << ", " << j << "]: got " << float(cb[q]) << ", want " << float(w));
+        }
+      CHECK(bad == 0);
+    }
   }
 }
 
@@ -790,6 +811,22 @@ TEST_CASE("ptx: fp8 dots on sm_90a run on wgmma.m64nNk32 from cp.async and TMA b
       ptxtest::assemble("fp8 scaled_mm", p, "sm_90a");
       CHECK(ptxtest::spill_store_bytes("fp8 scaled_mm", p) <= 0);
     }
+  // Row-wise scales: the same main loop, two scale vectors in the epilogue (a thread of a
+  // 128x256 block holds 64 columns' scales beside 128 accumulators: the warp-specialized form
+  // fits, the persistent one spills there (180 bytes), so it is checked at 128x128).
+  for (bool persistent : {true, false}) {
+    const int64_t bn = persistent ? 128 : 256;
+    INFO("rowwise, BN " << bn << (persistent ? " persistent" : " warp-specialized"));
+    TensorDescriptor<f8e4m3, 2> da(f8, {4096, 4096}, {4096, 1}, {128, 128}), db(f8, {4096, 4096}, {4096, 1}, {bn, 128});
+    Grid g = persistent ? Grid(132) : Grid(32, 16);
+    g.with_warps(8).with_stages(4);
+    const std::string p =
+        persistent ? ex::make_scaled_mm_fp8_rowwise<f8e4m3, true>().ptx(90, g, da, db, cb, cf, cf, 4096, 4096, 4096)
+                   : ex::make_scaled_mm_fp8_rowwise<f8e4m3, false>().ptx(90, g, da, db, cb, cf, cf, 4096, 4096, 4096);
+    CHECK(ptxtest::count_of(p, "k32.f32.e4m3.e4m3") >= 1);
+    ptxtest::assemble("fp8 scaled_mm rowwise", p, "sm_90a");
+    CHECK(ptxtest::spill_store_bytes("fp8 scaled_mm rowwise", p) <= 0);
+  }
 }
 
 TEST_CASE("gpu: fp8 GEMMs on wgmma (K-major pointers, descriptors) match a double reference, ragged shapes",
@@ -806,6 +843,7 @@ TEST_CASE("gpu: fp8 GEMMs on wgmma (K-major pointers, descriptors) match a doubl
   };
   auto mmp = ex::make_scaled_mm_fp8<f8e4m3, true>();
   auto mm = ex::make_scaled_mm_fp8<f8e4m3, false>();
+  auto mmr = ex::make_scaled_mm_fp8_rowwise<f8e4m3, true>();
   for (Shape s : {Shape{1, 16, 32}, Shape{17, 40, 48}, Shape{129, 200, 1024}, Shape{1000, 1000, 4096}}) {
     auto a = random_codes<f8e4m3>(size_t(s.m) * s.k, 9 + s.k), bt = random_codes<f8e4m3>(size_t(s.n) * s.k, 10 + s.n);
     DeviceBuffer<f8e4m3> da(a), dbt(bt);
@@ -850,6 +888,32 @@ TEST_CASE("gpu: fp8 GEMMs on wgmma (K-major pointers, descriptors) match a doubl
         got.clear();
         for (auto [i, j] : entries) got.push_back(float(hb[size_t(i) * s.n + j]));
         check(got, double(sa) * sb, 0x1p-8, persistent ? "scaled_mm persistent" : "scaled_mm warp-specialized");
+      }
+      {  // row-wise scales, persistent: each sampled entry against its own scale
+        std::vector<float> ra(size_t(s.m)), rb(size_t(s.n));
+        for (int i = 0; i < s.m; ++i) ra[size_t(i)] = 0.5f + float(i % 7) / 8;
+        for (int j = 0; j < s.n; ++j) rb[size_t(j)] = 1.0f + float(j % 5) / 8;
+        DeviceBuffer<float> dra(ra), drb(rb);
+        Grid gp(5);
+        gp.with_warps(c.warps).with_stages(c.stages).backend(Backend::GPU);
+        const TensorDescriptor<f8e4m3, 2> ta(da, {s.m, s.k}, {s.k, 1}, {c.bm, c.bk}), tb(dbt, {s.n, s.k}, {s.k, 1}, {c.bn, c.bk});
+        dcb.fill_zero();
+        mmr(gp, ta, tb, dcb, dra, drb, s.m, s.n, s.k);
+        std::vector<bf16> hb(size_t(s.m) * s.n);
+        dcb.copy_to_host(hb.data(), hb.size());
+        int bad = 0;
+        for (auto [i, j] : entries) {
+          double want = 0, mag = 0;
+          for (int k = 0; k < s.k; ++k) {
+            const double p = double(float(a[size_t(i) * s.k + k])) * double(float(bt[size_t(j) * s.k + k]));
+            want += p, mag += std::fabs(p);
+          }
+          const double scale = double(ra[size_t(i)]) * rb[size_t(j)];
+          const double got = float(hb[size_t(i) * s.n + j]);
+          if (!fp8_close(got, want * scale, mag * scale, 0x1p-8) && bad++ < 5)
+            FAIL_CHECK("rowwise scaled_mm: C[" << i << ", " << j << "]: got " << got << ", want " << want * scale);
+        }
+        CHECK(bad == 0);
       }
     }
   }

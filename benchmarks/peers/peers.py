@@ -674,14 +674,21 @@ def group_matmul(tm, prefix="matmul", shapes=((8192, 8192, 8192), (4096, 7168, 2
 def group_matmul_fp8(tm):
     # gpu_bench's matmul_fp8 cases: torch._scaled_mm (cuBLASLt's fp8 GEMM) with the same contract:
     # e4m3 A [M, K] row-major, B [K, N] column-major (the transpose of a row-major [N, K]),
-    # per-tensor f32 scales, bf16 out.
-    for M, N, K in ((8192, 8192, 8192), (4096, 7168, 2048), (4000, 4096, 3008)):
-        case = "matmul/fp8/%dx%dx%d" % (M, N, K)
+    # per-tensor f32 scales (or, "/rowwise", f32 scales per row of A [M, 1] and column of B [1, N]),
+    # bf16 out.
+    for M, N, K, rowwise in ((8192, 8192, 8192, False), (4096, 7168, 2048, False), (4000, 4096, 3008, False),
+                             (8192, 8192, 8192, True), (4000, 4096, 3008, True)):
+        case = "matmul/fp8/%dx%dx%d%s" % (M, N, K, "/rowwise" if rowwise else "")
         a = random_nonzero((M, K), torch.float32, seed=7).to(torch.float8_e4m3fn)
         bt = random_nonzero((N, K), torch.float32, seed=8).to(torch.float8_e4m3fn)
-        sa = torch.tensor(0.75, device="cuda")
-        sb = torch.tensor(1.25, device="cuda")
-        want = (a.float() @ bt.float().t()) * (0.75 * 1.25)
+        if rowwise:
+            sa = (0.5 + (torch.arange(M, device="cuda") % 7).float() / 8).reshape(M, 1)
+            sb = (1.0 + (torch.arange(N, device="cuda") % 5).float() / 8).reshape(1, N)
+            want = (a.float() @ bt.float().t()) * sa * sb
+        else:
+            sa = torch.tensor(0.75, device="cuda")
+            sb = torch.tensor(1.25, device="cuda")
+            want = (a.float() @ bt.float().t()) * (0.75 * 1.25)
 
         def scaled_mm_case():
             f = lambda: torch._scaled_mm(a, bt.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)  # noqa: E731
@@ -689,7 +696,8 @@ def group_matmul_fp8(tm):
             torch.cuda.synchronize()
             check_close(got, want, 1.0 / 64, 2e-3 * math.sqrt(K), "torch._scaled_mm")
             emit_ok(case, "torch_scaled_mm", tm.time(f),
-                    config="torch._scaled_mm(e4m3, e4m3 column-major, per-tensor scales, out bf16) -> cuBLASLt")
+                    config="torch._scaled_mm(e4m3, e4m3 column-major, %s scales, out bf16) -> cuBLASLt"
+                    % ("row-wise" if rowwise else "per-tensor"))
 
         guarded(case, "torch_scaled_mm", scaled_mm_case)
         torch.cuda.empty_cache()
