@@ -311,6 +311,24 @@ template <class T, class TO = tle::dot_acc_t<T>, int GM = 16> auto make_matmul_t
   });
 }
 
+/// Calls block(pm, pn) for the C blocks (BM x BN) this program computes, in grouped order
+/// (grouped_tile, GM row blocks per group): PERSISTENT: blocks p, p + P, p + 2P, ... of a
+/// Grid(P) launch; else the program's own block of a Grid(cdiv(M, BM), cdiv(N, BN)) launch.
+template <bool PERSISTENT, class F>
+void for_each_block(tle::Tile<int32_t> M, tle::Tile<int32_t> N, int32_t BM, int32_t BN, int GM, F&& block) {
+  using namespace tle;
+  if constexpr (PERSISTENT) {
+    Tile<int32_t> npm = (M + (BM - 1)) / BM, npn = (N + (BN - 1)) / BN;
+    for (auto t : range(program_id(0), npm * npn, num_programs(0))) {
+      auto [pm, pn] = grouped_tile(t, npm, npn, GM);
+      block(pm, pn);
+    }
+  } else {
+    auto [pm, pn] = grouped_block_ids(GM);
+    block(pm, pn);
+  }
+}
+
 /// The BM x BN block at (m0, n0) of (A @ B) * scale, fp8 A [M, K] and B given as bt [N, K] through
 /// descriptors with blocks {BM, BK} and {BN, BK}, f32 accumulation (make_scaled_mm_fp8).
 template <class T>
@@ -348,16 +366,7 @@ template <class T = tle::f8e4m3, bool PERSISTENT = true, int GM = 8> auto make_s
                        cast<bf16>(scaled_mm_block_fp8<T>(a, bt, pm * BM, pn * BN, K, scale_a * scale_b)),
                        expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
                };
-               if constexpr (PERSISTENT) {
-                 Tile<int32_t> npm = (M + (BM - 1)) / BM, npn = (N + (BN - 1)) / BN;
-                 for (auto t : range(program_id(0), npm * npn, num_programs(0))) {
-                   auto [pm, pn] = grouped_tile(t, npm, npn, GM);
-                   block(pm, pn);
-                 }
-               } else {
-                 auto [pm, pn] = grouped_block_ids(GM);
-                 block(pm, pn);
-               }
+               for_each_block<PERSISTENT>(M, N, BM, BN, GM, block);
              });
 }
 
@@ -378,16 +387,7 @@ template <class T = tle::f8e4m3, bool PERSISTENT = true, int GM = 8> auto make_s
                  store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), cast<bf16>(acc),
                        expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
                };
-               if constexpr (PERSISTENT) {
-                 Tile<int32_t> npm = (M + (BM - 1)) / BM, npn = (N + (BN - 1)) / BN;
-                 for (auto t : range(program_id(0), npm * npn, num_programs(0))) {
-                   auto [pm, pn] = grouped_tile(t, npm, npn, GM);
-                   block(pm, pn);
-                 }
-               } else {
-                 auto [pm, pn] = grouped_block_ids(GM);
-                 block(pm, pn);
-               }
+               for_each_block<PERSISTENT>(M, N, BM, BN, GM, block);
              });
 }
 
