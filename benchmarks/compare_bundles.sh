@@ -22,8 +22,11 @@ for r in $(seq 1 "$rounds"); do
     echo "=== round $r: $side"
     side_env=BASE_ENV
     [ "$side" = new ] && side_env=NEW_ENV
+    # Each side its own kernel and tuning cache: the tuning key holds neither the compiler's
+    # switches (BASE_ENV / NEW_ENV) nor unreleased compiler changes, so a shared cache would hand
+    # one side's tuned configs to the other. Later rounds reuse their side's.
     # shellcheck disable=SC2086 # the assignments are split on purpose
-    env ${!side_env:-} "$out/$side/bundle/bin/gpu_bench" --reps "${BENCH_REPS:-20}" --timeout "${GPU_BENCH_TIMEOUT:-240}" \
+    env TLE_CACHE_DIR="$out/$side/cache" ${!side_env:-} "$out/$side/bundle/bin/gpu_bench" --reps "${BENCH_REPS:-20}" --timeout "${GPU_BENCH_TIMEOUT:-240}" \
       --groups "$groups" > "$out/$side.$r.jsonl" || rc=1
   done
 done

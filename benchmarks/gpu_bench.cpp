@@ -172,13 +172,15 @@ std::vector<int> row_warp_candidates(int block) {
 /// A case's launch configuration tuned with tle::autotune (issue #16 item 6; the matmul cases
 /// tune the same way): `run(config, stream)` launches one config on CUstream `stream` (the tuner's
 /// while it measures, then the timer's). These spaces are small, so every valid config is measured
-/// (AutotuneOptions::exhaustive_limit); the chosen one's output is then checked (`check`: "" when
-/// right, else what is wrong), and a wrong winner is reported, not skipped. Returns the config, or
+/// (AutotuneOptions::exhaustive_limit); then `reset` clears the outputs (the tuner's runs of every
+/// config wrote them), the chosen one runs once more and its output is checked (`check`: "" when
+/// right, else what is wrong); a wrong winner is reported, not skipped (and stays in the tuning
+/// cache: TLE_AUTOTUNE=force retunes). Returns the config, or
 /// nullopt with `errors` set; `sweep` gets each measured config's median, `how` says how it was
 /// found (measured or from the tuning cache). Key: the case name (one tuning per case and process;
 /// the disk cache keeps it across runs).
 std::optional<Config> tune_case(bench::Timer& tm, const std::string& name, Space space,
-                                const std::function<void(const Config&, void*)>& run,
+                                const std::function<void(const Config&, void*)>& run, const std::function<void()>& reset,
                                 const std::function<std::string()>& check, std::string& sweep, std::string& errors,
                                 std::string* how = nullptr) {
   AutotuneOptions opts;
@@ -198,10 +200,12 @@ std::optional<Config> tune_case(bench::Timer& tm, const std::string& name, Space
       *how = rep.from_cache ? "autotuned, from the tuning cache"
                             : "autotuned: " + std::to_string(rep.measured) + " of " + std::to_string(rep.valid) +
                                   " configs measured";
+    tm.stream().synchronize();
+    reset();
     run(best, tm.stream().handle());
     tm.stream().synchronize();
     if (std::string bad = check(); !bad.empty()) {
-      errors += "[" + best.str() + ", the tuner's choice] " + bad + "; ";
+      errors += "[" + best.str() + ", the tuner's choice (TLE_AUTOTUNE=force retunes)] " + bad + "; ";
       return std::nullopt;
     }
     return best;
@@ -325,7 +329,8 @@ void group_softmax(bench::Timer& tm) {
       };
       auto check = [&] { return softmax_mismatch(dy, want, 1e-4, 1e-7); };
       std::string errors, sweep, how;
-      const auto best = tune_case(tm, c.name, warps_space(BLOCK), launch(BLOCK), check, sweep, errors, &how);
+      auto reset = [&] { dy.fill_zero(); };
+      const auto best = tune_case(tm, c.name, warps_space(BLOCK), launch(BLOCK), reset, check, sweep, errors, &how);
       if (!best) return emit_error(c, "tuning: " + errors);
       Timing t = tm.time([&] { launch(BLOCK)(*best, tm.stream().handle()); });
       Json extra;
@@ -334,7 +339,8 @@ void group_softmax(bench::Timer& tm) {
         // The same kernel with BLOCK = ncols, a tile that is not a power of two: the GPU pads it to
         // BLOCK lanes itself (pass pad_shapes) - the cost of implicit padding, beside the case.
         std::string perr, psweep;
-        const auto pb = tune_case(tm, c.name + " implicit pad", warps_space(BLOCK), launch(cols), check, psweep, perr);
+        const auto pb =
+            tune_case(tm, c.name + " implicit pad", warps_space(BLOCK), launch(cols), reset, check, psweep, perr);
         if (pb) {
           Timing tp = tm.time([&] { launch(cols)(*pb, tm.stream().handle()); });
           extra.num("implicit_pad_tile_ms", tp.median).num("implicit_pad_over_pow2_tile", tp.median / t.median);
@@ -373,7 +379,7 @@ void group_softmax_long(bench::Timer& tm) {
       space.values("BLOCK", {1024, 2048, 4096, 8192}).values("num_warps", {4, 8, 16});
       space.constraint("BLOCK >= 32 * num_warps", [](const Config& k) { return k["BLOCK"] >= 32 * k["num_warps"]; });
       std::string errors, sweep, how;
-      const auto best = tune_case(tm, c.name, space, launch, check, sweep, errors, &how);
+      const auto best = tune_case(tm, c.name, space, launch, [&] { dy.fill_zero(); }, check, sweep, errors, &how);
       if (!best) return emit_error(c, "tuning: " + errors);
       Timing t = tm.time([&] { launch(*best, tm.stream().handle()); });
       Json extra;
@@ -552,8 +558,8 @@ template <class T> std::optional<std::string> layernorm_case(bench::Timer& tm, c
   Space space = warps_space(BLOCK);
   space.values("stages", {2, 3, 4}).values("programs_per_sm", {0, 1, 2, 4, 8});  // 0: a program per row
   std::string errors, sweep, how;
-  dy.fill_zero();
-  const auto best = tune_case(tm, c.name + (is_bf16 ? "" : " f32"), space, launch, check, sweep, errors, &how);
+  const auto best =
+      tune_case(tm, c.name + (is_bf16 ? "" : " f32"), space, launch, [&] { dy.fill_zero(); }, check, sweep, errors, &how);
   if (!best) return "tuning: " + errors;
   const Config k = *best;
   const int programs = int(std::min<int64_t>(rows, k["programs_per_sm"] ? k["programs_per_sm"] * sms : rows));
@@ -978,7 +984,7 @@ void group_attention(bench::Timer& tm) {
         Space space;
         space.values("cfg", idx);
         const auto best = tune_case(tm, c.name, space, [&](const Config& k, void* st) { launch(cfgs[size_t(k["cfg"])], st); },
-                                    [&] {
+                                    [&] { dout.fill_zero(); }, [&] {
           auto o = dout.to_host();
           dout.fill_zero();
           auto chk = bench::compare(
@@ -1351,14 +1357,14 @@ void launch_floor_case(bench::Timer& tm) {
 void group_reorder(bench::Timer& tm) {
   // rows of one program each: a row kernel case, its launch on a grid and its check
   auto row_case = [&](const CaseInfo& c, int rows, int block, const std::function<void(const Grid&)>& run,
-                      const std::function<std::string()>& check) {
+                      const std::function<void()>& reset, const std::function<std::string()>& check) {
     auto launch = [&](const Config& k, void* s) {
       Grid g(rows);
       g.with_warps(int(k["num_warps"])).stream = s;
       run(g);
     };
     std::string errors, sweep, how;
-    const auto best = tune_case(tm, c.name, warps_space(block), launch, check, sweep, errors, &how);
+    const auto best = tune_case(tm, c.name, warps_space(block), launch, reset, check, sweep, errors, &how);
     if (!best) return emit_error(c, "tuning: " + errors);
     Timing t = tm.time([&] { launch(*best, tm.stream().handle()); });
     Json extra;
@@ -1396,7 +1402,7 @@ void group_reorder(bench::Timer& tm) {
       auto k = ex::make_layernorm_row<bf16>();
       const int block = next_pow2(cols);
       row_case(
-          c, rows, block, [&](const Grid& g) { k(g, dx, dy, dw, db, cols, 1e-5f, block); },
+          c, rows, block, [&](const Grid& g) { k(g, dx, dy, dw, db, cols, 1e-5f, block); }, [&] { dy.fill_zero(); },
           [&] {
             auto y = dy.to_host();
             return close(want, [&](size_t i) { return double(bench::to_float(y[i])); }, 8e-3, 2e-2);
@@ -1426,7 +1432,7 @@ void group_reorder(bench::Timer& tm) {
       auto k = ex::make_cross_entropy();
       const int block = next_pow2(cols);
       row_case(
-          c, rows, block, [&](const Grid& g) { k(g, dx, dt, dl, cols, block); },
+          c, rows, block, [&](const Grid& g) { k(g, dx, dt, dl, cols, block); }, [&] { dl.fill_zero(); },
           [&] {
             auto l = dl.to_host();
             return close(want, [&](size_t i) { return double(l[i]); }, 1e-4, 1e-4);
@@ -1457,7 +1463,7 @@ void group_reorder(bench::Timer& tm) {
       auto k = ex::make_cosine_rows<bf16>();
       const int block = next_pow2(cols);
       row_case(
-          c, rows, block, [&](const Grid& g) { k(g, da, db, dout, cols, 1e-8f, block); },
+          c, rows, block, [&](const Grid& g) { k(g, da, db, dout, cols, 1e-8f, block); }, [&] { dout.fill_zero(); },
           [&] {
             auto o = dout.to_host();
             return close(want, [&](size_t i) { return double(o[i]); }, 1e-4, 1e-5);

@@ -844,6 +844,7 @@ TEST_CASE("gpu: fp8 GEMMs on wgmma (K-major pointers, descriptors) match a doubl
   auto mmp = ex::make_scaled_mm_fp8<f8e4m3, true>();
   auto mm = ex::make_scaled_mm_fp8<f8e4m3, false>();
   auto mmr = ex::make_scaled_mm_fp8_rowwise<f8e4m3, true>();
+  auto mmr1 = ex::make_scaled_mm_fp8_rowwise<f8e4m3, false>();
   for (Shape s : {Shape{1, 16, 32}, Shape{17, 40, 48}, Shape{129, 200, 1024}, Shape{1000, 1000, 4096}}) {
     auto a = random_codes<f8e4m3>(size_t(s.m) * s.k, 9 + s.k), bt = random_codes<f8e4m3>(size_t(s.n) * s.k, 10 + s.n);
     DeviceBuffer<f8e4m3> da(a), dbt(bt);
@@ -889,16 +890,18 @@ TEST_CASE("gpu: fp8 GEMMs on wgmma (K-major pointers, descriptors) match a doubl
         for (auto [i, j] : entries) got.push_back(float(hb[size_t(i) * s.n + j]));
         check(got, double(sa) * sb, 0x1p-8, persistent ? "scaled_mm persistent" : "scaled_mm warp-specialized");
       }
-      {  // row-wise scales, persistent: each sampled entry against its own scale
+      for (bool persistent : {true, false}) {  // row-wise scales: each sampled entry against its own scale
+        INFO("rowwise" << (persistent ? " persistent" : " one block per program"));
         std::vector<float> ra(size_t(s.m)), rb(size_t(s.n));
         for (int i = 0; i < s.m; ++i) ra[size_t(i)] = 0.5f + float(i % 7) / 8;
         for (int j = 0; j < s.n; ++j) rb[size_t(j)] = 1.0f + float(j % 5) / 8;
         DeviceBuffer<float> dra(ra), drb(rb);
-        Grid gp(5);
+        Grid gp = persistent ? Grid(5) : Grid(cdiv(s.m, c.bm), cdiv(s.n, c.bn));
         gp.with_warps(c.warps).with_stages(c.stages).backend(Backend::GPU);
         const TensorDescriptor<f8e4m3, 2> ta(da, {s.m, s.k}, {s.k, 1}, {c.bm, c.bk}), tb(dbt, {s.n, s.k}, {s.k, 1}, {c.bn, c.bk});
         dcb.fill_zero();
-        mmr(gp, ta, tb, dcb, dra, drb, s.m, s.n, s.k);
+        if (persistent) mmr(gp, ta, tb, dcb, dra, drb, s.m, s.n, s.k);
+        else mmr1(gp, ta, tb, dcb, dra, drb, s.m, s.n, s.k);
         std::vector<bf16> hb(size_t(s.m) * s.n);
         dcb.copy_to_host(hb.data(), hb.size());
         int bad = 0;

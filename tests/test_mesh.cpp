@@ -310,6 +310,20 @@ TEST_CASE("mesh: user errors name the user's line", "[mesh][errors]") {
       },
       {"remote() at", "is not in rank 0's symmetric memory"}, __FILE__, line);
   mesh.run([&](Rank& r) { carried(Grid(1), r.local(sym), r.local(sym), 2); });  // both symmetric: runs
+  // A loop abandoned by an exception the kernel catches: what remote() noted in it is dropped
+  // with the loop (the trace goes on and must not reach the deleted values).
+  auto abandoned = jit("mesh_remote_abandoned", [](Ptr<float> s, Tile<int32_t> n) {
+    try {
+      for (auto i : range(0, n)) {
+        store(remote(s, 0) + i, cast<float>(i));
+        throw std::runtime_error("the kernel gives up on this loop");
+      }
+    } catch (const std::runtime_error&) {
+    }
+    store(s, 5.0f);
+  });
+  mesh.run([&](Rank& r) { abandoned(Grid(1), r.local(sym), 2); });
+  CHECK(read(sym, 0).at(0) == 5.0f);
   auto barrier = jit("mesh_barrier_grid", [](Ptr<uint64_t>) { distributed_barrier(); });
   expect_user_error(
       [&] {

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <unordered_set>
 
 #include "ir/inline_asm.hpp"
 #include "passes/pass.hpp"
@@ -1347,7 +1348,18 @@ void for_abandon(bool exception_in_flight, const SrcLoc& loc) {
   Frame f = pop_frame(*cp);
   for (size_t i = 0; i < f.tracked.size(); ++i)
     if (f.tracked[i]) f.tracked[i]->v = f.before[i];
-  // Drop the unfinished loop op so the function stays well formed.
+  // Drop the unfinished loop op so the function stays well formed, and what remote() noted in it
+  // (a kernel that catches the exception and traces on must not reach the deleted values).
+  std::unordered_set<const ir::Value*> dropped;
+  for (const auto& r : f.op->regions) {
+    for (const auto& a : r->body().args) dropped.insert(a.get());
+    ir::walk(r->body(), [&](const ir::Op& o) {
+      for (const auto& res : o.results) dropped.insert(res.get());
+      for (const auto& rr : o.regions)
+        for (const auto& a : rr->body().args) dropped.insert(a.get());
+    });
+  }
+  std::erase_if(cp->mesh_remotes, [&](const auto& e) { return dropped.count(e.first) != 0; });
   auto& ops = cp->builder.insertion_block()->ops;
   for (auto it = ops.begin(); it != ops.end(); ++it)
     if (it->get() == f.op) {
