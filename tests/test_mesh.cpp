@@ -315,7 +315,7 @@ TEST_CASE("mesh: user errors name the user's line", "[mesh][errors]") {
   auto abandoned = jit("mesh_remote_abandoned", [](Ptr<float> s, Tile<int32_t> n) {
     try {
       for (auto i : range(0, n)) {
-        store(remote(s, 0) + i, cast<float>(i));
+        store(remote(s + i, 0), cast<float>(i));  // s + i: a value of the loop, deleted with it
         throw std::runtime_error("the kernel gives up on this loop");
       }
     } catch (const std::runtime_error&) {
