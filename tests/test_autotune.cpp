@@ -18,6 +18,7 @@
 #include "file_util.hpp"
 #include "runtime/autotune/tune.hpp"
 #include "runtime/disk_cache.hpp"
+#include "runtime/launch.hpp"
 
 using namespace tle;
 namespace fs = std::filesystem;
@@ -636,4 +637,20 @@ TEST_CASE("autotune on the GPU: a bf16 matmul over a space of more than 5000 con
       for (int k = 0; k < K; ++k) s += double(float(a.data()[size_t(i) * K + k])) * double(float(b.data()[size_t(k) * N + j]));
       CHECK(c.data()[size_t(i) * N + j] == Approx(s).margin(1e-2));
     }
+}
+
+TEST_CASE("autotune cache: the GPU key holds the compiler's switches (a config tuned with TMA off is another entry)",
+          "[tune]") {
+  std::string on, off;
+  {
+    envtest::EnvVar tma("TLE_TMA", nullptr);
+    on = detail::gpu_compiler_switches();
+  }
+  {
+    envtest::EnvVar tma("TLE_TMA", "0");
+    off = detail::gpu_compiler_switches();
+  }
+  CHECK_THAT(on, Catch::Contains("tma 1"));
+  CHECK_THAT(off, Catch::Contains("tma 0"));
+  CHECK_THAT(on, Catch::Contains("ws ") && Catch::Contains("reorder "));
 }

@@ -37,7 +37,8 @@
 // Cache: the best config and every measurement of a (kernel, key) are stored in
 // <TLE_CACHE_DIR>/tune/ (next to the kernel cache; src/runtime/disk_cache.hpp names the directory),
 // keyed by the hash of the traced IR of the kernels the launcher runs, the tuning key, the device
-// (GPU name, or the host CPU) and driver, and the tle version; atomic writes; a damaged entry is
+// (GPU name, or the host CPU) and driver, on the GPU the compiler's environment switches
+// (TLE_WARP_SPECIALIZE, TLE_REORDER_LOADS, TLE_TMA), and the tle version; atomic writes; a damaged entry is
 // ignored with a notice. TLE_AUTOTUNE=0 uses the forced config (autotune_config) or the first
 // valid config without measuring; 1 (default) tunes on a miss; force retunes once per key and
 // process, ignoring the disk. Progress on stderr while tuning when it is a terminal and TLE_QUIET

@@ -294,6 +294,15 @@ gpu::Options with_tma(gpu::Options opt) {
   return opt;
 }
 
+}  // namespace
+
+std::string gpu_compiler_switches() {
+  const gpu::Options o = with_tma(gpu_options(LaunchOptions{}));
+  return fmt::format("ws {} reorder {} tma {}", int(o.warp_specialize), int(o.reorder_loads), int(o.tma));
+}
+
+namespace {
+
 /// The GPU target for compute capability `sm`. sm_90 compiles for sm_90a (wgmma, setmaxnreg).
 /// LLVM 19's NVPTX back end knows nothing newer than sm_90, so a newer device gets sm_90 PTX,
 /// which its driver JIT-compiles forward.

@@ -31,6 +31,11 @@ struct PreparedLaunch {
 PreparedLaunch prepare_launch(KernelState* k, const Grid3& grid, const LaunchOptions& opts, const HostArg* args,
                               size_t nargs, const SrcLoc& loc);
 
+/// The GPU compiler's environment switches as they apply to the next compile ("ws 1 reorder 1 tma
+/// 1": TLE_WARP_SPECIALIZE, TLE_REORDER_LOADS, TLE_TMA), for cache keys of things that depend on the
+/// generated code (the autotuner's: a config tuned with TMA off is not the one with TMA on).
+std::string gpu_compiler_switches();
+
 /// Whether `stream` is being captured into a CUDA graph (cuStreamIsCapturing; false without a driver).
 bool stream_capturing(void* stream);
 

@@ -224,8 +224,10 @@ class TunerCore {
       } catch (const std::exception&) {
       }
     }
-    const std::string ckey = fmt::format("{} | ir {} | key {} | {} | tle {}", name, DiskCache::key_hash(ir_text), key,
-                                         device_identity(backend), TLE_VERSION);
+    const std::string ckey = fmt::format("{} | ir {} | key {} | {}{} | tle {}", name, DiskCache::key_hash(ir_text), key,
+                                         device_identity(backend),
+                                         backend == Backend::GPU ? " | " + gpu_compiler_switches() : std::string(),
+                                         TLE_VERSION);
     const std::string dir = tune::tune_directory();
     if (mode != "force")
       if (auto e = tune::load(dir, ckey); e && in_domains(e->best) && space.valid(e->best)) {
