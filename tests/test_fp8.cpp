@@ -852,6 +852,11 @@ TEST_CASE("gpu: fp8 GEMMs on wgmma (K-major pointers, descriptors) match a doubl
     DeviceBuffer<bf16> dcb(size_t(s.m) * s.n);
     const float sa = 0.5f, sb = 0.1875f;
     const auto entries = sample_entries(s.m, s.n);
+    std::vector<float> ra(size_t(s.m)), rb(size_t(s.n));  // row-wise scales
+    for (int i = 0; i < s.m; ++i) ra[size_t(i)] = 0.5f + float(i % 7) / 8;
+    for (int j = 0; j < s.n; ++j) rb[size_t(j)] = 1.0f + float(j % 5) / 8;
+    DeviceBuffer<float> dra(ra), drb(rb);
+    // scale < 0: entry (i, j) has the row-wise scale ra[i] * rb[j]
     auto check = [&](const std::vector<double>& got, double scale, double out_rel, const char* what) {
       int bad = 0;
       for (size_t q = 0; q < entries.size(); ++q) {
@@ -861,8 +866,9 @@ TEST_CASE("gpu: fp8 GEMMs on wgmma (K-major pointers, descriptors) match a doubl
           const double p = double(float(a[size_t(i) * s.k + k])) * double(float(bt[size_t(j) * s.k + k]));
           want += p, mag += std::fabs(p);
         }
-        if (!fp8_close(got[q], want * scale, mag * scale, out_rel) && bad++ < 5)
-          FAIL_CHECK(what << ": C[" << i << ", " << j << "]: got " << got[q] << ", want " << want * scale);
+        const double sc = scale < 0 ? double(ra[size_t(i)]) * rb[size_t(j)] : scale;
+        if (!fp8_close(got[q], want * sc, mag * sc, out_rel) && bad++ < 5)
+          FAIL_CHECK(what << ": C[" << i << ", " << j << "]: got " << got[q] << ", want " << want * sc);
       }
       CHECK(bad == 0);
     };
@@ -877,47 +883,25 @@ TEST_CASE("gpu: fp8 GEMMs on wgmma (K-major pointers, descriptors) match a doubl
       std::vector<double> got;
       for (auto [i, j] : entries) got.push_back(hc[size_t(i) * s.n + j]);
       check(got, 1.0, 0.0, "pointers");
-      for (bool persistent : {true, false}) {
-        Grid gp = persistent ? Grid(7) : Grid(cdiv(s.m, c.bm), cdiv(s.n, c.bn));
-        gp.with_warps(c.warps).with_stages(c.stages).backend(Backend::GPU);
-        const TensorDescriptor<f8e4m3, 2> ta(da, {s.m, s.k}, {s.k, 1}, {c.bm, c.bk}), tb(dbt, {s.n, s.k}, {s.k, 1}, {c.bn, c.bk});
-        dcb.fill_zero();
-        if (persistent) mmp(gp, ta, tb, dcb, sa, sb, s.m, s.n, s.k);
-        else mm(gp, ta, tb, dcb, sa, sb, s.m, s.n, s.k);
-        std::vector<bf16> hb(size_t(s.m) * s.n);
-        dcb.copy_to_host(hb.data(), hb.size());
-        got.clear();
-        for (auto [i, j] : entries) got.push_back(float(hb[size_t(i) * s.n + j]));
-        check(got, double(sa) * sb, 0x1p-8, persistent ? "scaled_mm persistent" : "scaled_mm warp-specialized");
-      }
-      for (bool persistent : {true, false}) {  // row-wise scales: each sampled entry against its own scale
-        INFO("rowwise" << (persistent ? " persistent" : " one block per program"));
-        std::vector<float> ra(size_t(s.m)), rb(size_t(s.n));
-        for (int i = 0; i < s.m; ++i) ra[size_t(i)] = 0.5f + float(i % 7) / 8;
-        for (int j = 0; j < s.n; ++j) rb[size_t(j)] = 1.0f + float(j % 5) / 8;
-        DeviceBuffer<float> dra(ra), drb(rb);
-        Grid gp = persistent ? Grid(5) : Grid(cdiv(s.m, c.bm), cdiv(s.n, c.bn));
-        gp.with_warps(c.warps).with_stages(c.stages).backend(Backend::GPU);
-        const TensorDescriptor<f8e4m3, 2> ta(da, {s.m, s.k}, {s.k, 1}, {c.bm, c.bk}), tb(dbt, {s.n, s.k}, {s.k, 1}, {c.bn, c.bk});
-        dcb.fill_zero();
-        if (persistent) mmr(gp, ta, tb, dcb, dra, drb, s.m, s.n, s.k);
-        else mmr1(gp, ta, tb, dcb, dra, drb, s.m, s.n, s.k);
-        std::vector<bf16> hb(size_t(s.m) * s.n);
-        dcb.copy_to_host(hb.data(), hb.size());
-        int bad = 0;
-        for (auto [i, j] : entries) {
-          double want = 0, mag = 0;
-          for (int k = 0; k < s.k; ++k) {
-            const double p = double(float(a[size_t(i) * s.k + k])) * double(float(bt[size_t(j) * s.k + k]));
-            want += p, mag += std::fabs(p);
-          }
-          const double scale = double(ra[size_t(i)]) * rb[size_t(j)];
-          const double got = float(hb[size_t(i) * s.n + j]);
-          if (!fp8_close(got, want * scale, mag * scale, 0x1p-8) && bad++ < 5)
-            FAIL_CHECK("rowwise scaled_mm: C[" << i << ", " << j << "]: got " << got << ", want " << want * scale);
+      for (bool rowwise : {false, true})
+        for (bool persistent : {true, false}) {
+          Grid gp = persistent ? Grid(7) : Grid(cdiv(s.m, c.bm), cdiv(s.n, c.bn));
+          gp.with_warps(c.warps).with_stages(c.stages).backend(Backend::GPU);
+          const TensorDescriptor<f8e4m3, 2> ta(da, {s.m, s.k}, {s.k, 1}, {c.bm, c.bk}),
+              tb(dbt, {s.n, s.k}, {s.k, 1}, {c.bn, c.bk});
+          dcb.fill_zero();
+          if (rowwise && persistent) mmr(gp, ta, tb, dcb, dra, drb, s.m, s.n, s.k);
+          else if (rowwise) mmr1(gp, ta, tb, dcb, dra, drb, s.m, s.n, s.k);
+          else if (persistent) mmp(gp, ta, tb, dcb, sa, sb, s.m, s.n, s.k);
+          else mm(gp, ta, tb, dcb, sa, sb, s.m, s.n, s.k);
+          std::vector<bf16> hb(size_t(s.m) * s.n);
+          dcb.copy_to_host(hb.data(), hb.size());
+          got.clear();
+          for (auto [i, j] : entries) got.push_back(float(hb[size_t(i) * s.n + j]));
+          const std::string what = std::string(rowwise ? "row-wise " : "") + "scaled_mm " +
+                                   (persistent ? "persistent" : "one block per program");
+          check(got, rowwise ? -1.0 : double(sa) * sb, 0x1p-8, what.c_str());
         }
-        CHECK(bad == 0);
-      }
     }
   }
 }
