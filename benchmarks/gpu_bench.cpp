@@ -169,6 +169,19 @@ std::vector<int> row_warp_candidates(int block) {
   return out;
 }
 
+/// What a tuning did, for the results: `sweep` gets each measured config's median (the config
+/// named by `describe`), `errors` each pruned config's reason; returns "autotuned: X of Y configs
+/// measured" or "autotuned, from the tuning cache".
+std::string tuning_summary(const TuneReport& rep, const std::function<std::string(const Config&)>& describe,
+                           std::string& sweep, std::string& errors) {
+  for (auto& [k, ms] : rep.times)
+    if (std::isfinite(ms)) sweep += (sweep.empty() ? "" : "; ") + describe(k) + ": " + std::to_string(ms) + " ms";
+  for (auto& why : rep.prune_reasons) errors += "[" + why.substr(0, 300) + "]; ";
+  return rep.from_cache ? "autotuned, from the tuning cache"
+                        : "autotuned: " + std::to_string(rep.measured) + " of " + std::to_string(rep.valid) +
+                              " configs measured";
+}
+
 /// A case's launch configuration tuned with tle::autotune (issue #16 item 6; the matmul cases
 /// tune the same way): `run(config, stream)` launches one config on CUstream `stream` (the tuner's
 /// while it measures, then the timer's). These spaces are small, so every valid config is measured
@@ -177,12 +190,14 @@ std::vector<int> row_warp_candidates(int block) {
 /// right, else what is wrong); a wrong winner is reported, not skipped (and stays in the tuning
 /// cache: TLE_AUTOTUNE=force retunes). Returns the config, or
 /// nullopt with `errors` set; `sweep` gets each measured config's median, `how` says how it was
-/// found (measured or from the tuning cache). Key: the case name (one tuning per case and process;
-/// the disk cache keeps it across runs).
+/// found (measured or from the tuning cache); `describe` names a config in `sweep` (default
+/// Config::str). Key: the case name (one tuning per case and process; the disk cache keeps it
+/// across runs).
 std::optional<Config> tune_case(bench::Timer& tm, const std::string& name, Space space,
                                 const std::function<void(const Config&, void*)>& run, const std::function<void()>& reset,
                                 const std::function<std::string()>& check, std::string& sweep, std::string& errors,
-                                std::string* how = nullptr) {
+                                std::string* how = nullptr,
+                                const std::function<std::string(const Config&)>& describe = {}) {
   AutotuneOptions opts;
   opts.backend = Backend::GPU;
   opts.warmup = 1;
@@ -192,14 +207,9 @@ std::optional<Config> tune_case(bench::Timer& tm, const std::string& name, Space
         "gpu_bench " + name, std::move(space), [](int) { return TuneKey(); },
         [&](const Config& k, int) { run(k, k.stream ? k.stream : tm.stream().handle()); }, opts);
     const Config best = tuned.select(0);
-    const TuneReport rep = tuned.last_report();
-    for (auto& [k, ms] : rep.times)
-      if (std::isfinite(ms)) sweep += (sweep.empty() ? "" : "; ") + k.str() + ": " + std::to_string(ms) + " ms";
-    for (auto& why : rep.prune_reasons) errors += "[" + why.substr(0, 300) + "]; ";
-    if (how)
-      *how = rep.from_cache ? "autotuned, from the tuning cache"
-                            : "autotuned: " + std::to_string(rep.measured) + " of " + std::to_string(rep.valid) +
-                                  " configs measured";
+    const std::string summary = tuning_summary(
+        tuned.last_report(), describe ? describe : [](const Config& k) { return k.str(); }, sweep, errors);
+    if (how) *how = summary;
     tm.stream().synchronize();
     reset();
     run(best, tm.stream().handle());
@@ -709,11 +719,9 @@ template <class TO> void matmul_cases(bench::Timer& tm, const std::string& out_n
       std::vector<bf16>().swap(a), std::vector<bf16>().swap(b);
       const double rtol = std::is_same_v<TO, bf16> ? 1.0 / 128 : 1e-4, atol = 2e-3 * std::sqrt(double(K));
       const Config best = tuned.select(da.data(), db.data(), dc.data(), M, N, K);
-      const TuneReport rep = tuned.last_report();
       std::string sweep, errors;  // sweep: each measured config's median
-      for (auto& [k, ms] : rep.times)
-        if (std::isfinite(ms)) sweep += (sweep.empty() ? "" : "; ") + mm_config(k).str() + ": " + std::to_string(ms) + " ms";
-      for (auto& why : rep.prune_reasons) errors += "[" + why.substr(0, 300) + "]; ";
+      const std::string how =
+          tuning_summary(tuned.last_report(), [](const Config& k) { return mm_config(k).str(); }, sweep, errors);
       auto run = [&] { tuned(da.data(), db.data(), dc.data(), M, N, K); };
       tuned.on_stream(tm.stream().handle());
       dc.fill_zero();  // the checked run must write every element itself
@@ -730,10 +738,7 @@ template <class TO> void matmul_cases(bench::Timer& tm, const std::string& out_n
       extra.str("sweep", sweep);
       CaseInfo ci = c;
       if (!std::is_same_v<TO, bf16>) ci.bytes += 2.0 * double(M) * N;  // f32 C writes 4 bytes, not 2
-      const std::string how = rep.from_cache ? " (autotuned, from the tuning cache)"
-                                             : " (autotuned: " + std::to_string(rep.measured) + " of " +
-                                                   std::to_string(rep.valid) + " configs measured)";
-      emit_ok(ci, tm.time(run), mm_config(best).str() + how, Json(), extra);
+      emit_ok(ci, tm.time(run), mm_config(best).str() + " (" + how + ")", Json(), extra);
     });
   }
 }
@@ -845,11 +850,8 @@ void group_matmul_fp8(bench::Timer& tm) {
       const float* psa = s.rowwise ? dsa.data() : nullptr;
       const float* psb = s.rowwise ? dsb.data() : nullptr;
       const Config best = tuned.select(da.data(), dbt.data(), dc.data(), psa, psb, M, N, K);
-      const TuneReport rep = tuned.last_report();
       std::string sweep, errors;
-      for (auto& [k, ms] : rep.times)
-        if (std::isfinite(ms)) sweep += (sweep.empty() ? "" : "; ") + str(k) + ": " + std::to_string(ms) + " ms";
-      for (auto& why : rep.prune_reasons) errors += "[" + why.substr(0, 300) + "]; ";
+      const std::string how = tuning_summary(tuned.last_report(), str, sweep, errors);
       auto run = [&] { tuned(da.data(), dbt.data(), dc.data(), psa, psb, M, N, K); };
       tuned.on_stream(tm.stream().handle());
       dc.fill_zero();
@@ -866,10 +868,7 @@ void group_matmul_fp8(bench::Timer& tm) {
       Json extra;
       extra.str("out_dtype", "bf16").str("sweep", sweep);
       if (!errors.empty()) extra.str("config_errors", errors.substr(0, 1500));
-      const std::string how = rep.from_cache ? " (autotuned, from the tuning cache)"
-                                             : " (autotuned: " + std::to_string(rep.measured) + " of " +
-                                                   std::to_string(rep.valid) + " configs measured)";
-      emit_ok(c, tm.time(run), str(best) + how, Json(), extra);
+      emit_ok(c, tm.time(run), str(best) + " (" + how + ")", Json(), extra);
     });
   }
 }
@@ -992,7 +991,7 @@ void group_attention(bench::Timer& tm) {
               [&](size_t t) { return double(bench::to_float(o[(size_t(rows[t / D].first) * S + rows[t / D].second) * D + t % D])); },
               [&](size_t t) { return want[t]; }, 2e-2, 2e-2);
           return chk.ok ? std::string() : chk.message;
-        }, sweep, errors, &how);
+        }, sweep, errors, &how, [&](const Config& k) { return cfgs[size_t(k["cfg"])].str(); });
         if (!best) return emit_error(c, "tuning: " + errors);
         const Cfg cfg = cfgs[size_t((*best)["cfg"])];
         auto run = [&] { launch(cfg, tm.stream().handle()); };
