@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -344,51 +345,46 @@ tle::Tile<float> scaled_mm_block_fp8(const tle::TensorDescriptor<T, 2>& a, const
 
 /// The FP8 GEMM of FP8 checkpoints (DeepSeek-V3, Llama FP8) with torch._scaled_mm's contract:
 /// C [M, N] (bf16) = (A [M, K] @ B [K, N]) * scale_a * scale_b, A and B fp8 (T: f8e4m3 or f8e5m2),
-/// per-tensor f32 scales, f32 accumulation. B is given as its transpose `bt` [N, K] (row-major,
-/// i.e. B column-major, as _scaled_mm and cuBLASLt want it): wgmma reads fp8 operands K-major only
-/// (PTX ISA 9.7.15.5.1), and A [M, K] and bt [N, K] both are, so on sm_90a each K step's blocks
-/// move by TMA into 128-byte-swizzled buffers that `wgmma.m64nNk32` reads in place. `a` has block
+/// f32 accumulation. ROWWISE = false: per-tensor f32 scales (Tile<float> arguments); true: scales
+/// per row of A (scale_a f32 [M]) and column of B (scale_b f32 [N], Ptr<float> arguments: the
+/// "rowwise" form, Llama FP8's per-token activation and per-channel weight scales), applied to the
+/// f32 accumulator in the epilogue. B is given as its transpose `bt` [N, K] (row-major, i.e. B
+/// column-major, as _scaled_mm and cuBLASLt want it): wgmma reads fp8 operands K-major only (PTX
+/// ISA 9.7.15.5.1), and A [M, K] and bt [N, K] both are, so on sm_90a each K step's blocks move by
+/// TMA into 128-byte-swizzled buffers that `wgmma.m64nNk32` reads in place. `a` has block
 /// {BM, BK}, `bt` block {BN, BK} (BK a multiple of 32; rows of A and bt whole 16-byte chunks: K a
 /// multiple of 16). PERSISTENT: launch Grid(P) (e.g. the SM count), programs walk C's blocks in
 /// grouped order; else Grid(cdiv(M, BM), cdiv(N, BN)), one block per program, whose K loop (directly
 /// in the kernel) is warp-specialized on sm_90a (a TMA producer warpgroup beside the launch's warps).
 /// Hopper's fp8 tensor cores add each k32 step's products at reduced precision before the f32
 /// accumulator (docs/semantics.md, "fp8"); cuBLAS's fp8 GEMM does the same.
-template <class T = tle::f8e4m3, bool PERSISTENT = true, int GM = 8> auto make_scaled_mm_fp8() {
+template <class T = tle::f8e4m3, bool PERSISTENT = true, bool ROWWISE = false, int GM = 8> auto make_scaled_mm_fp8() {
   using namespace tle;
-  return jit(PERSISTENT ? "scaled_mm_fp8_persistent" : "scaled_mm_fp8",
-             [](TensorDescriptor<T, 2> a, TensorDescriptor<T, 2> bt, Ptr<bf16> c, Tile<float> scale_a,
-                Tile<float> scale_b, Tile<int32_t> M, Tile<int32_t> N, Tile<int32_t> K) {
-               const int32_t BM = int32_t(a.block_shape()[0]), BN = int32_t(bt.block_shape()[0]);
-               auto block = [&](Tile<int32_t> pm, Tile<int32_t> pn) {
-                 Tile<int32_t> rm = pm * BM + arange(0, BM), rn = pn * BN + arange(0, BN);
-                 store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0),
-                       cast<bf16>(scaled_mm_block_fp8<T>(a, bt, pm * BM, pn * BN, K, scale_a * scale_b)),
-                       expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
-               };
-               for_each_block<PERSISTENT>(M, N, BM, BN, GM, block);
-             });
+  using Scale = std::conditional_t<ROWWISE, Ptr<float>, Tile<float>>;
+  const char* name = ROWWISE ? (PERSISTENT ? "scaled_mm_fp8_rowwise_persistent" : "scaled_mm_fp8_rowwise")
+                             : (PERSISTENT ? "scaled_mm_fp8_persistent" : "scaled_mm_fp8");
+  return jit(name, [](TensorDescriptor<T, 2> a, TensorDescriptor<T, 2> bt, Ptr<bf16> c, Scale scale_a, Scale scale_b,
+                      Tile<int32_t> M, Tile<int32_t> N, Tile<int32_t> K) {
+    const int32_t BM = int32_t(a.block_shape()[0]), BN = int32_t(bt.block_shape()[0]);
+    auto block = [&](Tile<int32_t> pm, Tile<int32_t> pn) {
+      Tile<int32_t> rm = pm * BM + arange(0, BM), rn = pn * BN + arange(0, BN);
+      Tile<float> acc;
+      if constexpr (ROWWISE) {
+        acc = scaled_mm_block_fp8<T>(a, bt, pm * BM, pn * BN, K, 1.0f);
+        acc = acc * expand_dims(load(scale_a + rm, rm < M), 1) * expand_dims(load(scale_b + rn, rn < N), 0);
+      } else {
+        acc = scaled_mm_block_fp8<T>(a, bt, pm * BM, pn * BN, K, scale_a * scale_b);
+      }
+      store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), cast<bf16>(acc),
+            expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
+    };
+    for_each_block<PERSISTENT>(M, N, BM, BN, GM, block);
+  });
 }
 
-/// make_scaled_mm_fp8 with row-wise scales (torch._scaled_mm's "rowwise" form, Llama FP8's
-/// per-token activation and per-channel weight scales): C = (A @ B) * scale_a[m] * scale_b[n],
-/// scale_a f32 [M], scale_b f32 [N], applied to the f32 accumulator in the epilogue. Same blocks,
-/// launch forms (PERSISTENT) and precision as make_scaled_mm_fp8.
+/// make_scaled_mm_fp8 with row-wise scales (ROWWISE = true).
 template <class T = tle::f8e4m3, bool PERSISTENT = true, int GM = 8> auto make_scaled_mm_fp8_rowwise() {
-  using namespace tle;
-  return jit(PERSISTENT ? "scaled_mm_fp8_rowwise_persistent" : "scaled_mm_fp8_rowwise",
-             [](TensorDescriptor<T, 2> a, TensorDescriptor<T, 2> bt, Ptr<bf16> c, Ptr<float> scale_a,
-                Ptr<float> scale_b, Tile<int32_t> M, Tile<int32_t> N, Tile<int32_t> K) {
-               const int32_t BM = int32_t(a.block_shape()[0]), BN = int32_t(bt.block_shape()[0]);
-               auto block = [&](Tile<int32_t> pm, Tile<int32_t> pn) {
-                 Tile<int32_t> rm = pm * BM + arange(0, BM), rn = pn * BN + arange(0, BN);
-                 Tile<float> acc = scaled_mm_block_fp8<T>(a, bt, pm * BM, pn * BN, K, 1.0f);
-                 acc = acc * expand_dims(load(scale_a + rm, rm < M), 1) * expand_dims(load(scale_b + rn, rn < N), 0);
-                 store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), cast<bf16>(acc),
-                       expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
-               };
-               for_each_block<PERSISTENT>(M, N, BM, BN, GM, block);
-             });
+  return make_scaled_mm_fp8<T, PERSISTENT, true, GM>();
 }
 
 /// C [M, N] (stored as TO) = A [M, K] @ B [K, N], bf16 inputs, f32 accumulation, written with
