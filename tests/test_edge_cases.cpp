@@ -976,6 +976,80 @@ TEST_CASE("E21 histograms", "[edge]") {
   CHECK(counts2 == want);
 }
 
+// ===================================================================================== E21b
+
+namespace {
+/// histogram_ranks' rule (E06b) on the host: the counted equal elements before each one, -1 for the others.
+std::vector<int32_t> host_ranks(const std::vector<int64_t>& x, int64_t n, int64_t bins) {
+  std::vector<int32_t> seen(static_cast<size_t>(bins), 0), out;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = x[static_cast<size_t>(i)];
+    out.push_back(v >= 0 && v < bins ? seen[static_cast<size_t>(v)]++ : -1);
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("E21b histogram_ranks: stable ranks among equal values and a counting sort", "[edge]") {
+  // ranks of the first n elements (the rest masked off), and a stable counting sort of them: the
+  // index of every counted element at cumsum(h)[x] - h[x] + rank.
+  auto k = jit("e21b_ranks", [](Ptr<int32_t> x, Ptr<int32_t> ranks, Ptr<int32_t> sorted, Tile<int32_t> n,
+                                Constexpr<int> BLOCK, Constexpr<int> BINS) {
+    Tile<int32_t> o = arange(0, BLOCK);
+    Tile<bool> m = o < n;
+    Tile<int32_t> v = load(x + o, m, -1);
+    Tile<int32_t> r = histogram_ranks(v, BINS, m);
+    store(ranks + o, r, m);
+    Tile<int32_t> h = histogram(v, BINS, m);
+    Tile<int32_t> start = cumsum(h, 0) - h;
+    store(sorted + (gather(start, v, 0) + r), o, r >= 0);
+  });
+  for (int block : {1, 17, 32, 1001, 1024}) {
+    for (int bins : {1, 7, 64, 300}) {
+      for (int warps : {1, 4, 8}) {
+        for (int pattern = 0; pattern < 3; ++pattern) {
+          const int n = pattern == 2 ? std::max(1, block - 3) : block;
+          INFO("BLOCK " << block << " bins " << bins << " warps " << warps << " pattern " << pattern << " n " << n);
+          Vec<int32_t> x(block);
+          std::vector<int64_t> xs(block);
+          for (int i = 0; i < block; ++i) {
+            // 0: spread with out-of-range values (negatives, >= bins); 1: all equal; 2: few values, ragged n
+            const int v = pattern == 0 ? int((uint32_t(i) * 2654435761u) % uint32_t(bins + 6)) - 3
+                          : pattern == 1 ? bins / 2
+                                         : int((uint32_t(i) * 40503u) % 3u);
+            x[i] = v;
+            xs[i] = v;
+          }
+          const auto want = host_ranks(xs, n, bins);
+          Vec<int32_t> ranks(block, -7), sorted(block, -7);
+          k(Grid(1).with_warps(warps), x.data(), ranks.data(), sorted.data(), n, block, bins);
+          for (int i = 0; i < n; ++i) REQUIRE(ranks[i] == want[i]);
+          // The counting sort: counted elements by value, equal values in index order.
+          std::vector<int32_t> order;
+          for (int b = 0; b < bins; ++b)
+            for (int i = 0; i < n; ++i)
+              if (xs[i] == b) order.push_back(i);
+          for (size_t j = 0; j < order.size(); ++j) REQUIRE(sorted[j] == order[j]);
+          for (size_t j = order.size(); j < size_t(block); ++j) REQUIRE(sorted[j] == -7);
+        }
+      }
+    }
+  }
+  // An i8 tile with negative values, no mask: the 200 copies of 5 are ranked 0..199.
+  auto k8 = jit("e21b_ranks_i8", [](Ptr<int8_t> x, Ptr<int32_t> ranks) {
+    Tile<int32_t> o = arange(0, 512);
+    store(ranks + o, histogram_ranks(load(x + o), 8));
+  });
+  Vec<int8_t> x8(512, int8_t(-2));
+  for (int i = 0; i < 200; ++i) x8[i * 2] = 5;
+  Vec<int32_t> r8(512, 99);
+  k8(Grid(1), x8.data(), r8.data());
+  for (int i = 0; i < 512; ++i) {
+    INFO("element " << i);
+    CHECK(r8[i] == (i % 2 == 0 && i < 400 ? i / 2 : -1));
+  }
+}
+
 // ===================================================================================== E22
 
 TEST_CASE("E22 f32 dot is IEEE by default, tf32 only on request", "[edge]") {

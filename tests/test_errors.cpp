@@ -216,6 +216,18 @@ TEST_CASE("errors: a tile dimension of 0 (rule E07)", "[errors]") {
   });
   std::vector<int32_t> xi(4);
   expect_error([&] { k6(Grid(1), xi.data()); }, "bins must be at least 1", line);
+  auto k7 = jit("err_histogram_ranks_0", [](Ptr<int32_t> x) {
+    Tile<int32_t> v = load(x + arange(0, 4));
+    line = __LINE__; Tile<int32_t> r = histogram_ranks(v, 0);
+    store(x + arange(0, 4), r);
+  });
+  expect_error([&] { k7(Grid(1), xi.data()); }, "histogram_ranks: bins must be at least 1", line);
+  auto k8 = jit("err_histogram_ranks_2d", [](Ptr<int32_t> x) {
+    Tile<int32_t> v = load(x + expand_dims(arange(0, 2), 1) * 2 + expand_dims(arange(0, 2), 0));
+    line = __LINE__; Tile<int32_t> r = histogram_ranks(v, 4);
+    store(x + expand_dims(arange(0, 2), 1) * 2 + expand_dims(arange(0, 2), 0), r);
+  });
+  expect_error([&] { k8(Grid(1), xi.data()); }, "histogram_ranks needs a 1-D tile", line);
 }
 
 TEST_CASE("errors: arange with a runtime bound", "[errors]") {

@@ -267,4 +267,16 @@ TEST_CASE("ptx: integer division and histograms", "[ptx]") {
   check_ptx("divmod u64", [&](int sm) { return ku.ptx(sm, 4, fake<uint64_t>(), fake<uint64_t>(), fake<uint64_t>(), fake<uint64_t>(), 100, 128); });
   auto kh = gk::histogram_kernel();
   check_ptx("histogram", [&](int sm) { return kh.ptx(sm, 4, fake<int32_t>(), fake<int32_t>(), 1000, 1024, 64); });
+  // histogram_ranks: match.any.sync and the warp barriers around the per-warp counters.
+  auto kr = jit("ptx_histogram_ranks", [](Ptr<int32_t> x, Ptr<int32_t> out, Tile<int32_t> n, Constexpr<int> BLOCK) {
+    Tile<int32_t> o = arange(0, BLOCK);
+    store(out + o, histogram_ranks(load(x + o, o < n), 300, o < n), o < n);
+  });
+  for (int block : {1000, 64})
+    check_ptx("histogram_ranks BLOCK " + std::to_string(block), [&](int sm) {
+      std::string ptx = kr.ptx(sm, 4, fake<int32_t>(), fake<int32_t>(), 1000, block);
+      CHECK(ptx.find("match.any.sync.b32") != std::string::npos);
+      CHECK(ptx.find("bar.warp.sync") != std::string::npos);
+      return ptx;
+    });
 }

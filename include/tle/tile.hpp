@@ -778,6 +778,25 @@ Tile<int32_t> histogram(const Tile<T>& x, int64_t bins, const Tile<bool>& mask, 
   return Tile<int32_t>(detail::histogram(x.value(), bins, mask.value(), l));
 }
 
+/// The stable rank of each element of a 1-D integer tile among the equal elements before it:
+/// i32 tile of x's shape, where element i holds the number of elements j < i with x[j] == x[i]
+/// that histogram(x, bins[, mask]) counts, for an element it counts (0 <= x[i] < bins, mask[i]),
+/// and -1 for the others (rule E06b). With c = cumsum(histogram(x, bins, mask)) - histogram(...),
+/// c[x[i]] + ranks[i] is element i's position in a stable counting sort of the counted elements
+/// (a radix-sort pass; MoE routing's slot of a token within its expert). On the GPU one
+/// `match.any.sync` per 32 elements and per-warp counters in shared memory (bins * warps * 4
+/// bytes, plus 8 bytes per element), not a sort. Errors (UserError at the caller's line): x not
+/// 1-D or not an integer tile, bins < 1, a mask that does not broadcast to x.
+template <detail::IntElem T> Tile<int32_t> histogram_ranks(const Tile<T>& x, int64_t bins, loc_t l = loc_t::current()) {
+  detail::require_value(x.value(), l);
+  return Tile<int32_t>(detail::histogram_ranks(x.value(), bins, nullptr, l));
+}
+template <detail::IntElem T>
+Tile<int32_t> histogram_ranks(const Tile<T>& x, int64_t bins, const Tile<bool>& mask, loc_t l = loc_t::current()) {
+  detail::require_value(x.value(), l);
+  return Tile<int32_t>(detail::histogram_ranks(x.value(), bins, mask.value(), l));
+}
+
 // ============================================================== sorting and gathering
 // Order (docs/semantics.md, "Sorting and gathering"): as torch.sort(stable=True). Integers by value
 // (unsigned types unsigned), bool false < true, floats by value with -0.0 == +0.0 and every NaN

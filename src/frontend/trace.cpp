@@ -897,20 +897,34 @@ V dot(V a, V b, V acc, ir::Precision precision, const SrcLoc& loc) {
   return make(c, ir::OpKind::Dot, {a, b, acc}, {rt}, {{"precision", int64_t(precision)}}, loc)->result();
 }
 
-V histogram(V x, int64_t bins, V mask, const SrcLoc& loc) {
-  auto& c = ctx(loc);
+namespace {
+/// The operands of histogram / histogram_ranks (x, and the mask broadcast to x's shape), checked.
+std::vector<V> histogram_operands(TraceContext& c, V x, int64_t bins, V mask, const SrcLoc& loc, const char* what) {
   use(c, x, loc);
-  if (x->type.rank() != 1) throw UserError(loc, fmt::format("histogram needs a 1-D tile, got {}", x->type.str()));
-  require_dtype(is_int(x->type.dtype) && x->type.dtype != DType::i1, x, loc, "histogram", "integer");
-  if (bins < 1) throw UserError(loc, fmt::format("histogram: bins must be at least 1, got {}", bins));
-  check_shape({bins}, loc);
+  if (x->type.rank() != 1) throw UserError(loc, fmt::format("{} needs a 1-D tile, got {}", what, x->type.str()));
+  require_dtype(is_int(x->type.dtype) && x->type.dtype != DType::i1, x, loc, what, "integer");
+  if (bins < 1) throw UserError(loc, fmt::format("{}: bins must be at least 1, got {}", what, bins));
   std::vector<V> ops = {x};
   if (mask) {
     use(c, mask, loc);
-    require_dtype(mask->type.dtype == DType::i1, mask, loc, "histogram (mask)", "bool");
+    require_dtype(mask->type.dtype == DType::i1, mask, loc, fmt::format("{} (mask)", what).c_str(), "bool");
     ops.push_back(broadcast(c, mask, x->type.shape, loc));
   }
+  return ops;
+}
+}  // namespace
+
+V histogram(V x, int64_t bins, V mask, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  std::vector<V> ops = histogram_operands(c, x, bins, mask, loc, "histogram");
+  check_shape({bins}, loc);
   return make(c, ir::OpKind::Histogram, ops, {scalar(DType::i32).with_shape({bins})}, {{"bins", bins}}, loc)->result();
+}
+
+V histogram_ranks(V x, int64_t bins, V mask, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  std::vector<V> ops = histogram_operands(c, x, bins, mask, loc, "histogram_ranks");
+  return make(c, ir::OpKind::HistogramRanks, ops, {x->type.with_dtype(DType::i32)}, {{"bins", bins}}, loc)->result();
 }
 
 // ====================================================================== TLE-Struct: shared buffers

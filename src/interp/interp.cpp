@@ -808,6 +808,7 @@ class Interpreter {
       case K::Scan: eval_scan(op); return;
       case K::Dot: eval_dot(op); return;
       case K::Histogram: eval_histogram(op); return;
+      case K::HistogramRanks: eval_histogram_ranks(op); return;
       case K::Sort: eval_sort(op); return;
       case K::Gather: eval_gather(op); return;
       case K::ExtractTile: case K::InsertTile: eval_subtile(op); return;
@@ -1047,6 +1048,23 @@ class Interpreter {
       if (v < static_cast<uint64_t>(bins)) counts[static_cast<size_t>(v)] = (counts[static_cast<size_t>(v)] + 1) & 0xFFFFFFFFu;
     }
     env_[op.result()] = TileValue{op.result()->type, std::move(counts)};
+  }
+
+  void eval_histogram_ranks(const Op& op) {
+    const ir::Value* x = op.operands.at(0);
+    const ir::Value* mask = op.operands.size() > 1 ? op.operands[1] : nullptr;
+    const int64_t bins = op.int_attr("bins");
+    if (bins < 1) fail(op, "bad bin count");
+    if (!is_int(x->type.dtype)) fail(op, "values must be integers");
+    std::vector<int64_t> seen(static_cast<size_t>(bins), 0);
+    std::vector<uint64_t> ranks;
+    for (int64_t k = 0; k < x->type.numel(); ++k) {
+      const uint64_t v = static_cast<uint64_t>(int_of(x->type.dtype, elem(x, k)));  // negatives are huge (E06)
+      int64_t rank = -1;
+      if ((!mask || truth(mask, k)) && v < static_cast<uint64_t>(bins)) rank = seen[static_cast<size_t>(v)]++;
+      ranks.push_back(enc(op, DType::i32, Attr(rank)));
+    }
+    env_[op.result()] = TileValue{op.result()->type, std::move(ranks)};
   }
 
   /// Whether element a sorts before element b in ascending order (docs/semantics.md, "Sorting"):

@@ -715,6 +715,18 @@ class Verifier {
           fail(&op, fmt::format("result must be i32[{}], is {}", bins, ts(out(op))));
         break;
       }
+      case OpKind::HistogramRanks: {
+        n_operands(op, 1, 2);
+        n_results(op, 1);
+        const Type& x = in(op, 0);
+        if (!is_int(x.dtype) || x.dtype == DType::i1 || x.rank() != 1)
+          fail(&op, fmt::format("input must be a 1-D integer tile, is {}", ts(x)));
+        if (op.operands.size() > 1) is_mask(op, 1, x);
+        if (int_attr(op, "bins") <= 0) fail(&op, "bins must be positive");
+        if (out(op).dtype != DType::i32 || out(op).shape != x.shape)
+          fail(&op, fmt::format("result must be i32 of the input's shape, is {}", ts(out(op))));
+        break;
+      }
       case OpKind::Sort: {
         n_operands(op, 1, 2);  // the mask: only pad_shapes makes one (masked-off elements sort last)
         n_results(op, 2);

@@ -1083,7 +1083,9 @@ class Gen {
     s.kind = Kind::Histogram;
     s.a = opt_.pow2 ? int64_t(1) << uni(0, 4) : uni(1, 24);
     s.args = {x, coin(0.4) ? operand_compat(DType::i1, shp(x)) : -1};
-    emit(s, DType::i32, {s.a}, Range{0, numel(shp(x))});
+    s.op = coin(0.3) ? 1 : 0;  // histogram_ranks: i32 of x's shape, -1 .. numel - 1
+    if (s.op == 1) emit(s, DType::i32, shp(x), Range{-1, numel(shp(x)) - 1});
+    else emit(s, DType::i32, {s.a}, Range{0, numel(shp(x))});
   }
 
   /// sort / argsort / topk (values or indices) along a random axis: the values are elements of x.

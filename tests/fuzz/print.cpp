@@ -214,10 +214,12 @@ class Printer {
         else def(ind, s, fmt::format("tle::dot({}, {}, {})", A(0), A(1), prec[s.op]));
         return;
       }
-      case Kind::Histogram:
-        if (a[1] >= 0) def(ind, s, fmt::format("tle::histogram({}, {}, {})", A(0), s.a, A(1)));
-        else def(ind, s, fmt::format("tle::histogram({}, {})", A(0), s.a));
+      case Kind::Histogram: {
+        const char* f = s.op == 1 ? "tle::histogram_ranks" : "tle::histogram";
+        if (a[1] >= 0) def(ind, s, fmt::format("{}({}, {}, {})", f, A(0), s.a, A(1)));
+        else def(ind, s, fmt::format("{}({}, {})", f, A(0), s.a));
         return;
+      }
       case Kind::Sort: {
         const char* f = s.flag ? "true" : "false";
         if (s.op == 0) def(ind, s, fmt::format("tle::sort({}, {}, {})", A(0), s.axis, f));

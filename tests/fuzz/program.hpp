@@ -62,7 +62,8 @@ enum class Kind : uint8_t {
                   // combine by a: 4 the linear recurrence (p0 q0, q0 p1 + q1) (one dtype), 5 the
                   // lexicographic maximum (p0 > q0, ties by the smaller p1) of the pairs
   Dot,            // result = dot(args[0], args[1] [, args[2] acc], precision = op)       (args[2] -1: none)
-  Histogram,      // result = histogram(args[0], a = bins [, args[1] mask])               (args[1] -1: none)
+  Histogram,      // result = histogram (op 0) or histogram_ranks (op 1) (args[0], a = bins [, args[1] mask])
+                  //                                                                       (args[1] -1: none)
   Sort,           // result = sort / argsort(args[0], axis, flag = descending) (op 0 / 1), or
                   // topk(args[0], a = k, axis, flag = largest).values / .indices (op 2 / 3)
   Gather,         // result = gather(args[0], args[1] (an integer index tile), axis)

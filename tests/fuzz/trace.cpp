@@ -168,7 +168,8 @@ class Tracer {
                                      static_cast<ir::Precision>(s.op), loc));
         return;
       case Kind::Histogram:
-        define(s.result, detail::histogram(val(a[0]), s.a, a[1] >= 0 ? val(a[1]) : nullptr, loc));
+        define(s.result, (s.op == 1 ? detail::histogram_ranks : detail::histogram)(val(a[0]), s.a,
+                                                                                  a[1] >= 0 ? val(a[1]) : nullptr, loc));
         return;
       case Kind::Sort: {
         static const char* what[] = {"sort", "argsort", "topk", "topk"};

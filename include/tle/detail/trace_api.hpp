@@ -147,6 +147,7 @@ std::vector<V> scan_combine(const std::vector<V>& xs, int axis, bool reverse, co
                             const SrcLoc& loc);
 V dot(V a, V b, V acc, ir::Precision precision, const SrcLoc& loc);
 V histogram(V x, int64_t bins, V mask, const SrcLoc& loc);
+V histogram_ranks(V x, int64_t bins, V mask, const SrcLoc& loc);
 /// Stable sort of x along axis (docs/semantics.md, "Sorting"): the first k of the sorted elements
 /// (k = 0: all) and their i32 indices in x, in *values and *indices.
 void sort(V x, int axis, bool descending, int64_t k, V* values, V* indices, const SrcLoc& loc, const char* what);

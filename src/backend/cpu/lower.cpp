@@ -164,6 +164,7 @@ void Lowerer::lower_op(const ir::Op& op) {
       fail(op, "a tma_copy reached the CPU lowering (passes::expand_descriptors runs first)");
       return;
     case K::Histogram: lower_histogram(op); return;
+    case K::HistogramRanks: lower_histogram_ranks(op); return;
     case K::Sort: lower_sort(op); return;
     case K::Gather: lower_gather(op); return;
     case K::ExtractTile: case K::InsertTile: lower_subtile(op); return;

@@ -115,6 +115,7 @@ class Lowerer : public backend::ScalarEmitter {
   void lower_scan(const ir::Op& op);
   void lower_dot(const ir::Op& op);
   void lower_histogram(const ir::Op& op);
+  void lower_histogram_ranks(const ir::Op& op);
 
   // ---- sort, gather (lower_sort.cpp)
   void lower_sort(const ir::Op& op);

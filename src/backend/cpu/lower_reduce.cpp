@@ -286,4 +286,36 @@ void Lowerer::lower_histogram(const ir::Op& op) {
   tiles[r] = bins == 1 ? Tile{nullptr, B.CreateLoad(i32, counts)} : Tile{counts, nullptr};
 }
 
+void Lowerer::lower_histogram_ranks(const ir::Op& op) {
+  const ir::Value* x = op.operands.at(0);
+  const ir::Value* mask = op.operands.size() > 1 ? op.operands[1] : nullptr;
+  const ir::Value* r = op.result();
+  const int64_t bins = op.int_attr("bins"), n = x->type.numel();
+  if (bins < 1) fail(op, "bad bin count");
+  const DType d = x->type.dtype;
+  if (!is_int(d)) fail(op, "values must be integers");
+  llvm::Type* i32 = B.getInt32Ty();
+  Value* seen = alloc(i32, bins, "seen");
+  Value* ranks = alloc(i32, n, "ranks");
+  loop(bins, [&](Value* i) { store_elem(seen, i32, i, B.getInt32(0)); }, "zero");
+  loop(n, [&](Value* i) {
+    Value* v = elem(x, i);
+    Value* v64 = is_signed_int(d) ? B.CreateSExt(v, B.getInt64Ty()) : B.CreateZExt(v, B.getInt64Ty());
+    Value* ok = B.CreateICmpULT(v64, i64c(bins));  // also rejects negatives
+    if (mask) ok = B.CreateAnd(ok, elem(mask, i));
+    store_elem(ranks, i32, i, B.getInt32(static_cast<uint32_t>(-1)));
+    auto* on = llvm::BasicBlock::Create(ctx, "hrank.in", body);
+    auto* join = llvm::BasicBlock::Create(ctx, "hrank.next", body);
+    B.CreateCondBr(ok, on, join);
+    B.SetInsertPoint(on);
+    Value* slot = B.CreateInBoundsGEP(i32, seen, v64);
+    Value* before = B.CreateLoad(i32, slot);
+    store_elem(ranks, i32, i, before);
+    B.CreateStore(B.CreateAdd(before, B.getInt32(1)), slot);
+    B.CreateBr(join);
+    B.SetInsertPoint(join);
+  }, "hr");
+  tiles[r] = n == 1 ? Tile{nullptr, B.CreateLoad(i32, ranks)} : Tile{ranks, nullptr};
+}
+
 }  // namespace tle::cpu::detail

@@ -560,6 +560,7 @@ void Lowerer::lower_op(const ir::Op& op) {
     case K::Scan: lower_scan(op); return;
     case K::Dot: lower_dot(op); return;
     case K::Histogram: lower_histogram(op); return;
+    case K::HistogramRanks: lower_histogram_ranks(op); return;
     case K::LocalAlloc: {
       // a generic pointer into the buffer's bytes (LLVM's InferAddressSpaces turns the accesses
       // through it into ld/st/atom.shared where it can follow the address)

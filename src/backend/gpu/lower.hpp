@@ -274,6 +274,10 @@ class Lowerer : public backend::ScalarEmitter {
   void lower_scan(const ir::Op& op);
   void lower_dot(const ir::Op& op);
   void lower_histogram(const ir::Op& op);
+  /// histogram_ranks: x staged in shared memory; warp w ranks the w-th contiguous part of the tile,
+  /// 32 elements at a time (match.any.sync, popc, a per-warp counter per bin); a result adds the
+  /// counts of the warps before its own.
+  void lower_histogram_ranks(const ir::Op& op);
   /// sort: a bitonic network over (key, index) pairs in shared memory; gather: x staged in shared
   /// memory, read at the indices (lower_sort.cpp).
   void lower_sort(const ir::Op& op);

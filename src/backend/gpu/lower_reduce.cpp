@@ -1,4 +1,4 @@
-// src/backend/gpu/lower_reduce.cpp - reduce, scan, dot and histogram on the GPU.
+// src/backend/gpu/lower_reduce.cpp - reduce, scan, dot, histogram and histogram_ranks on the GPU.
 //
 // reduce: registers of one thread first (in axis order), then lanes with butterfly shuffles over the
 // lane bits in ascending axis order (the lane holding the lower coordinate is the left operand),
@@ -13,6 +13,7 @@
 // lower_mma.cpp instead.
 #include <fmt/format.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsNVPTX.h>
 
 #include <algorithm>
 #include <map>
@@ -585,6 +586,87 @@ void Lowerer::lower_histogram(const ir::Op& op) {
   barrier();
   regs[r] = unstage(layout_of(r), r->type.shape, DType::i32, 0);
   barrier();
+}
+
+// histogram_ranks (a stable counting rank, as CUB's warp-match ranking): 1. every element's bin
+// (-1 when not counted) goes to shared memory in row-major order and the per-warp counters
+// cnt[W][bins] are zeroed; 2. warp w takes the elements [w * seg, (w + 1) * seg) in order, 32 at a
+// time: match.any.sync gives each lane the lanes holding its bin (PTX ISA 9.7.13.9), its rank in
+// the round is the number of them below it (popc of the mask and %lanemask_lt), its rank in the
+// warp's part that plus cnt[w][bin], and the lowest of those lanes then adds the round's count to
+// cnt[w][bin]; 3. each result register adds the counts of its bin in the warps before the one that
+// ranked it. Three CTA barriers, whatever the tile size.
+void Lowerer::lower_histogram_ranks(const ir::Op& op) {
+  const ir::Value* x = op.operands.at(0);
+  const ir::Value* mask = op.operands.size() > 1 ? op.operands[1] : nullptr;
+  const ir::Value* r = op.result();
+  const int64_t bins = op.int_attr("bins"), n = x->type.numel(), nw = num_warps;
+  const DType xd = x->type.dtype;
+  const int64_t seg = (n + nw - 1) / nw, rounds = (seg + 31) / 32;
+  const int64_t val_at = 0, rank_at = (n * 4 + 15) / 16 * 16, cnt_at = 2 * rank_at;
+  need_smem(cnt_at + nw * bins * 4);
+  const LinearLayout* l = layout_of(x);
+  const LinearLayout* rl = layout_of(r);
+  if (!l || !rl) fail(op, "a tile has no layout (the GPU layout pass did not run)");
+  auto call = [&](llvm::Intrinsic::ID id, std::vector<Value*> args) {
+    return B.CreateCall(llvm::Intrinsic::getDeclaration(&mod, id), args);
+  };
+  auto popc = [&](Value* v) { return B.CreateCall(llvm::Intrinsic::getDeclaration(&mod, llvm::Intrinsic::ctpop, {B.getInt32Ty()}), {v}); };
+  Value* all = i32c(-1);
+
+  // 1. bins (or -1) in row-major order; counters zeroed.
+  for_each_item(nw * bins, [&](Value* i) { smem_store(DType::i32, cnt_at, i, i32c(0)); });
+  auto hw = hw_coords(*l);
+  for (int q = 0; q < l->num_regs(); ++q) {
+    if (duplicate_reg(*l, q)) continue;
+    Value* v = B.CreateIntCast(reg(x, q), B.getInt64Ty(), is_signed_int(xd));
+    Value* ok = B.CreateICmpULT(v, B.getInt64(static_cast<uint64_t>(bins)));  // negatives are huge (E06)
+    if (mask) ok = B.CreateAnd(ok, reg(mask, q));
+    smem_store(DType::i32, val_at, linear(coords(*l, hw, q), x->type.shape),
+               B.CreateSelect(ok, B.CreateTrunc(v, B.getInt32Ty()), all));
+  }
+  barrier();
+
+  // 2. each warp ranks its part, 32 elements a round.
+  Value* lo = B.CreateMul(warp, i32c(seg));
+  Value* hi = B.CreateSelect(B.CreateICmpULT(B.CreateAdd(lo, i32c(seg)), i32c(n)), B.CreateAdd(lo, i32c(seg)), i32c(n));
+  Value* lt = call(llvm::Intrinsic::nvvm_read_ptx_sreg_lanemask_lt, {});
+  Value* wcnt = B.CreateMul(warp, i32c(bins));
+  counted_loop(i32c(rounds), {}, [&](Value* k, const std::vector<Value*>&) {
+    Value* idx = B.CreateAdd(lo, B.CreateAdd(B.CreateMul(k, i32c(32)), lane));
+    Value* in = B.CreateICmpULT(idx, hi);
+    Value* v = B.CreateSelect(in, smem_load(DType::i32, val_at, B.CreateSelect(in, idx, i32c(0))), all);
+    Value* peers = call(llvm::Intrinsic::nvvm_match_any_sync_i32, {all, v});
+    Value* below = popc(B.CreateAnd(peers, lt));
+    Value* valid = B.CreateICmpSGE(v, i32c(0));
+    Value* slot = B.CreateAdd(wcnt, B.CreateSelect(valid, v, i32c(0)));
+    Value* base = smem_load(DType::i32, cnt_at, slot);
+    call(llvm::Intrinsic::nvvm_bar_warp_sync, {all});
+    when(B.CreateAnd(valid, B.CreateICmpEQ(below, i32c(0))),
+         [&] { smem_store(DType::i32, cnt_at, slot, B.CreateAdd(base, popc(peers))); });
+    call(llvm::Intrinsic::nvvm_bar_warp_sync, {all});
+    when(in, [&] { smem_store(DType::i32, rank_at, idx, B.CreateSelect(valid, B.CreateAdd(base, below), all)); });
+    return std::vector<Value*>{};
+  });
+  barrier();
+
+  // 3. the result registers: the rank in the warp's part plus the bin's counts in earlier warps.
+  auto rhw = hw_coords(*rl);
+  std::vector<Value*> out;
+  for (int q = 0; q < rl->num_regs(); ++q) {
+    Value* at = linear(coords(*rl, rhw, q), r->type.shape);
+    Value* v = smem_load(DType::i32, val_at, at);
+    Value* valid = B.CreateICmpSGE(v, i32c(0));
+    Value* vc = B.CreateSelect(valid, v, i32c(0));
+    Value* w = B.CreateUDiv(at, i32c(seg));
+    Value* rank = smem_load(DType::i32, rank_at, at);
+    for (int64_t e = 0; e + 1 < nw; ++e)
+      rank = B.CreateAdd(rank, B.CreateSelect(B.CreateICmpULT(i32c(e), w),
+                                              smem_load(DType::i32, cnt_at, B.CreateAdd(i32c(e * bins), vc)), i32c(0)));
+    out.push_back(B.CreateSelect(valid, rank, all));
+  }
+  barrier();
+  regs[r] = out;
 }
 
 }  // namespace tle::gpu::detail

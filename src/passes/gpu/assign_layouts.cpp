@@ -426,7 +426,8 @@ class Assigner {
 
   template <class Give> void infer_result(Op& op, Value* x, Give give) {
     const LL& l = lay(x);
-    if (is_elementwise(op.kind) || is_memory(op.kind) || op.kind == OpKind::Scan) {
+    if (is_elementwise(op.kind) || is_memory(op.kind) || op.kind == OpKind::Scan ||
+        op.kind == OpKind::HistogramRanks) {
       for (auto& r : op.results) give(r.get(), l);
       return;
     }
@@ -513,7 +514,8 @@ class Assigner {
       case OpKind::Broadcast: case OpKind::ExpandDims: case OpKind::Reshape: case OpKind::Permute:
         if (!op.operands[0]->type.is_scalar() && !is_remap(op)) offer(op.operands[0], shape_op_operand_layout(op, l));
         break;
-      case OpKind::Scan:  // all operands and results of a scan share one layout
+      case OpKind::Scan:  // all operands and results of a scan (of histogram_ranks) share one layout
+      case OpKind::HistogramRanks:
         for (Value* x : op.operands) offer(x, l);
         for (auto& r : op.results) offer(r.get(), l);
         break;
@@ -574,6 +576,7 @@ class Assigner {
           for (auto& res : op.results) offer(res.get(), *fl);
         break;
       case OpKind::Scan:
+      case OpKind::HistogramRanks:
         for (Value* x : op.operands) offer(x, l);
         for (auto& res : op.results) offer(res.get(), l);
         break;
@@ -818,6 +821,7 @@ class Assigner {
             }
             break;
           case OpKind::Scan:
+          case OpKind::HistogramRanks:
             for (size_t i = 0; i < op.operands.size(); ++i) conv(i, lay(op.result()));
             for (auto& r : op.results) set(r.get(), lay(op.result()));
             break;

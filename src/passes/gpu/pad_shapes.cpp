@@ -6,7 +6,7 @@
 // nothing observes. Where an op could observe them, it gets the tile's "element is real"
 // predicate (`arange(0, P) < R` per padded dim, broadcast and and-ed; built once per shape at the
 // start of the function, or of the warp_specialize role the op is in, whose tiles are its own):
-//  - load / store / atomic_rmw / atomic_cas / histogram: mask = mask && real (atomic_cas gets the
+//  - load / store / atomic_rmw / atomic_cas / histogram / histogram_ranks: mask = mask && real (atomic_cas gets the
 //    optional mask operand only this pass creates); loads' pad lanes then hold `other` or 0;
 //    async_copy gets `real` as its "active" operand (after a mask, all true if it had none), since
 //    its mask zero-fills the destination rather than skipping it;
@@ -266,7 +266,8 @@ class Padder {
         if (op.operands.size() == 2) op.operands.push_back(at.constant(op.operands[0]->type.with_dtype(DType::i1), int64_t(1)));
         and_mask(op, 3, op.operands[0], at);
         break;
-      case OpKind::Histogram: and_mask(op, 1, op.operands[0], at); break;
+      case OpKind::Histogram:
+      case OpKind::HistogramRanks: and_mask(op, 1, op.operands[0], at); break;
       case OpKind::Reduce:
       case OpKind::Scan: {
         Value* x = op.operands[0];

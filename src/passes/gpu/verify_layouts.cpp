@@ -114,6 +114,9 @@ class LayoutVerifier {
         for (auto& reg : op.regions) scalars_only(reg->body());
         break;
       case OpKind::Gather: same(op, op.operands[1], rl, "the index"); break;
+      case OpKind::HistogramRanks:
+        for (size_t i = 0; i < op.operands.size(); ++i) same(op, op.operands[i], rl, fmt::format("operand {}", i));
+        break;
       case OpKind::InsertTile: same(op, op.operands[0], rl, "the tile"); break;  // the sub-tile: any layout
       case OpKind::Dot: same(op, op.operands[2], rl, "the accumulator"); break;
       case OpKind::Histogram:
