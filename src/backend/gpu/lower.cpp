@@ -482,6 +482,7 @@ llvm::Function* Lowerer::run(const std::string& name) {
     ++i;
   }
   ir::walk(fn_ir.entry(), [&](const ir::Op& op) { proxy_fence_barriers_ |= op.kind == ir::OpKind::TmaCopy; });
+  uses_ = ir::count_uses(fn_ir.entry());
   plan_buffer_reads();
   smem_reserved_ = pipeline_smem_bytes();
   lower_block(fn_ir.entry());

@@ -164,6 +164,7 @@ class Lowerer : public backend::ScalarEmitter {
   int64_t smem_reserved_ = 0;  // pipeline buffers of the largest pipelined loop
   int64_t smem_base_ = 0;
   std::unordered_map<const ir::Value*, std::vector<llvm::Value*>> regs;
+  std::map<const ir::Value*, int> uses_;  // uses of every value of the kernel (ir::count_uses)
 
   static const layout::LinearLayout* layout_of(const ir::Value* v);
   int num_regs(const ir::Value* v) const;

@@ -372,8 +372,15 @@ void Lowerer::lower_atomic(const ir::Op& op) {
     phi->addIncoming(llvm::Constant::getNullValue(et), from);
     out.push_back(phi);
   }
-  // Old values reach every holder of an element (masked-off elements read 0).
-  regs[r] = share_from_owners(r, out);
+  // Old values reach every holder of an element (masked-off elements read 0): through shared memory
+  // where an element has holders besides its owner (replicated lanes, warps or registers, a scalar,
+  // the producer warps before a warp-specialized loop), else each owner has them already. Unused
+  // old values (an atomic statement) need neither.
+  bool single_holder = l && !l->free_variable_mask(layout::kLane) && !l->free_variable_mask(layout::kWarp) &&
+                       !(ws_loop_ && !consumers_only_);
+  for (int i = 0; single_holder && i < n; ++i) single_holder = !duplicate_reg(*l, i);
+  const auto u = uses_.find(r);
+  regs[r] = single_holder || u == uses_.end() || u->second == 0 ? out : share_from_owners(r, out);
 }
 
 
