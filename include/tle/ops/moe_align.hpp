@@ -34,15 +34,15 @@
 //     [num_experts] bins), so it knows every expert's total and the entries of its expert in the
 //     chunks before its own; it computes the padded starts (cumsum), writes its share of
 //     expert_ids (block b's expert: the last expert whose start is <= b * block_size, found by a
-//     binary search over the starts with tle::gather; -1 past the end) and, program 0, num_tokens_post_padded; writes the sentinel into the padding slots of
+//     binary search over the starts in a shared-memory table (tle::gpu::alloc); -1 past the end) and, program 0, num_tokens_post_padded; writes the sentinel into the padding slots of
 //     the experts e with e % C == its index and into its share of the tail; and places its chunk
-//     in tiles of 1024: a stable argsort of the tile by expert gives each entry's rank among the
-//     tile's entries of its expert, and its slot is start + (entries of its expert in earlier
-//     chunks and tiles) + that rank. No slot is written twice.
+//     in tiles of 1024: tle::histogram_ranks gives each entry's rank among the tile's earlier
+//     entries of its expert, and its slot is start + (entries of its expert in earlier chunks and
+//     tiles) + that rank. No slot is written twice.
 //   - More entries: three kernels. The first histograms each chunk into row c of the workspace and
 //     fills its share of sorted_token_ids with the sentinel; the second turns the [C, E] rows into
-//     exclusive prefix sums over the chunks (one program per 64 experts, a cumsum down the rows
-//     in tiles of 32) and writes each expert's total into row C; the third reads its row and the
+//     exclusive prefix sums over the chunks (a cumsum down the rows; one [chunks, EB] tile per
+//     program, EB experts each, 4096 elements a tile) and writes each expert's total into row C; the third reads its row and the
 //     totals and does the rest as above, its token slots overwriting the sentinel.
 // expert_count is the counting kernel without the fill, then the prefix kernel writing the totals
 // into counts.
@@ -65,6 +65,7 @@
 
 #include "tle/device.hpp"
 #include "tle/kernel.hpp"
+#include "tle/struct.hpp"
 
 namespace tle::ops {
 
@@ -91,8 +92,8 @@ namespace detail_moe {
 constexpr int kSub = 1024;       // entries per tile
 constexpr int kMaxChunks = 64;   // programs of the one-kernel path (each counts every entry)
 constexpr int kTargetChunks = 512;  // programs of the three-kernel path (about 4 per SM of an H200)
-constexpr int kPrefixRows = 32, kPrefixExperts = 64;  // the prefix kernel's tile
-constexpr int kFill = 1024;      // sentinel stores per tile
+constexpr int kPrefixTile = 4096;  // elements of the prefix kernel's [rows, experts] tile
+constexpr int kFill = 4096;      // sentinel stores per tile
 
 constexpr int64_t kFusedMax = 8192;  // up to this many entries: one kernel (each program counts all)
 
@@ -136,6 +137,7 @@ inline const auto& align_kernel() {
                                                    Constexpr<int> JB, Constexpr<bool> FUSED) {
     Tile<int32_t> c = program_id(0);
     Tile<int32_t> ae = arange(0, E);
+    auto starts = gpu::alloc<int32_t>({int64_t(E)}, gpu::scope::shared);  // the binary search's table
     Tile<int32_t> total = zeros<int32_t>({int64_t(E)});
     Tile<int32_t> before = zeros<int32_t>({int64_t(E)});
     if (FUSED) {
@@ -155,6 +157,7 @@ inline const auto& align_kernel() {
     Tile<int32_t> padded = (total + (int(BS) - 1)) / int(BS) * int(BS);
     Tile<int32_t> start = cumsum(padded, 0) - padded;
     Tile<int32_t> total_padded = sum(padded, 0);
+    starts.store(start);
     store(post_pad, total_padded, c == 0);
     if (FUSED) {
       // The sentinel in the slots no entry takes: each expert's padding (expert e by program
@@ -182,7 +185,7 @@ inline const auto& align_kernel() {
       Tile<int32_t> e = zeros<int32_t>({int64_t(kSub)});
       for (int64_t step = top; step >= 1; step /= 2) {
         Tile<int32_t> cand = e + int(step);
-        e = where((cand < int(E)) & (gather(start, minimum(cand, int(E) - 1), 0) <= slot), cand, e);
+        e = where((cand < int(E)) & (load(gpu::local_ptr(starts, {minimum(cand, int(E) - 1)})) <= slot), cand, e);
       }
       store(expert_ids + blk, where(slot < total_padded, e, -1), blk < bhi);
     }
@@ -193,16 +196,10 @@ inline const auto& align_kernel() {
     for (auto i : range(lo, hi, kSub)) {
       Tile<int32_t> offs = i + arange(0, kSub);
       Tile<bool> m = offs < hi;
-      Tile<int32_t> v = load(ids + offs, m, int(E));
-      Tile<bool> valid = m & (v >= 0) & (v < int(E));
-      v = where(valid, v, int(E));                       // not placed: sorts last, never stored
-      Tile<int32_t> order = argsort(v, 0);               // stable: entries of one expert by flat index
-      Tile<int32_t> sv = gather(v, order, 0);
-      Tile<int32_t> h = histogram(v, E, valid);
-      Tile<int32_t> tile_start = cumsum(h, 0) - h;       // first sorted position of each expert
-      Tile<int32_t> dest = gather(run - tile_start, sv, 0) + arange(0, kSub);
-      store(sorted + dest, gather(offs, order, 0), sv < int(E));
-      run = run + h;
+      Tile<int32_t> v = load(ids + offs, m, -1);          // ids outside [0, E) are neither counted nor placed
+      Tile<int32_t> rank = histogram_ranks(v, E, m);     // the expert's entries before this one in the tile
+      store(sorted + (gather(run, v, 0) + rank), offs, rank >= 0);
+      run = run + histogram(v, E, m);
     }
   });
   return k;
@@ -210,15 +207,16 @@ inline const auto& align_kernel() {
 
 /// partial [chunks, E] (row c: chunk c's histogram) -> row c: the entries of each expert in the
 /// chunks before c; totals[e]: all of expert e's entries. Program p takes experts
-/// [p * kPrefixExperts, ...) and walks down the rows in tiles of kPrefixRows.
+/// [p * EB, (p + 1) * EB) and walks down the rows in tiles of R (prefix_shape: one tile holds
+/// every row up to 512 chunks, so the walk is one step and the programs E / EB).
 inline const auto& prefix_kernel() {
   static const auto k = jit("tle_ops_moe_prefix", [](Ptr<int32_t> partial, Ptr<int32_t> totals, Tile<int32_t> chunks,
-                                                    Constexpr<int> E) {
-    Tile<int32_t> ae = program_id(0) * kPrefixExperts + arange(0, kPrefixExperts);  // [EB]
+                                                    Constexpr<int> E, Constexpr<int> R, Constexpr<int> EB) {
+    Tile<int32_t> ae = program_id(0) * int(EB) + arange(0, EB);  // [EB]
     Tile<bool> me = ae < int(E);
-    Tile<int32_t> run = zeros<int32_t>({int64_t(kPrefixExperts)});
-    for (auto q : range(0, chunks, kPrefixRows)) {
-      Tile<int32_t> rows = q + arange(0, kPrefixRows);                                      // [R]
+    Tile<int32_t> run = zeros<int32_t>({int64_t(EB)});
+    for (auto q : range(0, chunks, int(R))) {
+      Tile<int32_t> rows = q + arange(0, R);                                                 // [R]
       Tile<bool> m = expand_dims(rows < chunks, 1) & expand_dims(me, 0);                       // [R, EB]
       Ptr<int32_t> at = partial + (expand_dims(rows * int(E), 1) + expand_dims(ae, 0));
       Tile<int32_t> h = load(at, m, 0);
@@ -229,6 +227,18 @@ inline const auto& prefix_kernel() {
     store(totals + ae, run, me);
   });
   return k;
+}
+
+/// The prefix kernel's tile [R, EB] for `chunks` rows of `num_experts`: R = the rows rounded up to
+/// a power of two (at most kPrefixTile), EB = the experts the rest of kPrefixTile holds.
+struct PrefixShape {
+  int R, EB;
+  int64_t programs;
+};
+inline PrefixShape prefix_shape(int64_t chunks, int64_t num_experts) {
+  const int R = static_cast<int>(std::min<int64_t>(next_power_of_2(chunks), kPrefixTile));
+  const int EB = static_cast<int>(std::min<int64_t>(kPrefixTile / R, next_power_of_2(num_experts)));
+  return {R, EB, (num_experts + EB - 1) / EB};
 }
 
 /// CPU backend and interpreter: the first entry outside [0, num_experts) is a UserError.
@@ -317,7 +327,8 @@ inline void moe_align_block_size(const int32_t* topk_ids, int64_t num_tokens, in
   if (!fused) {
     count_kernel()(grid(C), ids, ws.p, sorted_token_ids, int32_t(s.numel), int32_t(s.chunk),
                    int32_t(s.sorted_token_ids), int32_t(fill_share), E, true);
-    prefix_kernel()(grid((num_experts + kPrefixExperts - 1) / kPrefixExperts), ws.p, ws.p + int64_t(C) * E, C, E);
+    const PrefixShape ps = prefix_shape(C, num_experts);
+    prefix_kernel()(grid(ps.programs), ws.p, ws.p + int64_t(C) * E, C, E, ps.R, ps.EB);
   }
   align_kernel()(grid(C), ids, fused ? sorted_token_ids : ws.p, sorted_token_ids, expert_ids, num_tokens_post_padded,
                  int32_t(s.numel), int32_t(s.chunk), C, int32_t(s.expert_ids), int32_t(block_share),
@@ -345,7 +356,8 @@ inline void expert_count(const int32_t* topk_ids, int64_t num_tokens, int64_t to
   const int E = static_cast<int>(num_experts), C = static_cast<int>(s.chunks);
   const int32_t* ids = topk_ids ? topk_ids : counts;
   count_kernel()(grid(C), ids, ws.p, counts, int32_t(s.numel), int32_t(s.chunk), 0, 1, E, false);
-  prefix_kernel()(grid((num_experts + kPrefixExperts - 1) / kPrefixExperts), ws.p, counts, C, E);
+  const PrefixShape ps = prefix_shape(C, num_experts);
+  prefix_kernel()(grid(ps.programs), ws.p, counts, C, E, ps.R, ps.EB);
   if (!ws.dev.empty()) Stream::wrap(o.stream).synchronize();
 }
 
