@@ -77,6 +77,7 @@
 #include "tle/device.hpp"
 #include "tle/dlpack.hpp"
 #include "tle/kernel.hpp"
+#include "tle/struct.hpp"
 
 namespace tle::ops {
 
@@ -135,22 +136,24 @@ template <class T> Tile<uint32_t> radix_key(const Tile<T>& x, bool largest) {
 }
 
 /// The histogram of pass `pass`'s digit over the elements [lo, hi) of a row whose higher digits
-/// equal `prefix`.
+/// equal `prefix`: counted with atomic adds into a shared-memory table (no barrier per tile), read
+/// once at the end. In the kernel's body only (it allocates the table).
 template <class T>
 Tile<int32_t> hist_pass(const Ptr<T>& xrow, const Tile<int32_t>& lo, const Tile<int32_t>& hi,
                         const Tile<uint32_t>& prefix, int pass, bool largest) {
   constexpr int kb = key_bits(sizeof(T));
   const int w = pass_bits(kb, pass), sh = pass_shift(kb, pass);
-  Tile<int32_t> h = zeros<int32_t>({int64_t(1) << w});
+  auto table = gpu::alloc<int32_t>({int64_t(1) << w}, gpu::scope::shared);
+  table.store(0);
   for (auto i : range(lo, hi, kBlock)) {
     Tile<int32_t> offs = i + arange(0, kBlock);
     Tile<bool> m = offs < hi;
     Tile<uint32_t> key = radix_key(load(xrow + offs, m), largest);
     if (pass > 0) m = m & ((key >> pass_shift(kb, pass - 1)) == prefix);
     Tile<int32_t> d = ((key >> sh) & ((1u << w) - 1u)).template to<int32_t>();
-    h = h + histogram(d, int64_t(1) << w, m);
+    atomic_add(gpu::local_ptr(table, {d}), 1, m);
   }
-  return h;
+  return table.load();
 }
 
 /// From a pass's histogram h (2^w bins) and the rank krem (1-based, counted from the largest) of
@@ -297,25 +300,44 @@ template <class T> const auto& coop_filter_kernel() {
     Tile<uint32_t> d0;
     digits_from_workspace<T>(c.wrow, 1, kk, krem, d0);
     const int w = pass_bits(kb, 1);
-    Tile<int32_t> h = zeros<int32_t>({int64_t(1) << w});
-    Tile<int32_t> count = 0;
+    // The loop only reads, flags and writes: candidates (key, index) from the front of the slice's
+    // part of the workspace, the indices of the elements above from its back (count + above <=
+    // the slice). One scan counts both: candidates in the low 16 bits, elements above in the high.
+    Tile<int32_t> count = 0, above = 0;
+    Tile<int32_t> back = c.hi - c.lo - 1;
     for (auto i : range(c.lo, c.hi, kBlock)) {
       Tile<int32_t> offs = i + arange(0, kBlock);
       Tile<bool> m = offs < c.hi;
       Tile<uint32_t> key = radix_key(load(xrow + offs, m), LARGEST);
       Tile<uint32_t> top = key >> pass_shift(kb, 0);
-      Tile<int32_t> gt = (m & (top > d0)).to<int32_t>();
-      Tile<int32_t> cand = (m & (top == d0)).to<int32_t>();
-      Tile<int32_t> first = atomic_add(c.wrow, sum(gt, 0));
-      store(irow + (first + cumsum(gt, 0) - 1), offs, gt != 0);
-      Tile<int32_t> pc = count + cumsum(cand, 0) - 1;
-      store(c.keys + pc, bitcast<int32_t>(key), cand != 0);
-      store(c.idx + pc, offs, cand != 0);
-      Tile<int32_t> d = ((key >> pass_shift(kb, 1)) & ((1u << w) - 1u)).to<int32_t>();
-      h = h + histogram(d, int64_t(1) << w, cand != 0);
-      count = count + sum(cand, 0);
+      Tile<bool> gt = m & (top > d0), cand = m & (top == d0);
+      Tile<int32_t> both = cand.to<int32_t>() + (gt.to<int32_t>() << 16);
+      Tile<int32_t> inc = cumsum(both, 0);
+      Tile<int32_t> pc = count + (inc & 0xFFFF) - 1;
+      store(c.keys + pc, bitcast<int32_t>(key), cand);
+      store(c.idx + pc, offs, cand);
+      store(c.idx + (back - (above + (inc >> 16) - 1)), offs, gt);
+      Tile<int32_t> total = sum(both, 0);
+      count = count + (total & 0xFFFF);
+      above = above + (total >> 16);
     }
     store(c.counts + c.s, count);
+    gpu::sync();  // the stores above are seen by every thread of the program
+    // The elements above go to the output, at positions reserved with one atomic.
+    Tile<int32_t> first = atomic_add(c.wrow, above);
+    for (auto j : range(0, above, kBlock)) {
+      Tile<int32_t> offs = j + arange(0, kBlock);
+      Tile<bool> m = offs < above;
+      store(irow + (first + offs), load(c.idx + (back - offs), m), m);
+    }
+    // The candidates' histogram of the second digit.
+    Tile<int32_t> h = zeros<int32_t>({int64_t(1) << w});
+    for (auto j : range(0, count, kBlock)) {
+      Tile<int32_t> offs = j + arange(0, kBlock);
+      Tile<bool> m = offs < count;
+      Tile<uint32_t> key = bitcast<uint32_t>(load(c.keys + offs, m));
+      h = h + histogram(((key >> pass_shift(kb, 1)) & ((1u << w) - 1u)).to<int32_t>(), int64_t(1) << w, m);
+    }
     publish_hist(c, h, 1);
   });
   return k;
@@ -363,7 +385,10 @@ template <class T> const auto& coop_gather_kernel() {
     // last-pass histograms.
     Tile<int32_t> dl = (kth & ((1u << CoopRow<T>::wl) - 1u)).template to<int32_t>();
     Tile<int32_t> base_eq = kk - krem;
-    for (auto q : range(0, c.s)) base_eq = base_eq + load(c.partial(q) + dl);
+    for (auto q0 : range(0, c.s, 256)) {  // 256 slices a step: one load each, no chain of loads
+      Tile<int32_t> q = q0 + arange(0, 256);
+      base_eq = base_eq + sum(load(c.partial(q) + dl, q < c.s, 0), 0);
+    }
     Tile<int32_t> count = load(c.counts + c.s);
     for (auto i : range(0, count, kBlock)) {
       Tile<int32_t> offs = i + arange(0, kBlock);
