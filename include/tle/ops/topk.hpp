@@ -46,10 +46,11 @@
 //     takes a slice of its row and the programs of a row meet in global memory (the workspace).
 //     A kernel zeroes the counters and histograms; pass 0 histograms the first digit (each
 //     program adds its slice's to the row's with atomic_add); pass 1 reads the row a second and
-//     last time: elements whose first digit is above the k-th's go straight into `indices`
-//     (positions from an atomic counter), those with its first digit (the candidates; for random
-//     data about n / 2048 per row) are copied with their keys, in index order, to the slice's part
-//     of the workspace and histogrammed by the second digit; the remaining passes and the gather
+//     last time: the indices of elements whose first digit is above the k-th's are gathered at the
+//     back of the slice's part of the workspace and then copied into `indices` (positions reserved
+//     with one atomic per program), those with its first digit (the candidates; for random data
+//     about n / 2048 per row) are copied with their keys, in index order, to the front of it and,
+//     after the loop, histogrammed by the second digit; the remaining passes and the gather
 //     read only the candidates (the elements equal to the k-th key take positions after those of
 //     the lower slices, counted by the stored per-slice histograms of the last pass); then the
 //     sort kernel. Every program recomputes the digits found so far from the row's histograms.
