@@ -34,16 +34,17 @@
 //     [num_experts] bins), so it knows every expert's total and the entries of its expert in the
 //     chunks before its own; it computes the padded starts (cumsum), writes its share of
 //     expert_ids (block b's expert: the last expert whose start is <= b * block_size, found by a
-//     binary search over the starts in a shared-memory table (tle::gpu::alloc); -1 past the end) and, program 0, num_tokens_post_padded; writes the sentinel into the padding slots of
+//     binary search over the starts in a shared-memory table (tle::gpu::alloc); -1 past the end)
+//     and, program 0, num_tokens_post_padded; writes the sentinel into the padding slots of
 //     the experts e with e % C == its index and into its share of the tail; and places its chunk
 //     in tiles of 1024: tle::histogram_ranks gives each entry's rank among the tile's earlier
 //     entries of its expert, and its slot is start + (entries of its expert in earlier chunks and
 //     tiles) + that rank. No slot is written twice.
 //   - More entries: three kernels. The first histograms each chunk into row c of the workspace and
 //     fills its share of sorted_token_ids with the sentinel; the second turns the [C, E] rows into
-//     exclusive prefix sums over the chunks (a cumsum down the rows; one [chunks, EB] tile per
-//     program, EB experts each, 4096 elements a tile) and writes each expert's total into row C; the third reads its row and the
-//     totals and does the rest as above, its token slots overwriting the sentinel.
+//     exclusive prefix sums over the chunks (a cumsum down the rows, one [C, EB] tile of at most
+//     4096 elements per program) and writes each expert's total into row C; the third reads its
+//     row and the totals and does the rest as above, its token slots overwriting the sentinel.
 // expert_count is the counting kernel without the fill, then the prefix kernel writing the totals
 // into counts.
 //
