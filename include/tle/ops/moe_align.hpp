@@ -142,15 +142,19 @@ inline const auto& align_kernel() {
     Tile<int32_t> total = zeros<int32_t>({int64_t(E)});
     Tile<int32_t> before = zeros<int32_t>({int64_t(E)});
     if (FUSED) {
-      // Few entries: every program counts them all itself (no counting kernel, no workspace).
+      // Few entries: every program counts them all itself (no counting kernel, no workspace), with
+      // atomic adds into a shared table: bins [0, E) the entries before its chunk, [E, 2E) the rest.
       Tile<int32_t> mine_lo = c * chunk;
+      auto counts = gpu::alloc<int32_t>({2 * int64_t(E)}, gpu::scope::shared);
+      counts.store(0);
       for (auto i : range(0, numel, kSub)) {
         Tile<int32_t> offs = i + arange(0, kSub);
-        Tile<bool> m = offs < numel;
-        Tile<int32_t> h = histogram(load(ids + offs, m, -1), E, m);
-        total = total + h;
-        before = before + h * (i < mine_lo).to<int32_t>();
+        Tile<int32_t> v = load(ids + offs, offs < numel, -1);
+        Tile<bool> valid = (offs < numel) & (v >= 0) & (v < int(E));
+        atomic_add(gpu::local_ptr(counts, {v + (offs >= mine_lo).to<int32_t>() * int(E)}), 1, valid);
       }
+      before = load(gpu::local_ptr(counts, {ae}));
+      total = before + load(gpu::local_ptr(counts, {ae + int(E)}));
     } else {
       before = load(partial + c * int(E) + ae);       // the prefix kernel's exclusive sums
       total = load(partial + chunks * int(E) + ae);   // and totals
