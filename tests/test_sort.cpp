@@ -140,6 +140,41 @@ TEMPLATE_TEST_CASE("sort: 1-D lines of every dtype, ragged, with ties, NaN, infi
   }
 }
 
+// Values alone (no indices used anywhere in the kernel): on the GPU an integer sort then moves its
+// keys alone through the network and rebuilds each element from its key (lower_sort's keys-only
+// form); the values must be those of a plain sort, padded lines and topk's k included.
+TEMPLATE_TEST_CASE("sort: values alone of integer lines, and topk values", "[ops][sort]", int8_t, int32_t, int64_t,
+                   uint16_t, uint64_t, bool) {
+  using T = TestType;
+  auto k = jit("sort_values_only", [](Ptr<T> x, Ptr<T> vals, Ptr<T> top, Tile<int32_t> n, Constexpr<int> BLOCK,
+                                      Constexpr<int> K, Constexpr<bool> DESC) {
+    Tile<int32_t> o = arange(0, BLOCK);
+    Tile<bool> m = o < n;
+    Tile<T> v = load(x + o, m, pad_last<T>(DESC));
+    store(vals + o, sort(v, 0, DESC), m);
+    store(top + arange(0, K), topk(v, K, 0, DESC).values);
+  });
+  unsigned seed = 500;
+  for (int n : {1, 17, 1001}) {
+    int p2 = 1;
+    while (p2 < n) p2 *= 2;
+    for (int block : {n, p2}) {
+      for (int mode : {0, 1, 2})
+        for (bool desc : {false, true}) {
+          INFO("n " << n << " block " << block << " mode " << mode << " descending " << desc);
+          Buf<T> x = sort_data<T>(static_cast<size_t>(n), seed++, mode);
+          std::vector<T> want(x.begin(), x.end());
+          std::stable_sort(want.begin(), want.end(), [&](T a, T b) { return desc ? b < a : a < b; });
+          const int kk = n == 1 ? 1 : n / 2 + 1;
+          Buf<T> vals(n), top(kk);
+          k(Grid(1), x.data(), vals.data(), top.data(), n, block, kk, desc);
+          for (int i = 0; i < n; ++i) REQUIRE(vals[i] == want[i]);
+          for (int i = 0; i < kk; ++i) REQUIRE(top[i] == want[i]);
+        }
+    }
+  }
+}
+
 TEST_CASE("sort: the order of special float values, ascending and descending", "[ops][sort]") {
   // A fixed line whose sorted order is known by heart: -inf < -1 < -0.0 == +0.0 (stable) < 1 < inf < NaN.
   auto k = sort_1d_kernel<float>();
@@ -464,6 +499,14 @@ TEST_CASE("ptx: sort, topk and gather kernels assemble at 1, 4 and 8 warps", "[p
   auto s4 = sort_1d_kernel<bool>();
   assemble_at_warps("sort bool [1]", [&](int w) {
     return s4.ptx(90, w, fake<bool>(), fake<bool>(), fake<int32_t>(), fake<bool>(), fake<int32_t>(), 1, 1, false);
+  });
+  auto vo = jit("sort_values_ptx", [](Ptr<int64_t> x, Ptr<int64_t> vals, Ptr<int8_t> y, Ptr<int8_t> top) {
+    Tile<int32_t> o = arange(0, 1000);
+    store(vals + o, sort(load(x + o), 0, true));  // keys alone (a padded line)
+    store(top + arange(0, 100), topk(load(y + o), 100).values);
+  });
+  assemble_at_warps("sort values i64 [1000], topk values i8 k 100", [&](int w) {
+    return vo.ptx(90, w, fake<int64_t>(), fake<int64_t>(), fake<int8_t>(), fake<int8_t>());
   });
   auto tk = jit("topk_ptx", [](Ptr<bf16> x, Ptr<bf16> vals, Ptr<int32_t> idx) {
     Tile<bf16> v = load(x + expand_dims(arange(0, 8), 1) * 256 + expand_dims(arange(0, 256), 0));

@@ -41,8 +41,13 @@ void Lowerer::lower_sort(const ir::Op& op) {
   const int64_t numel = x->type.numel();
   const DType d = x->type.dtype;
   const DType kd = sort_key_ty(d)->getIntegerBitWidth() == 64 ? DType::u64 : DType::u32;
+  // Keys only: an integer sort whose indices are unused. Equal keys are equal elements there, so
+  // their order does not show, and an element is its key (the transform undone): the network
+  // moves keys alone (a third of the shared-memory traffic of the (key, index) pairs).
+  const auto iu = uses_.find(op.result(1));
+  const bool keys_only = (is_int(d) || d == DType::i1) && (iu == uses_.end() || iu->second == 0);
   const int64_t key_at = 0, idx_at = align16(numel * byte_size(kd)), x_at = idx_at + align16(numel * 4);
-  need_smem(x_at + numel * byte_size(d));
+  need_smem(keys_only ? numel * byte_size(kd) : x_at + numel * byte_size(d));
 
   // 1. stage keys, indices and elements.
   const LinearLayout* l = layout_of(x);
@@ -58,6 +63,7 @@ void Lowerer::lower_sort(const ir::Op& op) {
     // key: it sorts after every real element, which wins a tie on the key by its lower index.
     if (op.operands.size() > 1) key = B.CreateSelect(reg(op.operands[1], q), key, llvm::ConstantInt::getAllOnesValue(key->getType()));
     smem_store(kd, key_at, at, key);
+    if (keys_only) continue;
     smem_store(DType::i32, idx_at, at, c[static_cast<size_t>(axis)]);
     smem_store(d, x_at, at, reg(x, q));
   }
@@ -83,7 +89,8 @@ void Lowerer::lower_sort(const ir::Op& op) {
     // The compare-exchange of positions i < j of a line (keys k, indices x): ascending unless bit
     // `size` of i is set. Returns whether they swap.
     auto out_of_order = [&](Value* klo, Value* khi, Value* ilo, Value* ihi, Value* i, Value* size) {
-      Value* gt = B.CreateOr(B.CreateICmpUGT(klo, khi), B.CreateAnd(B.CreateICmpEQ(klo, khi), B.CreateICmpSGT(ilo, ihi)));
+      Value* gt = keys_only ? B.CreateICmpUGT(klo, khi)
+                            : B.CreateOr(B.CreateICmpUGT(klo, khi), B.CreateAnd(B.CreateICmpEQ(klo, khi), B.CreateICmpSGT(ilo, ihi)));
       return B.CreateXor(gt, B.CreateICmpNE(B.CreateAnd(i, size), i32c(0)));
     };
     // In registers, on each segment: stages 0 .. whole-1 entirely (s_runtime null), or stage
@@ -98,7 +105,7 @@ void Lowerer::lower_sort(const ir::Op& op) {
           pos[e] = B.CreateAdd(off, i32c(e));
           at[e] = B.CreateAdd(base, B.CreateMul(pos[e], i32c(inner)));
           k[e] = smem_load(kd, key_at, at[e]);
-          x[e] = smem_load(DType::i32, idx_at, at[e]);
+          x[e] = keys_only ? i32c(0) : smem_load(DType::i32, idx_at, at[e]);
         }
         auto stage = [&](Value* size, int top) {  // distances 2^top .. 1
           for (int jb = top; jb >= 0; --jb)
@@ -116,7 +123,7 @@ void Lowerer::lower_sort(const ir::Op& op) {
           for (int st = 0; st < whole; ++st) stage(i32c(int64_t(2) << st), st);
         for (int64_t e = 0; e < seg; ++e) {
           smem_store(kd, key_at, at[e], k[e]);
-          smem_store(DType::i32, idx_at, at[e], x[e]);
+          if (!keys_only) smem_store(DType::i32, idx_at, at[e], x[e]);
         }
       });
       barrier();
@@ -139,13 +146,15 @@ void Lowerer::lower_sort(const ir::Op& op) {
             Value* hi = B.CreateAdd(lo, B.CreateMul(dist, i32c(inner)));
             Value* klo = smem_load(kd, key_at, lo);
             Value* khi = smem_load(kd, key_at, hi);
-            Value* ilo = smem_load(DType::i32, idx_at, lo);
-            Value* ihi = smem_load(DType::i32, idx_at, hi);
+            Value* ilo = keys_only ? i32c(0) : smem_load(DType::i32, idx_at, lo);
+            Value* ihi = keys_only ? i32c(0) : smem_load(DType::i32, idx_at, hi);
             Value* swap = out_of_order(klo, khi, ilo, ihi, i, size);
             smem_store(kd, key_at, lo, B.CreateSelect(swap, khi, klo));
             smem_store(kd, key_at, hi, B.CreateSelect(swap, klo, khi));
-            smem_store(DType::i32, idx_at, lo, B.CreateSelect(swap, ihi, ilo));
-            smem_store(DType::i32, idx_at, hi, B.CreateSelect(swap, ilo, ihi));
+            if (!keys_only) {
+              smem_store(DType::i32, idx_at, lo, B.CreateSelect(swap, ihi, ilo));
+              smem_store(DType::i32, idx_at, hi, B.CreateSelect(swap, ilo, ihi));
+            }
           });
           barrier();
           return std::vector<Value*>{};
@@ -171,6 +180,19 @@ void Lowerer::lower_sort(const ir::Op& op) {
       auto at = [&](Value* pos) {
         return B.CreateAdd(B.CreateMul(B.CreateAdd(B.CreateMul(o, i32c(n)), pos), i32c(inner)), in);
       };
+      if (keys_only) {  // the element from its key: sort_key undone
+        if (res == 1) {
+          out.push_back(i32c(0));  // unused
+          continue;
+        }
+        Value* key = smem_load(kd, key_at, at(c[static_cast<size_t>(axis)]));
+        if (descending) key = B.CreateNot(key);
+        llvm::Type* et = elem_ty(d);
+        Value* v = B.CreateTrunc(key, B.getIntNTy(static_cast<unsigned>(bit_width(d))));
+        if (is_signed_int(d)) v = B.CreateXor(v, B.getInt(llvm::APInt::getSignMask(static_cast<unsigned>(bit_width(d)))));
+        out.push_back(v->getType() == et ? v : B.CreateTrunc(v, et));
+        continue;
+      }
       Value* idx = smem_load(DType::i32, idx_at, at(c[static_cast<size_t>(axis)]));
       out.push_back(res == 1 ? idx : smem_load(d, x_at, at(idx)));
     }
