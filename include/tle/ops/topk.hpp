@@ -415,11 +415,12 @@ template <class T> const auto& sort_kernel() {
     Tile<int32_t> a = arange(0, K);
     Tile<int32_t> idx = load(ind + row * int(K) + a);
     Tile<T> v = load(x + row * n + idx);
-    // Key descending, then index ascending: one u64 per survivor, sorted descending.
+    // Key descending, then index ascending: one u64 per survivor (unique: it holds the index),
+    // sorted descending as keys alone; the index comes back from its low half, the value from x.
     Tile<uint64_t> comp = (radix_key(v, LARGEST).template to<uint64_t>() << 32) | (~idx.to<uint32_t>()).to<uint64_t>();
-    Tile<int32_t> order = argsort(comp, 0, /*descending=*/true);
-    store(ind + row * int(K) + a, gather(idx, order, 0));
-    store(vals + row * int(K) + a, gather(v, order, 0));
+    Tile<int32_t> sorted_idx = (~sort(comp, 0, /*descending=*/true).template to<uint32_t>()).template to<int32_t>();
+    store(ind + row * int(K) + a, sorted_idx);
+    store(vals + row * int(K) + a, load(x + row * n + sorted_idx));
   });
   return k;
 }
