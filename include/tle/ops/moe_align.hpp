@@ -138,7 +138,6 @@ inline const auto& align_kernel() {
                                                    Constexpr<int> JB, Constexpr<bool> FUSED) {
     Tile<int32_t> c = program_id(0);
     Tile<int32_t> ae = arange(0, E);
-    auto starts = gpu::alloc<int32_t>({int64_t(E)}, gpu::scope::shared);  // the binary search's table
     Tile<int32_t> total = zeros<int32_t>({int64_t(E)});
     Tile<int32_t> before = zeros<int32_t>({int64_t(E)});
     if (FUSED) {
@@ -162,6 +161,8 @@ inline const auto& align_kernel() {
     Tile<int32_t> padded = (total + (int(BS) - 1)) / int(BS) * int(BS);
     Tile<int32_t> start = cumsum(padded, 0) - padded;
     Tile<int32_t> total_padded = sum(padded, 0);
+    // The binary search's table (allocated here, it may take the bytes of the counting table).
+    auto starts = gpu::alloc<int32_t>({int64_t(E)}, gpu::scope::shared);
     starts.store(start);
     store(post_pad, total_padded, c == 0);
     if (FUSED) {

@@ -631,7 +631,9 @@ void Lowerer::lower_histogram_ranks(const ir::Op& op) {
   Value* lo = B.CreateMul(warp, i32c(seg));
   Value* hi = B.CreateSelect(B.CreateICmpULT(B.CreateAdd(lo, i32c(seg)), i32c(n)), B.CreateAdd(lo, i32c(seg)), i32c(n));
   Value* lt = call(llvm::Intrinsic::nvvm_read_ptx_sreg_lanemask_lt, {});
-  Value* wcnt = B.CreateMul(warp, i32c(bins));
+  // Warps past num_warps (the producer warps before a warp-specialized loop run this code too) have
+  // no elements; they read warp 0's counters so that their loads stay inside the table.
+  Value* wcnt = B.CreateMul(B.CreateSelect(B.CreateICmpULT(warp, i32c(nw)), warp, i32c(0)), i32c(bins));
   counted_loop(i32c(rounds), {}, [&](Value* k, const std::vector<Value*>&) {
     Value* idx = B.CreateAdd(lo, B.CreateAdd(B.CreateMul(k, i32c(32)), lane));
     Value* in = B.CreateICmpULT(idx, hi);
