@@ -222,6 +222,20 @@ TEST_CASE("verifier: per-op typing rules", "[ir]") {
     k.b.create(OpKind::Binary, {a}, {a->type}, {{"op", int64_t(0)}});
     expect_error(k.f, "expects 2 operands, has 1");
   }
+  SECTION("histogram and histogram_ranks result types") {
+    Fn k;
+    Value* x = k.b.constant(ty(DType::i32, {16}), int64_t(1));
+    k.b.create(OpKind::Histogram, {x}, {ty(DType::i32, {16})}, {{"bins", int64_t(8)}});
+    expect_error(k.f, "result must be i32[8], is i32[16]");
+    Fn r;
+    Value* y = r.b.constant(ty(DType::i32, {16}), int64_t(1));
+    r.b.create(OpKind::HistogramRanks, {y}, {ty(DType::i32, {8})}, {{"bins", int64_t(8)}});
+    expect_error(r.f, "result must be i32[16], is i32[8]");
+    Fn f;
+    Value* z = f.b.constant(ty(DType::f32, {16}), 1.0);
+    f.b.create(OpKind::HistogramRanks, {z}, {ty(DType::i32, {16})}, {{"bins", int64_t(8)}});
+    expect_error(f.f, "input must be a 1-D integer tile");
+  }
   SECTION("cmp result must be i1") {
     Fn k;
     Value* a = k.b.constant(ty(DType::i32, {4}), int64_t(1));

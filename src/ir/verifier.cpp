@@ -702,7 +702,8 @@ class Verifier {
         for (size_t i = 2; i < op.operands.size(); ++i) is_mask(op, i, in(op, 0));
         break;
       }
-      case OpKind::Histogram: {
+      case OpKind::Histogram:
+      case OpKind::HistogramRanks: {  // (x [N] integer [, mask]) attr bins -> i32 [bins] / i32 [N]
         n_operands(op, 1, 2);
         n_results(op, 1);
         const Type& x = in(op, 0);
@@ -711,20 +712,9 @@ class Verifier {
         if (op.operands.size() > 1) is_mask(op, 1, x);
         int64_t bins = int_attr(op, "bins");
         if (bins <= 0) fail(&op, "bins must be positive");
-        if (out(op).dtype != DType::i32 || out(op).shape != Shape{bins})
-          fail(&op, fmt::format("result must be i32[{}], is {}", bins, ts(out(op))));
-        break;
-      }
-      case OpKind::HistogramRanks: {
-        n_operands(op, 1, 2);
-        n_results(op, 1);
-        const Type& x = in(op, 0);
-        if (!is_int(x.dtype) || x.dtype == DType::i1 || x.rank() != 1)
-          fail(&op, fmt::format("input must be a 1-D integer tile, is {}", ts(x)));
-        if (op.operands.size() > 1) is_mask(op, 1, x);
-        if (int_attr(op, "bins") <= 0) fail(&op, "bins must be positive");
-        if (out(op).dtype != DType::i32 || out(op).shape != x.shape)
-          fail(&op, fmt::format("result must be i32 of the input's shape, is {}", ts(out(op))));
+        const Shape want = op.kind == OpKind::Histogram ? Shape{bins} : x.shape;
+        if (out(op).dtype != DType::i32 || out(op).shape != want)
+          fail(&op, fmt::format("result must be {}, is {}", ts(x.with_shape(want).with_dtype(DType::i32)), ts(out(op))));
         break;
       }
       case OpKind::Sort: {
