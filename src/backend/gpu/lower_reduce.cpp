@@ -591,7 +591,8 @@ void Lowerer::lower_histogram(const ir::Op& op) {
 // histogram_ranks (a stable counting rank, as CUB's warp-match ranking): 1. every element's bin
 // (-1 when not counted) goes to shared memory in row-major order and the per-warp counters
 // cnt[W][bins] are zeroed; 2. warp w takes the elements [w * seg, (w + 1) * seg) in order, 32 at a
-// time: match.any.sync gives each lane the lanes holding its bin (PTX ISA 9.7.13.9), its rank in
+// time: match.any.sync gives each lane the lanes holding its bin (PTX ISA, "Parallel
+// Synchronization and Communication Instructions: match.sync"), its rank in
 // the round is the number of them below it (popc of the mask and %lanemask_lt), its rank in the
 // warp's part that plus cnt[w][bin], and the lowest of those lanes then adds the round's count to
 // cnt[w][bin]; 3. each result register adds the counts of its bin in the warps before the one that

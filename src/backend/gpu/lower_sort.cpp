@@ -10,7 +10,8 @@
 // distances below a small segment run in registers, barrier-free). Comparing the pair
 // and not the key alone makes the order total, so the network's result is the stable order, as
 // the CPU's merge sort gives. Each result register then reads its index at its sorted position
-// (positions 0..k-1 for topk) and the element from the copy of x at that index.
+// (positions 0..k-1 for topk) and the element from the copy of x at that index. An integer sort
+// whose indices are unused stages and moves its keys alone and rebuilds each element from its key.
 // gather: x is written to shared memory; each result register reads x at its coordinates with the
 // axis coordinate replaced by the index register (the index has the result's layout), 0 when the
 // index is outside [0, dim).
