@@ -39,7 +39,7 @@ k = collections.OrderedDict()
 for r in body:
     key = r[col["ID"]]
     e = k.setdefault(key, {"name": r[col["Kernel Name"]]})
-    e[r[col["Metric Name"]]] = r[col["Metric Value"]]
+    e[r[col["Metric Name"]]] = r[col["Metric Value"]].replace(",", "")  # ncu writes thousands separators
 for i, e in k.items():
     print(i, e["name"][:60], "grid", e.get("launch__grid_size"), "block", e.get("launch__block_size"),
           "regs", e.get("launch__registers_per_thread"),
