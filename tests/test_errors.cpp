@@ -228,6 +228,12 @@ TEST_CASE("errors: a tile dimension of 0 (rule E07)", "[errors]") {
     store(x + expand_dims(arange(0, 2), 1) * 2 + expand_dims(arange(0, 2), 0), r);
   });
   expect_error([&] { k8(Grid(1), xi.data()); }, "histogram_ranks needs a 1-D tile", line);
+  auto k9 = jit("err_histogram_ranks_bins", [](Ptr<int32_t> x) {
+    Tile<int32_t> v = load(x + arange(0, 4));
+    line = __LINE__; Tile<int32_t> r = histogram_ranks(v, int64_t(1) << 40);
+    store(x + arange(0, 4), r);
+  });
+  expect_error([&] { k9(Grid(1), xi.data()); }, "bins = 1099511627776 is more than 2^20", line);
 }
 
 TEST_CASE("errors: arange with a runtime bound", "[errors]") {

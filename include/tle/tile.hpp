@@ -786,7 +786,7 @@ Tile<int32_t> histogram(const Tile<T>& x, int64_t bins, const Tile<bool>& mask, 
 /// (a radix-sort pass; MoE routing's slot of a token within its expert). On the GPU one
 /// `match.any.sync` per 32 elements and per-warp counters in shared memory (bins * warps * 4
 /// bytes, plus 8 bytes per element), not a sort. Errors (UserError at the caller's line): x not
-/// 1-D or not an integer tile, bins < 1, a mask that does not broadcast to x.
+/// 1-D or not an integer tile, bins < 1 or > 2^20, a mask that does not broadcast to x.
 template <detail::IntElem T> Tile<int32_t> histogram_ranks(const Tile<T>& x, int64_t bins, loc_t l = loc_t::current()) {
   detail::require_value(x.value(), l);
   return Tile<int32_t>(detail::histogram_ranks(x.value(), bins, nullptr, l));

@@ -924,6 +924,10 @@ V histogram(V x, int64_t bins, V mask, const SrcLoc& loc) {
 V histogram_ranks(V x, int64_t bins, V mask, const SrcLoc& loc) {
   auto& c = ctx(loc);
   std::vector<V> ops = histogram_operands(c, x, bins, mask, loc, "histogram_ranks");
+  if (bins > kMaxNumel)  // it keeps a counter per bin (per warp on the GPU), as histogram's result
+    throw UserError(loc, fmt::format("histogram_ranks: bins = {} is more than 2^20 (it keeps a counter per bin); "
+                                     "use fewer bins",
+                                     bins));
   return make(c, ir::OpKind::HistogramRanks, ops, {x->type.with_dtype(DType::i32)}, {{"bins", bins}}, loc)->result();
 }
 
