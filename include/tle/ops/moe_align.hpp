@@ -30,9 +30,9 @@
 // Kernels (no host round trip): the entries are split into C chunks of a multiple of 1024 entries,
 // one program each (C <= 64 up to 8192 entries, else about 512: enough programs to fill the GPU
 // several times over).
-//   - Up to 8192 entries: one kernel. Each program counts all entries itself (tle::histogram over
-//     [num_experts] bins), so it knows every expert's total and the entries of its expert in the
-//     chunks before its own; it computes the padded starts (cumsum), writes its share of
+//   - Up to 8192 entries: one kernel. Each program counts all entries itself (atomic adds into a
+//     shared-memory table of 2 * num_experts counters: the entries before its chunk, the rest), so
+//     it knows every expert's total and the entries of each expert in the chunks before its own; it computes the padded starts (cumsum), writes its share of
 //     expert_ids (block b's expert: the last expert whose start is <= b * block_size, found by a
 //     binary search over the starts in a shared-memory table (tle::gpu::alloc); -1 past the end)
 //     and, program 0, num_tokens_post_padded; writes the sentinel into the padding slots of
