@@ -32,7 +32,8 @@
 // several times over).
 //   - Up to 8192 entries: one kernel. Each program counts all entries itself (atomic adds into a
 //     shared-memory table of 2 * num_experts counters: the entries before its chunk, the rest), so
-//     it knows every expert's total and the entries of each expert in the chunks before its own; it computes the padded starts (cumsum), writes its share of
+//     it knows every expert's total and the entries of each expert in the chunks before its own;
+//     it computes the padded starts (cumsum), writes its share of
 //     expert_ids (block b's expert: the last expert whose start is <= b * block_size, found by a
 //     binary search over the starts in a shared-memory table (tle::gpu::alloc); -1 past the end)
 //     and, program 0, num_tokens_post_padded; writes the sentinel into the padding slots of

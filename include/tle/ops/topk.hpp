@@ -273,6 +273,23 @@ template <class T> void publish_hist(const CoopRow<T>& c, const Tile<int32_t>& h
   if (pass == num_passes(kb) - 1) store(c.partial(c.s) + bins, h);
 }
 
+/// The histogram of pass `pass`'s digit (pass >= 1) over the slice's candidates [0, count) in the
+/// workspace whose higher digits equal `prefix` (a shared-memory table, as hist_pass).
+template <class T>
+Tile<int32_t> candidate_hist(const CoopRow<T>& c, const Tile<int32_t>& count, const Tile<uint32_t>& prefix, int pass) {
+  constexpr int kb = key_bits(sizeof(T));
+  const int w = pass_bits(kb, pass);
+  auto table = gpu::alloc<int32_t>({int64_t(1) << w}, gpu::scope::shared);
+  table.store(0);
+  for (auto i : range(0, count, kBlock)) {
+    Tile<int32_t> offs = i + arange(0, kBlock);
+    Tile<uint32_t> key = bitcast<uint32_t>(load(c.keys + offs, offs < count));
+    Tile<bool> m = (offs < count) & ((key >> pass_shift(kb, pass - 1)) == prefix);
+    atomic_add(gpu::local_ptr(table, {((key >> pass_shift(kb, pass)) & ((1u << w) - 1u)).template to<int32_t>()}), 1, m);
+  }
+  return table.load();
+}
+
 /// Cooperative pass 0: the slice's histogram of the first digit.
 template <class T> const auto& coop_hist0_kernel() {
   static const auto k = jit("tle_ops_topk_hist0", [](Ptr<T> x, Ptr<int32_t> ws, Tile<int32_t> n, Tile<int32_t> ppr,
@@ -300,7 +317,6 @@ template <class T> const auto& coop_filter_kernel() {
     Tile<int32_t> krem;
     Tile<uint32_t> d0;
     digits_from_workspace<T>(c.wrow, 1, kk, krem, d0);
-    const int w = pass_bits(kb, 1);
     // The loop only reads, flags and writes: candidates (key, index) from the front of the slice's
     // part of the workspace, the indices of the elements above from its back (count + above <=
     // the slice). One scan counts both: candidates in the low 16 bits, elements above in the high.
@@ -331,15 +347,8 @@ template <class T> const auto& coop_filter_kernel() {
       Tile<bool> m = offs < above;
       store(irow + (first + offs), load(c.idx + (back - offs), m), m);
     }
-    // The candidates' histogram of the second digit.
-    Tile<int32_t> h = zeros<int32_t>({int64_t(1) << w});
-    for (auto j : range(0, count, kBlock)) {
-      Tile<int32_t> offs = j + arange(0, kBlock);
-      Tile<bool> m = offs < count;
-      Tile<uint32_t> key = bitcast<uint32_t>(load(c.keys + offs, m));
-      h = h + histogram(((key >> pass_shift(kb, 1)) & ((1u << w) - 1u)).to<int32_t>(), int64_t(1) << w, m);
-    }
-    publish_hist(c, h, 1);
+    // The candidates' histogram of the second digit (their first digit is d0).
+    publish_hist(c, candidate_hist(c, count, d0, 1), 1);
   });
   return k;
 }
@@ -350,22 +359,11 @@ template <class T> const auto& coop_cand_hist_kernel() {
   static const auto k = jit("tle_ops_topk_cand_hist", [](Ptr<int32_t> ws, Tile<int32_t> n, Tile<int32_t> kk,
                                                         Tile<int32_t> ppr, Tile<int32_t> slice, Tile<int32_t> ws_row,
                                                         Constexpr<int> PASS) {
-    constexpr int kb = key_bits(sizeof(T));
     CoopRow<T> c(ws, n, ppr, slice, ws_row);
     Tile<int32_t> krem;
     Tile<uint32_t> prefix;
     digits_from_workspace<T>(c.wrow, PASS, kk, krem, prefix);
-    const int w = pass_bits(kb, PASS);
-    Tile<int32_t> h = zeros<int32_t>({int64_t(1) << w});
-    Tile<int32_t> count = load(c.counts + c.s);
-    for (auto i : range(0, count, kBlock)) {
-      Tile<int32_t> offs = i + arange(0, kBlock);
-      Tile<bool> m = offs < count;
-      Tile<uint32_t> key = bitcast<uint32_t>(load(c.keys + offs, m));
-      m = m & ((key >> pass_shift(kb, PASS - 1)) == prefix);
-      h = h + histogram(((key >> pass_shift(kb, PASS)) & ((1u << w) - 1u)).to<int32_t>(), int64_t(1) << w, m);
-    }
-    publish_hist(c, h, PASS);
+    publish_hist(c, candidate_hist(c, load(c.counts + c.s), prefix, PASS), PASS);
   });
   return k;
 }
