@@ -275,6 +275,9 @@ class Lowerer : public backend::ScalarEmitter {
   void lower_scan(const ir::Op& op);
   void lower_dot(const ir::Op& op);
   void lower_histogram(const ir::Op& op);
+  /// histogram / histogram_ranks: register q's bin (i32), -1 where it is not counted (outside
+  /// [0, bins) or masked off). Bins fit i32 (at most 2^20).
+  llvm::Value* counted_bin(const ir::Op& op, int q);
   /// histogram_ranks: x staged in shared memory; warp w ranks the w-th contiguous part of the tile,
   /// 32 elements at a time (match.any.sync, popc, a per-warp counter per bin); a result adds the
   /// counts of the warps before its own.

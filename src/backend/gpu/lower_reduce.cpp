@@ -545,12 +545,19 @@ void Lowerer::lower_dot(const ir::Op& op) {
   regs[r] = out;
 }
 
+Value* Lowerer::counted_bin(const ir::Op& op, int q) {
+  const ir::Value* x = op.operands[0];
+  Value* v = B.CreateIntCast(reg(x, q), B.getInt64Ty(), is_signed_int(x->type.dtype));
+  // Sign-extended, a negative value is huge as unsigned: out of range (E06).
+  Value* ok = B.CreateICmpULT(v, B.getInt64(static_cast<uint64_t>(op.int_attr("bins"))));
+  if (op.operands.size() > 1) ok = B.CreateAnd(ok, reg(op.operands[1], q));
+  return B.CreateSelect(ok, B.CreateTrunc(v, B.getInt32Ty()), i32c(-1));
+}
+
 void Lowerer::lower_histogram(const ir::Op& op) {
   const ir::Value* x = op.operands.at(0);
-  const ir::Value* mask = op.operands.size() > 1 ? op.operands[1] : nullptr;
   const ir::Value* r = op.result();
   const int64_t bins = op.int_attr("bins");
-  const DType xd = x->type.dtype;
   need_smem(bins * 4);
   const int64_t nthreads = 32 * num_warps;
   // zero the counters
@@ -570,15 +577,12 @@ void Lowerer::lower_histogram(const ir::Op& op) {
   Value* own = owner(l);
   for (int i = 0; i < num_regs(x); ++i) {
     if (l && duplicate_reg(*l, i)) continue;
-    Value* v = B.CreateIntCast(reg(x, i), B.getInt64Ty(), is_signed_int(xd));
-    Value* ok = B.CreateAnd(own, is_signed_int(xd) ? B.CreateAnd(B.CreateICmpSGE(v, B.getInt64(0)), B.CreateICmpSLT(v, B.getInt64(static_cast<uint64_t>(bins))))
-                                                   : B.CreateICmpULT(v, B.getInt64(static_cast<uint64_t>(bins))));
-    if (mask) ok = B.CreateAnd(ok, reg(mask, i));
+    Value* bin = counted_bin(op, i);
     auto* on = llvm::BasicBlock::Create(ctx, "hist.add", kernel);
     auto* next = llvm::BasicBlock::Create(ctx, "hist.next", kernel);
-    B.CreateCondBr(ok, on, next);
+    B.CreateCondBr(B.CreateAnd(own, B.CreateICmpSGE(bin, i32c(0))), on, next);
     B.SetInsertPoint(on);
-    Value* p = smem_ptr(B.CreateMul(B.CreateTrunc(v, B.getInt32Ty()), B.getInt32(4)));
+    Value* p = smem_ptr(B.CreateMul(bin, B.getInt32(4)));
     B.CreateAtomicRMW(llvm::AtomicRMWInst::Add, p, B.getInt32(1), llvm::Align(4), llvm::AtomicOrdering::Monotonic);
     B.CreateBr(next);
     B.SetInsertPoint(next);
@@ -599,10 +603,8 @@ void Lowerer::lower_histogram(const ir::Op& op) {
 // ranked it. Three CTA barriers, whatever the tile size.
 void Lowerer::lower_histogram_ranks(const ir::Op& op) {
   const ir::Value* x = op.operands.at(0);
-  const ir::Value* mask = op.operands.size() > 1 ? op.operands[1] : nullptr;
   const ir::Value* r = op.result();
   const int64_t bins = op.int_attr("bins"), n = x->type.numel(), nw = num_warps;
-  const DType xd = x->type.dtype;
   const int64_t seg = (n + nw - 1) / nw, rounds = (seg + 31) / 32;
   const int64_t val_at = 0, rank_at = (n * 4 + 15) / 16 * 16, cnt_at = 2 * rank_at;
   need_smem(cnt_at + nw * bins * 4);
@@ -618,14 +620,8 @@ void Lowerer::lower_histogram_ranks(const ir::Op& op) {
   // 1. bins (or -1) in row-major order; counters zeroed.
   for_each_item(nw * bins, [&](Value* i) { smem_store(DType::i32, cnt_at, i, i32c(0)); });
   auto hw = hw_coords(*l);
-  for (int q = 0; q < l->num_regs(); ++q) {
-    if (duplicate_reg(*l, q)) continue;
-    Value* v = B.CreateIntCast(reg(x, q), B.getInt64Ty(), is_signed_int(xd));
-    Value* ok = B.CreateICmpULT(v, B.getInt64(static_cast<uint64_t>(bins)));  // negatives are huge (E06)
-    if (mask) ok = B.CreateAnd(ok, reg(mask, q));
-    smem_store(DType::i32, val_at, linear(coords(*l, hw, q), x->type.shape),
-               B.CreateSelect(ok, B.CreateTrunc(v, B.getInt32Ty()), all));
-  }
+  for (int q = 0; q < l->num_regs(); ++q)
+    if (!duplicate_reg(*l, q)) smem_store(DType::i32, val_at, linear(coords(*l, hw, q), x->type.shape), counted_bin(op, q));
   barrier();
 
   // 2. each warp ranks its part, 32 elements a round.
