@@ -3,6 +3,7 @@
 //   gpu_bench                      every group, each in its own child process (a fault or a crash
 //                                  in one group cannot take the others down); JSON lines on stdout
 //   gpu_bench --only softmax       one group, in this process
+//   gpu_bench --only topk --case 64x32768   only that group's cases whose name contains 64x32768
 //   gpu_bench --groups copy,matmul --reps 200 --timeout 300
 //   gpu_bench --list               the groups and their cases
 //   gpu_bench --ptx-check [DIR]    compile every kernel and config to sm_90a PTX (no GPU needed),
@@ -98,7 +99,11 @@ void emit_error(const CaseInfo& c, const std::string& error, const Json& extra =
 }
 
 /// Runs one case body; an exception becomes an "ok":false line.
+/// --case SUBSTR: only the cases whose name contains it run (empty: all).
+std::string g_case_filter;
+
 template <class F> void guarded(const CaseInfo& c, F&& body) {
+  if (!g_case_filter.empty() && c.name.find(g_case_filter) == std::string::npos) return;
   try {
     body();
   } catch (const std::exception& e) {
@@ -1229,7 +1234,7 @@ template <class T> void topk_case(bench::Timer& tm, int rows, int n, int k, cons
     DeviceBuffer<int32_t> di(size_t(rows) * k);
     // programs_per_row: the library's choice (0) and a small sweep; each checked before it is timed.
     std::optional<Timing> best;
-    std::string best_cfg;
+    std::string best_cfg, sweep;
     for (int ppr : {0, 1, 2, 4, 8, 16, 32}) {
       ops::TopkOptions o;
       o.stream = tm.stream().handle();
@@ -1254,10 +1259,12 @@ template <class T> void topk_case(bench::Timer& tm, int rows, int n, int k, cons
       Timing t = tm.time(run);
       const std::string cfg = ppr == 0 ? "programs_per_row=auto" : "programs_per_row=" + std::to_string(ppr);
       if (!best || t.median < best->median) best = t, best_cfg = cfg;
-      if (n <= 2048) break;  // one kernel, whole row in one tile: nothing to sweep
+      sweep += (sweep.empty() ? "" : ", ") + (ppr == 0 ? std::string("auto") : std::to_string(ppr)) + ": " +
+               std::to_string(t.median * 1e3).substr(0, 6) + " us";
     }
     Json extra;
     extra.str("what", "values and int32 indices of the k largest per row, sorted (torch.topk's order)");
+    extra.str("sweep", "programs_per_row -> median: " + sweep);
     emit_ok(c, *best, best_cfg, Json(), extra);
   });
 }
@@ -1594,6 +1601,8 @@ int ptx_check(const std::string& dir) {
     one("topk cand_hist f32 pass 2", [&] { return tk::coop_cand_hist_kernel<float>().ptx(90, 8, ii, 131072, 2048, 16, 8192, 300000, 2); });
     one("topk gather f32", [&] { return tk::coop_gather_kernel<float>().ptx(90, 8, ii, ii, 131072, 2048, 16, 8192, 300000); });
     one("topk sort f32 K=2048", [&] { return tk::sort_kernel<float>().ptx(90, 8, f, f, ii, 131072, 2048, true); });
+    one("topk resident f32 n=32768 K=2048", [&] { return tk::resident_kernel<float>().ptx(90, 8, f, f, ii, 32768, 32768, 2048, 2048, true); });
+    one("topk resident bf16 n=1000 K=32", [&] { return tk::resident_kernel<bf16>().ptx(90, 8, h, h, ii, 1000, 1024, 1024, 32, true); });
     one("topk direct f32 N=2048 K=128", [&] { return tk::direct_kernel<float>().ptx(90, 4, f, f, ii, 2048, 2048, 128, true); });
     one("moe count E=256", [&] { return mk::count_kernel().ptx(90, 4, ii, ii, ii, 131072, 2048, 147200, 2300, 256, true); });
     one("moe align E=256 BS=64", [&] {
@@ -1791,7 +1800,8 @@ bool run_child(const char* self, const Group& g, int timeout_s, const std::strin
 int usage() {
   std::fprintf(stderr,
                "usage: gpu_bench [--groups g1,g2] [--reps N] [--timeout S]   (each group in a child process)\n"
-               "       gpu_bench --only GROUP [--reps N]                     (one group in this process)\n"
+               "       gpu_bench --only GROUP [--reps N] [--case SUBSTR]     (one group in this process; only cases\n"
+               "                                                             whose name contains SUBSTR)\n"
                "       gpu_bench --list\n"
                "       gpu_bench --ptx-check [DIR]                           (compile every kernel to PTX, into DIR; no GPU)\n");
   return 2;
@@ -1807,6 +1817,7 @@ int main(int argc, char** argv) {
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
     if (a == "--only") only = next();
     else if (a == "--groups") groups_arg = next();
+    else if (a == "--case") g_case_filter = next();
     else if (a == "--reps") g_reps = std::max(1, std::atoi(next().c_str()));
     else if (a == "--timeout") timeout_s = std::max(1, std::atoi(next().c_str()));
     else if (a == "--ptx-check") return ptx_check(i + 1 < argc ? argv[i + 1] : "");

@@ -13,6 +13,7 @@
 #      `--set full`; the SASS source pages (per-instruction samples and stall reasons, one table per
 #      launch, in launch order) go to OUT_DIR/GROUP-<n>.source.csv, the details pages to
 #      OUT_DIR/GROUP-<n>.details.txt.
+# CASE=SUBSTR profiles only the group's cases whose name contains SUBSTR (gpu_bench --case).
 # SKIP_TIMES=1 leaves step 1 out. ncu runs with --clock-control none (the device README: leave the clocks alone). The durations
 # under ncu are of serialized launches, not the suite's back-to-back timings: use them to split a
 # case's time between its kernels, and the suite for the case's time.
@@ -27,7 +28,7 @@ ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -
 if [ "${SKIP_TIMES:-0}" != 1 ]; then
 "$ncu" --clock-control none --csv \
   --metrics gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread,launch__shared_mem_per_block_static,launch__shared_mem_per_block_dynamic \
-  "$B/bin/gpu_bench" --only "$group" --reps 1 > "$out/$group-times.csv" 2> "$out/$group-times.err"
+  "$B/bin/gpu_bench" --only "$group" --reps 1 ${CASE:+--case "$CASE"} > "$out/$group-times.csv" 2> "$out/$group-times.err"
 python3 - "$out/$group-times.csv" > "$out/$group-times.txt" <<'EOF'
 import csv, sys, collections
 rows = list(csv.reader(open(sys.argv[1])))
@@ -54,7 +55,7 @@ for re in "$@"; do
   n=$((n + 1))
   rep=/tmp/ncu-profile-$group-$n
   "$ncu" --clock-control none --set full --import-source no -k "regex:$re" --filter-mode per-launch-config \
-    --launch-count 1 -f -o "$rep" "$B/bin/gpu_bench" --only "$group" --reps 1 > /dev/null 2> "$out/$group-$n.err"
+    --launch-count 1 -f -o "$rep" "$B/bin/gpu_bench" --only "$group" --reps 1 ${CASE:+--case "$CASE"} > /dev/null 2> "$out/$group-$n.err"
   "$ncu" -i "$rep.ncu-rep" --page source --csv --print-source sass > "$out/$group-$n.source.csv" 2>&1
   "$ncu" -i "$rep.ncu-rep" --page details > "$out/$group-$n.details.txt" 2>&1
   [ -s "$out/$group-$n.err" ] || rm -f "$out/$group-$n.err"

@@ -39,9 +39,15 @@
 //      [k] tile) that writes values and indices.
 // Launches (how a shape runs, TopkOptions::programs_per_row):
 //   - n <= 2048: one kernel, the whole row in one tile (tle::topk on the tile);
-//   - one program per row (programs_per_row = 1, or chosen for a batch that fills the machine
-//     alone when the matrix is under 4 MB): steps 1-3 in one kernel that reads its row once per pass
-//     and once more for the gather, then the sort kernel: two launches;
+//   - one program per row, the row held in shared memory (programs_per_row = 1, or chosen for a
+//     batch that fills the machine alone, when the row is at most 128 KB and it fits beside the
+//     survivors in a program's shared memory): one kernel copies the row in (cp.async, all of it
+//     in flight at once), runs steps 1-3 over it there, places the survivors in a shared table of
+//     (key, ~index) u64s - unique, so a descending sort of them is the result's order - sorts it
+//     and writes values and indices: one launch, one read of the row;
+//   - one program per row, longer rows (the same choice, when the matrix is under 4 MB): steps 1-3
+//     in one kernel that reads its row once per pass and once more for the gather, then the sort
+//     kernel: two launches;
 //   - cooperative (several programs per row, or one per row on larger matrices): each program
 //     takes a slice of its row and the programs of a row meet in global memory (the workspace).
 //     A kernel zeroes the counters and histograms; pass 0 histograms the first digit (each
@@ -89,10 +95,10 @@ struct TopkOptions {
   /// GPU: the CUstream the kernels are queued on (null: the legacy default stream). Ignored on the CPU.
   void* stream = nullptr;
   /// Programs cooperating on one row: 0 chooses from the shape (about two programs per SM on the
-  /// GPU, one per core on the CPU, at most one per 8192 elements of a row); 1 forces the
-  /// one-program-per-row kernel; more takes the cooperative path with that many slices per row
-  /// (capped at one slice per 2048 elements). Rows of n <= 2048 take the one-kernel path unless
-  /// this is >= 2. Results do not depend on it.
+  /// GPU, one per core on the CPU, at most one per 8192 elements of a row; rows of n <= 2048 in
+  /// one tile); 1 forces one program per row (the row in shared memory where it fits, else
+  /// streamed); more takes the cooperative path with that many slices per row (capped at one
+  /// slice per 2048 elements). Results do not depend on it.
   int programs_per_row = 0;
   /// Workspace of the cooperative path: topk_workspace_size(...) int32 elements (or null).
   int32_t* workspace = nullptr;
@@ -106,7 +112,8 @@ constexpr int kRadixBits = 11;
 constexpr int kBlock = 2048;        // elements per tile in the row loops
 constexpr int64_t kDirectMaxN = 2048;  // rows up to this length: one kernel, the whole row in one tile
 constexpr int64_t kMaxK = 8192;     // the sort of the survivors must fit a GPU program's shared memory
-constexpr int kCounterSlots = 16;   // workspace row: [counter, pad..][pass histograms][per-slice last histograms]
+constexpr int kCounterSlots = 16;
+constexpr int64_t kResidentRowBytes = 128 << 10;  // rows up to this size may be held in shared memory   // workspace row: [counter, pad..][pass histograms][per-slice last histograms]
 
 constexpr int key_bits(int elem_bytes) { return elem_bytes * 8; }
 constexpr int num_passes(int kb) { return (kb + kRadixBits - 1) / kRadixBits; }
@@ -136,25 +143,33 @@ template <class T> Tile<uint32_t> radix_key(const Tile<T>& x, bool largest) {
   return key;
 }
 
-/// The histogram of pass `pass`'s digit over the elements [lo, hi) of a row whose higher digits
-/// equal `prefix`: counted with atomic adds into a shared-memory table (no barrier per tile), read
-/// once at the end. In the kernel's body only (it allocates the table).
-template <class T>
-Tile<int32_t> hist_pass(const Ptr<T>& xrow, const Tile<int32_t>& lo, const Tile<int32_t>& hi,
-                        const Tile<uint32_t>& prefix, int pass, bool largest) {
-  constexpr int kb = key_bits(sizeof(T));
+/// The histogram of pass `pass`'s digit over the elements [lo, hi) whose higher digits equal
+/// `prefix`, `block` elements a step, each element's key from key_at(offsets, mask): counted with
+/// atomic adds into a shared-memory table (no barrier per step), read once at the end. In the
+/// kernel's body only (it allocates the table).
+template <int kb, class KeyAt>
+Tile<int32_t> digit_hist(KeyAt key_at, const Tile<int32_t>& lo, const Tile<int32_t>& hi, const Tile<uint32_t>& prefix,
+                         int pass, int block) {
   const int w = pass_bits(kb, pass), sh = pass_shift(kb, pass);
   auto table = gpu::alloc<int32_t>({int64_t(1) << w}, gpu::scope::shared);
   table.store(0);
-  for (auto i : range(lo, hi, kBlock)) {
-    Tile<int32_t> offs = i + arange(0, kBlock);
+  for (auto i : range(lo, hi, block)) {
+    Tile<int32_t> offs = i + arange(0, block);
     Tile<bool> m = offs < hi;
-    Tile<uint32_t> key = radix_key(load(xrow + offs, m), largest);
+    Tile<uint32_t> key = key_at(offs, m);
     if (pass > 0) m = m & ((key >> pass_shift(kb, pass - 1)) == prefix);
     Tile<int32_t> d = ((key >> sh) & ((1u << w) - 1u)).template to<int32_t>();
     atomic_add(gpu::local_ptr(table, {d}), 1, m);
   }
   return table.load();
+}
+
+/// digit_hist over the elements [lo, hi) of a row in global memory.
+template <class T>
+Tile<int32_t> hist_pass(const Ptr<T>& xrow, const Tile<int32_t>& lo, const Tile<int32_t>& hi,
+                        const Tile<uint32_t>& prefix, int pass, bool largest) {
+  auto key_at = [&](const Tile<int32_t>& offs, const Tile<bool>& m) { return radix_key(load(xrow + offs, m), largest); };
+  return digit_hist<key_bits(sizeof(T))>(key_at, lo, hi, prefix, pass, kBlock);
 }
 
 /// From a pass's histogram h (2^w bins) and the rank krem (1-based, counted from the largest) of
@@ -235,6 +250,60 @@ template <class T> const auto& select_kernel() {
   return k;
 }
 
+/// One program per row with the row held in shared memory (resident_fits): the row is copied in
+/// once (cp.async, every chunk of CH elements in flight together), the digit passes and the
+/// gather read it there, and the k survivors go to a shared [K] table as (key, ~index) u64s -
+/// unique, so a descending sort of them is the result's order - sorted in place: one launch and
+/// one read of the row from global memory.
+template <class T> const auto& resident_kernel() {
+  static const auto k = jit("tle_ops_topk_resident", [](Ptr<T> x, Ptr<T> vals, Ptr<int32_t> ind, Tile<int32_t> n,
+                                                       Constexpr<int> CAP, Constexpr<int> CH, Constexpr<int> K,
+                                                       Constexpr<bool> LARGEST) {
+    constexpr int kb = key_bits(sizeof(T));
+    const int ch = CH, kk = K;
+    Tile<int64_t> row = program_id(0).to<int64_t>();
+    Ptr<T> xrow = x + row * n;
+    auto buf = gpu::alloc<T>({int64_t(CAP)}, gpu::scope::shared);
+    for (auto i : range(0, n, ch)) {
+      Tile<int32_t> offs = i + arange(0, ch);
+      gpu::copy(xrow + offs, gpu::local_ptr(buf, {offs}), offs < n);
+    }
+    gpu::commit_group();
+    gpu::wait_group(0);
+    auto key_at = [&](const Tile<int32_t>& offs, const Tile<bool>& m) {
+      return radix_key(load(gpu::local_ptr(buf, {offs}), m), LARGEST);
+    };
+    Tile<int32_t> zero = 0, krem = kk;
+    Tile<uint32_t> kth = 0u;
+    for (int p = 0; p < num_passes(kb); ++p)
+      select_digit(digit_hist<kb>(key_at, zero, n, kth, p, ch), pass_bits(kb, p), krem, kth);
+    // The survivors: keys above the k-th at [0, K - krem), then keys equal to it while within K
+    // (in index order: the lowest indices are kept). One scan counts both (above in the low 16
+    // bits, equal in the high; a chunk has at most 2048 elements).
+    auto surv = gpu::alloc<uint64_t>({int64_t(kk)}, gpu::scope::shared);
+    Tile<int32_t> base_gt = 0, base_eq = kk - krem;
+    for (auto i : range(0, n, ch)) {
+      Tile<int32_t> offs = i + arange(0, ch);
+      Tile<bool> m = offs < n;
+      Tile<uint32_t> key = key_at(offs, m);
+      Tile<bool> gt = m & (key > kth), eq = m & (key == kth);
+      Tile<int32_t> both = gt.to<int32_t>() + (eq.to<int32_t>() << 16);
+      Tile<int32_t> inc = cumsum(both, 0);
+      Tile<int32_t> pos = where(gt, base_gt + (inc & 0xFFFF) - 1, base_eq + (inc >> 16) - 1);
+      Tile<uint64_t> comp = (key.to<uint64_t>() << 32) | (~offs.to<uint32_t>()).to<uint64_t>();
+      store(gpu::local_ptr(surv, {pos}), comp, gt | (eq & (pos < kk)));
+      Tile<int32_t> total = sum(both, 0);
+      base_gt = base_gt + (total & 0xFFFF);
+      base_eq = base_eq + (total >> 16);
+    }
+    Tile<int32_t> idx = (~sort(surv.load(), 0, /*descending=*/true).to<uint32_t>()).to<int32_t>();
+    Tile<int32_t> o = arange(0, kk);
+    store(ind + row * kk + o, idx);
+    store(vals + row * kk + o, load(gpu::local_ptr(buf, {idx})));
+  });
+  return k;
+}
+
 /// The cooperative path's view of one workspace row (row `row`, slice `s` of `ppr`): trace-time
 /// offsets of the counters and pass histograms, run-time offsets of the per-slice parts.
 /// Layout: [0, 16) counters (slot 0: the output positions of the elements above the k-th key);
@@ -274,20 +343,11 @@ template <class T> void publish_hist(const CoopRow<T>& c, const Tile<int32_t>& h
 }
 
 /// The histogram of pass `pass`'s digit (pass >= 1) over the slice's candidates [0, count) in the
-/// workspace whose higher digits equal `prefix` (a shared-memory table, as hist_pass).
+/// workspace whose higher digits equal `prefix`.
 template <class T>
 Tile<int32_t> candidate_hist(const CoopRow<T>& c, const Tile<int32_t>& count, const Tile<uint32_t>& prefix, int pass) {
-  constexpr int kb = key_bits(sizeof(T));
-  const int w = pass_bits(kb, pass);
-  auto table = gpu::alloc<int32_t>({int64_t(1) << w}, gpu::scope::shared);
-  table.store(0);
-  for (auto i : range(0, count, kBlock)) {
-    Tile<int32_t> offs = i + arange(0, kBlock);
-    Tile<uint32_t> key = bitcast<uint32_t>(load(c.keys + offs, offs < count));
-    Tile<bool> m = (offs < count) & ((key >> pass_shift(kb, pass - 1)) == prefix);
-    atomic_add(gpu::local_ptr(table, {((key >> pass_shift(kb, pass)) & ((1u << w) - 1u)).template to<int32_t>()}), 1, m);
-  }
-  return table.load();
+  auto key_at = [&](const Tile<int32_t>& offs, const Tile<bool>& m) { return bitcast<uint32_t>(load(c.keys + offs, m)); };
+  return digit_hist<key_bits(sizeof(T))>(key_at, Tile<int32_t>(0), count, prefix, pass, kBlock);
 }
 
 /// Cooperative pass 0: the slice's histogram of the first digit.
@@ -438,16 +498,40 @@ inline const auto& zero_kernel() {
 /// How a shape runs: one kernel (Direct), one program per row (Select: steps 1-3 in one kernel),
 /// or the cooperative kernels (Coop) with `ppr` programs per row, each on `slice` elements.
 struct Plan {
-  enum Mode { Direct, Select, Coop } mode = Direct;
+  enum Mode { Direct, Resident, Select, Coop } mode = Direct;
   int64_t ppr = 1, slice = 0;
 };
 
-inline Plan plan(int64_t rows, int64_t n, int elem_bytes, int requested, Backend backend) {
+/// resident_kernel's chunk (elements a step) and row capacity (n rounded up to whole chunks).
+inline int resident_chunk(int64_t n) { return static_cast<int>(std::min<int64_t>(kBlock, next_power_of_2(n))); }
+inline int64_t resident_capacity(int64_t n) {
+  const int64_t ch = resident_chunk(n);
+  return (n + ch - 1) / ch * ch;
+}
+/// The shared memory one program may have on `backend` (the GPU's opt-in limit; 227 KB, sm_90's,
+/// elsewhere, as the CPU backend and the interpreter run whatever fits on sm_90).
+inline int64_t program_smem_limit(Backend backend) {
+  if (backend != Backend::GPU) return 232448;
+  static const int64_t limit = [] {
+    auto info = gpu_info(0);
+    return info && info->shared_mem_per_block_optin ? static_cast<int64_t>(info->shared_mem_per_block_optin) : 232448;
+  }();
+  return limit;
+}
+/// Whether resident_kernel fits: a row of at most kResidentRowBytes, and its shared memory (the
+/// row, the survivors and as much again for their sort, the pass histograms and the scans'
+/// scratch) within the program's limit.
+inline bool resident_fits(int64_t n, int64_t k, int elem_bytes, Backend backend) {
+  const int64_t row = resident_capacity(n) * elem_bytes;
+  return row <= kResidentRowBytes && row + 16 * k + (24 << 10) <= program_smem_limit(backend);
+}
+
+inline Plan plan(int64_t rows, int64_t n, int64_t k, int elem_bytes, int requested, Backend backend) {
   Plan p;
-  if (n <= kDirectMaxN && requested < 2) return p;
+  if (n <= kDirectMaxN && requested == 0) return p;
   const int64_t max_ppr = std::max<int64_t>(1, (n + kBlock - 1) / kBlock);
   if (requested == 1) {
-    p.mode = Plan::Select;
+    p.mode = resident_fits(n, k, elem_bytes, backend) ? Plan::Resident : Plan::Select;
     return p;
   }
   if (requested > 1) {
@@ -466,8 +550,8 @@ inline Plan plan(int64_t rows, int64_t n, int elem_bytes, int requested, Backend
     p.ppr = std::clamp<int64_t>((units + rows - 1) / std::max<int64_t>(rows, 1), 1, std::max<int64_t>(1, n / 8192));
     // One program per row on a small matrix: one kernel re-reading its row (from cache) beats the
     // cooperative path's extra launches.
-    if (p.ppr == 1 && rows * n * elem_bytes < (int64_t(4) << 20)) {
-      p.mode = Plan::Select;
+    if (p.ppr == 1 && (resident_fits(n, k, elem_bytes, backend) || rows * n * elem_bytes < (int64_t(4) << 20))) {
+      p.mode = resident_fits(n, k, elem_bytes, backend) ? Plan::Resident : Plan::Select;
       return p;
     }
   }
@@ -507,7 +591,7 @@ template <class T>
 size_t topk_workspace_size(int64_t rows, int64_t n, int64_t k, const TopkOptions& o = {}, loc_t l = loc_t::current()) {
   using namespace detail_topk;
   check_shape(rows, n, k, o, l);
-  const Plan p = plan(rows, n, sizeof(T), o.programs_per_row, o.backend ? *o.backend : default_backend());
+  const Plan p = plan(rows, n, k, sizeof(T), o.programs_per_row, o.backend ? *o.backend : default_backend());
   if (p.mode != Plan::Coop) return 0;
   return static_cast<size_t>(rows * ws_row_size(sizeof(T), p.ppr, n));
 }
@@ -533,9 +617,14 @@ void topk(const T* x, int64_t rows, int64_t n, int64_t k, T* values, int32_t* in
     return g;
   };
   const int N32 = static_cast<int>(n), K = static_cast<int>(k);
-  const Plan p = plan(rows, n, sizeof(T), o.programs_per_row, b);
+  const Plan p = plan(rows, n, k, sizeof(T), o.programs_per_row, b);
   if (p.mode == Plan::Direct) {
     direct_kernel<T>()(grid(rows, 4), x, values, indices, N32, static_cast<int>(next_power_of_2(n)), K, o.largest);
+    return;
+  }
+  if (p.mode == Plan::Resident) {
+    resident_kernel<T>()(grid(rows, 8), x, values, indices, N32, static_cast<int>(resident_capacity(n)),
+                         resident_chunk(n), K, o.largest);
     return;
   }
   if (p.mode == Plan::Select) {
