@@ -8,9 +8,10 @@
 // lane bits below the warp bits, and reg bits above them all (kept as separate partial states
 // until the end); for other layouts the reduction goes through the staged scan below and reads
 // the last element of each line. A reduce or scan with a combine may have several operands (one
-// state component and one result each). scan, dot and histogram stage their operands in shared
-// memory (a first, correct version; shuffle scans later); dots in the mma layouts go to
-// lower_mma.cpp instead.
+// state component and one result each). scan runs in registers, shuffles and one shared-memory
+// exchange per warp bit (bitwise_scan) on layouts whose bases each move along the axis by one
+// bit or not at all, else through shared memory (staged_scan); dot and histogram stage their
+// operands in shared memory; dots in the mma layouts go to lower_mma.cpp instead.
 #include <fmt/format.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
@@ -301,6 +302,142 @@ bool ordered_reduction(const LinearLayout& l, int axis, std::vector<int32_t>& hi
   return true;
 }
 
+/// Scan along `axis` in registers when every basis of x's layout moves along the axis by one bit
+/// alone or not at all, and the moving ones are exactly the bits 1, 2, .., len / 2 (blocked
+/// layouts and their slices): a bit-by-bit up-sweep (the "scan by dimension" of a hypercube, as in
+/// Blelloch 1990, section 1.3). Every register keeps its inclusive value within the aligned block of
+/// positions its lower axis bits span and that block's total; one step per axis bit, in ascending
+/// value, doubles the blocks: the partner element (that bit flipped) holds the other half's
+/// total - in another register for a reg bit, a shuffle away for a lane bit, in shared memory
+/// (one barrier, double buffered) for a warp bit - and the element of the half that comes second
+/// in scan order (the higher coordinates, or the lower for a reverse scan) puts it in front of
+/// its inclusive value. Registers sharing a block share its total, exchanged once. Fills `out`
+/// (one Values per result, x's registers) and returns true; false when the layout does not
+/// qualify (staged_scan then). Ends with a barrier when it used shared memory.
+bool bitwise_scan(Lowerer& L, const ir::Op& op, Accum& acc, int axis, bool reverse, std::vector<Values>& out) {
+  auto& B = L.B;
+  const ir::Value* x = op.operands.at(0);
+  const LinearLayout* l = L.layout_of(x);
+  if (!l) L.fail(op, "a tile has no layout (the GPU layout pass did not run)");
+  const int64_t len = x->type.shape[static_cast<size_t>(axis)];
+  struct Bit {
+    int32_t value;  // the axis coordinate it moves by
+    int kind;       // 0 reg, 1 lane, 2 warp
+    int bit;
+  };
+  std::vector<Bit> bits;
+  const char* dims[3] = {layout::kReg, layout::kLane, layout::kWarp};
+  for (int k = 0; k < 3; ++k) {
+    const auto& bs = l->bases(dims[k]);
+    for (size_t b = 0; b < bs.size(); ++b) {
+      const int32_t a = bs[b][static_cast<size_t>(axis)];
+      if (a == 0) continue;
+      if ((a & (a - 1)) != 0) return false;
+      for (size_t d = 0; d < bs[b].size(); ++d)
+        if (d != static_cast<size_t>(axis) && bs[b][d] != 0) return false;
+      bits.push_back({a, k, static_cast<int>(b)});
+    }
+  }
+  std::sort(bits.begin(), bits.end(), [](const Bit& a, const Bit& b) { return a.value < b.value; });
+  for (size_t j = 0; j < bits.size(); ++j)
+    if (bits[j].value != int32_t(1) << j) return false;
+  if ((int64_t(1) << bits.size()) != len) return false;
+
+  const int nregs = l->num_regs();
+  std::vector<Values> incl(static_cast<size_t>(nregs)), tot(incl.size());
+  for (int i = 0; i < nregs; ++i) {
+    Values xs;
+    for (const ir::Value* v : op.operands) xs.push_back(L.reg(v, i));
+    incl[static_cast<size_t>(i)] = tot[static_cast<size_t>(i)] = acc.init(xs, nullptr);
+  }
+  const size_t ns = acc.ds.size();
+  auto select = [&](Value* c, const Values& a, const Values& b) {
+    Values r;
+    for (size_t k = 0; k < a.size(); ++k) r.push_back(B.CreateSelect(c, a[k], b[k]));
+    return r;
+  };
+  std::vector<int64_t> buf[2];  // warp steps: a slot per (warp, lane, distinct total) and state component, twice
+  int64_t per_thread = 0;
+  int parity = 0;
+  for (const Bit& bt : bits) {
+    if (bt.kind == 0) {
+      const int m = 1 << bt.bit;
+      std::map<std::pair<Values, Values>, Values> joined;  // one new total per pair of blocks (emitted in register order)
+      for (int i = 0; i < nregs; ++i) {
+        if (i & m) continue;
+        const size_t first = static_cast<size_t>(reverse ? i | m : i), second = static_cast<size_t>(reverse ? i : i | m);
+        auto key = std::make_pair(tot[first], tot[second]);
+        auto it = joined.find(key);
+        if (it == joined.end()) it = joined.emplace(key, acc.combine(tot[first], tot[second])).first;
+        incl[second] = acc.combine(tot[first], incl[second]);
+        tot[first] = tot[second] = it->second;
+      }
+      continue;
+    }
+    // The distinct block totals of this thread (in register order: the code is deterministic),
+    // and the partner's total for each.
+    std::vector<Values> mine;
+    std::vector<size_t> id(tot.size());
+    for (size_t i = 0; i < tot.size(); ++i) {
+      id[i] = static_cast<size_t>(std::find(mine.begin(), mine.end(), tot[i]) - mine.begin());
+      if (id[i] == mine.size()) mine.push_back(tot[i]);
+    }
+    std::vector<Values> other(mine.size());
+    Value* upper;
+    if (bt.kind == 1) {
+      upper = B.CreateICmpNE(B.CreateAnd(L.lane, 1u << bt.bit), B.getInt32(0));
+      for (size_t u = 0; u < mine.size(); ++u)
+        for (Value* v : mine[u]) other[u].push_back(L.shuffle_xor(v, 1 << bt.bit));
+    } else {
+      upper = B.CreateICmpNE(B.CreateAnd(L.warp, 1u << bt.bit), B.getInt32(0));
+      if (buf[0].empty()) {
+        // Slots for the most distinct totals a thread can have at a warp step: at this first one,
+        // registers differ in every reg bit but the axis bits already swept.
+        int swept = 0;
+        for (const Bit& o : bits)
+          if (o.kind == 0 && o.value < bt.value) ++swept;
+        per_thread = nregs >> swept;
+        const int64_t slots = int64_t(l->num_warps()) * 32 * per_thread;
+        buf[0] = smem_bases(acc.ds, slots);
+        buf[1] = smem_bases(acc.ds, slots);
+        for (auto& b : buf[1]) b += buf[0].back();
+        L.need_smem(buf[1].back());
+      }
+      const auto& at = buf[parity];
+      parity ^= 1;
+      auto slot = [&](Value* w, size_t u) {
+        return B.CreateAdd(B.CreateMul(B.CreateAdd(B.CreateMul(w, L.i32c(32)), L.lane), L.i32c(per_thread)),
+                           L.i32c(static_cast<int64_t>(u)));
+      };
+      if (static_cast<int64_t>(mine.size()) > per_thread)
+        L.fail(op, "bitwise scan: more distinct totals than slots (layout invariant broken)");
+      for (size_t u = 0; u < mine.size(); ++u)
+        for (size_t c = 0; c < ns; ++c) L.smem_store(acc.ds[c], at[c], slot(L.warp, u), mine[u][c]);
+      L.barrier();
+      Value* partner = B.CreateXor(L.warp, L.i32c(int64_t(1) << bt.bit));
+      for (size_t u = 0; u < mine.size(); ++u)
+        for (size_t c = 0; c < ns; ++c) other[u].push_back(L.smem_load(acc.ds[c], at[c], slot(partner, u)));
+    }
+    // This thread's block comes second in scan order: it holds the higher coordinates (the lower
+    // ones for a reverse scan).
+    Value* second = reverse ? B.CreateNot(upper) : upper;
+    std::vector<Values> next;
+    for (size_t u = 0; u < mine.size(); ++u)
+      next.push_back(acc.combine(select(second, other[u], mine[u]), select(second, mine[u], other[u])));
+    for (size_t i = 0; i < tot.size(); ++i) {
+      incl[i] = select(second, acc.combine(other[id[i]], incl[i]), incl[i]);
+      tot[i] = next[id[i]];
+    }
+  }
+  if (!buf[0].empty()) L.barrier();
+  out.assign(op.results.size(), {});
+  for (const Values& s : incl) {
+    Values v = acc.final(s);
+    for (size_t c = 0; c < out.size(); ++c) out[c].push_back(v[c]);
+  }
+  return true;
+}
+
 }  // namespace
 
 void Lowerer::lower_reduce(const ir::Op& op) {
@@ -484,6 +621,11 @@ void Lowerer::lower_scan(const ir::Op& op) {
   const bool reverse = op.has_attr("reverse") && op.int_attr("reverse") != 0;
   auto kind = op.enum_attr<ir::ScanKind>("kind");
   Accum acc(*this, op, kind == ir::ScanKind::Cumsum ? ir::ReduceKind::Sum : ir::ReduceKind::Combine);
+  std::vector<Values> fast;
+  if (bitwise_scan(*this, op, acc, axis, reverse, fast)) {
+    for (size_t c = 0; c < fast.size(); ++c) regs[op.result(static_cast<unsigned>(c))] = fast[c];
+    return;
+  }
   auto base = staged_scan(*this, op, acc, axis, reverse);
   const LinearLayout* l = layout_of(x);
   auto hw = hw_coords(*l);
