@@ -18,6 +18,7 @@
 #pragma once
 #include <functional>
 #include <initializer_list>
+#include <variant>
 #include <vector>
 
 #include "tle/tensor_descriptor.hpp"
@@ -422,6 +423,58 @@ struct BlockedLayout {
   Shape size_per_thread, threads_per_warp, warps_per_cta, order;
 };
 
+/// The tensor-core accumulator layout (Triton's NvidiaMmaEncoding, Gluon's
+/// gl.NVMMADistributedLayout) of a rank-2 [M, N] tile:
+///  - version 2: mma.sync.m16n8 (sm_80 and newer), the C/D fragment of PTX ISA 9.7.14.5.8 (in a
+///    warp, lane l's registers c0..c3 hold rows l/4 and l/4 + 8, columns 2(l%4) and 2(l%4) + 1);
+///    warps_per_cta = [wm, wn] warps of 16 x 8 tiles, the warp index running along M first; the
+///    [16 wm, 8 wn] CTA tile repeats in registers along N, then M. instr_n: 0 (or 8).
+///  - version 3: wgmma.mma_async.m64nN (sm_90a), the D fragment of PTX ISA 9.7.15.5.1.1: warp w
+///    of a warpgroup holds rows 16w..16w+15 as version 2 does, repeated along the warpgroup's N
+///    columns. warps_per_cta = [wm, wn] with wm a multiple of 4 (wm / 4 warpgroups along M, wn
+///    along N); instr_n = n, wgmma's N (a power of two from 8 to 256), or 0 for N / wn - the
+///    layout the compiler gives its own wgmma accumulators; the [64 wm / 4, n wn] CTA tile repeats
+///    in registers along N, then M.
+/// Any dtype (the layout places elements; tensor-core dots use f32 accumulators). Parameters that
+/// are malformed on their own are UserErrors at set_layout; when compiled for the GPU, at the same
+/// line: wm * wn other than the launch's num_warps, version 3 on a target other than sm_90a, and a
+/// tile (after padding to powers of two) the layout cannot tile: version 2 needs M >= 16 and
+/// N >= 8; version 3 M a multiple of 16 wm and N a multiple of n wn (n >= 8).
+struct MmaLayout {
+  int version = 2;
+  Shape warps_per_cta;
+  int64_t instr_n = 0;
+};
+
+/// The register layout of a tensor-core dot's operand (Triton's DotOperandEncoding, Gluon's
+/// gl.DotOperandLayout): op_idx 0 is A, a rank-2 [M, K] tile; op_idx 1 is B, [K, N]; `parent` the
+/// accumulator's MmaLayout (its warps: A is replicated over the wn warps of a row of warps, B
+/// over the wm of a column). k_width is the number of elements along K in one 32-bit register:
+/// 1 (tf32, m16n8k8), 2 (f16 / bf16, m16n8k16) or 4 (8-bit, m16n8k32) - PTX ISA 9.7.14.5.7,
+/// 9.7.14.5.8 and 9.7.14.5.9, the A and B fragment tables; 0 takes 32 / the tile's element bits.
+/// A version 3 parent has an A layout only: wgmma's A read from registers (PTX ISA 9.7.15.5.1.1,
+/// the same per-warp fragment as mma.sync's A, warp w of a warpgroup on rows 16w..16w+15); B of
+/// wgmma is read from shared memory (UserError). When compiled: A needs M >= 16 and K >= 8
+/// k_width, B K >= 8 k_width and N >= 8, plus the parent's warp and target rules above. The
+/// compiler's own dots use k_width = 32 / bits; a dot given an operand in another layout converts it.
+struct DotOperandLayout {
+  int op_idx = 0;
+  MmaLayout parent;
+  int k_width = 0;
+};
+
+/// A slice of a layout (Triton's SliceEncoding, Gluon's gl.SliceLayout): `parent`, a layout of
+/// rank r + 1, with dim `dim` (0..r) removed, for a tile of rank r - the layout of a reduction of
+/// a parent-layout tile along dim, and of the operand of expand_dims(x, dim) to one; threads that
+/// differed only along dim hold copies. The parent's rules hold for the tile's shape with dim
+/// inserted (of the parent's smallest extent there). UserError at set_layout for a dim out of
+/// range or a parent of the wrong rank (an MmaLayout or DotOperandLayout parent is of rank 2, so
+/// its slices are of rank-1 tiles).
+struct SliceLayout {
+  int dim = 0;
+  std::variant<BlockedLayout, MmaLayout, DotOperandLayout> parent;
+};
+
 /// x, with its GPU register layout pinned to `layout` (FlagTree's tle.gpu.set_layout): a hard
 /// anchor the layout pass spreads to x's producers and the result's users (elementwise chains,
 /// shape ops, loops' carried values) before anything else and never overrides; where a neighbour
@@ -431,11 +484,57 @@ struct BlockedLayout {
 /// one it would pick). The values are x's on every backend; the CPU backend and the interpreter
 /// ignore the layout. UserError at this line for a scalar x or a malformed layout (lengths,
 /// powers of two, 32 threads, order a permutation), and when compiled for the GPU with a number
-/// of warps other than warps_per_cta's product.
+/// of warps other than warps_per_cta's product. Any dtype and shape (rank >= 1).
 template <class T> Tile<T> set_layout(const Tile<T>& x, const BlockedLayout& layout, loc_t l = loc_t::current()) {
   tle::detail::require_value(x.value(), l);
-  return Tile<T>(tle::detail::set_layout(x.value(), layout.size_per_thread, layout.threads_per_warp,
-                                         layout.warps_per_cta, layout.order, l));
+  tle::detail::LayoutSpec s;
+  s.size_per_thread = layout.size_per_thread, s.threads_per_warp = layout.threads_per_warp;
+  s.warps_per_cta = layout.warps_per_cta, s.order = layout.order;
+  return Tile<T>(tle::detail::set_layout(x.value(), s, l));
+}
+
+namespace layout_detail {
+inline void fill_spec(tle::detail::LayoutSpec& s, const BlockedLayout& b) {
+  s.kind = "blocked";
+  s.size_per_thread = b.size_per_thread, s.threads_per_warp = b.threads_per_warp;
+  s.warps_per_cta = b.warps_per_cta, s.order = b.order;
+}
+inline void fill_spec(tle::detail::LayoutSpec& s, const MmaLayout& m) {
+  s.kind = "mma";
+  s.version = m.version, s.warps_per_cta = m.warps_per_cta, s.instr_n = m.instr_n;
+}
+inline void fill_spec(tle::detail::LayoutSpec& s, const DotOperandLayout& d) {
+  fill_spec(s, d.parent);
+  s.kind = "dot_operand";
+  s.op_idx = d.op_idx, s.k_width = d.k_width;
+}
+}  // namespace layout_detail
+
+/// x pinned to the mma accumulator layout `layout` (above), a rank-2 [M, N] tile; as the blocked
+/// overload otherwise: a tile used as a dot's accumulator keeps this layout, and the dot converts
+/// when it is not the one the dot computes in (a version 2 layout on sm_90a, other warps).
+template <class T> Tile<T> set_layout(const Tile<T>& x, const MmaLayout& layout, loc_t l = loc_t::current()) {
+  tle::detail::require_value(x.value(), l);
+  tle::detail::LayoutSpec s;
+  layout_detail::fill_spec(s, layout);
+  return Tile<T>(tle::detail::set_layout(x.value(), s, l));
+}
+
+/// x pinned to the dot operand layout `layout` (above): A [M, K] or B [K, N], rank 2.
+template <class T> Tile<T> set_layout(const Tile<T>& x, const DotOperandLayout& layout, loc_t l = loc_t::current()) {
+  tle::detail::require_value(x.value(), l);
+  tle::detail::LayoutSpec s;
+  layout_detail::fill_spec(s, layout);
+  return Tile<T>(tle::detail::set_layout(x.value(), s, l));
+}
+
+/// x pinned to the slice layout `layout` (above): x's rank is the parent's - 1.
+template <class T> Tile<T> set_layout(const Tile<T>& x, const SliceLayout& layout, loc_t l = loc_t::current()) {
+  tle::detail::require_value(x.value(), l);
+  tle::detail::LayoutSpec s;
+  std::visit([&](const auto& p) { layout_detail::fill_spec(s, p); }, layout.parent);
+  s.sliced = true, s.slice_dim = layout.dim;
+  return Tile<T>(tle::detail::set_layout(x.value(), s, l));
 }
 
 /// One role of gpu::warp_specialize: `num_warps` warps (a power of two, 1 to 32) run `body`, a

@@ -1093,44 +1093,136 @@ void tma_copy(const std::vector<V>& values, const std::vector<int64_t>& block, c
   make(c, ir::OpKind::TmaCopy, ops, {}, {{"rank", int64_t(block.size())}, {"swizzle", swizzle}}, loc);
 }
 
-V set_layout(V x, const ShapeVec& spt, const ShapeVec& tpw, const ShapeVec& wpc, const ShapeVec& order,
-             const SrcLoc& loc) {
-  auto& c = ctx(loc);
-  use(c, x, loc);
-  const size_t r = x->type.shape.size();
-  if (r == 0) throw UserError(loc, "gpu::set_layout: a scalar has no layout (every thread holds it)");
+namespace {
+/// The name of a set_layout spec's layout type, as the user wrote it.
+std::string layout_name(const LayoutSpec& s) {
+  const std::string base = s.kind == "mma" ? "MmaLayout" : s.kind == "dot_operand" ? "DotOperandLayout" : "BlockedLayout";
+  return s.sliced ? "SliceLayout of a " + base : base;
+}
+
+/// Checks a blocked layout of rank r (the tile's, or a slice's parent's); `what` prefixes messages.
+void check_blocked(const LayoutSpec& s, size_t r, const std::string& what, const std::string& rank_of,
+                   const SrcLoc& loc) {
   auto pow2 = [](int64_t v) { return v >= 1 && (v & (v - 1)) == 0; };
-  int64_t threads = 1;
   std::vector<bool> seen(r, false);
-  for (auto [name, v] : {std::pair{"size_per_thread", &spt}, std::pair{"threads_per_warp", &tpw},
-                         std::pair{"warps_per_cta", &wpc}, std::pair{"order", &order}}) {
+  for (auto [name, v] : {std::pair{"size_per_thread", &s.size_per_thread},
+                         std::pair{"threads_per_warp", &s.threads_per_warp},
+                         std::pair{"warps_per_cta", &s.warps_per_cta}, std::pair{"order", &s.order}}) {
     if (v->size() != r)
-      throw UserError(loc, fmt::format("gpu::set_layout: {} has {} entries for a tile of rank {}; give one per dim", name,
-                                       v->size(), r));
+      throw UserError(loc, fmt::format("{}: {} has {} entries for {} of rank {}; give one per dim", what, name,
+                                       v->size(), rank_of, r));
     for (int64_t e : *v) {
-      if (v == &order) {
+      if (v == &s.order) {
         if (e < 0 || e >= static_cast<int64_t>(r) || seen[static_cast<size_t>(e)])
-          throw UserError(loc, fmt::format("gpu::set_layout: order {} is not a permutation of the dims 0..{}",
-                                           shape_str(order), r - 1));
+          throw UserError(loc, fmt::format("{}: order {} is not a permutation of the dims 0..{}", what,
+                                           shape_str(s.order), r - 1));
         seen[static_cast<size_t>(e)] = true;
       } else if (!pow2(e) || e > 1024) {
-        throw UserError(loc, fmt::format("gpu::set_layout: {} {} has an entry that is not a power of two from 1 to "
-                                         "1024",
+        throw UserError(loc, fmt::format("{}: {} {} has an entry that is not a power of two from 1 to 1024", what,
                                          name, shape_str(*v)));
       }
     }
   }
-  for (int64_t t : tpw) threads = std::min<int64_t>(threads * t, int64_t(1) << 40);
+  int64_t threads = 1;
+  for (int64_t t : s.threads_per_warp) threads = std::min<int64_t>(threads * t, int64_t(1) << 40);
   if (threads != 32)
-    throw UserError(loc, fmt::format("gpu::set_layout: threads_per_warp {} makes {} threads; a warp has 32",
-                                     shape_str(tpw), threads));
-  return make(c, ir::OpKind::SetLayout, {x}, {x->type},
-              {{"size_per_thread", std::vector<int64_t>(spt)},
-               {"threads_per_warp", std::vector<int64_t>(tpw)},
-               {"warps_per_cta", std::vector<int64_t>(wpc)},
-               {"order", std::vector<int64_t>(order)}},
-              loc)
-      ->result();
+    throw UserError(loc, fmt::format("{}: threads_per_warp {} makes {} threads; a warp has 32", what,
+                                     shape_str(s.threads_per_warp), threads));
+}
+
+/// Checks an mma layout's own parameters (rank 2; the tile shape is checked when compiled).
+void check_mma(const LayoutSpec& s, const std::string& what, const SrcLoc& loc) {
+  auto pow2 = [](int64_t v) { return v >= 1 && (v & (v - 1)) == 0; };
+  if (s.version != 2 && s.version != 3)
+    throw UserError(loc, fmt::format("{}: MmaLayout version {} does not exist; use 2 (mma.sync, sm_80 and newer) or 3 "
+                                     "(wgmma, sm_90a)",
+                                     what, s.version));
+  const ShapeVec& w = s.warps_per_cta;
+  if (w.size() != 2 || !pow2(w[0]) || !pow2(w[1]) || w[0] > 32 || w[1] > 32 || w[0] * w[1] > 32)
+    throw UserError(loc, fmt::format("{}: MmaLayout warps_per_cta {} must be [wm, wn] (warps along M, along N), powers "
+                                     "of two making at most 32 warps",
+                                     what, shape_str(w)));
+  if (s.version == 3 && w[0] % 4 != 0)
+    throw UserError(loc, fmt::format("{}: MmaLayout version 3 warps_per_cta {}: wm must be a multiple of 4 (a wgmma "
+                                     "warpgroup is 4 warps along M), e.g. [4, {}]",
+                                     what, shape_str(w), std::max<int64_t>(1, w[0] * w[1] / 4)));
+  if (s.version == 2 && s.instr_n != 0 && s.instr_n != 8)
+    throw UserError(loc, fmt::format("{}: MmaLayout version 2 instr_n {}: mma.sync's m16n8 tiles are 8 columns wide; "
+                                     "leave instr_n 0 (or 8)",
+                                     what, s.instr_n));
+  if (s.version == 3 && s.instr_n != 0 && (!pow2(s.instr_n) || s.instr_n < 8 || s.instr_n > 256))
+    throw UserError(loc, fmt::format("{}: MmaLayout version 3 instr_n {} must be 0 (N / wn) or a power of two from 8 "
+                                     "to 256 (wgmma's n)",
+                                     what, s.instr_n));
+}
+}  // namespace
+
+V set_layout(V x, const LayoutSpec& spec, const SrcLoc& loc) {
+  auto& c = ctx(loc);
+  use(c, x, loc);
+  LayoutSpec s = spec;
+  const size_t r = x->type.shape.size();
+  const std::string what = "gpu::set_layout(" + layout_name(s) + ")";
+  if (r == 0) throw UserError(loc, "gpu::set_layout: a scalar has no layout (every thread holds it)");
+  const bool sliced = s.sliced;
+  const size_t pr = sliced ? r + 1 : r;  // the (parent) layout's rank
+  if (sliced && (s.slice_dim < 0 || s.slice_dim > static_cast<int64_t>(r)))
+    throw UserError(loc, fmt::format("{}: dim {} is out of range for a parent of rank {} (the tile's rank {} + 1); "
+                                     "give a dim from 0 to {}",
+                                     what, s.slice_dim, pr, r, r));
+  const std::string rank_of = sliced ? "a parent (the tile's rank + 1)" : "a tile";
+  if (s.kind == "blocked") {
+    check_blocked(s, pr, what, rank_of, loc);
+  } else if (s.kind == "mma" || s.kind == "dot_operand") {
+    if (pr != 2)
+      throw UserError(loc, fmt::format("{}: an mma layout has rank 2 ([M, N], or an operand's [M, K] / [K, N]) but {} "
+                                       "has rank {}{}",
+                                       what, sliced ? "the parent (the tile's rank + 1)" : "the tile", pr,
+                                       sliced ? "; only a rank-1 tile is a slice of it"
+                                              : "; use a rank-2 tile, or a SliceLayout of it for a rank-1 tile"));
+    check_mma(s, what, loc);
+    if (s.kind == "dot_operand") {
+      if (s.op_idx != 0 && s.op_idx != 1)
+        throw UserError(loc, fmt::format("{}: op_idx {} must be 0 (the A operand, [M, K]) or 1 (B, [K, N])", what,
+                                         s.op_idx));
+      if (s.version == 3 && s.op_idx == 1)
+        throw UserError(loc, fmt::format("{}: wgmma (MmaLayout version 3) reads its B operand from shared memory, so "
+                                         "B has no register layout; leave B's layout to the compiler, or use a "
+                                         "version 2 parent",
+                                         what));
+      if (s.k_width == 0) {
+        const int bits = bit_width(x->type.dtype);
+        if (bits != 8 && bits != 16 && bits != 32)
+          throw UserError(loc, fmt::format("{}: k_width 0 means 32 / the element's bits, but {} elements have {} "
+                                           "bits; give k_width 1, 2 or 4",
+                                           what, dtype_name(x->type.dtype), bits));
+        s.k_width = 32 / bits;
+      }
+      if (s.k_width != 1 && s.k_width != 2 && s.k_width != 4)
+        throw UserError(loc, fmt::format("{}: k_width {} must be 1 (32-bit elements), 2 (16-bit) or 4 (8-bit): the "
+                                         "elements along K in one 32-bit register",
+                                         what, s.k_width));
+    }
+  } else {
+    throw InternalError("set_layout: unknown layout kind " + s.kind);
+  }
+  std::map<std::string, ir::Attr> attrs{{"kind", s.kind}};
+  if (sliced) attrs.emplace("slice_dim", s.slice_dim);
+  if (s.kind == "blocked") {
+    attrs.emplace("size_per_thread", std::vector<int64_t>(s.size_per_thread));
+    attrs.emplace("threads_per_warp", std::vector<int64_t>(s.threads_per_warp));
+    attrs.emplace("warps_per_cta", std::vector<int64_t>(s.warps_per_cta));
+    attrs.emplace("order", std::vector<int64_t>(s.order));
+  } else {
+    attrs.emplace("version", s.version);
+    attrs.emplace("warps_per_cta", std::vector<int64_t>(s.warps_per_cta));
+    attrs.emplace("instr_n", s.instr_n);
+    if (s.kind == "dot_operand") {
+      attrs.emplace("op_idx", s.op_idx);
+      attrs.emplace("k_width", s.k_width);
+    }
+  }
+  return make(c, ir::OpKind::SetLayout, {x}, {x->type}, std::move(attrs), loc)->result();
 }
 
 // ====================================================================== sort, gather

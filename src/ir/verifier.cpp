@@ -591,9 +591,33 @@ class Verifier {
         n_operands(op, 1, 1);
         n_results(op, 1);
         same_type(op, bare(in(op, 0)), bare(out(op)), "result type differs from the operand's");
-        const size_t r = static_cast<size_t>(in(op, 0).rank());
-        for (const char* k : {"size_per_thread", "threads_per_warp", "warps_per_cta", "order"})
-          if (ints_attr(op, k).size() != r) fail(&op, fmt::format("'{}' needs one entry per dim ({})", k, r));
+        opt_str_attr(op, "kind");
+        const std::string kind = op.has_attr("kind") ? op.str_attr("kind") : "blocked";
+        size_t r = static_cast<size_t>(in(op, 0).rank());
+        if (r == 0) fail(&op, "a scalar has no layout");
+        if (op.has_attr("slice_dim")) {  // a slice of a layout of rank r + 1
+          const int64_t d = int_attr(op, "slice_dim");
+          if (d < 0 || d > static_cast<int64_t>(r)) fail(&op, fmt::format("slice_dim {} is not a dim of rank {}", d, r + 1));
+          ++r;
+        }
+        if (kind == "blocked") {
+          for (const char* k : {"size_per_thread", "threads_per_warp", "warps_per_cta", "order"})
+            if (ints_attr(op, k).size() != r) fail(&op, fmt::format("'{}' needs one entry per dim ({})", k, r));
+        } else if (kind == "mma" || kind == "dot_operand") {
+          if (r != 2) fail(&op, fmt::format("an {} layout has rank 2, not {}", kind, r));
+          const int64_t v = int_attr(op, "version");
+          if (v != 2 && v != 3) fail(&op, fmt::format("mma version {} is not 2 or 3", v));
+          if (ints_attr(op, "warps_per_cta").size() != 2) fail(&op, "'warps_per_cta' needs 2 entries");
+          int_attr(op, "instr_n");
+          if (kind == "dot_operand") {
+            const int64_t i = int_attr(op, "op_idx"), kw = int_attr(op, "k_width");
+            if (i != 0 && i != 1) fail(&op, fmt::format("op_idx {} is not 0 or 1", i));
+            if (v == 3 && i == 1) fail(&op, "a version 3 mma has no register layout for B");
+            if (kw != 1 && kw != 2 && kw != 4) fail(&op, fmt::format("k_width {} is not 1, 2 or 4", kw));
+          }
+        } else {
+          fail(&op, fmt::format("unknown layout kind '{}'", kind));
+        }
         break;
       }
       case OpKind::LocalAlloc: {

@@ -128,12 +128,22 @@ void mbarrier_wait(V bar, V phase, const SrcLoc& loc);
 /// a view of another shape.
 void tma_copy(const std::vector<V>& values, const std::vector<int64_t>& block, const std::vector<V>& offsets,
               V dst_base, V dst_ptrs, V bar, int64_t swizzle, const SrcLoc& loc);
-/// x, pinned on the GPU to the blocked layout (size_per_thread, threads_per_warp, warps_per_cta,
-/// order: one entry per dim of x, Triton's BlockedEncoding). UserError at loc for a scalar x,
-/// wrong lengths, entries that are not powers of two, threads that are not 32, or an order that
-/// is not a permutation.
-V set_layout(V x, const ShapeVec& size_per_thread, const ShapeVec& threads_per_warp, const ShapeVec& warps_per_cta,
-             const ShapeVec& order, const SrcLoc& loc);
+/// A register layout for gpu::set_layout (tle/struct.hpp's layout types, flattened). `kind`:
+/// "blocked" (size_per_thread, threads_per_warp, warps_per_cta, order: Triton's BlockedEncoding),
+/// "mma" (version 2 or 3, warps_per_cta [wm, wn], instr_n: NvidiaMmaEncoding) or "dot_operand"
+/// (op_idx, k_width, and its mma parent's version, warps_per_cta, instr_n: DotOperandEncoding);
+/// sliced: that layout, of rank x's + 1, with dim slice_dim removed (SliceEncoding).
+struct LayoutSpec {
+  std::string kind = "blocked";
+  bool sliced = false;
+  int64_t slice_dim = 0;
+  ShapeVec size_per_thread, threads_per_warp, warps_per_cta, order;
+  int64_t version = 0, instr_n = 0, op_idx = 0, k_width = 0;
+};
+/// x, pinned on the GPU to the layout `spec`. UserError at loc for a scalar x or a malformed
+/// layout (docs/struct.md, "Explicit layouts"); what depends on the compile (warps, target, the
+/// padded shape) is checked by assign_layouts, also at loc.
+V set_layout(V x, const LayoutSpec& spec, const SrcLoc& loc);
 
 // ---- reductions, scans, dot
 V reduce(V x, int axis, ir::ReduceKind kind, bool keepdims, const SrcLoc& loc);

@@ -295,28 +295,16 @@ class Assigner {
     }
   }
 
-  /// gpu::set_layout (TLE-Struct): the program's blocked layout on the result, offered before
-  /// anything but the tensor-core accumulators, so it spreads first and nothing overrides it; a
-  /// mismatch with a neighbour's layout becomes a convert_layout in the fix-up. Its warps must be
-  /// the launch's (UserError at the call otherwise).
+  /// gpu::set_layout (TLE-Struct): the layout it asks for (blocked, mma accumulator, dot operand
+  /// or a slice of one: gpu_rules::requested_layout) on the result, offered before anything else,
+  /// so it spreads first and nothing overrides it; a mismatch with a neighbour's layout becomes a
+  /// convert_layout in the fix-up. Its warps must be the launch's, its shape one the layout tiles
+  /// (UserError at the call otherwise).
   void seed_set_layouts(Block& b) {
     for (auto& opp : b.ops) {
       Op& op = *opp;
       if (op.kind == OpKind::SetLayout && !op.result()->type.is_scalar()) {
-        auto v32 = [&](const char* k) {
-          std::vector<int32_t> v;
-          for (int64_t x : op.ints_attr(k)) v.push_back(static_cast<int32_t>(x));
-          return v;
-        };
-        const std::vector<int32_t> wpc = v32("warps_per_cta");
-        int64_t warps = 1;
-        for (int32_t w : wpc) warps = std::min<int64_t>(warps * w, int64_t(1) << 40);
-        if (warps != nw_)
-          throw UserError(op.loc, fmt::format("gpu::set_layout: warps_per_cta [{}] spreads the tile over {} warps, but "
-                                              "the kernel is compiled for {} (Grid::with_warps); make them agree",
-                                              fmt::join(wpc, ", "), warps, nw_));
-        LL l = layout::blocked(op.result()->type.shape, v32("size_per_thread"), v32("threads_per_warp"), wpc,
-                               v32("order"));
+        LL l = requested_layout(op, nw_, wgmma_);
         set_layouts_.emplace(&op, l);
         offer(op.result(), l);
       }

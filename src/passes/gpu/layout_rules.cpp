@@ -1,7 +1,11 @@
 // src/passes/gpu/layout_rules.cpp - layout algebra for the per-op relations (layout_rules.hpp).
 #include "passes/gpu/layout_rules.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+
+#include "tle/error.hpp"
 
 namespace tle::passes::gpu_rules {
 
@@ -192,6 +196,85 @@ int64_t wgmma_atom(const ir::Op& dot, unsigned idx, int cdim, int num_warps) {
   auto plan = mma_v3_plan(dot, num_warps);
   if (!plan) throw InternalError("wgmma_atom: the dot does not run on wgmma");
   return std::min<int64_t>(64, plan->instr_n);
+}
+
+}  // namespace tle::passes::gpu_rules
+
+namespace tle::passes::gpu_rules {
+
+LL requested_layout(const ir::Op& op, int num_warps, bool wgmma) {
+  const ir::Shape& shape = op.result()->type.shape;
+  const std::string kind = op.has_attr("kind") ? op.str_attr("kind") : "blocked";
+  const bool sliced = op.has_attr("slice_dim");
+  const int dim = sliced ? static_cast<int>(op.int_attr("slice_dim")) : -1;
+  auto v32 = [&](const char* k) {
+    std::vector<int32_t> v;
+    for (int64_t x : op.ints_attr(k)) v.push_back(static_cast<int32_t>(x));
+    return v;
+  };
+  const std::string base = kind == "mma" ? "MmaLayout" : kind == "dot_operand" ? "DotOperandLayout" : "BlockedLayout";
+  const std::string what = fmt::format("gpu::set_layout({}{})", sliced ? "SliceLayout of a " : "", base);
+  const std::vector<int32_t> wpc = v32("warps_per_cta");
+  int64_t warps = 1;
+  for (int32_t w : wpc) warps = std::min<int64_t>(warps * w, int64_t(1) << 40);
+  if (warps != num_warps)
+    throw UserError(op.loc, fmt::format("{}: warps_per_cta [{}] spreads the tile over {} warps, but the kernel is "
+                                        "compiled for {} (Grid::with_warps); make them agree",
+                                        what, fmt::join(wpc, ", "), warps, num_warps));
+  auto sliced_out = [&](LL l) { return sliced ? layout::slice(l, dim) : l; };
+  if (kind == "blocked") {
+    ir::Shape ps = shape;
+    if (sliced) ps.insert(ps.begin() + dim, 1);
+    return sliced_out(layout::blocked(ps, v32("size_per_thread"), v32("threads_per_warp"), wpc, v32("order")));
+  }
+  const int64_t version = op.int_attr("version"), instr_n = op.int_attr("instr_n");
+  const int32_t wm = wpc.at(0), wn = wpc.at(1);
+  if (version == 3 && !wgmma)
+    throw UserError(op.loc, fmt::format("{}: an MmaLayout of version 3 is wgmma's, which only sm_90a has; this kernel "
+                                        "is compiled for another target: use version 2 (mma.sync) there",
+                                        what));
+  const bool operand = kind == "dot_operand";
+  const int64_t op_idx = operand ? op.int_attr("op_idx") : -1, kw = operand ? op.int_attr("k_width") : 0;
+  // The smallest parent extent along each dim (what a slice inserts), and the minimum the layout needs.
+  std::vector<int64_t> least;
+  if (!operand) least = {version == 2 ? 16 : 16 * int64_t(wm), (version == 2 || instr_n == 0 ? 8 : instr_n) * int64_t(wn)};
+  else if (op_idx == 0) least = {16, 8 * kw};
+  else least = {8 * kw, 8};
+  ir::Shape ps = shape;
+  if (sliced) ps.insert(ps.begin() + dim, least[static_cast<size_t>(dim)]);
+  const std::string tile = sliced ? fmt::format("the parent shape [{}] (the tile's with dim {} inserted)",
+                                                fmt::join(ps, ", "), dim)
+                                  : fmt::format("the tile [{}] (padded to powers of two)", fmt::join(ps, ", "));
+  const char* dims = !operand ? "[M, N]" : op_idx == 0 ? "[M, K]" : "[K, N]";
+  auto need = [&](bool ok, const std::string& rule) {
+    if (!ok)
+      throw UserError(op.loc, fmt::format("{}: {} cannot be tiled by this layout: {} {}; use a larger tile or another "
+                                          "layout",
+                                          what, tile, dims, rule));
+  };
+  if (operand) {
+    const std::vector<int32_t> warps{wm, wn};
+    need(ps[0] >= least[0] && ps[1] >= least[1],
+         fmt::format("needs at least [{}, {}] (one m16n8k{} {} fragment at k_width {})", least[0], least[1], 8 * kw,
+                     op_idx == 0 ? "A" : "B", kw));
+    return sliced_out(layout::mma_v2_operand(static_cast<int>(op_idx), ps, warps, static_cast<int>(32 / kw)));
+  }
+  if (version == 2) {
+    need(ps[0] >= 16 && ps[1] >= 8, "needs M >= 16 and N >= 8 (one m16n8 tile)");
+    return sliced_out(layout::mma_v2_accumulator(ps, wpc));
+  }
+  const int64_t n = instr_n != 0 ? instr_n : ps[1] / wn;
+  need(ps[0] % (16 * int64_t(wm)) == 0,
+       fmt::format("needs M to be a multiple of {} (64 rows per warpgroup, {} warpgroups along M)", 16 * int64_t(wm),
+                   wm / 4));
+  need(n >= 8 && ps[1] % (n * wn) == 0,
+       fmt::format("needs N to be a multiple of {} (instr_n {} times wn {}, instr_n at least 8)", std::max<int64_t>(n, 8) * wn,
+                   n, wn));
+  const std::vector<int32_t> groups{wm / 4, wn};
+  if (n * wn == ps[1]) return sliced_out(layout::wgmma_accumulator(ps, groups));
+  // instr_n narrower than N / wn: the [16 wm, n wn] CTA tile repeats in registers along N, then M.
+  const LL cta = layout::wgmma_accumulator({16 * int64_t(wm), n * wn}, groups);
+  return sliced_out(layout::tile_to_shape(cta, ps, {1, 0}));
 }
 
 }  // namespace tle::passes::gpu_rules

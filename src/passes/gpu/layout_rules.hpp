@@ -105,6 +105,16 @@ std::optional<MmaV3Plan> mma_v3_plan(const ir::Op& op, int num_warps);
 /// memory).
 bool wgmma_a_in_registers(const ir::Op& dot);
 
+/// The layout gpu::set_layout op `op` asks for its (padded) result: its "kind" attribute's blocked,
+/// mma (version 2: layout::mma_v2_accumulator; 3: layout::wgmma_accumulator, repeated along N
+/// when instr_n is less than N / wn) or dot_operand (layout::mma_v2_operand; wgmma's register A)
+/// layout, sliced along slice_dim when that attribute is there (layout::slice of the parent laid
+/// out over the tile's shape with slice_dim inserted at the parent's smallest extent, 1 for a
+/// blocked parent: Triton's SliceEncoding). UserError at op's line for warps that do not make
+/// `num_warps`, version 3 without wgmma (a target other than sm_90a), or a shape the layout cannot
+/// tile.
+LL requested_layout(const ir::Op& op, int num_warps, bool wgmma);
+
 /// The atom width (columns of 32, 64 or 128 bytes: the 32, 64 or 128-byte swizzle; 16-64 16-bit
 /// elements, 32-128 8-bit ones) of the shared-memory tile that operand `idx` (0: a, 1: b) of wgmma
 /// dot `dot` is read from when the tile is contiguous along operand dim `cdim`: 128 bytes (the
