@@ -38,16 +38,16 @@
 //   4. a sort of the k survivors per row by (key descending, index ascending) (tle::argsort over a
 //      [k] tile) that writes values and indices.
 // Launches (how a shape runs, TopkOptions::programs_per_row):
-//   - n <= 2048: one kernel, the whole row in one tile (tle::topk on the tile);
-//   - one program per row, the row held in shared memory (programs_per_row = 1, or chosen for a
-//     batch that fills the machine alone, when the row is at most 128 KB and it fits beside the
-//     survivors in a program's shared memory): one kernel copies the row in (cp.async, all of it
-//     in flight at once), runs steps 1-3 over it there, places the survivors in a shared table of
-//     (key, ~index) u64s - unique, so a descending sort of them is the result's order - sorts it
-//     and writes values and indices: one launch, one read of the row;
-//   - one program per row, longer rows (the same choice, when the matrix is under 4 MB): steps 1-3
-//     in one kernel that reads its row once per pass and once more for the gather, then the sort
-//     kernel: two launches;
+//   - n <= 256: one kernel, the whole row in one tile (tle::topk on the tile);
+//   - one program per row, the row held in shared memory (programs_per_row = 1, or 0 - the
+//     default - whenever the row is at most 128 KB and fits beside the survivors in a program's
+//     shared memory): one kernel of 16 warps copies the row in (cp.async, all of it in flight at
+//     once), turns it into keys in place and runs steps 2-3 over them, places the survivors in a
+//     shared table of (key, ~index) u64s - unique, so a descending sort of them is the result's
+//     order - sorts it and writes values and indices: one launch, one read of the row;
+//   - one program per row, longer rows (programs_per_row = 1, or 0 when a batch fills the
+//     machine alone and the matrix is under 4 MB): steps 1-3 in one kernel that reads its row once
+//     per pass and once more for the gather, then the sort kernel: two launches;
 //   - cooperative (several programs per row, or one per row on larger matrices): each program
 //     takes a slice of its row and the programs of a row meet in global memory (the workspace).
 //     A kernel zeroes the counters and histograms; pass 0 histograms the first digit (each
@@ -95,8 +95,8 @@ struct TopkOptions {
   /// GPU: the CUstream the kernels are queued on (null: the legacy default stream). Ignored on the CPU.
   void* stream = nullptr;
   /// Programs cooperating on one row: 0 chooses from the shape (about two programs per SM on the
-  /// GPU, one per core on the CPU, at most one per 8192 elements of a row; rows of n <= 2048 in
-  /// one tile); 1 forces one program per row (the row in shared memory where it fits, else
+  /// GPU, one per core on the CPU, at most one per 8192 elements of a row; rows of n <= 256 in
+  /// one tile, rows that fit in shared memory one program each); 1 forces one program per row (the row in shared memory where it fits, else
   /// streamed); more takes the cooperative path with that many slices per row (capped at one
   /// slice per 2048 elements). Results do not depend on it.
   int programs_per_row = 0;
@@ -110,10 +110,12 @@ namespace detail_topk {
 
 constexpr int kRadixBits = 11;
 constexpr int kBlock = 2048;        // elements per tile in the row loops
-constexpr int64_t kDirectMaxN = 2048;  // rows up to this length: one kernel, the whole row in one tile
+constexpr int64_t kDirectMaxN = 256;  // rows up to this length: one kernel, the whole row in one tile (sorted)
 constexpr int64_t kMaxK = 8192;     // the sort of the survivors must fit a GPU program's shared memory
 constexpr int kCounterSlots = 16;
-constexpr int64_t kResidentRowBytes = 128 << 10;  // rows up to this size may be held in shared memory   // workspace row: [counter, pad..][pass histograms][per-slice last histograms]
+constexpr int64_t kResidentRowBytes = 128 << 10;  // rows up to this size may be held in shared memory
+constexpr int kResidentChunk = 4096;               // elements a step in the resident kernel's loops
+constexpr int kResidentWarps = 16;                 // its warps (one program per SM: its shared memory)   // workspace row: [counter, pad..][pass histograms][per-slice last histograms]
 
 constexpr int key_bits(int elem_bytes) { return elem_bytes * 8; }
 constexpr int num_passes(int kb) { return (kb + kRadixBits - 1) / kRadixBits; }
@@ -251,8 +253,8 @@ template <class T> const auto& select_kernel() {
 }
 
 /// One program per row with the row held in shared memory (resident_fits): the row is copied in
-/// once (cp.async, every chunk of CH elements in flight together), the digit passes and the
-/// gather read it there, and the k survivors go to a shared [K] table as (key, ~index) u64s -
+/// once (cp.async, every chunk of CH elements in flight together), the first digit pass turns
+/// each element into its key in place, the other passes and the gather read the keys, and the k survivors go to a shared [K] table as (key, ~index) u64s -
 /// unique, so a descending sort of them is the result's order - sorted in place: one launch and
 /// one read of the row from global memory.
 template <class T> const auto& resident_kernel() {
@@ -270,16 +272,24 @@ template <class T> const auto& resident_kernel() {
     }
     gpu::commit_group();
     gpu::wait_group(0);
+    // Pass 0 turns each element into its key in place (the same bits' width); later steps read keys.
+    using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint16_t>;
+    auto make_key = [&](const Tile<int32_t>& offs, const Tile<bool>& m) {
+      Tile<uint32_t> key = radix_key(load(gpu::local_ptr(buf, {offs}), m), LARGEST);
+      store(gpu::local_ptr(buf, {offs}), bitcast<T>(key.template to<Bits>()), m);
+      return key;
+    };
     auto key_at = [&](const Tile<int32_t>& offs, const Tile<bool>& m) {
-      return radix_key(load(gpu::local_ptr(buf, {offs}), m), LARGEST);
+      return bitcast<Bits>(load(gpu::local_ptr(buf, {offs}), m)).template to<uint32_t>();
     };
     Tile<int32_t> zero = 0, krem = kk;
     Tile<uint32_t> kth = 0u;
-    for (int p = 0; p < num_passes(kb); ++p)
+    select_digit(digit_hist<kb>(make_key, zero, n, kth, 0, ch), pass_bits(kb, 0), krem, kth);
+    for (int p = 1; p < num_passes(kb); ++p)
       select_digit(digit_hist<kb>(key_at, zero, n, kth, p, ch), pass_bits(kb, p), krem, kth);
     // The survivors: keys above the k-th at [0, K - krem), then keys equal to it while within K
     // (in index order: the lowest indices are kept). One scan counts both (above in the low 16
-    // bits, equal in the high; a chunk has at most 2048 elements).
+    // bits, equal in the high; a chunk has at most kResidentChunk elements).
     auto surv = gpu::alloc<uint64_t>({int64_t(kk)}, gpu::scope::shared);
     Tile<int32_t> base_gt = 0, base_eq = kk - krem;
     for (auto i : range(0, n, ch)) {
@@ -299,7 +309,7 @@ template <class T> const auto& resident_kernel() {
     Tile<int32_t> idx = (~sort(surv.load(), 0, /*descending=*/true).to<uint32_t>()).to<int32_t>();
     Tile<int32_t> o = arange(0, kk);
     store(ind + row * kk + o, idx);
-    store(vals + row * kk + o, load(gpu::local_ptr(buf, {idx})));
+    store(vals + row * kk + o, load(xrow + idx));
   });
   return k;
 }
@@ -503,7 +513,7 @@ struct Plan {
 };
 
 /// resident_kernel's chunk (elements a step) and row capacity (n rounded up to whole chunks).
-inline int resident_chunk(int64_t n) { return static_cast<int>(std::min<int64_t>(kBlock, next_power_of_2(n))); }
+inline int resident_chunk(int64_t n) { return static_cast<int>(std::min<int64_t>(kResidentChunk, next_power_of_2(n))); }
 inline int64_t resident_capacity(int64_t n) {
   const int64_t ch = resident_chunk(n);
   return (n + ch - 1) / ch * ch;
@@ -547,11 +557,17 @@ inline Plan plan(int64_t rows, int64_t n, int64_t k, int elem_bytes, int request
     } else if (backend == Backend::CPU) {
       units = std::max(1u, std::thread::hardware_concurrency());
     }
+    // A row that fits in shared memory: one program per row holding it (one launch and one read
+    // of x beat the cooperative path's six launches even when the rows do not fill the GPU).
+    if (resident_fits(n, k, elem_bytes, backend)) {
+      p.mode = Plan::Resident;
+      return p;
+    }
     p.ppr = std::clamp<int64_t>((units + rows - 1) / std::max<int64_t>(rows, 1), 1, std::max<int64_t>(1, n / 8192));
     // One program per row on a small matrix: one kernel re-reading its row (from cache) beats the
     // cooperative path's extra launches.
-    if (p.ppr == 1 && (resident_fits(n, k, elem_bytes, backend) || rows * n * elem_bytes < (int64_t(4) << 20))) {
-      p.mode = resident_fits(n, k, elem_bytes, backend) ? Plan::Resident : Plan::Select;
+    if (p.ppr == 1 && rows * n * elem_bytes < (int64_t(4) << 20)) {
+      p.mode = Plan::Select;
       return p;
     }
   }
@@ -585,7 +601,8 @@ inline void check_shape(int64_t rows, int64_t n, int64_t k, const TopkOptions& o
 }  // namespace detail_topk
 
 /// The number of int32 elements of workspace that topk needs for this shape and these options:
-/// 0 when it needs none (rows of n <= 2048, or one program per row), else about rows * (2n + 5000)
+/// 0 when it needs none (one program per row: rows of n <= 256, rows that fit in shared memory,
+/// programs_per_row = 1), else about rows * (2n + 5000)
 /// (the cooperative path's candidates and histograms). Same errors as topk.
 template <class T>
 size_t topk_workspace_size(int64_t rows, int64_t n, int64_t k, const TopkOptions& o = {}, loc_t l = loc_t::current()) {
@@ -623,7 +640,7 @@ void topk(const T* x, int64_t rows, int64_t n, int64_t k, T* values, int32_t* in
     return;
   }
   if (p.mode == Plan::Resident) {
-    resident_kernel<T>()(grid(rows, 8), x, values, indices, N32, static_cast<int>(resident_capacity(n)),
+    resident_kernel<T>()(grid(rows, kResidentWarps), x, values, indices, N32, static_cast<int>(resident_capacity(n)),
                          resident_chunk(n), K, o.largest);
     return;
   }
