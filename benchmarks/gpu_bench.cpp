@@ -1601,8 +1601,8 @@ int ptx_check(const std::string& dir) {
     one("topk cand_hist f32 pass 2", [&] { return tk::coop_cand_hist_kernel<float>().ptx(90, 8, ii, 131072, 2048, 16, 8192, 300000, 2); });
     one("topk gather f32", [&] { return tk::coop_gather_kernel<float>().ptx(90, 8, ii, ii, 131072, 2048, 16, 8192, 300000); });
     one("topk sort f32 K=2048", [&] { return tk::sort_kernel<float>().ptx(90, 8, f, f, ii, 131072, 2048, true); });
-    one("topk resident f32 n=32768 K=2048", [&] { return tk::resident_kernel<float>().ptx(90, 16, f, f, ii, 32768, 32768, 4096, 2048, true); });
-    one("topk resident bf16 n=1000 K=32", [&] { return tk::resident_kernel<bf16>().ptx(90, 16, h, h, ii, 1000, 1024, 1024, 32, true); });
+    one("topk resident f32 n=32768 K=2048", [&] { return tk::resident_kernel<float>().ptx(90, 8, f, f, ii, 32768, 32768, 2048, 2048, true); });
+    one("topk resident bf16 n=1000 K=32", [&] { return tk::resident_kernel<bf16>().ptx(90, 8, h, h, ii, 1000, 1024, 1024, 32, true); });
     one("topk direct f32 N=2048 K=128", [&] { return tk::direct_kernel<float>().ptx(90, 4, f, f, ii, 2048, 2048, 128, true); });
     one("moe count E=256", [&] { return mk::count_kernel().ptx(90, 4, ii, ii, ii, 131072, 2048, 147200, 2300, 256, true); });
     one("moe align E=256 BS=64", [&] {

@@ -41,10 +41,10 @@
 //   - n <= 256: one kernel, the whole row in one tile (tle::topk on the tile);
 //   - one program per row, the row held in shared memory (programs_per_row = 1, or 0 - the
 //     default - whenever the row is at most 128 KB and fits beside the survivors in a program's
-//     shared memory): one kernel of 16 warps copies the row in (cp.async, all of it in flight at
-//     once), turns it into keys in place and runs steps 2-3 over them, places the survivors in a
-//     shared table of (key, ~index) u64s - unique, so a descending sort of them is the result's
-//     order - sorts it and writes values and indices: one launch, one read of the row;
+//     shared memory): one kernel of 8 warps copies the row in (cp.async, all of it in flight at
+//     once), runs steps 1-3 over it there, places the survivors in a shared table of (key,
+//     ~index) u64s - unique, so a descending sort of them is the result's order - sorts it and
+//     writes values and indices: one launch, one read of the row;
 //   - one program per row, longer rows (programs_per_row = 1, or 0 when a batch fills the
 //     machine alone and the matrix is under 4 MB): steps 1-3 in one kernel that reads its row once
 //     per pass and once more for the gather, then the sort kernel: two launches;
@@ -96,9 +96,10 @@ struct TopkOptions {
   void* stream = nullptr;
   /// Programs cooperating on one row: 0 chooses from the shape (about two programs per SM on the
   /// GPU, one per core on the CPU, at most one per 8192 elements of a row; rows of n <= 256 in
-  /// one tile, rows that fit in shared memory one program each); 1 forces one program per row (the row in shared memory where it fits, else
-  /// streamed); more takes the cooperative path with that many slices per row (capped at one
-  /// slice per 2048 elements). Results do not depend on it.
+  /// one tile, rows that fit in shared memory one program each); 1 forces one program per row
+  /// (the row in shared memory where it fits, else streamed); more takes the cooperative path
+  /// with that many slices per row (capped at one slice per 2048 elements). Results do not
+  /// depend on it.
   int programs_per_row = 0;
   /// Workspace of the cooperative path: topk_workspace_size(...) int32 elements (or null).
   int32_t* workspace = nullptr;
@@ -112,10 +113,10 @@ constexpr int kRadixBits = 11;
 constexpr int kBlock = 2048;        // elements per tile in the row loops
 constexpr int64_t kDirectMaxN = 256;  // rows up to this length: one kernel, the whole row in one tile (sorted)
 constexpr int64_t kMaxK = 8192;     // the sort of the survivors must fit a GPU program's shared memory
-constexpr int kCounterSlots = 16;
+constexpr int kCounterSlots = 16;   // workspace row: [counter, pad..][pass histograms][per-slice last histograms]
 constexpr int64_t kResidentRowBytes = 128 << 10;  // rows up to this size may be held in shared memory
-constexpr int kResidentChunk = 4096;               // elements a step in the resident kernel's loops
-constexpr int kResidentWarps = 16;                 // its warps (one program per SM: its shared memory)   // workspace row: [counter, pad..][pass histograms][per-slice last histograms]
+constexpr int kResidentChunk = 2048;               // elements a step in the resident kernel's loops
+constexpr int kResidentWarps = 8;                  // its warps
 
 constexpr int key_bits(int elem_bytes) { return elem_bytes * 8; }
 constexpr int num_passes(int kb) { return (kb + kRadixBits - 1) / kRadixBits; }
@@ -253,8 +254,8 @@ template <class T> const auto& select_kernel() {
 }
 
 /// One program per row with the row held in shared memory (resident_fits): the row is copied in
-/// once (cp.async, every chunk of CH elements in flight together), the first digit pass turns
-/// each element into its key in place, the other passes and the gather read the keys, and the k survivors go to a shared [K] table as (key, ~index) u64s -
+/// once (cp.async, every chunk of CH elements in flight together), the digit passes and the
+/// gather read it there, and the k survivors go to a shared [K] table as (key, ~index) u64s -
 /// unique, so a descending sort of them is the result's order - sorted in place: one launch and
 /// one read of the row from global memory.
 template <class T> const auto& resident_kernel() {
@@ -272,20 +273,12 @@ template <class T> const auto& resident_kernel() {
     }
     gpu::commit_group();
     gpu::wait_group(0);
-    // Pass 0 turns each element into its key in place (the same bits' width); later steps read keys.
-    using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint16_t>;
-    auto make_key = [&](const Tile<int32_t>& offs, const Tile<bool>& m) {
-      Tile<uint32_t> key = radix_key(load(gpu::local_ptr(buf, {offs}), m), LARGEST);
-      store(gpu::local_ptr(buf, {offs}), bitcast<T>(key.template to<Bits>()), m);
-      return key;
-    };
     auto key_at = [&](const Tile<int32_t>& offs, const Tile<bool>& m) {
-      return bitcast<Bits>(load(gpu::local_ptr(buf, {offs}), m)).template to<uint32_t>();
+      return radix_key(load(gpu::local_ptr(buf, {offs}), m), LARGEST);
     };
     Tile<int32_t> zero = 0, krem = kk;
     Tile<uint32_t> kth = 0u;
-    select_digit(digit_hist<kb>(make_key, zero, n, kth, 0, ch), pass_bits(kb, 0), krem, kth);
-    for (int p = 1; p < num_passes(kb); ++p)
+    for (int p = 0; p < num_passes(kb); ++p)
       select_digit(digit_hist<kb>(key_at, zero, n, kth, p, ch), pass_bits(kb, p), krem, kth);
     // The survivors: keys above the k-th at [0, K - krem), then keys equal to it while within K
     // (in index order: the lowest indices are kept). One scan counts both (above in the low 16
@@ -309,7 +302,7 @@ template <class T> const auto& resident_kernel() {
     Tile<int32_t> idx = (~sort(surv.load(), 0, /*descending=*/true).to<uint32_t>()).to<int32_t>();
     Tile<int32_t> o = arange(0, kk);
     store(ind + row * kk + o, idx);
-    store(vals + row * kk + o, load(xrow + idx));
+    store(vals + row * kk + o, load(gpu::local_ptr(buf, {idx})));
   });
   return k;
 }
