@@ -94,7 +94,7 @@ TEST_CASE("ops: tuple reduce and associative_scan of a linear recurrence (u32, n
         ws[2 * mn + size_t(i) * N + j] = s.first, ws[3 * mn + size_t(i) * N + j] = s.second;
       }
     }
-    for (int warps : {1, 4, 8}) {
+    for (int warps : {1, 4, 8, 16, 32}) {  // up to 5 warp bits in the GPU's register scans
       CAPTURE(M, N, warps);
       Buf<uint32_t> out(w.size());
       k(Grid(1).with_warps(warps), a.data(), b.data(), out.data(), M, N);
@@ -301,10 +301,10 @@ TEST_CASE("ops: single-tile reduce with an associative, not commutative combine 
   }
 }
 
-TEST_CASE("ptx: tuple reductions and scans at 1, 4 and 8 warps assemble", "[ptx]") {
+TEST_CASE("ptx: tuple reductions and scans at 1 to 32 warps assemble", "[ptx]") {
   auto k = make_recurrence();
   for (auto [M, N] : {std::pair{1, 1024}, std::pair{32, 64}, std::pair{256, 4}})
-    for (int warps : {1, 4, 8}) {
+    for (int warps : {1, 4, 8, 16, 32}) {
       CAPTURE(M, N, warps);
       auto* p = reinterpret_cast<uint32_t*>(uintptr_t(0x10000));
       std::string ptx = k.ptx(90, warps, p, p, p, M, N);
