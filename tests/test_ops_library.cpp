@@ -360,3 +360,43 @@ TEST_CASE("gpu: tle::ops::topk and moe_align_block_size on DeviceBuffers and a s
     if (j != 5) want_counts[size_t(ids[j])]++;
   CHECK(counts.to_host() == want_counts);
 }
+
+TEST_CASE("ptx: topk's resident kernel compiles for sm_90a wherever the plan picks it", "[ptx][ops-library]") {
+  // resident_fits must bound the kernel's shared memory (the row, the survivors, the sort's
+  // staging of the survivors padded to a power of two, the histograms and scans): near the bound
+  // every (n, k) it admits compiles, and the largest rows with k past 4096 are refused. (The CPU
+  // backend's limit is sm_90's 227 KB, whatever GPU this machine has.)
+  namespace tk = ops::detail_topk;
+  alignas(256) static float f[64];
+  alignas(256) static bf16 h[64];
+  alignas(256) static int32_t ii[64];
+  int admitted = 0, refused = 0;
+  for (int64_t n : {4100, 30721, 32768})
+    for (int64_t k : {2048, 4096, 4097, 4480, 4500, 4800, 8192}) {
+      if (k > n) continue;
+      CAPTURE(n, k);
+      if (!tk::resident_fits(n, k, 4, Backend::CPU)) {
+        ++refused;
+        continue;
+      }
+      ++admitted;
+      const int cap = static_cast<int>(tk::resident_capacity(n)), ch = tk::resident_chunk(n);
+      CHECK_NOTHROW(tk::resident_kernel<float>().ptx(90, tk::kResidentWarps, f, f, ii, static_cast<int>(n), cap, ch,
+                                                     static_cast<int>(k), true));
+    }
+  for (int64_t k : {4096, 4500}) {
+    CAPTURE(k);
+    const int64_t n = 65536;
+    if (!tk::resident_fits(n, k, 2, Backend::CPU)) {
+      ++refused;
+      continue;
+    }
+    ++admitted;
+    CHECK_NOTHROW(tk::resident_kernel<bf16>().ptx(90, tk::kResidentWarps, h, h, ii, static_cast<int>(n),
+                                                  static_cast<int>(tk::resident_capacity(n)), tk::resident_chunk(n),
+                                                  static_cast<int>(k), true));
+  }
+  CHECK(admitted >= 8);
+  CHECK(refused >= 4);
+  CHECK_FALSE(tk::resident_fits(32768, 4500, 4, Backend::CPU));
+}

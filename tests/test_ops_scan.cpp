@@ -6,6 +6,7 @@
 #include <array>
 #include <tuple>
 
+#include "../examples/kernels.hpp"
 #include "ops_util.hpp"
 #include "ptxas_util.hpp"
 
@@ -374,4 +375,77 @@ TEST_CASE("gpu: tuple reductions keep the order on large tiles and in the tensor
       std::vector<float> got(out.data(), out.data() + 2 * M);
       CHECK(diffs(got, want) == "");
     }
+}
+
+namespace {
+/// A tuple scan of L elements before a warp-specialized K loop (sm_90a: a TMA / wgmma matmul whose
+/// producer warps also run the statements before the loop, the scan included): out gets the
+/// scan, c = a @ b.
+auto make_scan_before_ws_loop() {
+  return jit("scan_before_ws", [](Ptr<bf16> a, Ptr<bf16> b, Ptr<float> c, Ptr<uint32_t> sa, Ptr<uint32_t> sb,
+                                  Ptr<uint32_t> out, Tile<int32_t> M, Tile<int32_t> N, Tile<int32_t> K,
+                                  Constexpr<int> BM, Constexpr<int> BN, Constexpr<int> BK, Constexpr<int> L) {
+    Tile<int32_t> r = arange(0, L);
+    auto [xa, xb] = associative_scan(std::tuple{load(sa + r), load(sb + r)}, 0, recurrence);
+    Tile<int32_t> rm = arange(0, BM), rn = arange(0, BN);
+    Tile<float> acc = ex::matmul_block<bf16>(a, b, rm, rn, M, N, K, BM, BN, BK);
+    store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), acc);
+    store(out + r, xa);
+    store(out + L + r, xb);
+  });
+}
+}  // namespace
+
+TEST_CASE("ptx: a tuple scan before a warp-specialized K loop assembles", "[ptx]") {
+  auto k = make_scan_before_ws_loop();
+  alignas(16) static char buf[64];
+  auto* pb = reinterpret_cast<bf16*>(buf);
+  auto* pf = reinterpret_cast<float*>(buf);
+  auto* pu = reinterpret_cast<uint32_t*>(buf);
+  for (int warps : {4, 8}) {
+    CAPTURE(warps);
+    Grid g(1, 1);
+    g.with_warps(warps).with_stages(3);
+    const std::string ptx = k.ptx(90, g, pb, pb, pf, pu, pu, pu, 128, 128, 256, 128, 128, 64, 2048);
+    // the loop is warp-specialized: 4 producer warps beside the `warps` compute warps
+    CHECK(ptx.find(".reqntid " + std::to_string(32 * (warps + 4))) != std::string::npos);
+    ptxtest::assemble("scan_before_ws", ptx, "sm_90a");
+  }
+}
+
+TEST_CASE("gpu: a tuple scan before a warp-specialized K loop (its producer warps run the scan too)", "[.gpu]") {
+  if (!gpu_info()) {
+    WARN("no usable GPU: [.gpu] case skipped");
+    return;
+  }
+  auto k = make_scan_before_ws_loop();
+  const int M = 128, N = 128, K = 256, L = 2048;
+  Buf<uint32_t> ra = random_full<uint32_t>(L, 71), rb = random_full<uint32_t>(L, 72);
+  std::vector<uint32_t> want(2 * size_t(L));
+  std::pair<uint32_t, uint32_t> st{ra[0], rb[0]};
+  for (int i = 0; i < L; ++i) {
+    if (i) st = rec(st, {ra[size_t(i)], rb[size_t(i)]});
+    want[size_t(i)] = st.first, want[size_t(L + i)] = st.second;
+  }
+  Buf<int32_t> ai = random_buf<int32_t>(size_t(M) * K, 73, -3, 3), bi = random_buf<int32_t>(size_t(K) * N, 74, -3, 3);
+  ManagedBuffer<bf16> a(size_t(M) * K), b(size_t(K) * N);
+  ManagedBuffer<uint32_t> sa(L), sb(L);
+  for (size_t t = 0; t < ai.size(); ++t) a.data()[t] = bf16(float(ai[t]));
+  for (size_t t = 0; t < bi.size(); ++t) b.data()[t] = bf16(float(bi[t]));
+  for (int i = 0; i < L; ++i) sa.data()[i] = ra[size_t(i)], sb.data()[i] = rb[size_t(i)];
+  std::vector<float> cw(size_t(M) * N, 0.f);
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j)
+      for (int q = 0; q < K; ++q) cw[size_t(i) * N + j] += float(ai[size_t(i) * K + q] * bi[size_t(q) * N + j]);
+  for (int warps : {4, 8}) {
+    CAPTURE(warps);
+    ManagedBuffer<float> c(size_t(M) * N, -1.f);
+    ManagedBuffer<uint32_t> out(2 * size_t(L), 0);
+    Grid g(1, 1);
+    g.with_warps(warps).with_stages(3).backend(Backend::GPU);
+    k(g, a.data(), b.data(), c.data(), sa.data(), sb.data(), out.data(), M, N, K, 128, 128, 64, L);
+    synchronize();
+    CHECK(diffs(std::vector<uint32_t>(out.data(), out.data() + 2 * L), want) == "");
+    CHECK(diffs(std::vector<float>(c.data(), c.data() + M * N), cw) == "");
+  }
 }

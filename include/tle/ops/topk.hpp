@@ -511,8 +511,9 @@ inline int64_t resident_capacity(int64_t n) {
   const int64_t ch = resident_chunk(n);
   return (n + ch - 1) / ch * ch;
 }
-/// The shared memory one program may have on `backend` (the GPU's opt-in limit; 227 KB, sm_90's,
-/// elsewhere, as the CPU backend and the interpreter run whatever fits on sm_90).
+/// The shared memory one program may have on `backend` (GPU 0's opt-in limit, read once: on a
+/// machine whose GPUs differ, launch on the smallest; 227 KB, sm_90's, elsewhere, as the CPU
+/// backend and the interpreter run whatever fits on sm_90).
 inline int64_t program_smem_limit(Backend backend) {
   if (backend != Backend::GPU) return 232448;
   static const int64_t limit = [] {
@@ -521,12 +522,15 @@ inline int64_t program_smem_limit(Backend backend) {
   }();
   return limit;
 }
-/// Whether resident_kernel fits: a row of at most kResidentRowBytes, and its shared memory (the
-/// row, the survivors and as much again for their sort, the pass histograms and the scans'
-/// scratch) within the program's limit.
+/// Whether resident_kernel fits: a row of at most kResidentRowBytes, and its shared memory within
+/// the program's limit - its buffers (the row and the survivors, each rounded up to 1 KB) and,
+/// after them, the sort's staging (the keys of the survivors padded to a power of two: 8 bytes
+/// each), with 32 KB for the three pass histograms (20 KB) and the scans' scratch.
 inline bool resident_fits(int64_t n, int64_t k, int elem_bytes, Backend backend) {
+  auto kb1 = [](int64_t bytes) { return (bytes + 1023) / 1024 * 1024; };
   const int64_t row = resident_capacity(n) * elem_bytes;
-  return row <= kResidentRowBytes && row + 16 * k + (24 << 10) <= program_smem_limit(backend);
+  return row <= kResidentRowBytes &&
+         kb1(row) + kb1(8 * k) + 8 * next_power_of_2(k) + (32 << 10) <= program_smem_limit(backend);
 }
 
 inline Plan plan(int64_t rows, int64_t n, int64_t k, int elem_bytes, int requested, Backend backend) {

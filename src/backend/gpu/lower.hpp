@@ -6,8 +6,9 @@
 // pass (passes/gpu) guarantees the relations the lowering relies on (docs/ir.md, GPU layouts):
 // elementwise operands share the result's layout and shape ops keep register numbering, so both
 // are register-wise; a reduction combines registers in the thread, then lanes with butterfly
-// shuffles, then warps through shared memory; convert_layout, scans, histograms and dots that
-// are not on tensor cores go through shared memory; an f16/bf16 dot in the mma layouts is
+// shuffles, then warps through shared memory; a scan likewise where the layout allows
+// (bitwise_scan), else through shared memory, as do convert_layout, histograms and dots that
+// are not on tensor cores; an f16/bf16 dot in the mma layouts is
 // mma.sync on registers. Elementwise arithmetic is backend::ScalarEmitter, as on the CPU.
 // Files: lower.cpp (driver, elementwise, shapes, control flow, shared memory), lower_memory.cpp
 // (load/store/atomics), lower_reduce.cpp (reduce, scan, dot, histogram), lower_sort.cpp (sort,

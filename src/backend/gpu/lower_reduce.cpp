@@ -389,7 +389,13 @@ bool bitwise_scan(Lowerer& L, const ir::Op& op, Accum& acc, int axis, bool rever
       for (size_t u = 0; u < mine.size(); ++u)
         for (Value* v : mine[u]) other[u].push_back(L.shuffle_xor(v, 1 << bt.bit));
     } else {
-      upper = B.CreateICmpNE(B.CreateAnd(L.warp, 1u << bt.bit), B.getInt32(0));
+      // Warps past the layout's (the producer warps before a warp-specialized loop run this code
+      // too) store nothing and read as the warp they mirror (warp mod num_warps), so that every
+      // access stays inside the buffers and no slot has two writers.
+      const int64_t nw = l->num_warps();
+      Value* in_layout = B.CreateICmpULT(L.warp, L.i32c(nw));
+      Value* w = B.CreateAnd(L.warp, L.i32c(nw - 1));
+      upper = B.CreateICmpNE(B.CreateAnd(w, 1u << bt.bit), B.getInt32(0));
       if (buf[0].empty()) {
         // Slots for the most distinct totals a thread can have at a warp step: at this first one,
         // registers differ in every reg bit but the axis bits already swept.
@@ -397,7 +403,7 @@ bool bitwise_scan(Lowerer& L, const ir::Op& op, Accum& acc, int axis, bool rever
         for (const Bit& o : bits)
           if (o.kind == 0 && o.value < bt.value) ++swept;
         per_thread = nregs >> swept;
-        const int64_t slots = int64_t(l->num_warps()) * 32 * per_thread;
+        const int64_t slots = nw * 32 * per_thread;
         buf[0] = smem_bases(acc.ds, slots);
         buf[1] = smem_bases(acc.ds, slots);
         for (auto& b : buf[1]) b += buf[0].back();
@@ -411,10 +417,12 @@ bool bitwise_scan(Lowerer& L, const ir::Op& op, Accum& acc, int axis, bool rever
       };
       if (static_cast<int64_t>(mine.size()) > per_thread)
         L.fail(op, "bitwise scan: more distinct totals than slots (layout invariant broken)");
-      for (size_t u = 0; u < mine.size(); ++u)
-        for (size_t c = 0; c < ns; ++c) L.smem_store(acc.ds[c], at[c], slot(L.warp, u), mine[u][c]);
+      L.when(in_layout, [&] {
+        for (size_t u = 0; u < mine.size(); ++u)
+          for (size_t c = 0; c < ns; ++c) L.smem_store(acc.ds[c], at[c], slot(w, u), mine[u][c]);
+      });
       L.barrier();
-      Value* partner = B.CreateXor(L.warp, L.i32c(int64_t(1) << bt.bit));
+      Value* partner = B.CreateXor(w, L.i32c(int64_t(1) << bt.bit));
       for (size_t u = 0; u < mine.size(); ++u)
         for (size_t c = 0; c < ns; ++c) other[u].push_back(L.smem_load(acc.ds[c], at[c], slot(partner, u)));
     }
