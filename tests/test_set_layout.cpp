@@ -5,6 +5,7 @@
 // ptxas for sm_90a and sm_80 ([ptx][struct]), values unchanged on ragged shapes on the CPU
 // backend ([ops][struct]) and on the GPU ([.gpu][struct]). Blocked layouts: tests/test_struct.cpp.
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -357,9 +358,10 @@ TEST_CASE("ops: set_layout with mma, dot operand and slice layouts keeps the val
     INFO("kind " << c.kind << " " << c.M << "x" << c.N << "x" << c.K);
     Buf<bf16> a = small_ints(size_t(c.M) * c.K, 11), b = small_ints(size_t(c.K) * c.N, 12);
     Buf<float> out(size_t(c.M) * c.N), rows(static_cast<size_t>(c.M));
-    if (gpu_mode() && c.M < 16) {
+    if ((gpu_mode() || std::getenv("TLE_CHECK_GPU")) && c.M < 16) {
       // [3, 5] pads to [4, 8]: the CPU backend and the interpreter ignore layouts, but an mma
-      // operand layout cannot tile it on the GPU (a UserError at the set_layout's line).
+      // operand layout cannot tile it on the GPU (a UserError at the set_layout's line), whether
+      // the kernel runs there or is compiled for it beside a CPU run (TLE_CHECK_GPU).
       try {
         k(Grid(1), a.data(), b.data(), out.data(), rows.data(), c.M, c.N, c.K, c.kind, c.wm, c.wn);
         FAIL("a [3, 5] tile in an mma operand layout compiled for the GPU");
