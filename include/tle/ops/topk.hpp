@@ -537,8 +537,15 @@ inline Plan plan(int64_t rows, int64_t n, int64_t k, int elem_bytes, int request
   Plan p;
   if (n <= kDirectMaxN && requested == 0) return p;
   const int64_t max_ppr = std::max<int64_t>(1, (n + kBlock - 1) / kBlock);
+  // A row that fits in shared memory: one program per row holding it, forced (1) or chosen (0:
+  // one launch and one read of x beat the cooperative path's six even when the rows do not fill
+  // the GPU).
+  if (requested <= 1 && resident_fits(n, k, elem_bytes, backend)) {
+    p.mode = Plan::Resident;
+    return p;
+  }
   if (requested == 1) {
-    p.mode = resident_fits(n, k, elem_bytes, backend) ? Plan::Resident : Plan::Select;
+    p.mode = Plan::Select;
     return p;
   }
   if (requested > 1) {
@@ -553,12 +560,6 @@ inline Plan plan(int64_t rows, int64_t n, int64_t k, int elem_bytes, int request
       units = 2 * int64_t(sms);
     } else if (backend == Backend::CPU) {
       units = std::max(1u, std::thread::hardware_concurrency());
-    }
-    // A row that fits in shared memory: one program per row holding it (one launch and one read
-    // of x beat the cooperative path's six launches even when the rows do not fill the GPU).
-    if (resident_fits(n, k, elem_bytes, backend)) {
-      p.mode = Plan::Resident;
-      return p;
     }
     p.ppr = std::clamp<int64_t>((units + rows - 1) / std::max<int64_t>(rows, 1), 1, std::max<int64_t>(1, n / 8192));
     // One program per row on a small matrix: one kernel re-reading its row (from cache) beats the
