@@ -922,7 +922,9 @@ void group_attention(bench::Timer& tm) {
   const int shapes[][4] = {{4, 32, 4096, 128}, {4, 32, 16384, 128}, {4, 32, 4000, 128}};  // batch, heads, S, D (ragged last)
   auto attn = ex::make_attention<bf16>();
   auto attn_tma = ex::make_attention_tma<bf16>();
+  auto attn_ov = ex::make_attention_tma<bf16, true>();
   auto attn_ws = ex::make_attention_ws<bf16>();
+  auto attn_ws_ov = ex::make_attention_ws<bf16, true>();
   for (auto& s : shapes) {
     const int batch = s[0], heads = s[1], S = s[2], D = s[3], BH = batch * heads;
     const size_t n = size_t(BH) * S * D;
@@ -949,9 +951,11 @@ void group_attention(bench::Timer& tm) {
           bool tma = false;  // ex::make_attention_tma: q, k, v through tensor descriptors
           bool ws = false;        // ex::make_attention_ws: TLE-Struct, warps fixed by its roles (12)
           bool pingpong = false;  // (its consumers taking turns at the tensor cores)
+          bool overlap = false;   // make_attention_tma<bf16, true>: the next block's q k^T under the softmax
           std::string str() const {
             return "BM=" + std::to_string(BM) + " BN=" + std::to_string(BN) + " warps=" + std::to_string(warps) +
-                   " stages=" + std::to_string(stages) + (ws ? " struct" : tma ? " tma" : "") + (pingpong ? " ping-pong" : "");
+                   " stages=" + std::to_string(stages) + (ws ? " struct" : tma ? " tma" : "") + (pingpong ? " ping-pong" : "") +
+                   (overlap ? " overlap" : "");
           }
         };
         // 4 warps: warp-specialized on sm_90a (a producer warpgroup beside the compute warpgroup);
@@ -959,24 +963,37 @@ void group_attention(bench::Timer& tm) {
         std::vector<Cfg> cfgs = {{128, 64, 8, 3}, {128, 128, 8, 3}, {64, 64, 4, 3}, {64, 64, 4, 4}};
         for (size_t i = 0, n0 = cfgs.size(); i < n0; ++i) cfgs.push_back(cfgs[i]), cfgs.back().tma = true;
         for (bool pp : {false, true}) cfgs.push_back({128, 128, 12, 2, false, true, pp});  // (3 stages do not fit at D = 128)
+        for (int bn : {64, 128})
+          for (int st : {2, 3}) cfgs.push_back({128, bn, 8, st, true, false, false, true});
+        cfgs.push_back({128, 128, 12, 2, false, true, false, true});
+        cfgs.push_back({128, 64, 12, 3, false, true, false, true});
         std::string errors, sweep, how;
         auto launch = [&](const Cfg& cfg, void* st) {
           const int64_t rows = int64_t(BH) * S;
           if (cfg.ws) {
             Grid gw(BH, cdiv(S, cfg.BM));
             gw.stream = st;
-            attn_ws(gw, TensorDescriptor<bf16, 2>(dq, {rows, D}, {D, 1}, {64, 64}),
-                    TensorDescriptor<bf16, 2>(dk, {rows, D}, {D, 1}, {cfg.BN, 64}),
-                    TensorDescriptor<bf16, 2>(dv, {rows, D}, {D, 1}, {cfg.BN, 64}), dout, S, qk_scale, D, causal,
-                    cfg.stages, cfg.pingpong);
+            auto on_struct = [&](auto& kernel) {
+              kernel(gw, TensorDescriptor<bf16, 2>(dq, {rows, D}, {D, 1}, {64, 64}),
+                     TensorDescriptor<bf16, 2>(dk, {rows, D}, {D, 1}, {cfg.BN, 64}),
+                     TensorDescriptor<bf16, 2>(dv, {rows, D}, {D, 1}, {cfg.BN, 64}), dout, S, qk_scale, D, causal,
+                     cfg.stages, cfg.pingpong);
+            };
+            if (cfg.overlap) on_struct(attn_ws_ov);
+            else on_struct(attn_ws);
             return;
           }
           Grid g = Grid(cdiv(S, cfg.BM), BH).with_warps(cfg.warps).with_stages(cfg.stages);
           g.stream = st;
-          if (cfg.tma) {
-            attn_tma(g, TensorDescriptor<bf16, 2>(dq, {rows, D}, {D, 1}, {cfg.BM, D}),
-                     TensorDescriptor<bf16, 2>(dk, {rows, D}, {D, 1}, {cfg.BN, D}),
-                     TensorDescriptor<bf16, 2>(dv, {rows, D}, {D, 1}, {cfg.BN, D}), dout, S, qk_scale, causal);
+          auto on_descriptors = [&](auto& kernel) {
+            kernel(g, TensorDescriptor<bf16, 2>(dq, {rows, D}, {D, 1}, {cfg.BM, D}),
+                   TensorDescriptor<bf16, 2>(dk, {rows, D}, {D, 1}, {cfg.BN, D}),
+                   TensorDescriptor<bf16, 2>(dv, {rows, D}, {D, 1}, {cfg.BN, D}), dout, S, qk_scale, causal);
+          };
+          if (cfg.overlap) {
+            on_descriptors(attn_ov);
+          } else if (cfg.tma) {
+            on_descriptors(attn_tma);
           } else {
             attn(g, dq, dk, dv, dout, S, qk_scale, cfg.BM, cfg.BN, D, causal);
           }
@@ -1589,6 +1606,19 @@ int ptx_check(const std::string& dir) {
         one(std::string("attention_ws BM=128 BN=128 D=128 stages=2") + (pingpong ? " ping-pong" : "") + (causal ? " causal" : ""), [&] {
           return ex::make_attention_ws<bf16>().ptx(90, Grid(128, 32), tq, tk, tk, h, 4096, 0.1f, 128, causal, 2, pingpong);
         });
+    for (bool causal : {false, true})
+      one(std::string("attention_ws overlap BM=128 BN=128 D=128 stages=2") + (causal ? " causal" : ""), [&] {
+        return ex::make_attention_ws<bf16, true>().ptx(90, Grid(128, 32), tq, tk, tk, h, 4096, 0.1f, 128, causal, 2, false);
+      });
+    for (bool causal : {false, true})
+      for (int64_t bn : {64, 128}) {
+        const TensorDescriptor<bf16, 2> dq(g.data(), {4096, 128}, {128, 1}, {128, 128}), dk(g.data(), {4096, 128}, {128, 1}, {bn, 128});
+        one("attention_tma overlap BM=128 BN=" + std::to_string(bn) + " D=128 warps=8 stages=3" + (causal ? " causal" : ""), [&] {
+          Grid gr(32, 128);
+          gr.with_warps(8).with_stages(3);
+          return ex::make_attention_tma<bf16, true>().ptx(90, gr, dq, dk, dk, h, 4096, 0.1f, causal);
+        });
+      }
   }
   {
     namespace tk = ops::detail_topk;

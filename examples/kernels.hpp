@@ -514,10 +514,17 @@ template <class T> auto make_attention() {
 /// their scores are masked to -inf and their p to 0, as make_attention's masked loads give, so O
 /// is the same. o is [batch * heads, S, D] as in make_attention. Launch as Grid(cdiv(S, BM),
 /// batch * heads).
-template <class T> auto make_attention_tma() {
+/// Overlap = true: FlashAttention-3's intra-warpgroup overlap (Shah et al. 2024, section 3.2)
+/// written as a user would: each iteration first issues the next key block's scores, s_next =
+/// dot(q, k_{j+1}^T), then runs the softmax of block j and dot(p, v_j) - on sm_90a the dot's
+/// wgmma is waited for only where s_next is first read (the end of the iteration), so the softmax
+/// runs under it. The last iteration's s_next reads the rows past the program's last block
+/// (zeros, or the next head's) and is never used.
+template <class T, bool Overlap = false> auto make_attention_tma() {
   using namespace tle;
-  return jit("attention_tma", [](TensorDescriptor<T, 2> q, TensorDescriptor<T, 2> k, TensorDescriptor<T, 2> v, Ptr<T> o,
-                                 Tile<int32_t> S, Tile<float> qk_scale, Constexpr<bool> CAUSAL) {
+  return jit(Overlap ? "attention_tma_overlap" : "attention_tma", [](TensorDescriptor<T, 2> q, TensorDescriptor<T, 2> k,
+                                                                      TensorDescriptor<T, 2> v, Ptr<T> o, Tile<int32_t> S,
+                                                                      Tile<float> qk_scale, Constexpr<bool> CAUSAL) {
     const int32_t BM = int32_t(q.block_shape()[0]), D = int32_t(q.block_shape()[1]), BN = int32_t(k.block_shape()[0]);
     Tile<int32_t> start_m = program_id(0) * BM;
     Tile<int32_t> row0 = program_id(1) * S;  // this (batch, head)'s first row
@@ -526,10 +533,20 @@ template <class T> auto make_attention_tma() {
     Tile<float> m_i = full<float>({BM}, -INFINITY), l_i = zeros<float>({BM});
     Tile<float> acc = zeros<float>({BM, D});
     Tile<int32_t> hi = CAUSAL ? minimum(start_m + BM, S) : S;
-    for (auto n0 : range(0, hi, BN)) {
-      Tile<int32_t> rn = n0 + arange(0, BN);
-      attention_block<T>(dot(tq, trans(k.load({row0 + n0, 0}))), qk_scale, rm, rn, S, CAUSAL, m_i, l_i, acc,
-                         [&] { return v.load({row0 + n0, 0}); });
+    if constexpr (Overlap) {
+      Tile<float> s = dot(tq, trans(k.load({row0, 0})));  // key block 0
+      for (auto n0 : range(0, hi, BN)) {
+        Tile<float> s_next = dot(tq, trans(k.load({row0 + n0 + BN, 0})));
+        attention_block<T>(s, qk_scale, rm, n0 + arange(0, BN), S, CAUSAL, m_i, l_i, acc,
+                           [&] { return v.load({row0 + n0, 0}); });
+        s = s_next;
+      }
+    } else {
+      for (auto n0 : range(0, hi, BN)) {
+        Tile<int32_t> rn = n0 + arange(0, BN);
+        attention_block<T>(dot(tq, trans(k.load({row0 + n0, 0}))), qk_scale, rm, rn, S, CAUSAL, m_i, l_i, acc,
+                           [&] { return v.load({row0 + n0, 0}); });
+      }
     }
     Tile<int64_t> head = program_id(1).to<int64_t>() * S * D;
     store(o + head + expand_dims(rm, 1) * D + expand_dims(rd, 0), cast<T>(acc / expand_dims(l_i, 1)),
@@ -557,11 +574,17 @@ template <class T> auto make_attention_tma() {
 /// dots. Key blocks past a head's S rows read the next head's rows (zeros past the last) and are
 /// masked, as in make_attention_tma. (q is read in place by every s = q k^T: a variant holding it
 /// in registers, loaded once from its buffer, gave wrong results on the GPU and was taken out.)
-template <class T> auto make_attention_ws() {
+/// Overlap = true adds FlashAttention-3's intra-warpgroup overlap (section 3.2 of the paper): a
+/// consumer issues the next key block's s = q k^T before the softmax of the current block, and
+/// on sm_90a that wgmma is waited for only at the end of the iteration (where the value slot is
+/// released), so the softmax runs under it; PINGPONG is then ignored (no turns are taken).
+template <class T, bool Overlap = false> auto make_attention_ws() {
   using namespace tle;
-  return jit("attention_ws", [](TensorDescriptor<T, 2> qd, TensorDescriptor<T, 2> kd, TensorDescriptor<T, 2> vd,
-                                Ptr<T> o, Tile<int32_t> S, Tile<float> qk_scale, Constexpr<int> D,
-                                Constexpr<bool> CAUSAL, Constexpr<int> ST, Constexpr<bool> PINGPONG) {
+  return jit(Overlap ? "attention_ws_overlap" : "attention_ws", [](TensorDescriptor<T, 2> qd, TensorDescriptor<T, 2> kd,
+                                                                    TensorDescriptor<T, 2> vd, Ptr<T> o, Tile<int32_t> S,
+                                                                    Tile<float> qk_scale, Constexpr<int> D,
+                                                                    Constexpr<bool> CAUSAL, Constexpr<int> ST,
+                                                                    Constexpr<bool> PINGPONG) {
     constexpr int RM = 64, BM = 2 * RM;  // rows per consumer warpgroup, per program
     const int32_t BN = int32_t(kd.block_shape()[0]), H = D / 64, bytes = int32_t(sizeof(T));
     const auto sw = gpu::SharedLayout::swizzled(8, 1, 8);  // 64 16-bit elements per row: the 128-byte swizzle
@@ -620,8 +643,35 @@ template <class T> auto make_attention_ws() {
           pass_turn();
           vr.release(j);
         };
-        for (auto j : range(0, unmasked)) step(j, false);
-        for (auto j : range(unmasked, blocks)) step(j, true);
+        if constexpr (Overlap) {
+          auto scores = [&](const Tile<int32_t>& j) {  // s of key block j (in flight until first read)
+            auto k_slot = kr.wait(j);
+            return dot(q_tile(), load(gpu::local_ptr(k_slot.buffer(), {kk / 64, kn, kk % 64})));
+          };
+          auto block = [&](const Tile<int32_t>& j, const Tile<float>& sc, bool masked) {
+            attention_block<T>(sc, qk_scale, rm, j * BN + arange(0, BN), S, CAUSAL, m_i, l_i, acc, [&] {
+              auto v_slot = vr.wait(j);
+              return load(gpu::local_ptr(v_slot.buffer(), {cols / 64, vn, cols % 64}));
+            }, masked);
+          };
+          Tile<float> sc = scores(0);
+          Tile<int32_t> last = blocks - 1, split = minimum(unmasked, last);
+          auto overlapped = [&](const Tile<int32_t>& j, bool masked) {
+            kr.release(j);  // s of block j was waited for at the end of the last iteration
+            Tile<float> s_next = scores(j + 1);
+            block(j, sc, masked);
+            vr.release(j);  // (after waiting for both dots: an arrival waits for every pending wgmma)
+            sc = s_next;
+          };
+          for (auto j : range(0, split)) overlapped(j, false);
+          for (auto j : range(split, last)) overlapped(j, true);
+          kr.release(last);
+          block(last, sc, true);
+          vr.release(last);
+        } else {
+          for (auto j : range(0, unmasked)) step(j, false);
+          for (auto j : range(unmasked, blocks)) step(j, true);
+        }
         Tile<int64_t> head = program_id(0).to<int64_t>() * S * D;
         store(o + head + expand_dims(rm, 1) * D + cols, cast<T>(acc / expand_dims(l_i, 1)), expand_dims(rm < S, 1));
       };

@@ -283,6 +283,7 @@ TEST_CASE("gpu: attention (wgmma with q and p from registers) matches a double r
   if (!have_gpu()) return;
   auto attn = ex::make_attention<bf16>();
   auto attn_tma = ex::make_attention_tma<bf16>();  // q, k, v through descriptors: TMA on sm_90a
+  auto attn_ov = ex::make_attention_tma<bf16, true>();  // and the next block's q k^T under the softmax
   struct Cfg {
     int BM, BN, warps, stages;
   };
@@ -290,9 +291,10 @@ TEST_CASE("gpu: attention (wgmma with q and p from registers) matches a double r
   for (int S : {1000, 1024, 77})
     for (bool causal : {false, true})
       for (Cfg cfg : {Cfg{128, 128, 8, 3}, Cfg{128, 64, 8, 2}, Cfg{128, 64, 8, 4}, Cfg{64, 64, 4, 3}})
-      for (bool tma : {false, true}) {
+      for (int form : {0, 1, 2}) {  // pointers, descriptors, descriptors overlapped
+        const bool tma = form > 0;
         INFO("S " << S << (causal ? " causal" : " full") << " BM " << cfg.BM << " BN " << cfg.BN << " warps "
-                  << cfg.warps << " stages " << cfg.stages << (tma ? " tma" : ""));
+                  << cfg.warps << " stages " << cfg.stages << (tma ? " tma" : "") << (form == 2 ? " overlapped" : ""));
         const size_t n = size_t(BH) * S * D;
         Pair<bf16> q(opstest::random_buf<bf16>(n, 41, -2, 2)), k(opstest::random_buf<bf16>(n, 42, -2, 2)),
             v(opstest::random_buf<bf16>(n, 43));
@@ -300,11 +302,16 @@ TEST_CASE("gpu: attention (wgmma with q and p from registers) matches a double r
         const double sm_scale = 1.0 / std::sqrt(double(D));
         Grid g = Grid(cdiv(S, cfg.BM), BH).with_warps(cfg.warps).with_stages(cfg.stages).backend(Backend::GPU);
         const int64_t rows = int64_t(BH) * S;
-        if (tma)
-          attn_tma(g, TensorDescriptor<bf16, 2>(q.ptr(true), {rows, D}, {D, 1}, {cfg.BM, D}),
-                   TensorDescriptor<bf16, 2>(k.ptr(true), {rows, D}, {D, 1}, {cfg.BN, D}),
-                   TensorDescriptor<bf16, 2>(v.ptr(true), {rows, D}, {D, 1}, {cfg.BN, D}), o.ptr(true), S,
-                   float(sm_scale * 1.4426950408889634), causal);
+        auto on_descriptors = [&](auto& kernel) {
+          kernel(g, TensorDescriptor<bf16, 2>(q.ptr(true), {rows, D}, {D, 1}, {cfg.BM, D}),
+                 TensorDescriptor<bf16, 2>(k.ptr(true), {rows, D}, {D, 1}, {cfg.BN, D}),
+                 TensorDescriptor<bf16, 2>(v.ptr(true), {rows, D}, {D, 1}, {cfg.BN, D}), o.ptr(true), S,
+                 float(sm_scale * 1.4426950408889634), causal);
+        };
+        if (form == 2)
+          on_descriptors(attn_ov);
+        else if (form == 1)
+          on_descriptors(attn_tma);
         else
           attn(g, q.ptr(true), k.ptr(true), v.ptr(true), o.ptr(true), S, float(sm_scale * 1.4426950408889634), cfg.BM,
                cfg.BN, D, causal);

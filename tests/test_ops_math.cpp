@@ -968,6 +968,38 @@ TEST_CASE("ops: attention (online softmax, two dots per key block) matches a dou
       }
 }
 
+TEST_CASE("ops: attention on descriptors, the next block's scores issued before the softmax, matches a double reference",
+          "[ops][descriptor]") {
+  // ex::make_attention_tma<T, true>: s_next = dot(q, k_{j+1}^T) comes before block j's softmax and
+  // is carried into the next iteration (on sm_90a its wgmma runs under the softmax). Ragged S (one
+  // key block, a partial last block, several), causal and not; the last iteration's s_next reads
+  // past the last head's rows (zeros) and is dropped. Mirrored on the GPU with TLE_TEST_BACKEND=gpu.
+  auto attn = ex::make_attention_tma<bf16, true>();
+  struct Cfg { int64_t BM, BN; int D, warps; };
+  for (Cfg cfg : {Cfg{64, 64, 64, 4}, Cfg{128, 64, 64, 8}})
+    for (int S : {1, 17, 100, 200})
+      for (bool causal : {false, true}) {
+        CAPTURE(cfg.BM, cfg.BN, cfg.D, cfg.warps, S, causal);
+        const int BH = 3, D = cfg.D;
+        const int64_t rows = int64_t(BH) * S;
+        const size_t n = size_t(rows) * D;
+        Buf<bf16> q = random_buf<bf16>(n, 21, -2, 2), k = random_buf<bf16>(n, 22, -2, 2), v = random_buf<bf16>(n, 23);
+        Buf<bf16> o(n, bf16(-7.0f));
+        const double sm_scale = 1.0 / std::sqrt(double(D));
+        attn(Grid(cdiv(S, int(cfg.BM)), BH).with_warps(cfg.warps).with_stages(3),
+             TensorDescriptor<bf16, 2>(q.data(), {rows, D}, {D, 1}, {cfg.BM, D}),
+             TensorDescriptor<bf16, 2>(k.data(), {rows, D}, {D, 1}, {cfg.BN, D}),
+             TensorDescriptor<bf16, 2>(v.data(), {rows, D}, {D, 1}, {cfg.BN, D}), o.data(), S,
+             float(sm_scale * 1.4426950408889634), causal);
+        std::vector<double> want(n);
+        for (int h = 0; h < BH; ++h)
+          for (int i = 0; i < S; ++i)
+            ex::attention_row_reference(q.data(), k.data(), v.data(), S, D, h, i, causal, sm_scale,
+                                        &want[(size_t(h) * S + i) * D]);
+        CHECK(diffs(o, want, 1e-2, 1e-2) == "");  // p and o in bf16: ~3 significant digits
+      }
+}
+
 TEST_CASE("ops: softmax over rows longer than its tile (online, two passes) matches the reference", "[ops]") {
   // ex::make_softmax_looped: chunks of BLOCK with a partial last one, one chunk, a row shorter than
   // a chunk; values spread so that the running maximum grows along the row (x rises with the

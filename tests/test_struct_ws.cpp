@@ -259,7 +259,7 @@ TEST_CASE("ops: warp_specialize: a bf16 GEMM with a TMA producer and a dot consu
 namespace {
 /// examples/kernels.hpp make_attention_ws on [BH, S, D] bf16 inputs (descriptors over the
 /// [BH * S, D] rows, blocks {64, 64} and {BN, 64}), every output row against the double reference.
-std::string attention_ws_diffs(int BH, int S, int D, int BN, bool causal, int stages, bool pingpong) {
+std::string attention_ws_diffs(int BH, int S, int D, int BN, bool causal, int stages, bool pingpong, bool overlap = false) {
   const size_t n = size_t(BH) * S * D;
   Buf<bf16> q(n), k(n), v(n), o(n);
   for (size_t i = 0; i < n; ++i) {  // in [-1, 1)
@@ -271,8 +271,10 @@ std::string attention_ws_diffs(int BH, int S, int D, int BN, bool causal, int st
   const int64_t rows = int64_t(BH) * S;
   TensorDescriptor<bf16, 2> qd(q.data(), {rows, D}, {D, 1}, {64, 64}), kd(k.data(), {rows, D}, {D, 1}, {BN, 64}),
       vd(v.data(), {rows, D}, {D, 1}, {BN, 64});
-  ex::make_attention_ws<bf16>()(Grid(BH, (S + 127) / 128), qd, kd, vd, o.data(), S, float(sm_scale * 1.4426950408889634),
-                                D, causal, stages, pingpong);
+  const Grid grid(BH, (S + 127) / 128);
+  const float qk_scale = float(sm_scale * 1.4426950408889634);
+  if (overlap) ex::make_attention_ws<bf16, true>()(grid, qd, kd, vd, o.data(), S, qk_scale, D, causal, stages, false);
+  else ex::make_attention_ws<bf16>()(grid, qd, kd, vd, o.data(), S, qk_scale, D, causal, stages, pingpong);
   synchronize();
   std::vector<float> got, want;
   ex::attention_rows(q.data(), k.data(), v.data(), o.data(), BH, S, D, causal, sm_scale, false, got, want);
@@ -288,6 +290,20 @@ TEST_CASE("ops: attention written with TLE-Struct (examples' make_attention_ws),
       INFO("BH " << BH << " S " << S << " D " << D << " BN " << BN << " stages " << stages << (causal ? " causal" : "")
                  << (pingpong ? " ping-pong" : ""));
       CHECK(attention_ws_diffs(BH, S, D, BN, causal, stages, pingpong) == "");
+    }
+  }
+}
+
+TEST_CASE("ops: TLE-Struct attention with the next block's scores issued before the softmax (make_attention_ws<T, "
+          "true>), ragged S, causal and not",
+          "[ops][struct]") {
+  // One key block (S 77), a partial last block, several blocks with masked ones after the
+  // unmasked (causal), BN 64 and 128.
+  for (auto [BH, S, D, BN, stages] : {std::tuple{2, 77, 64, 128, 2}, std::tuple{1, 300, 128, 128, 2},
+                                      std::tuple{3, 129, 64, 64, 3}, std::tuple{1, 700, 64, 64, 2}}) {
+    for (bool causal : {false, true}) {
+      INFO("BH " << BH << " S " << S << " D " << D << " BN " << BN << " stages " << stages << (causal ? " causal" : ""));
+      CHECK(attention_ws_diffs(BH, S, D, BN, causal, stages, false, true) == "");
     }
   }
 }
@@ -677,6 +693,32 @@ TEST_CASE("ptx: warp_specialize branches on the warp index, named barriers per r
         ex::make_attention_ws<f16>().ptx(90, Grid(4, 4), hqd, hkd, hkd, fake<f16>(), 512, 0.1f, 128, false, 2, false);
     CHECK(ptxtest::count_of(hp, "cvt.rn.f16x2.f32") == 128);
     ptxtest::assemble("examples/attention_ws, f16", hp);
+    // The overlapped consumers (make_attention_ws<T, true>): the next block's q k^T is committed
+    // before the softmax's exp2s and waited for after them; ptxas keeps the wgmmas asynchronous
+    // (no serialization warning, no injected arrive) and spills nothing.
+    for (bool causal : {false, true}) {
+      INFO("overlapped, causal " << causal);
+      const std::string op =
+          ex::make_attention_ws<bf16, true>().ptx(90, Grid(4, 4), qd, kd, kd, fake<bf16>(), 512, 0.1f, 128, causal, 2, false);
+      size_t commits_before_ex2 = 0;  // wgmma groups committed and not yet waited for at some ex2
+      for (size_t at = 0, pending = 0; at != std::string::npos;) {
+        const size_t c = op.find("wgmma.commit_group", at), w = op.find("wgmma.wait_group", at),
+                     e = op.find("ex2.approx", at);
+        const size_t next = std::min({c, w, e});
+        if (next == std::string::npos) break;
+        if (next == c) ++pending;
+        else if (next == w) pending = 0;
+        else commits_before_ex2 = std::max(commits_before_ex2, pending);
+        at = next + 1;
+      }
+      CHECK(commits_before_ex2 >= 1);
+      bool no_ptxas = false;
+      if (auto log = ptxtest::verbose_log("examples/attention_ws overlapped", op, "sm_90a", no_ptxas)) {
+        CHECK(log->find("C7519") == std::string::npos);
+        CHECK(log->find("C7514") == std::string::npos);  // serialized: an accumulator read before its wait
+      }
+      CHECK(ptxtest::spill_store_bytes("examples/attention_ws overlapped", op) <= 0);
+    }
   }
   // Buffers the program stored itself: read in place too, behind a fenced barrier.
   auto sd = jit("struct_stored_dot_ptx", stored_dot_kernel);

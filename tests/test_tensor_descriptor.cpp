@@ -517,7 +517,36 @@ TEST_CASE("descriptor: a K loop's TMA loads are pipelined into wgmma's swizzled 
     CHECK(ptx.find(".reqntid " + std::to_string(32 * (warps == 4 ? 8 : warps)) + ", 1, 1") != std::string::npos);
     ptxtest::assemble("pipelined TMA attention", ptx, "sm_90a");
   }
-  // A descriptor also read outside the loop: no pipelined TMA, the synchronous path, which still assembles.
+  // The overlapped form (make_attention_tma<T, true>): the next block's q k^T is issued before the
+  // softmax and its wgmma waited for only at the end of the iteration, so the softmax's exp2s sit
+  // between that wgmma's commit and the next wait_group, and ptxas keeps the wgmmas asynchronous
+  // (C7514: an accumulator read before its wait serializes them all). No spills at BN = 64; at
+  // BN = 128 q (32 registers, wgmma's A), two score tiles and acc need more than 255 registers.
+  auto attn_ov = ex::make_attention_tma<bf16, true>();
+  for (auto [bm, bn] : std::vector<std::pair<int64_t, int64_t>>{{128, 64}, {128, 128}}) {
+    INFO("overlapped attention BM " << bm << " BN " << bn);
+    TensorDescriptor<bf16, 2> q(fh, {8 * 4096, 128}, {128, 1}, {bm, 128}), kv(fh, {8 * 4096, 128}, {128, 1}, {bn, 128});
+    Grid g(64, 8);
+    g.with_warps(8).with_stages(3);
+    for (bool causal : {false, true}) {
+      const std::string ptx = attn_ov.ptx(90, g, q, kv, kv, fh, 4096, 0.1f, causal);
+      ptxtest::assemble("overlapped TMA attention", ptx, "sm_90a");
+      bool no_ptxas = false;
+      if (auto log = ptxtest::verbose_log("overlapped TMA attention", ptx, "sm_90a", no_ptxas))
+        CHECK(log->find("C7514") == std::string::npos);
+      if (bn == 64) CHECK(ptxtest::spill_store_bytes("overlapped TMA attention", ptx) <= 0);
+      // in the loop (after the prologue's wgmmas and their wait): commit, then ex2 before the wait
+      const size_t first_wait = ptx.find("wgmma.wait_group");
+      REQUIRE(first_wait != std::string::npos);
+      const size_t commit = ptx.find("wgmma.commit_group", first_wait);
+      REQUIRE(commit != std::string::npos);
+      const size_t next_wait = ptx.find("wgmma.wait_group", commit);
+      const size_t ex2 = ptx.find("ex2.approx", commit);
+      CHECK(ex2 < next_wait);
+    }
+  }
+  // A descriptor also read before the loop (a peeled first iteration): that read goes through
+  // pointers, the loop's blocks are pipelined by TMA into wgmma's buffers.
   TensorDescriptor<bf16, 2> da(fh, {4096, 4096}, {4096, 1}, {128, 64}), db(fh, {4096, 4096}, {4096, 1}, {64, 128});
   const std::string split = matmul_split.ptx(90, 4, da, db, fc, 4096, 4096, 4096);
   CHECK(count_of(split, "cp.async.bulk.tensor.2d") >= 2);

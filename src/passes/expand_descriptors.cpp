@@ -22,8 +22,12 @@
 // chunks, so on a shorter last chunk they would overwrite what lies past the shape (measured on
 // the H200: a row of 17 f32 written up to element 19), and whose innermost offset is known to be a
 // multiple of 16 bytes (axis_info's divisibility: a box starting at f32 column -5 stopped the H200
-// with an illegal instruction, at -4 it ran).
+// with an illegal instruction, at -4 it ran). In the GPU pipeline's final run (gpu_final) a
+// desc_load outside every loop of a descriptor that is also loaded inside one is expanded too
+// (pipeline_loads may give that descriptor's tensor map wgmma's swizzle).
 #include <fmt/format.h>
+
+#include <unordered_set>
 
 
 #include "ir/builder.hpp"
@@ -177,13 +181,21 @@ bool inner_offset_16(const std::unordered_map<const Value*, axis::Info>& info, c
   return it != info.end() && (it->second.div.at(0) * byte_size(d)) % 16 == 0;
 }
 
-bool expand_block(ir::Function& f, Block& blk, const std::unordered_map<const Value*, axis::Info>* info,
-                  bool gpu_final) {
+/// What expand_block needs besides the block.
+struct Expansion {
+  const std::unordered_map<const Value*, axis::Info>* info;  // null: expand every descriptor op
+  bool gpu_final;
+  std::unordered_set<const Value*> looped;  // (gpu_final) maps with a desc_load inside a loop
+};
+
+bool expand_block(ir::Function& f, Block& blk, const Expansion& x, bool in_loop) {
+  const auto* info = x.info;
+  const bool gpu_final = x.gpu_final;
   bool changed = false;
   for (auto it = blk.ops.begin(); it != blk.ops.end();) {
     Op& op = **it;
     auto next = std::next(it);
-    for (auto& reg : op.regions) changed |= expand_block(f, reg->body(), info, gpu_final);
+    for (auto& reg : op.regions) changed |= expand_block(f, reg->body(), x, in_loop || op.kind == OpKind::For);
     if (op.kind == OpKind::TmaCopy) {
       if (!info) {
         expand(blk, it);
@@ -197,8 +209,12 @@ bool expand_block(ir::Function& f, Block& blk, const std::unordered_map<const Va
     if (op.kind == OpKind::DescLoad || op.kind == OpKind::DescStore) {
       const int64_t r = op.int_attr("rank");
       const Type& t = op.kind == OpKind::DescStore ? op.operands[2 + 3 * r]->type : op.result()->type;
-      if (!(info && tma_block_ok(t.dtype, t.shape) && inner_extent_16(f, op, t.dtype) &&
-            inner_offset_16(*info, op, t.dtype))) {
+      // A desc_load before or after the loops of a descriptor also loaded in one (a peeled first
+      // iteration) reads through pointers: the loop's loads may be pipelined into wgmma's
+      // swizzled buffers, and the descriptor has one tensor map (pipeline_loads: all or none).
+      const bool outside_loop = gpu_final && op.kind == OpKind::DescLoad && !in_loop && x.looped.count(op.operands[0]);
+      if (outside_loop || !(info && tma_block_ok(t.dtype, t.shape) && inner_extent_16(f, op, t.dtype) &&
+                            inner_offset_16(*info, op, t.dtype))) {
         expand(blk, it);
         changed = true;
       }
@@ -213,7 +229,17 @@ bool expand_block(ir::Function& f, Block& blk, const std::unordered_map<const Va
 bool expand_descriptors(ir::Function& f, bool keep_tma, bool gpu_final) {
   std::unordered_map<const Value*, axis::Info> info;
   if (keep_tma) info = axis::analyze(f);
-  return expand_block(f, f.entry(), keep_tma ? &info : nullptr, gpu_final);
+  Expansion x{keep_tma ? &info : nullptr, gpu_final, {}};
+  if (keep_tma && gpu_final)
+    ir::walk(f.entry(), [&](const Op& op) {
+      if (op.kind != OpKind::DescLoad) return;
+      for (const Op* p = op.parent ? op.parent->parent_op() : nullptr; p; p = p->parent ? p->parent->parent_op() : nullptr)
+        if (p->kind == OpKind::For) {
+          x.looped.insert(op.operands[0]);
+          return;
+        }
+    });
+  return expand_block(f, f.entry(), x, false);
 }
 
 }  // namespace tle::passes

@@ -130,6 +130,10 @@ std::vector<Value*>& Lowerer::get(const ir::Value* v) {
   auto it = regs.find(v);
   if (it == regs.end()) throw InternalError(fmt::format("gpu backend: kernel '{}' uses a {} value before its definition",
                                                         fn_ir.name, v->type.str()));
+  for (const PendingWgmma& p : pending_wgmma_)
+    if (p.result == v)
+      throw InternalError(fmt::format("gpu backend: kernel '{}' reads a wgmma dot's result before waiting for it",
+                                      fn_ir.name));
   return it->second;
 }
 
@@ -493,6 +497,7 @@ llvm::Function* Lowerer::run(const std::string& name) {
 void Lowerer::lower_block(const ir::Block& b) {
   for (auto& op : b.ops)
     if (op->kind != ir::OpKind::Yield) lower_op(*op);
+  wgmma_flush();  // the block's results (yields, a role's end) are read after it
 }
 
 void Lowerer::lower_op(const ir::Op& op) {
@@ -504,6 +509,7 @@ void Lowerer::lower_op(const ir::Op& op) {
     const ir::Op* value;
     ~Restore() { slot = value; }
   } restore{cur_op, outer};
+  if (!pending_wgmma_.empty()) wgmma_flush_for(op);
   switch (op.kind) {
     case K::Constant: case K::Binary: case K::Compare: case K::Unary: case K::Fma: case K::Select:
     case K::Cast: case K::Bitcast:

@@ -345,6 +345,22 @@ class Lowerer : public backend::ScalarEmitter {
   /// The in-flight dot of the pipelined loop being lowered (lower_dot_wgmma ends it with
   /// wait_group 1; lower_for_pipelined waits for it after the loop).
   const ir::Op* async_wgmma_ = nullptr;
+  /// A wgmma dot issued but not yet waited for (lower_dot_wgmma defers the wait of a dot whose
+  /// operands live in buffers nothing rewrites before the next barrier-free stretch ends): its
+  /// result's registers as the wgmmas left them, to be read only through wgmma_flush.
+  struct PendingWgmma {
+    const ir::Value* result;
+    std::vector<llvm::Value*> acc;
+  };
+  std::vector<PendingWgmma> pending_wgmma_;  // in commit order
+  /// wgmma.wait_group for the pending dots up to and including the one whose result is `upto`
+  /// (every pending dot when null), leaving the later ones in flight; their registers pass through
+  /// the wait into `regs`.
+  void wgmma_flush(const ir::Value* upto = nullptr);
+  /// Before lowering `op`: waits for the pending dots it reads, or for all of them when op is not
+  /// one a wgmma may run under (anything that writes memory, arrives on a barrier or holds a
+  /// region; see lower_wgmma.cpp).
+  void wgmma_flush_for(const ir::Op& op);
 
   // ---- tensor descriptors on TMA (lower_tma.cpp; sm_90a, blocks passes::tma_block_ok takes)
   /// desc_load / desc_store through cp.async.bulk.tensor and a shared-memory buffer.

@@ -496,6 +496,10 @@ bool Lowerer::lower_dot_wgmma(const ir::Op& op) {
     for (int64_t kk = 0; kk < K / kstep; ++kk)
       for (const AccBlock& blk : blocks) a_fragment(blk.m, kk * kstep);
   for (auto& [mk, frag] : a_frag) fenced.insert(fenced.end(), frag.begin(), frag.end());
+  // Deferred (wgmma_flush_for): every operand read in place, and not the in-flight dot of a
+  // pipelined loop, which keeps its own wait_group 1. Any other dot waits for the pending ones.
+  const bool defer = !staged && &op != async_wgmma_;
+  if (!defer) wgmma_flush();
   fenced = wgmma_fence(fenced);
   std::vector<Value*> acc(fenced.begin(), fenced.begin() + lr->num_regs());
   for (size_t at = acc.size(); auto& [mk, frag] : a_frag)  // in the order pushed above
@@ -518,10 +522,84 @@ bool Lowerer::lower_dot_wgmma(const ir::Op& op) {
         acc[static_cast<size_t>(blk.regs[static_cast<size_t>(i)])] = B.CreateExtractValue(call, {static_cast<unsigned>(i)});
     }
   asm_stmt("wgmma.commit_group.sync.aligned;");
+  if (defer) {  // waited for where its result is first read (wgmma_flush_for)
+    regs[r] = acc;
+    pending_wgmma_.push_back({r, std::move(acc)});
+    return true;
+  }
   // In a pipelined loop the dot may stay in flight until the next iteration's (in_flight_dot).
   regs[r] = wgmma_wait(&op == async_wgmma_ ? 1 : 0, acc);
   if (staged) barrier();  // every warpgroup has read the staged tiles before shared memory is reused
   return true;
+}
+
+// Deferred waits. A wgmma dot whose operands are read in place (a pipelined stage buffer, a
+// program buffer, A in registers) is not waited for at once: the code after it runs while the
+// tensor cores work, and wgmma.wait_group comes before the first op that reads its result, with
+// the count of the groups committed after it (PTX ISA 9.7.15.5.3, wgmma.wait_group: the groups
+// complete in order). This is FlashAttention-3's overlap of the softmax with the next block's
+// q k^T (Shah et al. 2024, section 3.2) when the kernel issues that dot before the softmax.
+// What may run under a pending wgmma: ops that only compute registers or read memory, and ops
+// whose shared-memory writes land in the scratch above the program's and the pipelined loop's
+// buffers (conversions, reductions, scans; lower.hpp), which no deferred dot reads. Everything
+// else (stores, atomics, copies, barrier arrivals that hand a buffer back, regions, inline asm)
+// waits for every pending dot first, and so does the end of every block.
+void Lowerer::wgmma_flush(const ir::Value* upto) {
+  if (pending_wgmma_.empty()) return;
+  size_t last = pending_wgmma_.size() - 1;
+  if (upto)
+    for (size_t i = 0; i < pending_wgmma_.size(); ++i)
+      if (pending_wgmma_[i].result == upto) last = i;
+  std::vector<Value*> all;
+  for (size_t i = 0; i <= last; ++i) all.insert(all.end(), pending_wgmma_[i].acc.begin(), pending_wgmma_[i].acc.end());
+  // Not wgmma_wait's tied operands: where the waited value may not take the register of the raw
+  // one (a loop-carried score tile whose last value is still read while the next one is in
+  // flight), LLVM copies the raw register before the asm, a read of the accumulators before the
+  // wait that makes ptxas serialize every wgmma of the kernel (C7514). The copies are in the asm,
+  // after the wait.
+  std::string text = fmt::format("wgmma.wait_group.sync.aligned {};", pending_wgmma_.size() - 1 - last), cons;
+  std::vector<llvm::Type*> tys;
+  for (size_t i = 0; i < all.size(); ++i) {
+    text += fmt::format("\nmov.b32 ${}, ${};", i, all.size() + i);
+    cons += all[i]->getType()->isFloatTy() ? "=f," : "=r,";
+    tys.push_back(all[i]->getType());
+  }
+  for (size_t i = 0; i < all.size(); ++i) cons += all[i]->getType()->isFloatTy() ? "f," : "r,";
+  cons += "~{memory}";
+  auto* ty = llvm::FunctionType::get(llvm::StructType::get(ctx, tys), tys, false);
+  llvm::CallInst* w = B.CreateCall(ty, llvm::InlineAsm::get(ty, text, cons, /*hasSideEffects=*/true), all);
+  w->addFnAttr(llvm::Attribute::Convergent);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = B.CreateExtractValue(w, {static_cast<unsigned>(i)});
+  size_t at = 0;
+  for (size_t i = 0; i <= last; ++i) {
+    std::vector<Value*>& out = regs[pending_wgmma_[i].result];
+    for (Value*& v : out) v = all[at++];
+  }
+  pending_wgmma_.erase(pending_wgmma_.begin(), pending_wgmma_.begin() + static_cast<std::ptrdiff_t>(last + 1));
+}
+
+void Lowerer::wgmma_flush_for(const ir::Op& op) {
+  using K = ir::OpKind;
+  bool runs_under = false;
+  switch (op.kind) {
+    case K::Constant: case K::Binary: case K::Compare: case K::Unary: case K::Fma: case K::Select: case K::Cast:
+    case K::Bitcast: case K::Arange: case K::ProgramId: case K::NumPrograms: case K::Permute: case K::Reshape:
+    case K::Broadcast: case K::ExpandDims: case K::Hint: case K::SetLayout: case K::ConvertLayout: case K::AddPtr:
+    case K::Load: case K::Reduce: case K::Scan: case K::Dot: case K::MBarrierWait:
+      runs_under = true;
+      break;
+    case K::DescLoad: runs_under = pipe_reads.count(&op) > 0; break;  // a pipelined one emits nothing
+    default: break;
+  }
+  if (!runs_under) {
+    wgmma_flush();
+    return;
+  }
+  const ir::Value* upto = nullptr;  // the latest pending dot op reads
+  for (const PendingWgmma& p : pending_wgmma_)
+    for (const ir::Value* x : op.operands)
+      if (x == p.result) upto = x;
+  if (upto) wgmma_flush(upto);
 }
 
 namespace {
