@@ -417,6 +417,37 @@ static auto matmul_split = jit("desc_matmul_split", [](TensorDescriptor<bf16, 2>
   store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), acc, expand_dims(rm < M, 1) & expand_dims(rn < N, 0));
 });
 
+/// A peeled first block and a loop over one descriptor whose blocks feed no dot (a sum): its
+/// loop loads are not pipelined for wgmma, so the peeled load keeps TMA too.
+static auto sum_peeled = jit("desc_sum_peeled", [](TensorDescriptor<bf16, 2> x, Ptr<float> o, Tile<int32_t> R) {
+  Tile<float> acc = cast<float>(x.load({program_id(0) * 64, 0}));
+  for (auto r : range(64, R, 64)) acc = acc + cast<float>(x.load({program_id(0) * 64 + r, 0}));
+  Tile<int32_t> rm = arange(0, 64), rd = arange(0, 64);
+  store(o + expand_dims(rm, 1) * 64 + expand_dims(rd, 0), acc);
+});
+
+/// The overlapped attention loop's shape with a reduction that has a combine function (max, along
+/// AXIS of the score tile) while the next block's q k^T is in flight: the wait comes before the
+/// reduction, not inside its generated loops.
+template <int AXIS> auto combine_under_wgmma() {
+  return jit(AXIS == 0 ? "desc_combine_ax0" : "desc_combine_ax1", [](TensorDescriptor<bf16, 2> q, TensorDescriptor<bf16, 2> k,
+                                                                      TensorDescriptor<bf16, 2> v, Ptr<float> o,
+                                                                      Tile<int32_t> S) {
+    const int32_t BM = int32_t(q.block_shape()[0]), D = int32_t(q.block_shape()[1]), BN = int32_t(k.block_shape()[0]);
+    Tile<int32_t> row0 = program_id(1) * S;
+    Tile<bf16> tq = q.load({row0, 0});
+    Tile<float> acc = zeros<float>({BM, D}), s = zeros<float>({BM, BN}), tot = zeros<float>({AXIS == 0 ? BN : BM});
+    for (auto n0 : range(0, S, BN)) {
+      Tile<float> s_next = dot(tq, trans(k.load({row0 + n0 + BN, 0})));
+      tot = tot + reduce(s, AXIS, [](Tile<float> a, Tile<float> b) { return maximum(a, b); });
+      acc = dot(cast<bf16>(s), v.load({row0 + n0, 0}), acc);
+      s = s_next;
+    }
+    Tile<int32_t> rm = arange(0, BM), rd = arange(0, D);
+    store(o + expand_dims(rm, 1) * D + expand_dims(rd, 0), acc + expand_dims(sum(tot, 0), 0));
+  });
+}
+
 /// A through a descriptor, B through masked pointer loads (a B whose rows are not 16-byte aligned
 /// cannot have a descriptor): one K loop with a TMA load and a cp.async load. With CLEAR, C's
 /// block is zeroed before the loop (a store there: the loop is not warp-specialized).
@@ -550,7 +581,20 @@ TEST_CASE("descriptor: a K loop's TMA loads are pipelined into wgmma's swizzled 
   TensorDescriptor<bf16, 2> da(fh, {4096, 4096}, {4096, 1}, {128, 64}), db(fh, {4096, 4096}, {4096, 1}, {64, 128});
   const std::string split = matmul_split.ptx(90, 4, da, db, fc, 4096, 4096, 4096);
   CHECK(count_of(split, "cp.async.bulk.tensor.2d") >= 2);
+  CHECK(count_of(split, "wgmma.mma_async") >= 2);
   ptxtest::assemble("split matmul", split, "sm_90a");
+  // ... but only where the loop's loads can be pipelined for wgmma: a summing loop's cannot, and
+  // the peeled load stays a TMA load (one before the loop, one in it)
+  TensorDescriptor<bf16, 2> dx(fh, {4096, 64}, {64, 1}, {64, 64});
+  Grid g4(64);
+  g4.with_warps(4).with_stages(3);
+  CHECK(count_of(sum_peeled.ptx(90, g4, dx, fc, 4096), "cp.async.bulk.tensor.2d") >= 2);
+  // A reduction with a combine function under a pending wgmma compiles (the wait before it)
+  TensorDescriptor<bf16, 2> d64(fh, {8 * 4096, 64}, {64, 1}, {64, 64});
+  Grid g48(64, 8);
+  g48.with_warps(4).with_stages(3);
+  ptxtest::assemble("combine reduce under a wgmma, axis 0", combine_under_wgmma<0>().ptx(90, g48, d64, d64, d64, fc, 4096), "sm_90a");
+  ptxtest::assemble("combine reduce under a wgmma, axis 1", combine_under_wgmma<1>().ptx(90, g48, d64, d64, d64, fc, 4096), "sm_90a");
 }
 
 TEST_CASE("descriptor: the TMA matmul example on ragged shapes (CPU: expanded masked loads)", "[ops][descriptor]") {

@@ -23,10 +23,13 @@
 // the H200: a row of 17 f32 written up to element 19), and whose innermost offset is known to be a
 // multiple of 16 bytes (axis_info's divisibility: a box starting at f32 column -5 stopped the H200
 // with an illegal instruction, at -4 it ran). In the GPU pipeline's final run (gpu_final) a
-// desc_load outside every loop of a descriptor that is also loaded inside one is expanded too
-// (pipeline_loads may give that descriptor's tensor map wgmma's swizzle).
+// desc_load outside every loop is expanded too when its descriptor is also loaded directly in a
+// loop's body as a dot's operand (and never stored, nor loaded deeper in a loop): pipeline_loads
+// pipelines a descriptor's loads all or none (its tensor map has one swizzle), so a peeled first
+// iteration through TMA would keep the loop's loads from being pipelined.
 #include <fmt/format.h>
 
+#include <unordered_map>
 #include <unordered_set>
 
 
@@ -185,7 +188,7 @@ bool inner_offset_16(const std::unordered_map<const Value*, axis::Info>& info, c
 struct Expansion {
   const std::unordered_map<const Value*, axis::Info>* info;  // null: expand every descriptor op
   bool gpu_final;
-  std::unordered_set<const Value*> looped;  // (gpu_final) maps with a desc_load inside a loop
+  std::unordered_set<const Value*> looped;  // (gpu_final) maps whose loop loads may be pipelined
 };
 
 bool expand_block(ir::Function& f, Block& blk, const Expansion& x, bool in_loop) {
@@ -230,15 +233,39 @@ bool expand_descriptors(ir::Function& f, bool keep_tma, bool gpu_final) {
   std::unordered_map<const Value*, axis::Info> info;
   if (keep_tma) info = axis::analyze(f);
   Expansion x{keep_tma ? &info : nullptr, gpu_final, {}};
-  if (keep_tma && gpu_final)
+  if (keep_tma && gpu_final) {
+    // The descriptors pipeline_loads may pipeline once the outside loads are gone: loaded only
+    // outside every loop or directly in a loop's body, never stored, and at least one loop load a
+    // dot's operand (directly or transposed).
+    std::unordered_map<const Value*, std::vector<const Op*>> users;
+    std::unordered_map<const Value*, int> state;  // map -> 0 unknown, 1 candidate, -1 not
     ir::walk(f.entry(), [&](const Op& op) {
-      if (op.kind != OpKind::DescLoad) return;
-      for (const Op* p = op.parent ? op.parent->parent_op() : nullptr; p; p = p->parent ? p->parent->parent_op() : nullptr)
-        if (p->kind == OpKind::For) {
-          x.looped.insert(op.operands[0]);
-          return;
-        }
+      for (const Value* v : op.operands) users[v].push_back(&op);
     });
+    auto in_loop = [](const Op& op) {
+      for (const Op* p = op.parent ? op.parent->parent_op() : nullptr; p; p = p->parent ? p->parent->parent_op() : nullptr)
+        if (p->kind == OpKind::For) return true;
+      return false;
+    };
+    auto feeds_dot = [&](const Value* v) {
+      for (const Op* u : users[v]) {
+        if (u->kind == OpKind::Dot && (u->operands[0] == v || u->operands[1] == v)) return true;
+        if (u->kind == OpKind::Permute)
+          for (const Op* w : users[u->result()])
+            if (w->kind == OpKind::Dot && (w->operands[0] == u->result() || w->operands[1] == u->result())) return true;
+      }
+      return false;
+    };
+    ir::walk(f.entry(), [&](const Op& op) {
+      if (op.kind != OpKind::DescLoad && op.kind != OpKind::DescStore) return;
+      int& st = state[op.operands[0]];
+      const bool direct = op.parent && op.parent->parent_op() && op.parent->parent_op()->kind == OpKind::For;
+      if (op.kind == OpKind::DescStore || (in_loop(op) && !direct)) st = -1;
+      else if (direct && st == 0 && feeds_dot(op.result())) st = 1;
+    });
+    for (auto& [map, st] : state)
+      if (st == 1) x.looped.insert(map);
+  }
   return expand_block(f, f.entry(), x, false);
 }
 

@@ -345,9 +345,10 @@ class Lowerer : public backend::ScalarEmitter {
   /// The in-flight dot of the pipelined loop being lowered (lower_dot_wgmma ends it with
   /// wait_group 1; lower_for_pipelined waits for it after the loop).
   const ir::Op* async_wgmma_ = nullptr;
-  /// A wgmma dot issued but not yet waited for (lower_dot_wgmma defers the wait of a dot whose
-  /// operands live in buffers nothing rewrites before the next barrier-free stretch ends): its
-  /// result's registers as the wgmmas left them, to be read only through wgmma_flush.
+  /// A wgmma dot issued but not yet waited for (lower_dot_wgmma defers the wait of every dot
+  /// whose operands are not staged, other than a pipelined loop's in-flight dot; the whitelist of
+  /// wgmma_flush_for keeps its buffers unwritten until the wait): its result's registers as the
+  /// wgmmas left them, to be read only through wgmma_flush.
   struct PendingWgmma {
     const ir::Value* result;
     std::vector<llvm::Value*> acc;

@@ -30,7 +30,9 @@
 // The fence takes every register the wgmmas read (accumulators, A fragments) as an in-out operand,
 // so all of them are written before it (ptxas would otherwise wait for the earlier wgmmas where
 // one is written between them); the wait takes every accumulator register as an in-out operand,
-// so nothing reads them before the asynchronous instructions have written them. A fragments of
+// so nothing reads them before the asynchronous instructions have written them. A dot whose
+// operands are not staged is not waited for here but where its result is first read
+// (wgmma_flush, below: the wait and copies of the accumulators after it in one asm). A fragments of
 // f32 values rounded to bf16 / f16 are packed two by two with cvt.rn.{bf16x2,f16x2}.f32.
 // Accumulator registers are found through the layout (reg-part coordinates of fragment element
 // d_i, as lower_mma.cpp does for mma.sync).
@@ -541,7 +543,8 @@ bool Lowerer::lower_dot_wgmma(const ir::Op& op) {
 // q k^T (Shah et al. 2024, section 3.2) when the kernel issues that dot before the softmax.
 // What may run under a pending wgmma: ops that only compute registers or read memory, and ops
 // whose shared-memory writes land in the scratch above the program's and the pipelined loop's
-// buffers (conversions, reductions, scans; lower.hpp), which no deferred dot reads. Everything
+// buffers (conversions, reductions and scans without a combine function; lower.hpp), which no
+// deferred dot reads. Everything
 // else (stores, atomics, copies, barrier arrivals that hand a buffer back, regions, inline asm)
 // waits for every pending dot first, and so does the end of every block.
 void Lowerer::wgmma_flush(const ir::Value* upto) {
@@ -557,11 +560,12 @@ void Lowerer::wgmma_flush(const ir::Value* upto) {
   // flight), LLVM copies the raw register before the asm, a read of the accumulators before the
   // wait that makes ptxas serialize every wgmma of the kernel (C7514). The copies are in the asm,
   // after the wait.
+  // The outputs are early-clobber: copy i writes its output before later copies read theirs.
   std::string text = fmt::format("wgmma.wait_group.sync.aligned {};", pending_wgmma_.size() - 1 - last), cons;
   std::vector<llvm::Type*> tys;
   for (size_t i = 0; i < all.size(); ++i) {
     text += fmt::format("\nmov.b32 ${}, ${};", i, all.size() + i);
-    cons += all[i]->getType()->isFloatTy() ? "=f," : "=r,";
+    cons += all[i]->getType()->isFloatTy() ? "=&f," : "=&r,";
     tys.push_back(all[i]->getType());
   }
   for (size_t i = 0; i < all.size(); ++i) cons += all[i]->getType()->isFloatTy() ? "f," : "r,";
@@ -585,9 +589,12 @@ void Lowerer::wgmma_flush_for(const ir::Op& op) {
     case K::Constant: case K::Binary: case K::Compare: case K::Unary: case K::Fma: case K::Select: case K::Cast:
     case K::Bitcast: case K::Arange: case K::ProgramId: case K::NumPrograms: case K::Permute: case K::Reshape:
     case K::Broadcast: case K::ExpandDims: case K::Hint: case K::SetLayout: case K::ConvertLayout: case K::AddPtr:
-    case K::Load: case K::Reduce: case K::Scan: case K::Dot: case K::MBarrierWait:
+    case K::Load: case K::Dot: case K::MBarrierWait:
       runs_under = true;
       break;
+    // (a combine function is lowered as a block of its own, inside the reduction's loops and
+    // branches: its end must not be where the wait goes)
+    case K::Reduce: case K::Scan: runs_under = op.regions.empty(); break;
     case K::DescLoad: runs_under = pipe_reads.count(&op) > 0; break;  // a pipelined one emits nothing
     default: break;
   }
