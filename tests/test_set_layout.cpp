@@ -231,6 +231,7 @@ namespace {
 int line = 0;
 std::vector<float> fbuf(4096, 1.0f);
 std::vector<bf16> hbuf(4096, bf16(1.0f));
+std::vector<int32_t> ibuf(4096, 0);
 template <class F> void expect_error(F&& f, const std::vector<std::string>& phrases) {
   errtest::expect_user_error(f, phrases, "test_set_layout.cpp", line);
 }
@@ -390,6 +391,60 @@ TEST_CASE("ops: set_layout with mma, dot operand and slice layouts keeps the val
     CHECK(diffs(all(out), want) == "");
     CHECK(diffs(all(sums), want_s) == "");
   }
+}
+
+// ============================================================================ thread queries
+
+namespace {
+/// Thread-level code through gpu::thread_id / warp_id / lane_id on NW warps: thread t stores
+/// 3 t + lane + 1000 warp at out[t], and where t < n also t * t at sq[t]; out[32 NW] is the sum of
+/// the thread ids (a reduction of the per-thread tile).
+void thread_kernel(Ptr<int32_t> out, Ptr<int32_t> sq, Tile<int32_t> n, Constexpr<int> NW) {
+  Tile<int32_t> t = gpu::thread_id(NW);
+  store(out + t, t * 3 + gpu::lane_id(NW) + gpu::warp_id(NW) * 1000);
+  store(sq + t, t * t, t < n);
+  store(out + 32 * NW, sum(t, 0));
+}
+}  // namespace
+
+TEST_CASE("ops: thread_id, warp_id and lane_id give each thread its own element", "[ops][struct]") {
+  auto k = jit("thread_queries", thread_kernel);
+  for (int nw : {1, 4, 8})
+    for (int n : {0, 17, 1000}) {
+      INFO(nw << " warps, n " << n);
+      const int threads = 32 * nw;
+      Buf<int32_t> out(static_cast<size_t>(threads) + 1, -1), sq(static_cast<size_t>(threads), -1);
+      k(Grid(1).with_warps(nw), out.data(), sq.data(), n, nw);
+      std::vector<int32_t> want(static_cast<size_t>(threads) + 1), want_sq(static_cast<size_t>(threads));
+      for (int t = 0; t < threads; ++t) {
+        want[size_t(t)] = 3 * t + t % 32 + 1000 * (t / 32);
+        want_sq[size_t(t)] = t < n ? t * t : -1;
+      }
+      want[size_t(threads)] = threads * (threads - 1) / 2;
+      CHECK(all(out) == want);
+      CHECK(all(sq) == want_sq);
+    }
+}
+
+TEST_CASE("ptx: thread_id is the thread index, one element per thread", "[ptx][struct]") {
+  auto k = jit("thread_queries_ptx", thread_kernel);
+  const std::string ptx = k.ptx(90, 4, fake<int32_t>(), fake<int32_t>(), 100, 4);
+  CHECK(ptx.find("%tid.x") != std::string::npos);
+  CHECK(ptxtest::count_of(ptx, "st.global") == 3);  // out[t], the masked sq[t], and the sum (one thread)
+  // no layout conversion before the per-thread stores (the sum's cross-warp exchange comes after)
+  CHECK(ptx.find("st.shared") > ptx.find("st.global"));
+  ptxtest::assemble("thread_id", ptx, "sm_90a");
+}
+
+TEST_CASE("errors: thread_id with a warp count that is not a power of two or not the launch's", "[errors][struct]") {
+  auto three = jit("thread_err_three", [](Ptr<int32_t> x) {
+    line = __LINE__; store(x + gpu::thread_id(3), 1);
+  });
+  expect_error([&] { three(Grid(1), ibuf.data()); }, {"gpu::thread_id(3)", "a power of two from 1 to 32"});
+  auto eight = jit("thread_err_eight", [](Ptr<int32_t> x) {
+    line = __LINE__; store(x + gpu::lane_id(8), 1);
+  });
+  expect_error([&] { (void)eight.ptx(90, 4, fake<int32_t>()); }, {"8 warps", "compiled for 4"});
 }
 
 // ============================================================================ GPU

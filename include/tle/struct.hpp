@@ -537,6 +537,26 @@ template <class T> Tile<T> set_layout(const Tile<T>& x, const SliceLayout& layou
   return Tile<T>(tle::detail::set_layout(x.value(), s, l));
 }
 
+/// The program's threads as a tile, for the rare thread-level code (CUDA's threadIdx.x): an int32
+/// tile of shape [32 * num_warps] whose element i is i and is held by thread i (pinned by
+/// set_layout to BlockedLayout{{1}, {32}, {num_warps}, {0}}), so elementwise code on it runs one
+/// element per thread - e.g. store(out + thread_id(4), f(thread_id(4))) has thread t store f(t).
+/// num_warps is the program's (or, inside a gpu::warp_specialize role, the role's) warps, with
+/// thread 0 its first thread; a power of two from 1 to 32, else UserError at this line, and on
+/// the GPU a UserError at this line when it is not the launch's (set_layout's check). On the CPU
+/// backend and the interpreter the values are the same (the layout is not used).
+inline Tile<int32_t> thread_id(int num_warps, loc_t l = loc_t::current()) {
+  if (num_warps < 1 || num_warps > 32 || (num_warps & (num_warps - 1)) != 0)
+    throw UserError(l, "gpu::thread_id(" + std::to_string(num_warps) +
+                           "): num_warps must be the program's warps, a power of two from 1 to 32");
+  return set_layout(arange(0, int64_t{32} * num_warps, l), BlockedLayout{{1}, {32}, {num_warps}, {0}}, l);
+}
+/// The warp of each thread (thread_id(num_warps) / 32, in thread_id's layout): [32 * num_warps] int32.
+inline Tile<int32_t> warp_id(int num_warps, loc_t l = loc_t::current()) { return thread_id(num_warps, l) / 32; }
+/// The lane of each thread in its warp (thread_id(num_warps) % 32, in thread_id's layout, PTX's
+/// %laneid): [32 * num_warps] int32.
+inline Tile<int32_t> lane_id(int num_warps, loc_t l = loc_t::current()) { return thread_id(num_warps, l) % 32; }
+
 /// One role of gpu::warp_specialize: `num_warps` warps (a power of two, 1 to 32) run `body`, a
 /// lambda taking nothing and returning nothing, traced into the role. `max_regs` (0: unchanged;
 /// else a multiple of 8 from 24 to 256, for a role of whole warpgroups) is the role's registers
