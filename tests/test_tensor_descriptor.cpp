@@ -553,19 +553,28 @@ TEST_CASE("descriptor: a K loop's TMA loads are pipelined into wgmma's swizzled 
   // between that wgmma's commit and the next wait_group, and ptxas keeps the wgmmas asynchronous
   // (C7514: an accumulator read before its wait serializes them all). No spills at BN = 64; at
   // BN = 128 q (32 registers, wgmma's A), two score tiles and acc need more than 255 registers.
+  // With 4 stages acc's dot also stays in flight into the next iteration (carried_dots: waited
+  // for where it is scaled, the loop copying 2 iterations ahead), still without serialization.
   auto attn_ov = ex::make_attention_tma<bf16, true>();
-  for (auto [bm, bn] : std::vector<std::pair<int64_t, int64_t>>{{128, 64}, {128, 128}}) {
-    INFO("overlapped attention BM " << bm << " BN " << bn);
+  for (auto [bm, bn, stages] : std::vector<std::tuple<int64_t, int64_t, int>>{{128, 64, 3}, {128, 64, 4}, {128, 128, 3}}) {
+    INFO("overlapped attention BM " << bm << " BN " << bn << " stages " << stages);
     TensorDescriptor<bf16, 2> q(fh, {8 * 4096, 128}, {128, 1}, {bm, 128}), kv(fh, {8 * 4096, 128}, {128, 1}, {bn, 128});
     Grid g(64, 8);
-    g.with_warps(8).with_stages(3);
+    g.with_warps(8).with_stages(stages);
     for (bool causal : {false, true}) {
       const std::string ptx = attn_ov.ptx(90, g, q, kv, kv, fh, 4096, 0.1f, causal);
       ptxtest::assemble("overlapped TMA attention", ptx, "sm_90a");
       bool no_ptxas = false;
-      if (auto log = ptxtest::verbose_log("overlapped TMA attention", ptx, "sm_90a", no_ptxas))
+      if (auto log = ptxtest::verbose_log("overlapped TMA attention", ptx, "sm_90a", no_ptxas)) {
         CHECK(log->find("C7514") == std::string::npos);
+        if (bn == 64) CHECK(log->find("serialized") == std::string::npos);
+      }
       if (bn == 64) CHECK(ptxtest::spill_store_bytes("overlapped TMA attention", ptx) <= 0);
+      // The loop's last wgmma group (p v): waited for before the back-edge with 3 stages; with 4
+      // the branch comes first (the next iteration waits where it scales acc).
+      const size_t pv = ptx.rfind("wgmma.commit_group");
+      const size_t wait_after = ptx.find("wgmma.wait_group", pv), branch_after = ptx.find("bra", pv);
+      CHECK((stages == 4) == (branch_after < wait_after));
       // in the loop (after the prologue's wgmmas and their wait): commit, then ex2 before the wait
       const size_t first_wait = ptx.find("wgmma.wait_group");
       REQUIRE(first_wait != std::string::npos);

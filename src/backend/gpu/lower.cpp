@@ -489,15 +489,23 @@ llvm::Function* Lowerer::run(const std::string& name) {
   uses_ = ir::count_uses(fn_ir.entry());
   plan_buffer_reads();
   smem_reserved_ = pipeline_smem_bytes();
+  if (wgmma)
+    ir::walk(fn_ir.entry(), [&](const ir::Op& o) {
+      flush_copies_ = flush_copies_ || (o.kind == ir::OpKind::Dot && yield_interferes(o));
+    });
   lower_block(fn_ir.entry());
   B.CreateRetVoid();
   return kernel;
 }
 
-void Lowerer::lower_block(const ir::Block& b) {
+void Lowerer::lower_block(const ir::Block& b, const std::unordered_set<const ir::Value*>* keep) {
   for (auto& op : b.ops)
     if (op->kind != ir::OpKind::Yield) lower_op(*op);
-  wgmma_flush();  // the block's results (yields, a role's end) are read after it
+  // the block's results (yields, a role's end) are read after it
+  const ir::Value* upto = nullptr;  // the newest pending dot not kept
+  for (const PendingWgmma& p : pending_wgmma_)
+    if (!keep || !keep->count(p.result)) upto = p.result;
+  if (upto) wgmma_flush(upto);
 }
 
 void Lowerer::lower_op(const ir::Op& op) {
@@ -774,7 +782,9 @@ void Lowerer::lower_convert(const ir::Op& op) {
 void Lowerer::lower_for(const ir::Op& op) {
   if (op.has_attr("num_stages") && lower_for_pipelined(op)) return;
   const DType d = op.operands[0]->type.dtype;
-  lower_for_body(op, trip_count(reg(op.operands[0], 0), reg(op.operands[1], 0), reg(op.operands[2], 0), d), {});
+  LoopHooks hooks;
+  hooks.in_flight = carried_dots(op);
+  lower_for_body(op, trip_count(reg(op.operands[0], 0), reg(op.operands[1], 0), reg(op.operands[2], 0), d), hooks);
 }
 
 void Lowerer::lower_for_body(const ir::Op& op, const Trips& t, const LoopHooks& hooks) {
@@ -792,25 +802,37 @@ void Lowerer::lower_for_body(const ir::Op& op, const Trips& t, const LoopHooks& 
   const size_t nregs = init.size();
   init.insert(init.end(), hooks.extra_init.begin(), hooks.extra_init.end());
   llvm::Type* ity = elem_ty(op.operands[0]->type.dtype);
+  // A dot kept in flight across the back-edge (hooks.in_flight) leaves its raw registers in the
+  // carried slot: the next iteration's block argument is pending from its start (on the first
+  // iteration the wait finds nothing to wait for), and the loop's result is waited for after it.
+  const ir::Op* y = rb.terminator();
+  std::unordered_set<const ir::Value*> keep;
+  for (size_t j : hooks.in_flight) keep.insert(y->operands.at(j));
   auto out = counted_loop(t.trips, init, [&](Value* k, const std::vector<Value*>& cur) {
     const std::vector<Value*> extra(cur.begin() + static_cast<std::ptrdiff_t>(nregs), cur.end());
     if (hooks.begin) hooks.begin(k, extra);
     regs[rb.arg(0)] = {B.CreateTrunc(B.CreateAdd(t.lo64, B.CreateMul(k, t.step64)), ity, "iv")};
     for (size_t j = 0; j < ncarried; ++j)
       regs[rb.arg(static_cast<unsigned>(j + 1))] = std::vector<Value*>(cur.begin() + start[j], cur.begin() + start[j + 1]);
-    lower_block(rb);
-    const ir::Op* y = rb.terminator();
+    for (size_t j : hooks.in_flight)
+      pending_wgmma_.push_back({rb.arg(static_cast<unsigned>(j + 1)), regs[rb.arg(static_cast<unsigned>(j + 1))], true});
+    lower_block(rb, &keep);
     std::vector<Value*> next;
     for (size_t j = 0; j < ncarried; ++j) {
+      const std::vector<Value*>& v = keep.count(y->operands[j]) ? regs.at(y->operands[j]) : get(y->operands[j]);
       int n = static_cast<int>(start[j + 1] - start[j]);
-      for (int i = 0; i < n; ++i) next.push_back(reg(y->operands[j], i));
+      for (int i = 0; i < n; ++i) next.push_back(v.size() == 1 ? v[0] : v.at(static_cast<size_t>(i)));
     }
+    std::erase_if(pending_wgmma_, [&](const PendingWgmma& p) { return keep.count(p.result) > 0; });
     if (hooks.end)
       for (Value* v : hooks.end(extra)) next.push_back(v);
     return next;
   });
   for (size_t j = 0; j < ncarried; ++j)
     regs[op.result(static_cast<unsigned>(j))] = std::vector<Value*>(out.begin() + start[j], out.begin() + start[j + 1]);
+  for (size_t j : hooks.in_flight)
+    pending_wgmma_.push_back({op.result(static_cast<unsigned>(j)), regs[op.result(static_cast<unsigned>(j))]});
+  wgmma_flush();  // (before a pipelined loop's drain lets other code reuse its buffers)
 }
 
 void Lowerer::lower_roles(const ir::Op& op) {

@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -225,7 +226,9 @@ class Lowerer : public backend::ScalarEmitter {
                                          const std::function<std::vector<llvm::Value*>(llvm::Value* k,
                                                                                        const std::vector<llvm::Value*>&)>& body);
 
-  void lower_block(const ir::Block& b);
+  /// Lowers b's ops, then waits for the pending wgmma dots (wgmma_flush) - all of them, or all but
+  /// those whose results are in `keep` (and older than every other pending one).
+  void lower_block(const ir::Block& b, const std::unordered_set<const ir::Value*>* keep = nullptr);
   void lower_op(const ir::Op& op);
   void lower_elementwise(const ir::Op& op);
   void lower_shape(const ir::Op& op);
@@ -247,10 +250,19 @@ class Lowerer : public backend::ScalarEmitter {
     std::vector<llvm::Value*> extra_init;
     std::function<void(llvm::Value* k, const std::vector<llvm::Value*>& extra)> begin;
     std::function<std::vector<llvm::Value*>(const std::vector<llvm::Value*>& extra)> end;
+    /// Carried values (indices into the yield) whose wgmma dot may stay in flight into the next
+    /// iteration (carried_dots).
+    std::set<size_t> in_flight;
   };
   /// The counted loop of `for` op `op` over trip count `t`: binds the induction variable and the
   /// carried values, lowers the body, carries the yields, binds the op's results.
   void lower_for_body(const ir::Op& op, const Trips& t, const LoopHooks& hooks);
+  /// The carried values of `for` op `loop` (indices into its yield) that may reach the next
+  /// iteration with their wgmma still in flight: yielded results of a dot directly in the body,
+  /// used by nothing else, whose block argument is last read before that dot, with no op after
+  /// it that waits for every pending dot (a store, an arrival): FlashAttention's acc = dot(p, v,
+  /// acc * alpha), waited for where the next iteration scales it. Empty off sm_90a.
+  std::set<size_t> carried_dots(const ir::Op& loop) const;
   void lower_if(const ir::Op& op);
   /// Lowers a scalar region (combine body) with its args bound to `args`; returns the yields.
   std::vector<llvm::Value*> inline_region(const ir::Region& r, const std::vector<llvm::Value*>& args);
@@ -352,7 +364,15 @@ class Lowerer : public backend::ScalarEmitter {
   struct PendingWgmma {
     const ir::Value* result;
     std::vector<llvm::Value*> acc;
+    bool across = false;  // issued in the previous iteration of the loop (lower_for_body)
   };
+  /// Every deferred wait copies the registers in its asm (wgmma_flush): the kernel has a dot that
+  /// yield_interferes (set by run()).
+  bool flush_copies_ = false;
+  /// Dot `dot` is yielded into a loop-carried slot whose block argument is still read after it
+  /// (the next block's scores issued before the softmax of the current ones): its raw registers
+  /// cannot become the waited value's, so LLVM would copy them before a tied wait.
+  bool yield_interferes(const ir::Op& dot) const;
   std::vector<PendingWgmma> pending_wgmma_;  // in commit order
   /// wgmma.wait_group for the pending dots up to and including the one whose result is `upto`
   /// (every pending dot when null), leaving the later ones in flight; their registers pass through

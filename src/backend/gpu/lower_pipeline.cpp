@@ -273,7 +273,11 @@ bool Lowerer::lower_for_pipelined(const ir::Op& op) {
   const int S = static_cast<int>(op.int_attr("num_stages"));
   const ir::Block& rb = op.region(0).body();
   const ir::Op* async_dot = S >= 3 ? in_flight_dot(op) : nullptr;
-  const int P = async_dot ? S - 2 : S - 1;  // iterations copied ahead
+  // Carried dots in flight into the next iteration (carried_dots) read their buffers until that
+  // iteration waits for them, after its refill: then, as with async_dot, S - 2 ahead - only from
+  // 4 stages on (with 3, one iteration ahead would be left: attention's best plain configuration).
+  const std::set<size_t> in_flight = S >= 4 && !async_dot ? carried_dots(op) : std::set<size_t>{};
+  const int P = async_dot || !in_flight.empty() ? S - 2 : S - 1;  // iterations copied ahead
 
   // The body ops the copies need (pointer, mask, other and what they are computed from), in order.
   std::unordered_set<const ir::Value*> need;
@@ -416,6 +420,7 @@ bool Lowerer::lower_for_pipelined(const ir::Op& op) {
     pipe_reads.clear();
     return std::vector<Value*>{next_slot(slots[0]), next_slot(slots[1])};
   };
+  hooks.in_flight = in_flight;
   async_wgmma_ = async_dot;
   lower_for_body(op, Trips{trips, lo, step}, hooks);
   async_wgmma_ = nullptr;

@@ -553,15 +553,39 @@ void Lowerer::wgmma_flush(const ir::Value* upto) {
   if (upto)
     for (size_t i = 0; i < pending_wgmma_.size(); ++i)
       if (pending_wgmma_[i].result == upto) last = i;
+  // A dot of the previous iteration is waited for with wait_group 0: ptxas does not follow the
+  // groups' order across the back-edge, and with later groups left in flight it takes the read
+  // of its registers for one inside their pipeline stage (C7514, every wgmma serialized).
+  if (pending_wgmma_[last].across) last = pending_wgmma_.size() - 1;
   std::vector<Value*> all;
-  for (size_t i = 0; i <= last; ++i) all.insert(all.end(), pending_wgmma_[i].acc.begin(), pending_wgmma_[i].acc.end());
-  // Not wgmma_wait's tied operands: where the waited value may not take the register of the raw
-  // one (a loop-carried score tile whose last value is still read while the next one is in
-  // flight), LLVM copies the raw register before the asm, a read of the accumulators before the
-  // wait that makes ptxas serialize every wgmma of the kernel (C7514). The copies are in the asm,
-  // after the wait.
-  // The outputs are early-clobber: copy i writes its output before later copies read theirs.
-  std::string text = fmt::format("wgmma.wait_group.sync.aligned {};", pending_wgmma_.size() - 1 - last), cons;
+  bool copies = flush_copies_;
+  for (size_t i = 0; i <= last; ++i) {
+    all.insert(all.end(), pending_wgmma_[i].acc.begin(), pending_wgmma_[i].acc.end());
+    copies = copies || pending_wgmma_[i].across;
+  }
+  const int later = static_cast<int>(pending_wgmma_.size() - 1 - last);
+  auto bind = [&] {
+    size_t at = 0;
+    for (size_t i = 0; i <= last; ++i) {
+      std::vector<Value*>& out = regs[pending_wgmma_[i].result];
+      for (Value*& v : out) v = all[at++];
+    }
+    pending_wgmma_.erase(pending_wgmma_.begin(), pending_wgmma_.begin() + static_cast<std::ptrdiff_t>(last + 1));
+  };
+  if (!copies) {  // wgmma_wait's tied operands: the waited values keep the raw registers
+    all = wgmma_wait(later, all);
+    bind();
+    return;
+  }
+  // Where the waited value cannot take the register of the raw one (a loop-carried score tile
+  // whose last value is still read while the next one is in flight, a value carried across the
+  // back-edge), tied operands make LLVM copy the raw registers before the asm: a read of the
+  // accumulators before the wait, and ptxas serializes every wgmma of the kernel (C7514). Here
+  // the copies are in the asm, after the wait; the outputs are early-clobber (copy i writes its
+  // output before later copies read theirs). A kernel with such a dot copies at every wait
+  // (flush_copies_): mixing the forms gave ptxas's allocation spills (the TLE-Struct overlapped
+  // attention, 320 bytes), whereas kernels without one keep their registers (tied waits).
+  std::string text = fmt::format("wgmma.wait_group.sync.aligned {};", later), cons;
   std::vector<llvm::Type*> tys;
   for (size_t i = 0; i < all.size(); ++i) {
     text += fmt::format("\nmov.b32 ${}, ${};", i, all.size() + i);
@@ -574,31 +598,54 @@ void Lowerer::wgmma_flush(const ir::Value* upto) {
   llvm::CallInst* w = B.CreateCall(ty, llvm::InlineAsm::get(ty, text, cons, /*hasSideEffects=*/true), all);
   w->addFnAttr(llvm::Attribute::Convergent);
   for (size_t i = 0; i < all.size(); ++i) all[i] = B.CreateExtractValue(w, {static_cast<unsigned>(i)});
-  size_t at = 0;
-  for (size_t i = 0; i <= last; ++i) {
-    std::vector<Value*>& out = regs[pending_wgmma_[i].result];
-    for (Value*& v : out) v = all[at++];
-  }
-  pending_wgmma_.erase(pending_wgmma_.begin(), pending_wgmma_.begin() + static_cast<std::ptrdiff_t>(last + 1));
+  bind();
 }
 
-void Lowerer::wgmma_flush_for(const ir::Op& op) {
+bool Lowerer::yield_interferes(const ir::Op& dot) const {
+  const ir::Block* body = dot.parent;
+  const ir::Op* loop = body ? body->parent_op() : nullptr;
+  if (!loop || loop->kind != ir::OpKind::For) return false;
+  const ir::Op* y = body->terminator();
+  for (size_t j = 0; j < y->operands.size(); ++j) {
+    if (y->operands[j] != dot.result()) continue;
+    const ir::Value* arg = body->arg(static_cast<unsigned>(j + 1));
+    bool after = false, read = false;
+    for (const auto& o : body->ops) {
+      if (o.get() == &dot) after = true;
+      if (!after || o.get() == &dot) continue;
+      auto check = [&](const ir::Op& x) {
+        for (const ir::Value* w : x.operands) read = read || w == arg;
+      };
+      check(*o);
+      for (const auto& r : o->regions) ir::walk(r->body(), check);
+    }
+    if (read) return true;
+  }
+  return false;
+}
+
+namespace {
+/// Whether op may be lowered while a deferred wgmma is pending (the list above); a desc_load only
+/// when `pipelined_read` (a pipelined one emits nothing).
+bool runs_under_wgmma(const ir::Op& op, bool pipelined_read) {
   using K = ir::OpKind;
-  bool runs_under = false;
   switch (op.kind) {
     case K::Constant: case K::Binary: case K::Compare: case K::Unary: case K::Fma: case K::Select: case K::Cast:
     case K::Bitcast: case K::Arange: case K::ProgramId: case K::NumPrograms: case K::Permute: case K::Reshape:
     case K::Broadcast: case K::ExpandDims: case K::Hint: case K::SetLayout: case K::ConvertLayout: case K::AddPtr:
     case K::Load: case K::Dot: case K::MBarrierWait:
-      runs_under = true;
-      break;
+      return true;
     // (a combine function is lowered as a block of its own, inside the reduction's loops and
     // branches: its end must not be where the wait goes)
-    case K::Reduce: case K::Scan: runs_under = op.regions.empty(); break;
-    case K::DescLoad: runs_under = pipe_reads.count(&op) > 0; break;  // a pipelined one emits nothing
-    default: break;
+    case K::Reduce: case K::Scan: return op.regions.empty();
+    case K::DescLoad: return pipelined_read;
+    default: return false;
   }
-  if (!runs_under) {
+}
+}  // namespace
+
+void Lowerer::wgmma_flush_for(const ir::Op& op) {
+  if (!runs_under_wgmma(op, pipe_reads.count(&op) > 0)) {
     wgmma_flush();
     return;
   }
@@ -607,6 +654,43 @@ void Lowerer::wgmma_flush_for(const ir::Op& op) {
     for (const ir::Value* x : op.operands)
       if (x == p.result) upto = x;
   if (upto) wgmma_flush(upto);
+}
+
+std::set<size_t> Lowerer::carried_dots(const ir::Op& loop) const {
+  std::set<size_t> out;
+  if (!wgmma) return out;
+  const ir::Block& body = loop.region(0).body();
+  const ir::Op* y = body.terminator();
+  std::map<const ir::Op*, size_t> at;  // position of each op directly in the body
+  size_t i = 0;
+  for (const auto& o : body.ops) at[o.get()] = i++;
+  for (size_t j = 0; j < y->operands.size(); ++j) {
+    const ir::Value* v = y->operands[j];
+    const ir::Op* dot = v->def;
+    if (!dot || dot->kind != ir::OpKind::Dot || dot->parent != &body) continue;
+    if (auto u = uses_.find(v); u == uses_.end() || u->second != 1) continue;  // the yield only
+    // the block argument's last reader (an op of the body, or the one holding it) comes before the dot
+    const ir::Value* arg = body.arg(static_cast<unsigned>(j + 1));
+    size_t last = 0;
+    bool read = false;
+    for (const auto& o : body.ops) {
+      bool uses = false;
+      auto check = [&](const ir::Op& x) {
+        for (const ir::Value* w : x.operands) uses = uses || w == arg;
+      };
+      check(*o);
+      for (const auto& r : o->regions) ir::walk(r->body(), check);
+      if (uses) last = at[o.get()], read = true;
+    }
+    if (read && last >= at[dot]) continue;
+    // and nothing after the dot waits for it anyway (a store, an arrival handing its buffer back)
+    bool waited = false;
+    for (auto it = body.ops.begin(); it != body.ops.end(); ++it)
+      if (at[it->get()] > at[dot] && (*it)->kind != ir::OpKind::Yield)
+        waited = waited || !runs_under_wgmma(**it, (*it)->has_attr("pipelined"));
+    if (!waited) out.insert(j);
+  }
+  return out;
 }
 
 namespace {
