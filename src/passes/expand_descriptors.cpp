@@ -247,13 +247,15 @@ bool expand_descriptors(ir::Function& f, bool keep_tma, bool gpu_final) {
         if (p->kind == OpKind::For) return true;
       return false;
     };
-    auto feeds_dot = [&](const Value* v) {
-      for (const Op* u : users[v]) {
+    auto dot_operand = [&](const Value* v) {
+      for (const Op* u : users[v])
         if (u->kind == OpKind::Dot && (u->operands[0] == v || u->operands[1] == v)) return true;
-        if (u->kind == OpKind::Permute)
-          for (const Op* w : users[u->result()])
-            if (w->kind == OpKind::Dot && (w->operands[0] == u->result() || w->operands[1] == u->result())) return true;
-      }
+      return false;
+    };
+    auto feeds_dot = [&](const Value* v) {  // directly or transposed
+      if (dot_operand(v)) return true;
+      for (const Op* u : users[v])
+        if (u->kind == OpKind::Permute && dot_operand(u->result())) return true;
       return false;
     };
     ir::walk(f.entry(), [&](const Op& op) {

@@ -817,13 +817,13 @@ void Lowerer::lower_for_body(const ir::Op& op, const Trips& t, const LoopHooks& 
     for (size_t j : hooks.in_flight)
       pending_wgmma_.push_back({rb.arg(static_cast<unsigned>(j + 1)), regs[rb.arg(static_cast<unsigned>(j + 1))], true});
     lower_block(rb, &keep);
+    // (the kept dots' raw registers go round the back-edge as they are)
+    std::erase_if(pending_wgmma_, [&](const PendingWgmma& p) { return keep.count(p.result) > 0; });
     std::vector<Value*> next;
     for (size_t j = 0; j < ncarried; ++j) {
-      const std::vector<Value*>& v = keep.count(y->operands[j]) ? regs.at(y->operands[j]) : get(y->operands[j]);
       int n = static_cast<int>(start[j + 1] - start[j]);
-      for (int i = 0; i < n; ++i) next.push_back(v.size() == 1 ? v[0] : v.at(static_cast<size_t>(i)));
+      for (int i = 0; i < n; ++i) next.push_back(reg(y->operands[j], i));
     }
-    std::erase_if(pending_wgmma_, [&](const PendingWgmma& p) { return keep.count(p.result) > 0; });
     if (hooks.end)
       for (Value* v : hooks.end(extra)) next.push_back(v);
     return next;

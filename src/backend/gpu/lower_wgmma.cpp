@@ -39,6 +39,7 @@
 #include <fmt/format.h>
 #include <llvm/IR/InlineAsm.h>
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <optional>
@@ -601,25 +602,37 @@ void Lowerer::wgmma_flush(const ir::Value* upto) {
   bind();
 }
 
+namespace {
+/// Whether op, or an op nested in its regions, reads v.
+bool reads(const ir::Op& op, const ir::Value* v) {
+  bool r = false;
+  auto check = [&](const ir::Op& x) { r = r || std::find(x.operands.begin(), x.operands.end(), v) != x.operands.end(); };
+  check(op);
+  for (const auto& reg : op.regions) ir::walk(reg->body(), check);
+  return r;
+}
+
+/// The ops of dot's block from dot on (dot included), in order.
+std::vector<const ir::Op*> from_dot(const ir::Op& dot) {
+  std::vector<const ir::Op*> out;
+  bool on = false;
+  for (const auto& o : dot.parent->ops)
+    if (on = on || o.get() == &dot; on) out.push_back(o.get());
+  return out;
+}
+}  // namespace
+
 bool Lowerer::yield_interferes(const ir::Op& dot) const {
   const ir::Block* body = dot.parent;
   const ir::Op* loop = body ? body->parent_op() : nullptr;
   if (!loop || loop->kind != ir::OpKind::For) return false;
   const ir::Op* y = body->terminator();
+  const std::vector<const ir::Op*> later = from_dot(dot);
   for (size_t j = 0; j < y->operands.size(); ++j) {
     if (y->operands[j] != dot.result()) continue;
     const ir::Value* arg = body->arg(static_cast<unsigned>(j + 1));
-    bool after = false, read = false;
-    for (const auto& o : body->ops) {
-      if (o.get() == &dot) after = true;
-      if (!after || o.get() == &dot) continue;
-      auto check = [&](const ir::Op& x) {
-        for (const ir::Value* w : x.operands) read = read || w == arg;
-      };
-      check(*o);
-      for (const auto& r : o->regions) ir::walk(r->body(), check);
-    }
-    if (read) return true;
+    for (size_t i = 1; i < later.size(); ++i)
+      if (reads(*later[i], arg)) return true;
   }
   return false;
 }
@@ -661,34 +674,20 @@ std::set<size_t> Lowerer::carried_dots(const ir::Op& loop) const {
   if (!wgmma) return out;
   const ir::Block& body = loop.region(0).body();
   const ir::Op* y = body.terminator();
-  std::map<const ir::Op*, size_t> at;  // position of each op directly in the body
-  size_t i = 0;
-  for (const auto& o : body.ops) at[o.get()] = i++;
   for (size_t j = 0; j < y->operands.size(); ++j) {
     const ir::Value* v = y->operands[j];
     const ir::Op* dot = v->def;
     if (!dot || dot->kind != ir::OpKind::Dot || dot->parent != &body) continue;
     if (auto u = uses_.find(v); u == uses_.end() || u->second != 1) continue;  // the yield only
-    // the block argument's last reader (an op of the body, or the one holding it) comes before the dot
+    // from the dot on, nothing reads the block argument (the dot itself included: a K loop's
+    // accumulator is in_flight_dot's) and nothing waits for every pending dot (a store, an
+    // arrival handing its buffer back)
     const ir::Value* arg = body.arg(static_cast<unsigned>(j + 1));
-    size_t last = 0;
-    bool read = false;
-    for (const auto& o : body.ops) {
-      bool uses = false;
-      auto check = [&](const ir::Op& x) {
-        for (const ir::Value* w : x.operands) uses = uses || w == arg;
-      };
-      check(*o);
-      for (const auto& r : o->regions) ir::walk(r->body(), check);
-      if (uses) last = at[o.get()], read = true;
-    }
-    if (read && last >= at[dot]) continue;
-    // and nothing after the dot waits for it anyway (a store, an arrival handing its buffer back)
-    bool waited = false;
-    for (auto it = body.ops.begin(); it != body.ops.end(); ++it)
-      if (at[it->get()] > at[dot] && (*it)->kind != ir::OpKind::Yield)
-        waited = waited || !runs_under_wgmma(**it, (*it)->has_attr("pipelined"));
-    if (!waited) out.insert(j);
+    bool ok = true;
+    for (const ir::Op* o : from_dot(*dot))
+      ok = ok && !reads(*o, arg) &&
+           (o == dot || o->kind == ir::OpKind::Yield || runs_under_wgmma(*o, o->has_attr("pipelined")));
+    if (ok) out.insert(j);
   }
   return out;
 }
