@@ -517,9 +517,10 @@ template <class T> auto make_attention() {
 /// Overlap = true: FlashAttention-3's intra-warpgroup overlap (Shah et al. 2024, section 3.2)
 /// written as a user would: each iteration first issues the next key block's scores, s_next =
 /// dot(q, k_{j+1}^T), then runs the softmax of block j and dot(p, v_j) - on sm_90a the dot's
-/// wgmma is waited for only where s_next is first read (the end of the iteration), so the softmax
-/// runs under it. The last iteration's s_next reads the rows past the program's last block
-/// (zeros, or the next head's) and is never used.
+/// wgmma is waited for only at the end of the iteration (where s_next is carried), so the softmax
+/// runs under it; from 4 stages dot(p, v_j) also stays in flight until the next iteration scales
+/// acc. The last iteration's s_next reads the rows past the program's last block (zeros, or the
+/// next head's) and is never used.
 template <class T, bool Overlap = false> auto make_attention_tma() {
   using namespace tle;
   return jit(Overlap ? "attention_tma_overlap" : "attention_tma", [](TensorDescriptor<T, 2> q, TensorDescriptor<T, 2> k,
