@@ -279,7 +279,7 @@ TEST_CASE("gpu: pipelined matmul (cp.async, ldmatrix or wgmma) matches the CPU: 
   run(f16{}, {{64, 64, 32, 4}, {128, 256, 32, 8}, {64, 128, 128, 8}}, {1, 3});
 }
 
-TEST_CASE("gpu: attention (wgmma with q and p from registers) matches a double reference: ragged S, stages", "[.gpu]") {
+TEST_CASE("gpu: attention (wgmma: q read in place or from registers, p from registers) matches a double reference: ragged S, stages", "[.gpu]") {
   if (!have_gpu()) return;
   auto attn = ex::make_attention<bf16>();
   auto attn_tma = ex::make_attention_tma<bf16>();  // q, k, v through descriptors: TMA on sm_90a

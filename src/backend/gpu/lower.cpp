@@ -471,8 +471,10 @@ llvm::Function* Lowerer::run(const std::string& name) {
       user_smem_ = std::max(user_smem_, op->int_attr("offset") + ir::local_alloc_bytes(*op));
     }
   user_smem_ = (user_smem_ + 1023) / 1024 * 1024;  // the compiler's own buffers stay 1024-aligned
-  smem = user_smem_ ? llvm::ConstantExpr::getInBoundsGetElementPtr(B.getInt8Ty(), smem_var, B.getInt32(static_cast<uint32_t>(user_smem_)))
-                    : static_cast<llvm::Constant*>(smem_var);
+  if (resident_operands) plan_resident_operands();
+  const int64_t below = user_smem_ + resident_bytes_;
+  smem = below ? llvm::ConstantExpr::getInBoundsGetElementPtr(B.getInt8Ty(), smem_var, B.getInt32(static_cast<uint32_t>(below)))
+               : static_cast<llvm::Constant*>(smem_var);
 
   B.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", kernel));
   tid = B.CreateCall(llvm::Intrinsic::getDeclaration(&mod, llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x), {}, "tid");
@@ -500,7 +502,10 @@ llvm::Function* Lowerer::run(const std::string& name) {
 
 void Lowerer::lower_block(const ir::Block& b, const std::unordered_set<const ir::Value*>* keep) {
   for (auto& op : b.ops)
-    if (op->kind != ir::OpKind::Yield) lower_op(*op);
+    if (op->kind != ir::OpKind::Yield) {
+      lower_op(*op);
+      if (!resident_.empty()) stage_resident(*op);
+    }
   // the block's results (yields, a role's end) are read after it
   const ir::Value* upto = nullptr;  // the newest pending dot not kept
   for (const PendingWgmma& p : pending_wgmma_)

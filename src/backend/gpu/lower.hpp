@@ -116,7 +116,12 @@ class Lowerer : public backend::ScalarEmitter {
   /// Emits the kernel `name`; returns it.
   llvm::Function* run(const std::string& name);
   /// Dynamic shared memory the kernel needs (bytes).
-  int64_t shared_bytes() const { return user_smem_ + std::max(smem_reserved_, smem_bytes_); }
+  int64_t shared_bytes() const { return user_smem_ + resident_bytes_ + std::max(smem_reserved_, smem_bytes_); }
+  /// Shared memory taken by resident dot operands (plan_resident_operands).
+  int64_t resident_shared_bytes() const { return resident_bytes_; }
+  /// False: no resident dot operands (compile.cpp lowers again so when they leave too little
+  /// shared memory for the rest).
+  bool resident_operands = true;
   /// Of which the program's own buffers (local_alloc, at the start; a multiple of 1024).
   int64_t user_shared_bytes() const { return user_smem_; }
   /// Counts over the emitted code (each op as often as it is emitted):
@@ -155,8 +160,9 @@ class Lowerer : public backend::ScalarEmitter {
   llvm::Value* warp = nullptr;  // i32 warp index in the CTA
   llvm::Value* tid = nullptr;   // i32 thread index in the CTA
   // Shared memory (`tle_smem`, the dynamic shared memory): the program's own buffers
-  // (local_alloc, placed by passes::plan_shared_buffers) occupy [0, user_smem_); `smem` points
-  // just past them, and every other user works from there: conversions, reductions, ... from byte
+  // (local_alloc, placed by passes::plan_shared_buffers) occupy [0, user_smem_), resident dot
+  // operands [user_smem_, user_smem_ + resident_bytes_); `smem` points just past them, and every
+  // other user works from there: conversions, reductions, ... from byte
   // smem_base_ of it, which is 0 except inside a pipelined loop, whose buffers occupy
   // [0, smem_reserved_).
   llvm::GlobalVariable* smem_var = nullptr;
@@ -514,6 +520,23 @@ class Lowerer : public backend::ScalarEmitter {
   /// pure ops and loads between them (the wgmma reads the buffer at the dot), whose offsets
   /// evaluate at compile time to a wgmma tile's (atoms as gpu_rules::wgmma_atom allows).
   void plan_buffer_reads();
+  /// A dot operand defined in the kernel's entry block and read by wgmma dots inside its loops
+  /// (attention's q): written once, where it is defined, into a K-major wgmma tile of its own
+  /// (below `smem`, never reused) and read in place by every one of those dots, so its registers
+  /// are free for the loops (A no longer from registers; B no longer staged at every dot).
+  struct Resident {
+    SwizzledTile tile;
+    int64_t offset;  // bytes from `smem` (negative: the region lies below it)
+  };
+  std::unordered_map<const ir::Value*, Resident> resident_;
+  int64_t resident_bytes_ = 0;
+  /// Finds them (lower_wgmma.cpp), before `smem` is placed: values of the entry block every use
+  /// of which is the same operand of a dot that lowers to wgmma, at least one of those dots in a
+  /// loop; not with warp specialization (its roles' dots keep their own paths).
+  void plan_resident_operands();
+  /// After op is lowered: writes its result into its resident tile if it has one, then
+  /// fence.proxy.async and a barrier (the wgmma dots read it through the async proxy).
+  void stage_resident(const ir::Op& op);
 
   std::unordered_map<const ir::Op*, PipeRead> pipe_reads;  // pipelined loads of the loop being lowered
 };

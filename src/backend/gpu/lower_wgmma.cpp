@@ -326,6 +326,59 @@ struct SmemOperand {
 
 }  // namespace
 
+void Lowerer::plan_resident_operands() {
+  if (!wgmma || ws_loop_ || ws_op_) return;
+  const ir::Block& entry = fn_ir.entry();
+  // operand -> the operand index (0: a, 1: b) of its dot uses, or -1 once some use is not one
+  std::map<const ir::Value*, int> as;
+  std::set<const ir::Value*> in_loop;
+  ir::walk(entry, [&](const ir::Op& o) {
+    bool dot = false;
+    if (o.kind == ir::OpKind::Dot && !ir::role_warps(o)) {
+      auto plan = passes::gpu_rules::mma_v3_plan(o, num_warps);
+      const LinearLayout *lc = layout_of(o.operands[2]), *lr = layout_of(o.result());
+      dot = plan && lc && lr && *lc == plan->acc && *lr == plan->acc;
+    }
+    for (size_t i = 0; i < o.operands.size(); ++i) {
+      const ir::Value* x = o.operands[i];
+      if (!x->def || x->def->parent != &entry) continue;
+      const int idx = dot && i < 2 ? static_cast<int>(i) : -1;
+      auto [it, fresh] = as.emplace(x, idx);
+      if (!fresh && it->second != idx) it->second = -1;
+      if (idx >= 0 && o.parent != &entry) in_loop.insert(x);  // (or in a branch: then staged once either way)
+    }
+  });
+  int64_t at = 0;
+  for (const auto& opp : entry.ops)  // in program order: the offsets do not depend on pointer values
+    for (const auto& xp : opp->results) {
+      const ir::Value* x = xp.get();
+      auto it = as.find(x);
+      if (it == as.end() || it->second < 0 || !in_loop.count(x) || x->type.rank() != 2 || !layout_of(x)) continue;
+      const int kdim = it->second == 0 ? 1 : 0;  // K is dim 1 of a, dim 0 of b
+      const ir::Shape& sh = x->type.shape;
+      const int esize = static_cast<int>(byte_size(x->type.dtype));
+      const SwizzledTile t = SwizzledTile::make_wgmma(sh[1 - kdim], sh[kdim], kdim, 0, esize);  // K-major
+      resident_.emplace(x, Resident{t, at});
+      at += (t.bytes() + 1023) / 1024 * 1024;
+    }
+  resident_bytes_ = at;
+  for (auto& [x, r] : resident_) r.offset -= resident_bytes_;  // from `smem`, which lies just above them
+}
+
+void Lowerer::stage_resident(const ir::Op& op) {
+  bool any = false;
+  for (const auto& xp : op.results)
+    if (auto it = resident_.find(xp.get()); it != resident_.end()) {
+      const ir::Value* x = xp.get();
+      if (!pending_wgmma_.empty()) wgmma_flush();  // (x itself may be a dot's result)
+      store_swizzled(x, it->second.tile, it->second.offset - smem_base_);
+      any = true;
+    }
+  if (!any) return;
+  fence_proxy_async();  // generic-proxy writes read by the async proxy (PTX ISA 9.7.13.4.20)
+  barrier();
+}
+
 bool Lowerer::lower_dot_wgmma(const ir::Op& op) {
   if (!wgmma) return false;
   auto plan = passes::gpu_rules::mma_v3_plan(op, num_warps);
@@ -343,8 +396,8 @@ bool Lowerer::lower_dot_wgmma(const ir::Op& op) {
   // result may carry the register-A layout, having no layout of its own to keep).
   const bool fp8 = is_fp8(a->type.dtype);  // mma_v3_plan: then b is fp8 too, and K a multiple of 32
   const int64_t kstep = fp8 ? 32 : 16;     // K of one instruction
-  const bool a_regs = !fp8 && !wgmma_source(a) && !(a->def && buffer_reads_.count(a->def)) && layout_of(a) &&
-                      *layout_of(a) == plan->a_regs;
+  const bool a_regs = !fp8 && !wgmma_source(a) && !(a->def && buffer_reads_.count(a->def)) && !resident_.count(a) &&
+                      layout_of(a) && *layout_of(a) == plan->a_regs;
 
   // ---- operands in shared memory
   int64_t staged_end = (smem_base_ + 1023) / 1024 * 1024;  // absolute byte offset
@@ -359,6 +412,9 @@ bool Lowerer::lower_dot_wgmma(const ir::Op& op) {
       o.tile = br->second.tile;  // the program's buffer, read in place
       Value* p = B.CreateAddrSpaceCast(reg(br->second.base, 0), llvm::PointerType::get(ctx, 3));
       o.base = B.CreateSub(B.CreatePtrToInt(p, B.getInt32Ty()), B.CreatePtrToInt(smem, B.getInt32Ty()));
+    } else if (auto rs = resident_.find(v); rs != resident_.end()) {
+      o.tile = rs->second.tile;  // written once where v is defined (stage_resident)
+      o.base = i32c(rs->second.offset);
     } else {
       const ir::Shape& sh = v->type.shape;
       if (!layout_of(v)) fail(op, "a wgmma operand has no layout");
