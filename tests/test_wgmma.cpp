@@ -348,96 +348,85 @@ TEST_CASE("wgmma register-A layout: the PTX fragment table (Figure 148), replica
   }
 }
 
-TEST_CASE("wgmma attention: q written once before the loop and read in place, k (transposed) and v pipelined",
+TEST_CASE("wgmma attention: q read in place at BN = 128 (from registers at BN = 64), k (transposed) and v pipelined",
           "[wgmma][pipeline][ptx]") {
   auto k = ex::make_attention<bf16>();
-  for (bool causal : {false, true}) {
-    INFO((causal ? "causal" : "full"));
-    Grid g(32, 128);
-    g.with_warps(8).with_stages(3);
-    std::string ptx =
-        k.ptx(90, g, fake_ptr<bf16>(), fake_ptr<bf16>(), fake_ptr<bf16>(), fake_ptr<bf16>(), 4096, 0.1f, 128, 64, 128, causal);
-    // s = q k^T: m64n64k16 with q read in place (a resident operand: a descriptor, not registers);
-    // o += p v: m64n128k16 with p from registers
-    int qk = 0, pv = 0;
-    std::istringstream lines(ptx);
-    for (std::string line; std::getline(lines, line);) {
-      const bool regs_a = line.find("}, {%r") != std::string::npos;
-      if (line.find("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%f") != std::string::npos) {
-        ++qk;
-        CHECK_FALSE(regs_a);
-      }
-      if (line.find("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%f") != std::string::npos) {
-        ++pv;
-        CHECK(regs_a);
-      }
+  for (int bn : {64, 128})
+    for (bool causal : {false, true}) {
+      INFO("BN " << bn << (causal ? " causal" : " full"));
+      Grid g(32, 128);
+      g.with_warps(8).with_stages(3);
+      std::string ptx =
+          k.ptx(90, g, fake_ptr<bf16>(), fake_ptr<bf16>(), fake_ptr<bf16>(), fake_ptr<bf16>(), 4096, 0.1f, 128, bn, 128, causal);
+      // s = q k^T: m64n{BN}k16, q a resident operand read through descriptors at BN = 128 (the
+      // instructions' N), from registers at BN = 64; o += p v: m64n128k16 with p from registers.
+      size_t wgmmas = 0, regs_a = 0;
+      std::istringstream lines(ptx);
+      for (std::string line; std::getline(lines, line);)
+        if (line.find("wgmma.mma_async.sync.aligned.m64n") != std::string::npos) {
+          CHECK(line.find("k16.f32.bf16.bf16 {%f") != std::string::npos);
+          ++wgmmas;
+          regs_a += line.find("}, {%r") != std::string::npos;
+        }
+      CHECK(wgmmas > 0);
+      if (bn == 128) CHECK(2 * regs_a == wgmmas);  // as many instructions for q k^T as for p v
+      else CHECK(regs_a == wgmmas);
+      CHECK(count_of(ptx, "cp.async.cg.shared.global") > 0);
+      ptxtest::assemble("attention", ptx, "sm_90a");
+      CHECK(ptxtest::spill_store_bytes("attention", ptx) <= 0);
     }
-    CHECK(qk > 0);
-    CHECK(pv > 0);
-    CHECK(count_of(ptx, "cp.async.cg.shared.global") > 0);
-    ptxtest::assemble(std::string("attention ") + (causal ? "causal" : "full"), ptx, "sm_90a");
-    // q's 32 registers per thread are free in the loop (197 with q as register-A operand)
-    const int regs = ptxtest::registers("attention", ptx);
-    if (regs > 0) CHECK(regs < 185);
-  }
-  // Where q's tile would leave too little shared memory (BN = 64, 7 stages: the k and v buffers
-  // take 224 KB), the kernel is lowered again with q from registers: every wgmma reads A from
-  // registers. With 6 stages q is resident.
-  auto kt = ex::make_attention_tma<bf16>();
-  alignas(256) static bf16 fh[64];
-  for (int stages : {6, 7}) {
-    INFO("attention on descriptors, BN 64, stages " << stages);
-    TensorDescriptor<bf16, 2> q(fh, {8 * 4096, 128}, {128, 1}, {128, 128}), kv(fh, {8 * 4096, 128}, {128, 1}, {64, 128});
-    Grid g(64, 8);
-    g.with_warps(8).with_stages(stages);
-    const std::string ptx = kt.ptx(90, g, q, kv, kv, fh, 4096, 0.1f, false);
-    const size_t wgmmas = count_of(ptx, "wgmma.mma_async.sync.aligned.m64n");
-    CHECK(wgmmas > 0);
-    CHECK((count_of(ptx, "}, {%r") == wgmmas) == (stages == 7));
-    ptxtest::assemble("attention on descriptors", ptx, "sm_90a");
-  }
 }
 
-TEST_CASE("wgmma resident operands: a loop-invariant b is written once, not staged at every dot", "[wgmma][ptx][ops]") {
-  // acc += dot(a_k, w) over K blocks with w [BK, BN] loaded once before the loop: w's tile is
-  // written before the loop (one proxy fence there), and the loop reads it in place: no
-  // fence.proxy.async or bar.sync per iteration for it.
-  auto k = jit("invariant_b", [](Ptr<bf16> a, Ptr<bf16> w, Ptr<float> c, Constexpr<int> K, Constexpr<int> BM,
+TEST_CASE("wgmma resident operands: a loop-invariant a is written once and read in place, from registers where "
+          "shared memory runs out",
+          "[wgmma][ptx][ops]") {
+  // acc += dot(x, b_k) over K blocks with x [BM, BK] loaded once before the loop (attention's q):
+  // x's tile is written before the loop (st.shared, proxy fence) and every wgmma reads it through
+  // a descriptor instead of from registers.
+  auto k = jit("invariant_a", [](Ptr<bf16> x, Ptr<bf16> b, Ptr<float> c, Constexpr<int> K, Constexpr<int> BM,
                                  Constexpr<int> BN, Constexpr<int> BK) {
     Tile<int32_t> rm = arange(0, BM), rn = arange(0, BN), rk = arange(0, BK);
-    Tile<bf16> tw = load(w + expand_dims(rk, 1) * BN + expand_dims(rn, 0));
+    Tile<bf16> tx = load(x + expand_dims(rm, 1) * BK + expand_dims(rk, 0));
     Tile<float> acc = zeros<float>({BM, BN});
     for (auto k0 : range(0, K, BK)) {
-      Tile<bf16> ta = load(a + expand_dims(rm, 1) * K + expand_dims(k0 + rk, 0));
-      acc = dot(ta, tw, acc);
+      Tile<bf16> tb = load(b + expand_dims(k0 + rk, 1) * BN + expand_dims(rn, 0));
+      acc = dot(tx, tb, acc);
     }
     store(c + expand_dims(rm, 1) * BN + expand_dims(rn, 0), acc);
   });
-  // (a register cap keeps the loop from being warp-specialized: there resident operands are not used)
-  Grid g(1);
-  g.with_warps(4).with_stages(3).with_maxnreg(255);
-  const std::string ptx = k.ptx(90, g, fake_ptr<bf16>(), fake_ptr<bf16>(), fake_ptr<float>(), 4096, 64, 64, 64);
-  // w's tile is written (st.shared, then the proxy fence) before the loop's first copy; a staged
-  // b would be written in the loop, between the copies and the wgmma.
-  const size_t first_copy = ptx.find("cp.async.c");  // .ca or .cg
-  REQUIRE(first_copy != std::string::npos);
-  const size_t first_wgmma = ptx.find("wgmma.mma_async");
-  REQUIRE(first_wgmma != std::string::npos);
-  CHECK(ptx.find("st.shared") < first_copy);
-  CHECK(count_of(ptx.substr(first_copy, first_wgmma - first_copy), "st.shared") == 0);
-  CHECK(ptx.find("fence.proxy.async.shared::cta") < first_copy);
-  ptxtest::assemble("invariant b", ptx, "sm_90a");
+  const int BM = 128, BN = 128, BK = 128;
+  // 7 stages of b (32 KB each) leave less than x's 32 KB: the kernel is lowered again with x from
+  // registers. (A register cap keeps the loop from being warp-specialized: there resident operands
+  // are not used.)
+  for (int stages : {3, 6, 7}) {
+    INFO("stages " << stages);
+    Grid g(1);
+    g.with_warps(8).with_stages(stages).with_maxnreg(255);
+    const std::string ptx = k.ptx(90, g, fake_ptr<bf16>(), fake_ptr<bf16>(), fake_ptr<float>(), 4096, BM, BN, BK);
+    const size_t first_copy = ptx.find("cp.async.c");  // .ca or .cg
+    REQUIRE(first_copy != std::string::npos);
+    const size_t wgmmas = count_of(ptx, "wgmma.mma_async.sync.aligned.m64n128k16"), regs_a = count_of(ptx, "}, {%r");
+    CHECK(wgmmas > 0);
+    if (stages < 7) {
+      CHECK(ptx.find("st.shared") < first_copy);
+      CHECK(ptx.find("fence.proxy.async.shared::cta") < first_copy);
+      CHECK(regs_a == 0);
+    } else {
+      CHECK(regs_a == wgmmas);
+    }
+    ptxtest::assemble("invariant a", ptx, "sm_90a");
+  }
   // Values against a plain reference (K = 17 blocks; on the GPU under TLE_TEST_BACKEND=gpu).
-  const int K = 17 * 64, BM = 64, BN = 64, BK = 64;
-  opstest::Vec<bf16> av(size_t(BM) * K), wv(size_t(BK) * BN);
-  for (size_t i = 0; i < av.size(); ++i) av[i] = bf16(float(int(i * 7 % 13) - 6) / 8);
-  for (size_t i = 0; i < wv.size(); ++i) wv[i] = bf16(float(int(i * 5 % 11) - 5) / 8);
+  const int K = 17 * BK;
+  opstest::Vec<bf16> xv(size_t(BM) * BK), bv(size_t(K) * BN);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = bf16(float(int(i * 7 % 13) - 6) / 8);
+  for (size_t i = 0; i < bv.size(); ++i) bv[i] = bf16(float(int(i * 5 % 11) - 5) / 8);
   opstest::Vec<float> cv(size_t(BM) * BN);
   std::vector<float> ref(size_t(BM) * BN, 0.f);
-  k(Grid(1).with_warps(4).with_stages(3), av.data(), wv.data(), cv.data(), K, BM, BN, BK);
+  k(Grid(1).with_warps(8).with_stages(3), xv.data(), bv.data(), cv.data(), K, BM, BN, BK);
   for (int i = 0; i < BM; ++i)
     for (int j = 0; j < BN; ++j)
-      for (int kk = 0; kk < K; ++kk) ref[size_t(i) * BN + j] += float(av[size_t(i) * K + kk]) * float(wv[size_t(kk % BK) * BN + j]);
+      for (int kk = 0; kk < K; ++kk) ref[size_t(i) * BN + j] += float(xv[size_t(i) * BK + kk % BK]) * float(bv[size_t(kk) * BN + j]);
   for (size_t i = 0; i < ref.size(); ++i) CHECK(cv[i] == Approx(ref[i]).margin(1e-3));
 }
 

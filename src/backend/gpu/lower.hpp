@@ -531,8 +531,9 @@ class Lowerer : public backend::ScalarEmitter {
   std::unordered_map<const ir::Value*, Resident> resident_;
   int64_t resident_bytes_ = 0;
   /// Finds them (lower_wgmma.cpp), before `smem` is placed: values of the entry block every use
-  /// of which is the same operand of a dot that lowers to wgmma, at least one of those dots in a
-  /// loop; not with warp specialization (its roles' dots keep their own paths).
+  /// of which is the same operand of a dot that lowers to wgmma (a only where the dot's N is 128
+  /// or more), at least one of those dots in a loop; not with warp specialization (its roles' dots
+  /// keep their own paths).
   void plan_resident_operands();
   /// After op is lowered: writes its result into its resident tile if it has one, then
   /// fence.proxy.async and a barrier (the wgmma dots read it through the async proxy).
