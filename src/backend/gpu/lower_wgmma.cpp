@@ -351,7 +351,9 @@ void Lowerer::plan_resident_operands() {
       const int idx = dot && i < 2 && wide ? static_cast<int>(i) : -1;
       auto [it, fresh] = as.emplace(x, idx);
       if (!fresh && it->second != idx) it->second = -1;
-      if (idx >= 0 && o.parent != &entry) in_loop.insert(x);  // (or in a branch: then staged once either way)
+      if (idx >= 0)
+        for (const ir::Op* up = o.parent->parent_op(); up; up = up->parent->parent_op())
+          if (up->kind == ir::OpKind::For) in_loop.insert(x);
     }
   });
   int64_t at = 0;
