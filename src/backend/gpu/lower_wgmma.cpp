@@ -175,6 +175,15 @@ const ir::Value* broadcast_base(const ir::Value* p) {
   }
   return p;
 }
+
+/// mma_v3_plan's plan for `dot` at nw warps where lower_dot_wgmma takes it (its accumulator and
+/// result carry the plan's accumulator layout); nullopt otherwise.
+std::optional<passes::gpu_rules::MmaV3Plan> wgmma_plan(const ir::Op& dot, int nw) {
+  auto plan = passes::gpu_rules::mma_v3_plan(dot, nw);
+  const LinearLayout *lc = Lowerer::layout_of(dot.operands[2]), *lr = Lowerer::layout_of(dot.result());
+  if (!plan || !lc || !lr || *lc != plan->acc || *lr != plan->acc) return std::nullopt;
+  return plan;
+}
 }  // namespace
 
 void Lowerer::plan_buffer_reads() {
@@ -189,9 +198,7 @@ void Lowerer::plan_buffer_reads() {
   ir::walk(fn_ir.entry(), [&](const ir::Op& dot) {
     if (dot.kind != ir::OpKind::Dot) return;
     const int nw = ir::role_warps(dot) ? ir::role_warps(dot) : num_warps;
-    auto plan = passes::gpu_rules::mma_v3_plan(dot, nw);
-    const LinearLayout *lc = layout_of(dot.operands[2]), *lr = layout_of(dot.result());
-    if (!plan || !lc || !lr || *lc != plan->acc || *lr != plan->acc) return;  // not on wgmma (lower_dot_wgmma)
+    if (!wgmma_plan(dot, nw)) return;  // not on wgmma
     for (int idx = 0; idx < 2; ++idx) {
       const ir::Value* x = dot.operands[static_cast<size_t>(idx)];
       const ir::Op* ld = x->def;
@@ -334,12 +341,7 @@ void Lowerer::plan_resident_operands() {
   std::map<const ir::Value*, int> as;
   std::set<const ir::Value*> in_loop;
   ir::walk(entry, [&](const ir::Op& o) {
-    bool dot = false;
-    if (o.kind == ir::OpKind::Dot && !ir::role_warps(o)) {
-      auto plan = passes::gpu_rules::mma_v3_plan(o, num_warps);
-      const LinearLayout *lc = layout_of(o.operands[2]), *lr = layout_of(o.result());
-      dot = plan && lc && lr && *lc == plan->acc && *lr == plan->acc;
-    }
+    const bool dot = o.kind == ir::OpKind::Dot && !ir::role_warps(o) && wgmma_plan(o, num_warps);
     for (size_t i = 0; i < o.operands.size(); ++i) {
       const ir::Value* x = o.operands[i];
       if (!x->def || x->def->parent != &entry) continue;
@@ -347,8 +349,8 @@ void Lowerer::plan_resident_operands() {
       // A as of B per instruction at N = 64, and with both operands there narrow dots lost time
       // (H200, attention at BN = 64 with the next block's q k^T overlapped: 5-11 % slower causal,
       // though 32 registers lighter); B is read from shared memory either way.
-      const bool wide = dot && (i != 0 || o.operands[1]->type.shape.at(1) >= 128);
-      const int idx = dot && i < 2 && wide ? static_cast<int>(i) : -1;
+      const bool operand = dot && (i == 1 || (i == 0 && o.operands[1]->type.shape.at(1) >= 128));
+      const int idx = operand ? static_cast<int>(i) : -1;
       auto [it, fresh] = as.emplace(x, idx);
       if (!fresh && it->second != idx) it->second = -1;
       if (idx >= 0)
@@ -389,14 +391,13 @@ void Lowerer::stage_resident(const ir::Op& op) {
 
 bool Lowerer::lower_dot_wgmma(const ir::Op& op) {
   if (!wgmma) return false;
-  auto plan = passes::gpu_rules::mma_v3_plan(op, num_warps);
+  auto plan = wgmma_plan(op, num_warps);
   if (!plan) return false;
   const ir::Value* a = op.operands.at(0);
   const ir::Value* b = op.operands.at(1);
   const ir::Value* c = op.operands.at(2);
   const ir::Value* r = op.result();
-  const LinearLayout *lc = layout_of(c), *lr = layout_of(r);
-  if (!lc || !lr || *lr != plan->acc || *lc != plan->acc) return false;
+  const LinearLayout* lr = layout_of(r);
   const int64_t M = a->type.shape[0], K = a->type.shape[1], N = b->type.shape[1];
   const int32_t gm = plan->warpgroups[0], gn = plan->warpgroups[1], instr_n = plan->instr_n;
   const int64_t wn = N / gn;
@@ -473,8 +474,7 @@ bool Lowerer::lower_dot_wgmma(const ir::Op& op) {
     int64_t lc[2] = {0, 0};
     lc[o.transposed ? 1 - kdim : kdim] = k_el;
     const int64_t row = o.tile.cdim == 1 ? lc[0] : lc[1], col = o.tile.cdim == 1 ? lc[1] : lc[0];
-    const int64_t elems = (col / o.tile.atom) * o.tile.rows * o.tile.atom + row * o.tile.atom + col % o.tile.atom;
-    const int64_t delta = elems * o.tile.esize / 16;
+    const int64_t delta = o.tile.plain_offset(row, col) * o.tile.esize / 16;
     if (delta == 0) return d;
     if (o.stage) return B.CreateAdd(d, llvm::ConstantInt::get(i64, static_cast<uint64_t>(delta)));
     auto* fty = llvm::FunctionType::get(i64, {i64}, false);
@@ -862,9 +862,7 @@ const ir::Op* Lowerer::in_flight_dot(const ir::Op& loop) const {
     for (const ir::Value* x : o.operands) ++uses[x];
   });
   if (dots != 1 || dot->parent != &body) return nullptr;
-  auto plan = passes::gpu_rules::mma_v3_plan(*dot, num_warps);
-  const LinearLayout *lc = layout_of(dot->operands[2]), *lr = layout_of(dot->result());
-  if (!plan || !lc || !lr || *lc != plan->acc || *lr != plan->acc) return nullptr;
+  if (!wgmma_plan(*dot, num_warps)) return nullptr;
   // a and b: pipelined for wgmma (the stage buffers are not rewritten before the next barrier)
   for (int i = 0; i < 2; ++i) {
     const ir::Value* x = dot->operands[static_cast<size_t>(i)];
