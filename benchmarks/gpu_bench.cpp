@@ -1250,40 +1250,53 @@ template <class T> void topk_case(bench::Timer& tm, int rows, int n, int k, cons
     const std::vector<int32_t> want = topk_reference(x, rows, n, k);
     DeviceBuffer<T> dx(x), dv(size_t(rows) * k);
     DeviceBuffer<int32_t> di(size_t(rows) * k);
-    // programs_per_row: the library's choice (0) and a small sweep; each checked before it is timed.
-    std::optional<Timing> best;
-    std::string best_cfg, sweep;
-    for (int ppr : {0, 1, 2, 4, 8, 16, 32}) {
+    // programs_per_row (the library's choice 0, then 1 to 32) x num_warps (the kernels' own 0, 4,
+    // 16), tuned by tle::autotune; the winner checked against the reference, bit for bit.
+    Space space;
+    space.values("programs_per_row", {0, 1, 2, 4, 8, 16, 32}).values("num_warps", {0, 4, 16});
+    space.constraint("a slice of at least 2048 elements", [n](const Config& cfg) {
+      return cfg["programs_per_row"] <= 1 || cfg["programs_per_row"] * 2048 <= n;
+    });
+    auto options = [&](const Config& cfg, void* stream) {
       ops::TopkOptions o;
-      o.stream = tm.stream().handle();
+      o.stream = stream;
       o.backend = Backend::GPU;
-      o.programs_per_row = ppr;
-      if (ppr > 1 && int64_t(ppr) * 2048 > n) continue;
-      const size_t wsn = ops::topk_workspace_size<T>(rows, n, k, o);
-      DeviceBuffer<int32_t> ws(std::max<size_t>(wsn, 1));
-      if (wsn) o.workspace = ws.data();
-      auto run = [&] { ops::topk(dx.data(), rows, n, k, dv.data(), di.data(), o); };
-      run();
-      tm.stream().synchronize();
+      o.programs_per_row = int(cfg["programs_per_row"]);
+      o.num_warps = int(cfg["num_warps"]);
+      return o;
+    };
+    size_t wsn = 1;  // one workspace, the largest any config needs (no allocation while timing)
+    for (const Config& cfg : space.enumerate())
+      wsn = std::max(wsn, ops::topk_workspace_size<T>(rows, n, k, options(cfg, nullptr)));
+    DeviceBuffer<int32_t> ws(wsn);
+    auto launch = [&](const Config& cfg, void* stream) {
+      ops::TopkOptions o = options(cfg, stream);
+      o.workspace = ws.data();
+      ops::topk(dx.data(), rows, n, k, dv.data(), di.data(), o);
+    };
+    auto check = [&]() -> std::string {
       auto got = di.to_host();
       auto vals = dv.to_host();
       for (size_t i = 0; i < want.size(); ++i) {
         const size_t r = i / k;
         if (got[i] != want[i] || std::memcmp(&vals[i], &x[r * n + want[i]], sizeof(T)) != 0)
-          return emit_error(c, "programs_per_row=" + std::to_string(ppr) + ": wrong index or value at [" +
-                                   std::to_string(r) + ", " + std::to_string(i % k) + "]: index " +
-                                   std::to_string(got[i]) + ", want " + std::to_string(want[i]));
+          return "wrong index or value at [" + std::to_string(r) + ", " + std::to_string(i % k) + "]: index " +
+                 std::to_string(got[i]) + ", want " + std::to_string(want[i]);
       }
-      Timing t = tm.time(run);
-      const std::string cfg = ppr == 0 ? "programs_per_row=auto" : "programs_per_row=" + std::to_string(ppr);
-      if (!best || t.median < best->median) best = t, best_cfg = cfg;
-      sweep += (sweep.empty() ? "" : ", ") + (ppr == 0 ? std::string("auto") : std::to_string(ppr)) + ": " +
-               std::to_string(t.median * 1e3).substr(0, 6) + " us";
-    }
+      return "";
+    };
+    auto describe = [](const Config& cfg) {
+      return "ppr " + (cfg["programs_per_row"] ? std::to_string(cfg["programs_per_row"]) : std::string("auto")) +
+             " w " + (cfg["num_warps"] ? std::to_string(cfg["num_warps"]) : std::string("auto"));
+    };
+    std::string errors, sweep, how;
+    const auto best = tune_case(tm, c.name, space, launch, [&] { di.fill_zero(); }, check, sweep, errors, &how, describe);
+    if (!best) return emit_error(c, "tuning: " + errors);
+    Timing t = tm.time([&] { launch(*best, tm.stream().handle()); });
     Json extra;
     extra.str("what", "values and int32 indices of the k largest per row, sorted (torch.topk's order)");
-    extra.str("sweep", "programs_per_row -> median: " + sweep);
-    emit_ok(c, *best, best_cfg, Json(), extra);
+    extra.str("sweep", sweep);
+    emit_ok(c, t, describe(*best) + " (" + how + ")", Json(), extra);
   });
 }
 

@@ -78,15 +78,16 @@ template <class T> std::string bit_diffs(const Buf<T>& got, const std::vector<T>
 }
 
 template <class T>
-void check_topk(int64_t rows, int64_t n, int64_t k, bool largest, int mode, int ppr, unsigned seed) {
+void check_topk(int64_t rows, int64_t n, int64_t k, bool largest, int mode, int ppr, unsigned seed, int warps = 0) {
   INFO("rows " << rows << " n " << n << " k " << k << " largest " << largest << " mode " << mode
-                << " programs_per_row " << ppr);
+                << " programs_per_row " << ppr << " num_warps " << warps);
   Buf<T> x = topk_data<T>(size_t(rows * n), seed, mode);
   Buf<T> vals(size_t(rows * k));
   Buf<int32_t> idx(size_t(rows * k), -1);
   ops::TopkOptions o;
   o.largest = largest;
   o.programs_per_row = ppr;
+  o.num_warps = warps;
   const size_t ws_size = ops::topk_workspace_size<T>(rows, n, k, o);
   Buf<int32_t> ws(std::max<size_t>(ws_size, 1), 12345);  // garbage: the kernels zero what they use
   if (ws_size) o.workspace = ws.data();
@@ -139,6 +140,20 @@ TEST_CASE("ops library: topk NaN, infinities, signed zeros, duplicates, all-equa
       }
 }
 
+TEST_CASE("ops library: topk at 1, 4, 16 and 32 warps a program, every path", "[ops][ops-library]") {
+  // TopkOptions::num_warps changes every kernel's warps (the CPU backend ignores it; the mirrored
+  // GPU run, TLE_TEST_BACKEND=gpu, checks it there).
+  unsigned seed = 400;
+  const std::vector<int> warps_list = default_backend() == Backend::GPU ? std::vector<int>{1, 4, 16, 32} : std::vector<int>{16};
+  for (int warps : warps_list)
+    for (int ppr : {0, 1, 3}) {
+      check_topk<float>(3, 200, 7, true, 0, ppr, seed++, warps);
+      check_topk<float>(3, 4100, 50, true, 1, ppr, seed++, warps);
+      check_topk<float>(2, 33000, 2048, false, 0, ppr, seed++, warps);
+      check_topk<bf16>(2, 20000, 1000, true, 1, ppr, seed++, warps);
+    }
+}
+
 TEST_CASE("ops library: topk f16 and bf16", "[ops][ops-library]") {
   unsigned seed = 300;
   for (int mode : {0, 1})
@@ -168,6 +183,13 @@ TEST_CASE("errors: tle::ops::topk refuses k outside 1..n at the caller's line", 
   Buf<int32_t> bi(9000);
   errtest::expect_user_error([&] { line = __LINE__; ops::topk(big.data(), 1, 10000, 9000, bv.data(), bi.data()); },
                              {"k = 9000 is larger than 8192"}, "test_ops_library.cpp", line);
+  for (int warps : {3, 64, -4}) {
+    ops::TopkOptions o;
+    o.num_warps = warps;
+    errtest::expect_user_error([&] { line = __LINE__; ops::topk(x.data(), 1, 100, 5, v.data(), i.data(), o); },
+                               {"num_warps = " + std::to_string(warps) + " is not 0", "power of two from 1 to 32"},
+                               "test_ops_library.cpp", line);
+  }
 }
 
 TEST_CASE("ops library: topk on DLPack tensors", "[ops][ops-library]") {
@@ -395,6 +417,18 @@ TEST_CASE("ptx: topk's resident kernel compiles for sm_90a wherever the plan pic
     CHECK_NOTHROW(tk::resident_kernel<bf16>().ptx(90, tk::kResidentWarps, h, h, ii, static_cast<int>(n),
                                                   static_cast<int>(tk::resident_capacity(n)), tk::resident_chunk(n),
                                                   static_cast<int>(k), true));
+  }
+  // The largest admitted rows at 16 and 32 warps (TopkOptions::num_warps): the scans' scratch
+  // grows with the warps and must stay within resident_fits' allowance.
+  for (int warps : {16, 32}) {
+    CAPTURE(warps);
+    for (int64_t k : {2048, 4096}) {
+      const int64_t n = 32768;
+      REQUIRE(tk::resident_fits(n, k, 4, Backend::CPU));
+      CHECK_NOTHROW(tk::resident_kernel<float>().ptx(90, warps, f, f, ii, static_cast<int>(n),
+                                                     static_cast<int>(tk::resident_capacity(n)), tk::resident_chunk(n),
+                                                     static_cast<int>(k), true));
+    }
   }
   CHECK(admitted >= 8);
   CHECK(refused >= 4);

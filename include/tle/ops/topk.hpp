@@ -68,8 +68,8 @@
 // stream before freeing it, so it is synchronous). Its contents need not be initialized.
 //
 // Errors (tle::UserError at the caller's line): k < 1, k > n, k > 8192, n < 1 or n > 2^30,
-// rows < 0, a null pointer while rows > 0, programs_per_row < 0, a DeviceBuffer smaller than the
-// matrix it should hold. Launch errors (a host pointer on the GPU backend, misalignment) are
+// rows < 0, a null pointer while rows > 0, programs_per_row < 0, num_warps not 0 or a power of two
+// up to 32, a DeviceBuffer smaller than the matrix it should hold. Launch errors (a host pointer on the GPU backend, misalignment) are
 // UserErrors at the caller's line too.
 #pragma once
 #include <algorithm>
@@ -101,6 +101,10 @@ struct TopkOptions {
   /// with that many slices per row (capped at one slice per 2048 elements). Results do not
   /// depend on it.
   int programs_per_row = 0;
+  /// GPU: warps of each program (1, 2, 4, 8, 16 or 32; 0: the kernels' own - 8, 4 for rows of
+  /// n <= 256). More warps hide more of the row passes' shared-memory and atomic latency per
+  /// program; a tuner's knob beside programs_per_row. Results do not depend on it.
+  int num_warps = 0;
   /// Workspace of the cooperative path: topk_workspace_size(...) int32 elements (or null).
   int32_t* workspace = nullptr;
   /// The backend to run on (unset: tle::default_backend()).
@@ -594,6 +598,9 @@ inline void check_shape(int64_t rows, int64_t n, int64_t k, const TopkOptions& o
                            "shared memory); split the selection or use a full sort");
   if (o.programs_per_row < 0)
     throw UserError(l, "tle::ops::topk: programs_per_row = " + std::to_string(o.programs_per_row) + " is negative");
+  if (o.num_warps != 0 && (o.num_warps > 32 || (o.num_warps & (o.num_warps - 1)) != 0))
+    throw UserError(l, "tle::ops::topk: num_warps = " + std::to_string(o.num_warps) +
+                           " is not 0 (the kernels' own) or a power of two from 1 to 32");
 }
 
 }  // namespace detail_topk
@@ -628,7 +635,7 @@ void topk(const T* x, int64_t rows, int64_t n, int64_t k, T* values, int32_t* in
   const Backend b = o.backend ? *o.backend : default_backend();
   auto grid = [&](int64_t programs, int warps) {
     Grid g(programs, 1, 1, l);
-    g.on_stream(o.stream).backend(b).with_warps(warps);
+    g.on_stream(o.stream).backend(b).with_warps(o.num_warps ? o.num_warps : warps);
     return g;
   };
   const int N32 = static_cast<int>(n), K = static_cast<int>(k);
