@@ -391,7 +391,7 @@ void group_softmax_long(bench::Timer& tm) {
         sm(g, dx, dy, cols, int(k["BLOCK"]));
       };
       Space space;
-      space.values("BLOCK", {1024, 2048, 4096, 8192}).values("num_warps", {4, 8, 16});
+      space.values("BLOCK", {1024, 2048, 4096, 8192}).values("num_warps", {4, 8, 16, 32});
       space.constraint("BLOCK >= 32 * num_warps", [](const Config& k) { return k["BLOCK"] >= 32 * k["num_warps"]; });
       std::string errors, sweep, how;
       const auto best = tune_case(tm, c.name, space, launch, [&] { dy.fill_zero(); }, check, sweep, errors, &how);
@@ -557,7 +557,7 @@ template <class T> std::optional<std::string> layernorm_case(bench::Timer& tm, c
   // loop's pipelining depth (2, 3, 4 stages) and the warps.
   auto launch = [&](const Config& k, void* s) {
     Grid g(std::min<int64_t>(rows, k["programs_per_sm"] ? k["programs_per_sm"] * sms : rows));
-    g.with_warps(int(k["num_warps"])).stream = s;
+    g.with_warps(int(k["num_warps"])).with_maxnreg(int(k["maxnreg"])).stream = s;
     if (k["stages"] == 2) ln2(g, dx, dy, dw, db, rows, cols, eps, BLOCK);
     else if (k["stages"] == 3) ln3(g, dx, dy, dw, db, rows, cols, eps, BLOCK);
     else ln4(g, dx, dy, dw, db, rows, cols, eps, BLOCK);
@@ -571,7 +571,8 @@ template <class T> std::optional<std::string> layernorm_case(bench::Timer& tm, c
     return chk.ok ? "" : chk.message;
   };
   Space space = warps_space(BLOCK);
-  space.values("stages", {2, 3, 4}).values("programs_per_sm", {0, 1, 2, 4, 8});  // 0: a program per row
+  space.values("stages", {2, 3, 4}).values("programs_per_sm", {0, 1, 2, 3, 4, 8});  // 0: a program per row
+  space.values("maxnreg", {0, 96});  // the cap tune_study's exhaustive layernorm found best (H100)
   std::string errors, sweep, how;
   const auto best =
       tune_case(tm, c.name + (is_bf16 ? "" : " f32"), space, launch, [&] { dy.fill_zero(); }, check, sweep, errors, &how);
@@ -589,7 +590,7 @@ template <class T> std::optional<std::string> layernorm_case(bench::Timer& tm, c
   emit_ok(ci, t,
           "BLOCK=" + std::to_string(BLOCK) + " programs=" + std::to_string(programs) + " warps=" +
               std::to_string(warps) + " stages=" + std::to_string(stages) +
-              " w,b f32 (" + how + ")",
+              (k["maxnreg"] ? " maxnreg=" + std::to_string(k["maxnreg"]) : std::string()) + " w,b f32 (" + how + ")",
           Json(),
           extra.str("sweep", sweep));
   return std::nullopt;
@@ -1250,10 +1251,10 @@ template <class T> void topk_case(bench::Timer& tm, int rows, int n, int k, cons
     const std::vector<int32_t> want = topk_reference(x, rows, n, k);
     DeviceBuffer<T> dx(x), dv(size_t(rows) * k);
     DeviceBuffer<int32_t> di(size_t(rows) * k);
-    // programs_per_row (the library's choice 0, then 1 to 32) x num_warps (the kernels' own 0, 4,
-    // 16), tuned by tle::autotune; the winner checked against the reference, bit for bit.
+    // programs_per_row (the library's choice 0, then 1 to 32) x num_warps (the kernels' own 0, then
+    // 4 to 32), tuned by tle::autotune; the winner checked against the reference, bit for bit.
     Space space;
-    space.values("programs_per_row", {0, 1, 2, 4, 8, 16, 32}).values("num_warps", {0, 4, 16});
+    space.values("programs_per_row", {0, 1, 2, 4, 8, 16, 32}).values("num_warps", {0, 4, 8, 16, 32});
     space.constraint("a slice of at least 2048 elements", [n](const Config& cfg) {
       return cfg["programs_per_row"] <= 1 || cfg["programs_per_row"] * 2048 <= n;
     });

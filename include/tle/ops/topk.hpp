@@ -41,7 +41,7 @@
 //   - n <= 256: one kernel, the whole row in one tile (tle::topk on the tile);
 //   - one program per row, the row held in shared memory (programs_per_row = 1, or 0 - the
 //     default - whenever the row is at most 128 KB and fits beside the survivors in a program's
-//     shared memory): one kernel of 8 warps copies the row in (cp.async, all of it in flight at
+//     shared memory): one kernel of 16 warps copies the row in (cp.async, all of it in flight at
 //     once), runs steps 1-3 over it there, places the survivors in a shared table of (key,
 //     ~index) u64s - unique, so a descending sort of them is the result's order - sorts it and
 //     writes values and indices: one launch, one read of the row;
@@ -101,8 +101,8 @@ struct TopkOptions {
   /// with that many slices per row (capped at one slice per 2048 elements). Results do not
   /// depend on it.
   int programs_per_row = 0;
-  /// GPU: warps of each program (1, 2, 4, 8, 16 or 32; 0: the kernels' own - 8, 4 for rows of
-  /// n <= 256). More warps hide more of the row passes' shared-memory and atomic latency per
+  /// GPU: warps of each program (1, 2, 4, 8, 16 or 32; 0: the kernels' own - 16 for one program
+  /// per row, 8 for the cooperative path, 4 for rows of n <= 256). More warps hide more of the row passes' shared-memory and atomic latency per
   /// program; a tuner's knob beside programs_per_row. Results do not depend on it.
   int num_warps = 0;
   /// Workspace of the cooperative path: topk_workspace_size(...) int32 elements (or null).
@@ -120,7 +120,7 @@ constexpr int64_t kMaxK = 8192;     // the sort of the survivors must fit a GPU 
 constexpr int kCounterSlots = 16;   // workspace row: [counter, pad..][pass histograms][per-slice last histograms]
 constexpr int64_t kResidentRowBytes = 128 << 10;  // rows up to this size may be held in shared memory
 constexpr int kResidentChunk = 2048;               // elements a step in the resident kernel's loops
-constexpr int kResidentWarps = 8;                  // its warps
+constexpr int kResidentWarps = 16;                 // its warps (and the one-program-per-row kernels')
 
 constexpr int key_bits(int elem_bytes) { return elem_bytes * 8; }
 constexpr int num_passes(int kb) { return (kb + kRadixBits - 1) / kRadixBits; }
@@ -650,8 +650,8 @@ void topk(const T* x, int64_t rows, int64_t n, int64_t k, T* values, int32_t* in
     return;
   }
   if (p.mode == Plan::Select) {
-    select_kernel<T>()(grid(rows, 8), x, indices, N32, K, o.largest);
-    sort_kernel<T>()(grid(rows, 8), x, values, indices, N32, K, o.largest);
+    select_kernel<T>()(grid(rows, kResidentWarps), x, indices, N32, K, o.largest);
+    sort_kernel<T>()(grid(rows, kResidentWarps), x, values, indices, N32, K, o.largest);
     return;
   }
   const int64_t row_ws = ws_row_size(sizeof(T), p.ppr, n), total = rows * row_ws;
