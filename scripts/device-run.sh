@@ -233,9 +233,11 @@ remote)
     step "$b" "$bin/$b"
   done
   # The autotuner study (issue #16: the search against exhaustive, the model's transfer between
-  # shapes); TUNE_STUDY_ARGS passes options (e.g. --shapes 8192x8192x8192,4096x7168x2048).
+  # shapes); TUNE_STUDY_ARGS passes options (e.g. --kernels softmax,layernorm); every measurement
+  # goes to $OUT/tune_study.csv (to replay search strategies offline).
   if [ "${RUN_TUNE_STUDY:-0}" = 1 ]; then
-    STEP_TIMEOUT=${TUNE_STUDY_TIMEOUT:-480} step "tune_study" "$bin/tune_study" ${TUNE_STUDY_ARGS:-}
+    STEP_TIMEOUT=${TUNE_STUDY_TIMEOUT:-480} step "tune_study" "$bin/tune_study" --csv "${OUT:-/tmp}/tune_study.csv" \
+      ${TUNE_STUDY_ARGS:-}
   fi
   csv=${OUT:-.}/tune_report.csv
   [ -f "$csv" ] && step "tune_plot" python3 benchmarks/tune_plot.py "$csv"
