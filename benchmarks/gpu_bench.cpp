@@ -978,7 +978,7 @@ void group_attention(bench::Timer& tm) {
         auto launch = [&](const Cfg& cfg, void* st) {
           const int64_t rows = int64_t(BH) * S;
           if (cfg.ws) {
-            Grid gw(BH, cdiv(S, cfg.BM));
+            Grid gw(cdiv(S, cfg.BM), BH);
             gw.stream = st;
             auto on_struct = [&](auto& kernel) {
               kernel(gw, TensorDescriptor<bf16, 2>(dq, {rows, D}, {D, 1}, {64, 64}),
@@ -1624,17 +1624,17 @@ int ptx_check(const std::string& dir) {
     for (bool causal : {false, true})  // (3 stages of 32 KB key and value blocks do not fit beside q)
       for (bool pingpong : {false, true})
         one(std::string("attention_ws BM=128 BN=128 D=128 stages=2") + (pingpong ? " ping-pong" : "") + (causal ? " causal" : ""), [&] {
-          return ex::make_attention_ws<bf16>().ptx(90, Grid(128, 32), tq, tk, tk, h, 4096, 0.1f, 128, causal, 2, pingpong);
+          return ex::make_attention_ws<bf16>().ptx(90, Grid(32, 128), tq, tk, tk, h, 4096, 0.1f, 128, causal, 2, pingpong);
         });
     for (bool causal : {false, true})
       one(std::string("attention_ws overlap BM=128 BN=128 D=128 stages=2") + (causal ? " causal" : ""), [&] {
-        return ex::make_attention_ws<bf16, true>().ptx(90, Grid(128, 32), tq, tk, tk, h, 4096, 0.1f, 128, causal, 2, false);
+        return ex::make_attention_ws<bf16, true>().ptx(90, Grid(32, 128), tq, tk, tk, h, 4096, 0.1f, 128, causal, 2, false);
       });
     const TensorDescriptor<bf16, 2> tk64(g.data(), {4096, 128}, {128, 1}, {64, 64});
     for (bool overlap : {false, true})
       one(std::string("attention_ws") + (overlap ? " overlap" : "") + " BM=128 BN=64 D=128 stages=4", [&] {
-        return overlap ? ex::make_attention_ws<bf16, true>().ptx(90, Grid(128, 32), tq, tk64, tk64, h, 4096, 0.1f, 128, false, 4, false)
-                       : ex::make_attention_ws<bf16>().ptx(90, Grid(128, 32), tq, tk64, tk64, h, 4096, 0.1f, 128, false, 4, false);
+        return overlap ? ex::make_attention_ws<bf16, true>().ptx(90, Grid(32, 128), tq, tk64, tk64, h, 4096, 0.1f, 128, false, 4, false)
+                       : ex::make_attention_ws<bf16>().ptx(90, Grid(32, 128), tq, tk64, tk64, h, 4096, 0.1f, 128, false, 4, false);
       });
     for (bool causal : {false, true})
       for (auto [bn, st] : {std::pair<int64_t, int>{64, 3}, {64, 4}, {128, 3}}) {

@@ -23,7 +23,7 @@ static bool run(tle::Backend backend, int batch, int heads, int S, int D, bool c
   const double sm_scale = 1.0 / std::sqrt(double(D));
   const float qk_scale = float(sm_scale * 1.4426950408889634);  // base-2 exponentials
   auto attn = ex::make_attention_ws<bf16>();
-  const Grid grid(BH, cdiv(S, BM));
+  const Grid grid(cdiv(S, BM), BH);
   double ms;
   if (backend == Backend::GPU) {
     DeviceBuffer<bf16> dq(q), dk(k), dv(v), dout(n);

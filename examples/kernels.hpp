@@ -561,8 +561,10 @@ template <class T, bool Overlap = false> auto make_attention_tma() {
 /// bf16 or f16; D 64 or 128) with blocks {64, 64} for q and {BN, 64} for k and v (BN = 64 or 128):
 /// row blocks move as D / 64 boxes of 64 columns (128 bytes, the 128-byte swizzle). o is
 /// [batch * heads, S, D] T; qk_scale = sm_scale * log2(e) > 0. A program computes 128 query rows:
-/// launch as Grid(batch * heads, cdiv(S, 128)); its row block counts down along the grid's y (the
-/// longest causal rows start first).
+/// launch as Grid(cdiv(S, 128), batch * heads), as make_attention: the programs of one head run
+/// side by side and share its keys and values in L2 (with the head along x, each wave of
+/// programs streamed a different head's whole K and V from DRAM: 8 GB a forward at 4x32x4096x128);
+/// within a head the row block counts down along x (the longest causal rows start first).
 /// A producer warpgroup (24 registers) copies q once and the key and value blocks through two
 /// tle::pipe rings of ST slots each (2 at D = 128, BN = 128: 32 KB per block) read by both
 /// consumers (readers = 2), so a key slot is released as soon as q k^T is done.
@@ -595,7 +597,7 @@ template <class T, bool Overlap = false> auto make_attention_ws() {
     auto q_ready = gpu::alloc_mbarriers(1);
     auto kp = pipe(ST, ks, {.readers = 2}), vp = pipe(ST, vs, {.readers = 2});  // both consumers read each block
     auto turn = gpu::alloc_mbarriers(2);  // PINGPONG: turn[w] completes a phase when consumer w may issue a dot
-    Tile<int32_t> start_m = (num_programs(1) - 1 - program_id(1)) * BM, row0 = program_id(0) * S;
+    Tile<int32_t> start_m = (num_programs(0) - 1 - program_id(0)) * BM, row0 = program_id(1) * S;
     Tile<int32_t> blocks = ((CAUSAL ? minimum(start_m + BM, S) : S) + (BN - 1)) / BN;
     // The blocks before `unmasked` hold only keys below S (and, when causal, at or before every row).
     Tile<int32_t> unmasked = minimum(blocks, CAUSAL ? minimum(S / BN, (start_m + 1) / BN) : S / BN);
@@ -673,7 +675,7 @@ template <class T, bool Overlap = false> auto make_attention_ws() {
           for (auto j : range(0, unmasked)) step(j, false);
           for (auto j : range(unmasked, blocks)) step(j, true);
         }
-        Tile<int64_t> head = program_id(0).to<int64_t>() * S * D;
+        Tile<int64_t> head = program_id(1).to<int64_t>() * S * D;
         store(o + head + expand_dims(rm, 1) * D + cols, cast<T>(acc / expand_dims(l_i, 1)), expand_dims(rm < S, 1));
       };
     };

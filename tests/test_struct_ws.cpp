@@ -271,7 +271,7 @@ std::string attention_ws_diffs(int BH, int S, int D, int BN, bool causal, int st
   const int64_t rows = int64_t(BH) * S;
   TensorDescriptor<bf16, 2> qd(q.data(), {rows, D}, {D, 1}, {64, 64}), kd(k.data(), {rows, D}, {D, 1}, {BN, 64}),
       vd(v.data(), {rows, D}, {D, 1}, {BN, 64});
-  const Grid grid(BH, (S + 127) / 128);
+  const Grid grid((S + 127) / 128, BH);
   const float qk_scale = float(sm_scale * 1.4426950408889634);
   if (overlap) ex::make_attention_ws<bf16, true>()(grid, qd, kd, vd, o.data(), S, qk_scale, D, causal, stages, false);
   else ex::make_attention_ws<bf16>()(grid, qd, kd, vd, o.data(), S, qk_scale, D, causal, stages, pingpong);
