@@ -969,9 +969,7 @@ void group_attention(bench::Timer& tm) {
         cfgs.push_back({128, 128, 8, 3, true, false, false, true});
         cfgs.push_back({128, 128, 12, 2, false, true, false, true});
         cfgs.push_back({128, 64, 12, 3, false, true, false, true});
-        // TLE-Struct at BN 64 with a deeper ring (4 slots: 128 KB of key and value blocks beside q;
-        // on an H100 every 2- and 3-slot TLE-Struct config ran at the same 2.92 ms, 28 % behind the
-        // plain kernel, while on an H200 it led: is 2 slots of lookahead too little there?)
+        // TLE-Struct at BN 64 with a deeper ring (4 slots: 128 KB of key and value blocks beside q)
         cfgs.push_back({128, 64, 12, 4, false, true, false, false});
         cfgs.push_back({128, 64, 12, 4, false, true, false, true});
         std::string errors, sweep, how;
