@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <thread>
 
 #include "error_util.hpp"
 #include "ops_util.hpp"
@@ -381,6 +382,32 @@ TEST_CASE("gpu: tle::ops::topk and moe_align_block_size on DeviceBuffers and a s
   for (int64_t j = 0; j < s.numel; ++j)
     if (j != 5) want_counts[size_t(ids[j])]++;
   CHECK(counts.to_host() == want_counts);
+}
+
+TEST_CASE("ops library: topk's own choice of programs per row (cooperative path)", "[ops-library]") {
+  // A power of two, within the machine's units shared by the rows and one program per 4096
+  // elements of a row (tuner sweep on an H100: 4 per row beat 5 on 64 x 131072, 32 beat 16 on one
+  // row of 131072); the slices cover the row.
+  namespace tk = ops::detail_topk;
+  const int64_t units = std::max(1u, std::thread::hardware_concurrency());
+  for (int64_t rows : {1, 2, 3, 7, 64})
+    for (int64_t n : {70000, 131072, 1 << 20}) {
+      CAPTURE(rows, n, units);
+      const tk::Plan p = tk::plan(rows, n, 2048, 4, 0, Backend::CPU);
+      if (p.mode != tk::Plan::Coop) continue;  // small matrices take the one-kernel path
+      CHECK((p.ppr & (p.ppr - 1)) == 0);
+      CHECK(p.ppr <= std::max<int64_t>(1, units / rows));
+      CHECK(p.ppr <= std::max<int64_t>(1, n / 4096));
+      CHECK(p.slice * p.ppr >= n);
+      CHECK(p.slice * (p.ppr - 1) < n);
+    }
+  // On 264 units (two programs per SM of an H100): one row of 131072 takes 32 programs, 64 rows of
+  // 131072 or 129280 take 4 each, 3 rows of 70000 16 (17 would be one per 4096 elements).
+  CHECK(tk::auto_programs_per_row(1, 131072, 264) == 32);
+  CHECK(tk::auto_programs_per_row(64, 131072, 264) == 4);
+  CHECK(tk::auto_programs_per_row(64, 129280, 264) == 4);
+  CHECK(tk::auto_programs_per_row(3, 70000, 264) == 16);
+  CHECK(tk::auto_programs_per_row(300, 131072, 264) == 1);
 }
 
 TEST_CASE("ptx: topk's resident kernel compiles for sm_90a wherever the plan picks it", "[ptx][ops-library]") {

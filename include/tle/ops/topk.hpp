@@ -94,8 +94,9 @@ struct TopkOptions {
   bool largest = true;
   /// GPU: the CUstream the kernels are queued on (null: the legacy default stream). Ignored on the CPU.
   void* stream = nullptr;
-  /// Programs cooperating on one row: 0 chooses from the shape (about two programs per SM on the
-  /// GPU, one per core on the CPU, at most one per 8192 elements of a row; rows of n <= 256 in
+  /// Programs cooperating on one row: 0 chooses from the shape (the largest power of two within
+  /// two programs per SM on the GPU or one per core on the CPU, shared by the rows, and one per
+  /// 4096 elements of a row; rows of n <= 256 in
   /// one tile, rows that fit in shared memory one program each); 1 forces one program per row
   /// (the row in shared memory where it fits, else streamed); more takes the cooperative path
   /// with that many slices per row (capped at one slice per 2048 elements). Results do not
@@ -537,6 +538,18 @@ inline bool resident_fits(int64_t n, int64_t k, int elem_bytes, Backend backend)
          kb1(row) + kb1(8 * k) + 8 * next_power_of_2(k) + (32 << 10) <= program_smem_limit(backend);
 }
 
+/// The cooperative path's own programs per row for `units` programs in flight on the machine:
+/// the largest power of two within units / rows and one program per two tiles (4096 elements) of
+/// a row. (H100, 2026-12-07, the tuner's sweep: 4 programs per row beat 5 - rounding units / rows
+/// up - by 10-13 % on 64 rows of 129280-131072, and 32 beat 16 - one per 8192 elements - by 9 %
+/// on one row of 131072.)
+inline int64_t auto_programs_per_row(int64_t rows, int64_t n, int64_t units) {
+  const int64_t want = std::clamp<int64_t>(units / std::max<int64_t>(rows, 1), 1, std::max<int64_t>(1, n / (2 * kBlock)));
+  int64_t ppr = 1;
+  while (ppr * 2 <= want) ppr *= 2;
+  return ppr;
+}
+
 inline Plan plan(int64_t rows, int64_t n, int64_t k, int elem_bytes, int requested, Backend backend) {
   Plan p;
   if (n <= kDirectMaxN && requested == 0) return p;
@@ -565,7 +578,7 @@ inline Plan plan(int64_t rows, int64_t n, int64_t k, int elem_bytes, int request
     } else if (backend == Backend::CPU) {
       units = std::max(1u, std::thread::hardware_concurrency());
     }
-    p.ppr = std::clamp<int64_t>((units + rows - 1) / std::max<int64_t>(rows, 1), 1, std::max<int64_t>(1, n / 8192));
+    p.ppr = auto_programs_per_row(rows, n, units);
     // One program per row on a small matrix: one kernel re-reading its row (from cache) beats the
     // cooperative path's extra launches.
     if (p.ppr == 1 && rows * n * elem_bytes < (int64_t(4) << 20)) {
