@@ -68,9 +68,9 @@
 // stream before freeing it, so it is synchronous). Its contents need not be initialized.
 //
 // Errors (tle::UserError at the caller's line): k < 1, k > n, k > 8192, n < 1 or n > 2^30,
-// rows < 0, a null pointer while rows > 0, programs_per_row < 0, num_warps not 0 or a power of two
-// up to 32, a DeviceBuffer smaller than the matrix it should hold. Launch errors (a host pointer on the GPU backend, misalignment) are
-// UserErrors at the caller's line too.
+// rows < 0, a null pointer while rows > 0, programs_per_row < 0, num_warps not 0 or a power of
+// two up to 32, a DeviceBuffer smaller than the matrix it should hold. Launch errors (a host
+// pointer on the GPU backend, misalignment) are UserErrors at the caller's line too.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -96,15 +96,15 @@ struct TopkOptions {
   void* stream = nullptr;
   /// Programs cooperating on one row: 0 chooses from the shape (the largest power of two within
   /// two programs per SM on the GPU or one per core on the CPU, shared by the rows, and one per
-  /// 4096 elements of a row; rows of n <= 256 in
-  /// one tile, rows that fit in shared memory one program each); 1 forces one program per row
-  /// (the row in shared memory where it fits, else streamed); more takes the cooperative path
-  /// with that many slices per row (capped at one slice per 2048 elements). Results do not
-  /// depend on it.
+  /// 4096 elements of a row; rows of n <= 256 in one tile, rows that fit in shared memory one
+  /// program each); 1 forces one program per row (the row in shared memory where it fits, else
+  /// streamed); more takes the cooperative path with that many slices per row (capped at one
+  /// slice per 2048 elements). Results do not depend on it.
   int programs_per_row = 0;
   /// GPU: warps of each program (1, 2, 4, 8, 16 or 32; 0: the kernels' own - 16 for one program
-  /// per row, 8 for the cooperative path, 4 for rows of n <= 256). More warps hide more of the row passes' shared-memory and atomic latency per
-  /// program; a tuner's knob beside programs_per_row. Results do not depend on it.
+  /// per row, 8 for the cooperative path, 4 for rows of n <= 256). More warps hide more of the
+  /// row passes' shared-memory and atomic latency per program; a tuner's knob beside
+  /// programs_per_row. Results do not depend on it.
   int num_warps = 0;
   /// Workspace of the cooperative path: topk_workspace_size(...) int32 elements (or null).
   int32_t* workspace = nullptr;
@@ -544,7 +544,8 @@ inline bool resident_fits(int64_t n, int64_t k, int elem_bytes, Backend backend)
 /// up - by 10-13 % on 64 rows of 129280-131072, and 32 beat 16 - one per 8192 elements - by 9 %
 /// on one row of 131072.)
 inline int64_t auto_programs_per_row(int64_t rows, int64_t n, int64_t units) {
-  const int64_t want = std::clamp<int64_t>(units / std::max<int64_t>(rows, 1), 1, std::max<int64_t>(1, n / (2 * kBlock)));
+  const int64_t want =
+      std::clamp<int64_t>(units / std::max<int64_t>(rows, 1), 1, std::max<int64_t>(1, n / (2 * kBlock)));
   int64_t ppr = 1;
   while (ppr * 2 <= want) ppr *= 2;
   return ppr;
@@ -611,7 +612,7 @@ inline void check_shape(int64_t rows, int64_t n, int64_t k, const TopkOptions& o
                            "shared memory); split the selection or use a full sort");
   if (o.programs_per_row < 0)
     throw UserError(l, "tle::ops::topk: programs_per_row = " + std::to_string(o.programs_per_row) + " is negative");
-  if (o.num_warps != 0 && (o.num_warps > 32 || (o.num_warps & (o.num_warps - 1)) != 0))
+  if (o.num_warps != 0 && (o.num_warps < 0 || o.num_warps > 32 || (o.num_warps & (o.num_warps - 1)) != 0))
     throw UserError(l, "tle::ops::topk: num_warps = " + std::to_string(o.num_warps) +
                            " is not 0 (the kernels' own) or a power of two from 1 to 32");
 }
