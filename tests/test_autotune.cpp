@@ -288,6 +288,33 @@ TEST_CASE("autotune model: XGBoost rank:pairwise learns a ranking of synthetic d
   CHECK(3 * r.measured.size() <= cold.measured.size());  // the model transfers: >= 3x fewer measurements
 }
 
+TEST_CASE("autotune model: num_warps 0 (a kernel's own choice) is a missing feature, and such entries still train",
+          "[tune]") {
+  // gpu_bench's topk space has num_warps 0 (TopkOptions' default): log2(32 * 0) = -inf in the
+  // features made XGBoost refuse the training matrix, so one such entry in the store turned the
+  // model off for every kernel of the device.
+  Space s;
+  s.values("BLOCK", {256, 512, 1024}).values("num_warps", {0, 4, 8, 16});
+  const std::vector<float> ir = tune::ir_features("%0 = load %a\n%1 = sum %0\nstore %b, %1\n");
+  for (const Config& c : s.enumerate())
+    for (float v : tune::features(ir, {4096, 8192}, s, c)) CHECK_FALSE(std::isinf(v));
+  if (!tune::xgboost()) {
+    WARN("libxgboost is not installed (" << tune::why_no_xgboost() << "): training part skipped");
+    return;
+  }
+  std::vector<tune::Group> train;
+  std::mt19937_64 rng(5);
+  for (int g = 0; g < 6; ++g) {
+    tune::Group grp;
+    for (const Config& c : s.enumerate()) {
+      grp.rows.push_back(tune::features(ir, {4096, int64_t(1024) << g}, s, c));
+      grp.times.push_back(1.0 + double(c["BLOCK"]) / 1024 + (c["num_warps"] == 0 ? 0.5 : 0.1) + double(rng() % 100) / 1e4);
+    }
+    train.push_back(std::move(grp));
+  }
+  REQUIRE(tune::Model::train(train));
+}
+
 TEST_CASE("autotune cache: entry round trip and damaged entries", "[tune]") {
   tune::Entry e;
   e.key = "k | ir 00 | key n=1 | cpu x | tle 0";

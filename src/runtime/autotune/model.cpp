@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -71,16 +72,22 @@ std::vector<float> features(const std::vector<float>& ir, const std::vector<int6
     block += std::log2(1.0 + std::max(0.0, v));
     ++nblock;
   }
+  // num_warps 0 (or below) is a kernel's own choice (e.g. TopkOptions::num_warps): unknown here,
+  // so its features are missing (NaN), not log2(0) = -inf - XGBoost refuses a matrix holding inf,
+  // and one such entry in the store would switch the model off for every kernel of the device.
   const double warps = static_cast<double>(c.get("num_warps", 4));
+  const float unknown = std::numeric_limits<float>::quiet_NaN();
   f[17] = static_cast<float>(block);
-  f[18] = lg(warps);
+  f[18] = warps > 0 ? lg(warps) : unknown;
   f[19] = static_cast<float>(c.get("num_stages", 3));
   f[20] = static_cast<float>(c.get("maxnreg", 0)) / 32.0f;
   f[21] = static_cast<float>(nblock);
   f[22] = static_cast<float>(shape - block);                         // programs per launch (log2)
-  f[23] = static_cast<float>(block - std::log2(32.0 * warps));       // elements per thread (log2)
+  f[23] = warps > 0 ? static_cast<float>(block - std::log2(32.0 * warps)) : unknown;  // elements per thread (log2)
   f[24] = static_cast<float>(block + std::log2(std::max(1.0, double(f[19]))));  // staged tile volume (log2)
   f[25] = static_cast<float>(key_numbers.size());
+  for (float& v : f)
+    if (!std::isfinite(v)) v = unknown;  // whatever else overflows: missing, never +-inf
   return f;
 }
 
