@@ -78,6 +78,17 @@ struct Csv {
   std::string kernel;
 } csv;
 
+/// Seconds the last timed_select took: a phase's tuning wall time (not its inputs' making).
+double tuning_s = 0;
+
+/// Calls `tuned.select(args...)` (the tuning), timing it into tuning_s; returns its report.
+template <class Tuned, class... A> TuneReport timed_select(const Tuned& tuned, const A&... args) {
+  const auto t0 = std::chrono::steady_clock::now();
+  tuned.select(args...);
+  tuning_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return tuned.last_report();
+}
+
 /// One tuning: `tune(opts)` builds an autotuned kernel, selects for its shape and returns the
 /// report; it runs in the tuning cache directory `dir`, measured whole (`exhaustive`) or searched
 /// with `budget` measurements (0: the tuner's default).
@@ -88,9 +99,8 @@ Phase run_phase(const std::string& name, const fs::path& dir, bool exhaustive, u
   opts.backend = default_backend();
   opts.budget = exhaustive ? 0 : budget;
   opts.exhaustive_limit = exhaustive ? 100000 : 0;
-  const auto t0 = std::chrono::steady_clock::now();
   Phase p{name, tune(opts), 0, 0};
-  p.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  p.wall_s = tuning_s;
   if (csv.f) {
     for (size_t i = 0; i < p.rep.times.size(); ++i)
       std::fprintf(csv.f, "%s,%s,%zu,%s,%.6g\n", csv.kernel.c_str(), p.name.c_str(), i + 1,
@@ -232,8 +242,7 @@ void study_matmul(const MmShape& A, const MmShape& B, uint64_t budget, const fs:
             else k16.launch(k, g, pa, pb, pc, M, N, K);
           },
           opts);
-      tuned.select(a.data(), b.data(), c.data(), s.M, s.N, s.K);
-      return tuned.last_report();
+      return timed_select(tuned, a.data(), b.data(), c.data(), s.M, s.N, s.K);
     };
   };
   std::vector<Phase> ph;
@@ -321,8 +330,7 @@ void study_softmax(const RowShape& A, const RowShape& B, uint64_t budget, const 
               }
             },
             opts);
-        tuned.select(x.data(), y.data(), s.rows, s.cols);
-        return tuned.last_report();
+        return timed_select(tuned, x.data(), y.data(), s.rows, s.cols);
       });
 }
 
@@ -356,8 +364,7 @@ void study_layernorm(const RowShape& A, const RowShape& B, uint64_t budget, cons
               }
             },
             opts);
-        tuned.select(x.data(), y.data(), s.rows, s.cols);
-        return tuned.last_report();
+        return timed_select(tuned, x.data(), y.data(), s.rows, s.cols);
       });
 }
 
