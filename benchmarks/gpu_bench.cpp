@@ -158,12 +158,6 @@ template <class T, class TO> auto make_matmul() {
   });
 }
 
-int next_pow2(int n) {
-  int p = 1;
-  while (p < n) p <<= 1;
-  return p;
-}
-
 using ex::row_warps;
 
 // Warp counts tried for a whole-row kernel: the examples' rule, half and double of it (1..32).
@@ -333,7 +327,7 @@ void group_softmax(bench::Timer& tm) {
     CaseInfo c{"softmax/f32/" + shape2(rows, cols), "softmax", shape2(rows, cols), "f32", 2.0 * 4 * double(n), 0};
     guarded(c, [&] {
       auto [x, want] = softmax_inputs(rows, cols);
-      const int BLOCK = next_pow2(cols);
+      const int BLOCK = int(next_power_of_2(cols));
       DeviceBuffer<float> dx(x), dy(n);
       auto launch = [&](int block) {
         return [&, block](const Config& k, void* s) {
@@ -549,12 +543,12 @@ template <class T> std::optional<std::string> layernorm_case(bench::Timer& tm, c
   auto ln2 = make_layernorm<T, 2>();
   auto ln3 = make_layernorm<T, 3>();
   auto ln4 = make_layernorm<T, 4>();
-  const int BLOCK = next_pow2(cols);
+  const int BLOCK = int(next_power_of_2(cols));
   DeviceBuffer<T> dx(x), dy(n);
   DeviceBuffer<float> dw(w), db(b);
   const int sms = gpu_info() ? gpu_info()->num_sms : 132;
-  // Persistent kernel: tuned over 1 row per program and 1, 2, 4, 8 programs per SM, the row
-  // loop's pipelining depth (2, 3, 4 stages) and the warps.
+  // Persistent kernel: tuned over 1 row per program and 1, 2, 3, 4, 8 programs per SM, the row
+  // loop's pipelining depth (2, 3, 4 stages), the warps and a register cap (none or 96).
   auto launch = [&](const Config& k, void* s) {
     Grid g(std::min<int64_t>(rows, k["programs_per_sm"] ? k["programs_per_sm"] * sms : rows));
     g.with_warps(int(k["num_warps"])).with_maxnreg(int(k["maxnreg"])).stream = s;
@@ -572,7 +566,7 @@ template <class T> std::optional<std::string> layernorm_case(bench::Timer& tm, c
   };
   Space space = warps_space(BLOCK);
   space.values("stages", {2, 3, 4}).values("programs_per_sm", {0, 1, 2, 3, 4, 8});  // 0: a program per row
-  space.values("maxnreg", {0, 96});  // the cap tune_study's exhaustive layernorm found best (H100)
+  space.values("maxnreg", {0, 96});  // 96: tune_study's exhaustive layernorm best (H100)
   std::string errors, sweep, how;
   const auto best =
       tune_case(tm, c.name + (is_bf16 ? "" : " f32"), space, launch, [&] { dy.fill_zero(); }, check, sweep, errors, &how);
@@ -1441,7 +1435,7 @@ void group_reorder(bench::Timer& tm) {
       DeviceBuffer<bf16> dx(x), dy(n);
       DeviceBuffer<float> dw(w), db(b);
       auto k = ex::make_layernorm_row<bf16>();
-      const int block = next_pow2(cols);
+      const int block = int(next_power_of_2(cols));
       row_case(
           c, rows, block, [&](const Grid& g) { k(g, dx, dy, dw, db, cols, 1e-5f, block); }, [&] { dy.fill_zero(); },
           [&] {
@@ -1471,7 +1465,7 @@ void group_reorder(bench::Timer& tm) {
       DeviceBuffer<float> dx(x), dl(rows);
       DeviceBuffer<int32_t> dt(t);
       auto k = ex::make_cross_entropy();
-      const int block = next_pow2(cols);
+      const int block = int(next_power_of_2(cols));
       row_case(
           c, rows, block, [&](const Grid& g) { k(g, dx, dt, dl, cols, block); }, [&] { dl.fill_zero(); },
           [&] {
@@ -1502,7 +1496,7 @@ void group_reorder(bench::Timer& tm) {
       DeviceBuffer<bf16> da(a), db(b);
       DeviceBuffer<float> dout(rows);
       auto k = ex::make_cosine_rows<bf16>();
-      const int block = next_pow2(cols);
+      const int block = int(next_power_of_2(cols));
       row_case(
           c, rows, block, [&](const Grid& g) { k(g, da, db, dout, cols, 1e-8f, block); }, [&] { dout.fill_zero(); },
           [&] {

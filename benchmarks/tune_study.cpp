@@ -147,12 +147,6 @@ std::vector<bf16> to_bf16(const std::vector<float>& v) {
   return out;
 }
 
-int next_pow2(int n) {
-  int p = 1;
-  while (p < n) p *= 2;
-  return p;
-}
-
 int sm_count() { return gpu_info() ? gpu_info()->num_sms : 4; }
 
 // ------------------------------------------------------------------------------------ matmul
@@ -341,12 +335,12 @@ void study_layernorm(const RowShape& A, const RowShape& B, uint64_t budget, cons
   auto l4 = ex::make_layernorm<bf16, 4>();
   study_rows(
       "layernorm bf16", A, B, budget, root,
-      [](const RowShape& s) { return layernorm_space(next_pow2(s.cols)).enumerate().size(); },
+      [](const RowShape& s) { return layernorm_space(int(next_power_of_2(s.cols))).enumerate().size(); },
       [&](const RowShape& s, const AutotuneOptions& opts) {
         const size_t n = size_t(s.rows) * s.cols;
         Buf<bf16> x(to_bf16(ramp(n, 7919, 1009, 1.0f / 256))), y{std::vector<bf16>(n)};
         Buf<float> w(ramp(size_t(s.cols), 31, 11, 1.0f / 16)), bias(ramp(size_t(s.cols), 17, 7, 1.0f / 8));
-        const int BLOCK = next_pow2(s.cols);
+        const int BLOCK = int(next_power_of_2(s.cols));
         auto tuned = autotune(
             "tune_study layernorm", layernorm_space(BLOCK),
             [](const bf16*, bf16*, int rows, int cols) { return TuneKey().add("rows", rows).add("cols", cols); },

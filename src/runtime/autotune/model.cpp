@@ -83,11 +83,11 @@ std::vector<float> features(const std::vector<float>& ir, const std::vector<int6
   f[20] = static_cast<float>(c.get("maxnreg", 0)) / 32.0f;
   f[21] = static_cast<float>(nblock);
   f[22] = static_cast<float>(shape - block);                         // programs per launch (log2)
-  f[23] = warps > 0 ? static_cast<float>(block - std::log2(32.0 * warps)) : unknown;  // elements per thread (log2)
+  f[23] = static_cast<float>(block - std::log2(32.0 * warps));       // elements per thread (log2; missing below)
   f[24] = static_cast<float>(block + std::log2(std::max(1.0, double(f[19]))));  // staged tile volume (log2)
   f[25] = static_cast<float>(key_numbers.size());
   for (float& v : f)
-    if (!std::isfinite(v)) v = unknown;  // whatever else overflows: missing, never +-inf
+    if (!std::isfinite(v)) v = unknown;  // log2(32 * 0) and whatever else overflows: missing, never +-inf
   return f;
 }
 
