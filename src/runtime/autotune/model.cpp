@@ -102,6 +102,16 @@ Group group_of(const Entry& e) {
   return g;
 }
 
+Ranker model_ranker(const Model& m, std::vector<float> ir, std::vector<int64_t> key_numbers, const Space& space) {
+  return [&m, ir = std::move(ir), key_numbers = std::move(key_numbers), &space](const std::vector<Config>& cs) {
+    std::vector<std::vector<float>> rows;
+    for (auto& c : cs) rows.push_back(features(ir, key_numbers, space, c));
+    std::vector<double> out;
+    for (float v : m.predict(rows)) out.push_back(-double(v));  // the model scores faster higher
+    return out;
+  };
+}
+
 // ---- libxgboost
 
 struct XGBoost {

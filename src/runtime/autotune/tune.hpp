@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -100,6 +101,11 @@ class Model {
   void* booster_ = nullptr;
 };
 
+/// The search's Ranker for configs of `space` at one tuning key: the model's score of each
+/// config's features (IR features `ir`, shape `key_numbers`), negated (lower = predicted faster).
+/// The ranker refers to `m`, which must outlive it.
+Ranker model_ranker(const Model& m, std::vector<float> ir, std::vector<int64_t> key_numbers, const Space& space);
+
 // ---- the tuning cache (tune_cache.cpp)
 
 /// TLE_QUIET=1: no progress line, no notices.
@@ -129,5 +135,38 @@ std::optional<Entry> load(const std::string& dir, const std::string& key);
 bool store(const std::string& dir, const Entry& e);
 /// Every readable entry of `dir` (damaged ones skipped): the model's training data.
 std::vector<Entry> load_all(const std::string& dir);
+
+// ---- replay of recorded landscapes (replay.cpp): the search run offline against measurements on
+// file (benchmarks/tune_replay, tests/test_autotune.cpp)
+
+/// One shape's landscape: the time of every valid config of a kernel's space at one shape, as
+/// `tune_study --csv` records it (its "exhaustive SHAPE" phases).
+struct Landscape {
+  std::string kernel;                ///< "softmax f32"
+  std::string shape;                 ///< "64x128256"
+  std::vector<int64_t> key_numbers;  ///< the shape's numbers (64, 128256): the model's key features
+  /// Knobs in the recorded configs' order, each domain the values recorded for the kernel at any
+  /// shape (ascending); valid = recorded for this shape (pruned ones included, as the tuner's
+  /// constraints accept them and measuring prunes them).
+  Space space;
+  std::map<std::string, double> ms;  ///< Config::str() -> ms (kFailed: pruned)
+  double best_ms = kFailed;
+  /// The recorded time of c (kFailed when pruned or not recorded).
+  double time(const Config& c) const;
+};
+
+/// The landscapes of a tune_study CSV (header kernel,phase,order,config,ms; only the phases named
+/// "exhaustive SHAPE" are read), in file order. Throws std::runtime_error when the file cannot be
+/// read or a line is malformed.
+std::vector<Landscape> load_landscapes(const std::string& path);
+
+/// search() on a landscape, each measurement a lookup of the recorded time. `prior` lists earlier
+/// searches (landscape, result) of the same kernel at other shapes: as the tuner trains its ranking
+/// model on the measurements stored for the device, their finite measurements train the model
+/// that ranks this search's configs (IR features all 0: one kernel, one IR). Empty `prior`, or no
+/// libxgboost, or too little data to train on: a cold search. `used_model` (optional) tells which.
+SearchResult replay(const Landscape& l, const SearchOptions& o,
+                    const std::vector<std::pair<const Landscape*, const SearchResult*>>& prior = {},
+                    bool* used_model = nullptr);
 
 }  // namespace tle::tune

@@ -349,14 +349,7 @@ class TunerCore {
       }
     }
     tune::Ranker ranker;
-    if (model)
-      ranker = [&](const std::vector<Config>& cs) {
-        std::vector<std::vector<float>> rows;
-        for (auto& c : cs) rows.push_back(tune::features(irf, key_numbers, space, c));
-        std::vector<double> out;
-        for (float v : model->predict(rows)) out.push_back(-double(v));  // the model scores faster higher
-        return out;
-      };
+    if (model) ranker = tune::model_ranker(*model, irf, key_numbers, space);
     last.used_model = static_cast<bool>(model);
 
     // The compile probe of one config: its launches compiled, not run (on the calling thread).
