@@ -560,6 +560,145 @@ TEST_CASE("autotune: genetic search of a real kernel on the CPU backend, the sec
   CHECK(tc.entries().size() == 2);
 }
 
+// ---- the search replayed on landscapes measured on an H100 (tests/data; benchmarks/tune_replay
+// prints the same over more seeds). Budget 5 % of the valid configs, as tune_study's searches.
+
+namespace {
+
+/// The recorded landscapes, or empty (with a WARN) when the data file is missing (a bundle
+/// without the sources).
+std::vector<tune::Landscape> recorded_landscapes() {
+  const std::string path = std::string(TLE_TEST_DATA_DIR) + "/tune-landscapes-h100-2026-12-07.csv";
+  if (!fs::exists(path)) {
+    WARN(path << " is missing: replay test skipped");
+    return {};
+  }
+  return tune::load_landscapes(path);
+}
+
+tune::SearchOptions replay_options(const tune::Landscape& l, uint64_t seed) {
+  tune::SearchOptions o;
+  o.exhaustive_limit = 0;  // always the search
+  o.budget = l.ms.size() / 20;
+  o.seed = seed;
+  return o;
+}
+
+/// Over seeds 1..n: the mean configs measured, the mean best / landscape best, the seeds within 3 %.
+struct ReplayStats {
+  double measured = 0, ratio = 0, worst = 0;
+  int within = 0, model = 0;
+};
+
+}  // namespace
+
+TEST_CASE("autotune replay: the recorded H100 landscapes load, and a replay is deterministic", "[tune]") {
+  const auto ls = recorded_landscapes();
+  if (ls.empty()) return;
+  REQUIRE(ls.size() == 4);
+  CHECK(ls[0].kernel == "softmax f32");
+  CHECK(ls[0].shape == "64x128256");
+  CHECK(ls[0].key_numbers == std::vector<int64_t>{64, 128256});
+  CHECK(ls[0].ms.size() == 192);
+  CHECK(ls[1].ms.size() == 192);
+  CHECK(ls[2].ms.size() == 560);
+  CHECK(ls[3].ms.size() == 448);
+  CHECK(ls[0].space.enumerate().size() == 192);  // valid = recorded
+  CHECK(ls[0].best_ms == Approx(0.0436).epsilon(0.01));
+  CHECK(std::isinf(ls[0].time(Config({{"BLOCK", 8192}, {"num_warps", 32}, {"stages", 1}, {"maxnreg", 128}}))));
+  const auto a = tune::replay(ls[3], replay_options(ls[3], 5)), b = tune::replay(ls[3], replay_options(ls[3], 5));
+  REQUIRE(a.measured.size() == b.measured.size());
+  for (size_t i = 0; i < a.measured.size(); ++i) CHECK(a.measured[i].first == b.measured[i].first);
+}
+
+TEST_CASE("autotune replay: cold searches at 5 % of the recorded spaces get within a few % of the exhaustive best",
+          "[tune]") {
+  const auto ls = recorded_landscapes();
+  if (ls.empty()) return;
+  // Before the spread start and the local search with restarts (the GA's random population of 16
+  // for budgets of 9 to 28), over these seeds: softmax 64x128256 5/20 within 3 % (worst 1.65x),
+  // layernorm 4096x4100 5/20 (worst 1.22x).
+  struct Want {
+    double mean_ratio;
+    int within;
+    double worst;
+  } want[] = {{1.035, 8, 1.10}, {1.01, 20, 1.01}, {1.02, 19, 1.05}, {1.08, 8, 1.25}};
+  for (size_t i = 0; i < ls.size(); ++i) {
+    ReplayStats st;
+    for (uint64_t seed = 1; seed <= 20; ++seed) {
+      const tune::SearchResult r = tune::replay(ls[i], replay_options(ls[i], seed));
+      CHECK(r.measured.size() == ls[i].ms.size() / 20);  // a cold search spends its budget
+      const double q = r.best_time / ls[i].best_ms;
+      st.ratio += q / 20, st.worst = std::max(st.worst, q), st.within += q <= 1.03;
+    }
+    INFO(ls[i].kernel << " " << ls[i].shape << ": mean ratio " << st.ratio << ", worst " << st.worst << ", within 3 % "
+                      << st.within << "/20");
+    CHECK(st.ratio <= want[i].mean_ratio);
+    CHECK(st.within >= want[i].within);
+    CHECK(st.worst <= want[i].worst);
+  }
+}
+
+TEST_CASE("autotune replay: a model trained on another shape's search makes the search stop early", "[tune]") {
+  if (!tune::xgboost()) {
+    WARN("libxgboost is not installed (" << tune::why_no_xgboost() << "): transfer replay skipped");
+    return;
+  }
+  const auto ls = recorded_landscapes();
+  if (ls.empty()) return;
+  // Warm on shape i after the cold search of shape j (tune_study's "warm search (after A)").
+  auto warm = [&](size_t i, size_t j) {
+    ReplayStats st;
+    for (uint64_t seed = 1; seed <= 20; ++seed) {
+      const tune::SearchResult prior = tune::replay(ls[j], replay_options(ls[j], seed));
+      bool used = false;
+      const tune::SearchResult r = tune::replay(ls[i], replay_options(ls[i], seed), {{&ls[j], &prior}}, &used);
+      const double q = r.best_time / ls[i].best_ms;
+      st.measured += double(r.measured.size()) / 20, st.ratio += q / 20, st.worst = std::max(st.worst, q);
+      st.within += q <= 1.03, st.model += used;
+    }
+    WARN(ls[i].kernel << " " << ls[i].shape << " warm: measured " << st.measured << " of a budget of "
+                      << ls[i].ms.size() / 20 << ", mean ratio " << st.ratio << ", within 3 % " << st.within
+                      << "/20, model " << st.model << "/20");
+    return st;
+  };
+  // layernorm 16384x4096 after 4096x4100: >= 3x fewer measurements than the cold budget (28),
+  // within 3 % (before the early stop: 26 measured).
+  const ReplayStats ln = warm(2, 3);
+  CHECK(ln.model == 20);
+  CHECK(3 * ln.measured <= double(ls[2].ms.size() / 20));
+  CHECK(ln.within >= 18);
+  CHECK(ln.ratio <= 1.03);
+  // softmax 64x128256 after 2048x128256: the budget is 9, so fewer measured but not 3x fewer;
+  // within 3 % where the cold search gets there in about half the seeds.
+  const ReplayStats sm = warm(0, 1);
+  CHECK(sm.model >= 10);  // without a model (fewer than 8 configs of the prior ran): a cold search
+  CHECK(sm.measured < double(ls[0].ms.size() / 20));
+  CHECK(sm.within >= 18);
+}
+
+TEST_CASE("autotune search: when the first configs are all pruned, the search goes on until one runs", "[tune]") {
+  Space s;
+  s.pow2("X", 1, 256).values("Y", {0, 1, 2, 3, 4, 5, 6, 7});  // 72 configs
+  tune::SearchOptions o;
+  o.exhaustive_limit = 0, o.budget = 12, o.seed = 3;
+  // Only X = 1 runs: the spread start (X at its quantiles) misses it.
+  auto r = tune::search(s, o, [](const Config& c, double) { return c["X"] == 1 ? 1.0 + double(c["Y"]) : tune::kFailed; });
+  CHECK(r.best_time < tune::kFailed);
+  CHECK(r.measured.size() <= 12);
+  // With a ranker that puts the 16 pruned configs X = 128, 256 first (as a model that never saw
+  // them fail can), too: no early stop before a config ran.
+  tune::Ranker rank = [](const std::vector<Config>& cs) {
+    std::vector<double> v;
+    for (auto& c : cs) v.push_back(-double(c["X"]));
+    return v;
+  };
+  o.budget = 20;
+  auto m = tune::search(s, o, [](const Config& c, double) { return c["X"] <= 64 ? 1.0 + double(c["Y"]) : tune::kFailed; }, rank);
+  CHECK(m.best_time < tune::kFailed);
+  CHECK(m.measured.size() >= 17);
+}
+
 // ---- GPU (hidden tag: run on the H200 by the lead)
 
 TEST_CASE("autotune on the GPU: softmax over BLOCK and num_warps", "[.gpu]") {

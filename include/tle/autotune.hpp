@@ -201,9 +201,19 @@ struct AutotuneOptions {
   int repeats = 10;            ///< timed runs; the median is the config's time
   double abort_ratio = 1.5;    ///< stop timing a config whose fastest run is this many times the best median
   uint64_t exhaustive_limit = 256;  ///< spaces with at most this many valid configs are measured whole
-  /// Most configs the genetic search measures (0: 5% of the valid configs, at least 32, at most 512).
+  /// Most configs the search measures (0: 5% of the valid configs, at least 32, at most 512).
+  /// Budgets under 32 skip the genetic algorithm: a few configs spread over the space (budget / 4,
+  /// at least 2; with a ranking model its budget / 8 favourites), then the local search.
   uint64_t budget = 0;
-  uint64_t seed = 42;          ///< the genetic search is deterministic for a seed
+  uint64_t seed = 42;          ///< the search is deterministic for a seed
+  /// Early stop of a search ranked by the model (trained on this device's stored measurements:
+  /// other shapes or kernels tuned before): its final local search ends after this many
+  /// measurements in a row none of which was more than 1 % faster than the best so far, so a
+  /// kernel tuned before at other shapes measures fewer configs than `budget`. -1 (default):
+  /// max(4, budget / 8); 0: never (spend the budget). A search without a model (the first
+  /// tuning on a device, or no libxgboost) always spends its budget (or ends at a local optimum
+  /// every measured config of which has been climbed from).
+  int patience = -1;
   /// Triton's early_config_prune: gets the valid configs of the space (for spaces of at most
   /// exhaustive_limit valid configs; larger spaces are pruned by their constraints only) and
   /// returns those to try (at least one).

@@ -25,6 +25,11 @@ struct SearchOptions {
   int population = 16;  ///< GA population (FlagTune: 20)
   int offspring = 8;    ///< children measured per generation (FlagTune: 10)
   double mutation = 0.3;  ///< per-knob mutation probability (FlagTune: 0.3)
+  /// With a model: the local search stops after this many measurements in a row none of which
+  /// was more than min_gain faster than the best before it (-1: max(4, budget / 8); 0: never).
+  /// Without a model: never (AutotuneOptions::patience).
+  int patience = -1;
+  double min_gain = 0.01;
   /// Pre-computed valid configs (from prune); when set the search measures them all.
   std::optional<std::vector<Config>> candidates;
   /// Told the configs about to be measured, in order, before each batch (the tuner compiles
@@ -47,10 +52,12 @@ struct SearchResult {
 uint64_t default_budget(uint64_t valid);
 
 /// Exhaustive when the space has at most exhaustive_limit valid configs (or candidates are given),
-/// else a genetic algorithm (random or model-ranked initial population, tournament selection,
+/// else a start (a Latin-hypercube design spread over the space, or the configs `rank` puts
+/// first), for budgets of at least 2 * population a genetic algorithm (tournament selection,
 /// uniform crossover, per-knob mutation to a random or neighbouring domain value, constraint
-/// repair by re-mutation, children ranked by `rank` when given) followed by a local search over
-/// neighbours of the best, within the budget. `measure` returns a time (kFailed: pruned) and may be
+/// repair by re-mutation, children ranked by `rank` when given), then a local search over
+/// one-step neighbours with restarts, within the budget; with `rank`, the local search stops
+/// early (SearchOptions::patience). `measure` returns a time (kFailed: pruned) and may be
 /// told the best time so far through its second argument. Deterministic for a seed and a
 /// deterministic `measure`. `before` is called with the total number of configs planned before
 /// measuring starts (for progress).

@@ -325,6 +325,7 @@ class TunerCore {
     const std::vector<float> irf = tune::ir_features(ir_text);
     tune::SearchOptions so;
     so.exhaustive_limit = opts.exhaustive_limit, so.budget = opts.budget, so.seed = opts.seed;
+    so.patience = opts.patience;
     const bool small = space.size() <= (uint64_t(1) << 22) && cands.size() <= opts.exhaustive_limit;
     if (small) so.candidates = cands;
     // The ranking model: trained on every measurement of this device in the tuning cache.
