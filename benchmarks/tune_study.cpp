@@ -28,8 +28,13 @@
 // within 3 % of the exhaustive best while measuring <= 5 % of the space, and "to 3 %" of warm B at
 // least 3x below cold B.
 //
+// A search without stored measurements (cold) spends its budget; one ranked by the model (warm)
+// stops once its local search stops finding configs more than 1 % faster
+// (AutotuneOptions::patience), so its "measured" is what the transfer saves.
+//
 // --csv FILE writes every measurement (kernel, phase, order, config, ms; +inf for a pruned config)
-// so search strategies can be replayed offline on the measured landscapes.
+// so search strategies can be replayed offline on the measured landscapes: benchmarks/tune_replay
+// runs the tuner's search on the exhaustive phases over many seeds (tests/data holds a run).
 //
 // On the default backend (TLE_BACKEND=cpu or no GPU: the CPU backend; --small: tiny shapes (64^3
 // and 96x64x128 with a 48-config budget for matmul), the CI smoke run of the study's logic, not

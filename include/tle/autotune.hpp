@@ -19,10 +19,12 @@
 // private stream), `key` is Triton's key= (shape buckets; the element types of pointer arguments
 // are added to the key automatically, as Triton adds str(dtype) of tensor arguments), `prune` is
 // early_config_prune and `restore` is restore_value. The search follows FlagTune (FlagTree PRs
-// #782/#850): exhaustive for small spaces, else a genetic algorithm whose children are ranked by
-// an XGBoost rank:pairwise model trained on every measurement tle has stored for this device
-// (docs/autotune.md lists the features); libxgboost is opened with dlopen ($TLE_LIBXGBOOST, else libxgboost.so.0),
-// and without it the search runs without the model (one notice on stderr).
+// #782/#850): exhaustive for small spaces, else a start spread over the space, a genetic algorithm
+// (budgets of 32 and more) and a local search, ranked by an XGBoost rank:pairwise model trained on
+// every measurement tle has stored for this device (docs/autotune.md lists the features; with the
+// model the search starts from its favourites and stops early: AutotuneOptions::patience);
+// libxgboost is opened with dlopen ($TLE_LIBXGBOOST, else libxgboost.so.0), and without it the
+// search runs without the model (one notice on stderr).
 //
 // Measurement: on the GPU, CUDA events on a private stream, `warmup` runs, then `repeats` timed
 // runs each after an L2 flush (a 256 MB memset), the median; a config whose fastest run is
