@@ -527,27 +527,34 @@ template <class T, bool Overlap = false> auto make_attention_tma() {
                                                                       TensorDescriptor<T, 2> v, Ptr<T> o, Tile<int32_t> S,
                                                                       Tile<float> qk_scale, Constexpr<bool> CAUSAL) {
     const int32_t BM = int32_t(q.block_shape()[0]), D = int32_t(q.block_shape()[1]), BN = int32_t(k.block_shape()[0]);
-    Tile<int32_t> start_m = program_id(0) * BM;
+    // Row blocks count down along x: when causal, the longest rows start first.
+    Tile<int32_t> start_m = (num_programs(0) - 1 - program_id(0)) * BM;
     Tile<int32_t> row0 = program_id(1) * S;  // this (batch, head)'s first row
     Tile<int32_t> rm = start_m + arange(0, BM), rd = arange(0, D);
     Tile<T> tq = q.load({row0 + start_m, 0});
     Tile<float> m_i = full<float>({BM}, -INFINITY), l_i = zeros<float>({BM});
     Tile<float> acc = zeros<float>({BM, D});
+    // Key blocks below `full` need no mask (left of the causal diagonal, or wholly inside S); the
+    // rest, up to `hi`, are masked in a loop of their own (as Triton's fused-attention tutorial
+    // splits its loop).
     Tile<int32_t> hi = CAUSAL ? minimum(start_m + BM, S) : S;
+    Tile<int32_t> full = CAUSAL ? start_m - start_m % BN : S - S % BN;
     if constexpr (Overlap) {
       Tile<float> s = dot(tq, trans(k.load({row0, 0})));  // key block 0
-      for (auto n0 : range(0, hi, BN)) {
-        Tile<float> s_next = dot(tq, trans(k.load({row0 + n0 + BN, 0})));
-        attention_block<T>(s, qk_scale, rm, n0 + arange(0, BN), S, CAUSAL, m_i, l_i, acc,
-                           [&] { return v.load({row0 + n0, 0}); });
-        s = s_next;
-      }
+      for (int masked = 0; masked < 2; ++masked)
+        for (auto n0 : range(masked ? full : Tile<int32_t>(0), masked ? hi : full, BN)) {
+          Tile<float> s_next = dot(tq, trans(k.load({row0 + n0 + BN, 0})));
+          attention_block<T>(s, qk_scale, rm, n0 + arange(0, BN), S, CAUSAL, m_i, l_i, acc,
+                             [&] { return v.load({row0 + n0, 0}); }, masked);
+          s = s_next;
+        }
     } else {
-      for (auto n0 : range(0, hi, BN)) {
-        Tile<int32_t> rn = n0 + arange(0, BN);
-        attention_block<T>(dot(tq, trans(k.load({row0 + n0, 0}))), qk_scale, rm, rn, S, CAUSAL, m_i, l_i, acc,
-                           [&] { return v.load({row0 + n0, 0}); });
-      }
+      for (int masked = 0; masked < 2; ++masked)
+        for (auto n0 : range(masked ? full : Tile<int32_t>(0), masked ? hi : full, BN)) {
+          Tile<int32_t> rn = n0 + arange(0, BN);
+          attention_block<T>(dot(tq, trans(k.load({row0 + n0, 0}))), qk_scale, rm, rn, S, CAUSAL, m_i, l_i, acc,
+                             [&] { return v.load({row0 + n0, 0}); }, masked);
+        }
     }
     Tile<int64_t> head = program_id(1).to<int64_t>() * S * D;
     store(o + head + expand_dims(rm, 1) * D + expand_dims(rd, 0), cast<T>(acc / expand_dims(l_i, 1)),
