@@ -402,6 +402,9 @@ class TK:
         self.matmul = triton.autotune(configs=matmul_autotune_configs(), key=["M", "N", "K"])(
             triton.jit(_matmul_kernel_src))
         self.attention = triton.jit(_attention_kernel_src)
+        # The tutorial-06 kernel calls its loop as a Triton function, found by name at compile time.
+        globals()["_attn_tma_inner"] = triton.jit(_attn_tma_inner_src)
+        self.attention_tma = triton.jit(_attention_tma_src)
         self.empty = triton.jit(_empty_src)
         self.moe1 = triton.jit(_moe_stage1_src)
         self.moe2 = triton.jit(_moe_stage2_src)
@@ -743,6 +746,78 @@ def _attention_kernel_src(Q, K, V, O, S, qk_scale, BM: tl.constexpr, BN: tl.cons
     tl.store(O + head + rm[:, None] * D + rd[None, :], (acc / l_i[:, None]).to(O.dtype.element_ty), mask=rm[:, None] < S)
 
 
+def _attn_tma_inner_src(acc, l_i, m_i, q, desc_k, desc_v, bh, start_m, S, qk_scale, offs_m, offs_n,
+                        BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr, PART: tl.constexpr,
+                        EVEN: tl.constexpr, WS: tl.constexpr):
+    # One part of the key loop of the Triton fused-attention tutorial's Hopper form (tutorial 06,
+    # tensor descriptors): PART 1 = the key blocks left of the causal diagonal (no mask), PART 2 =
+    # the diagonal block (causal mask), PART 3 = every key (non-causal; masked by n < S only when
+    # S is not a multiple of BN). Scores are scaled after the max, in base 2, as the tutorial does.
+    if PART == 1:
+        lo, hi = 0, start_m * BM
+    elif PART == 2:
+        lo, hi = start_m * BM, tl.minimum((start_m + 1) * BM, S)
+        lo = tl.multiple_of(lo, BM)
+    else:
+        lo, hi = 0, S
+    for n0 in tl.range(lo, hi, BN, warp_specialize=WS):
+        k = desc_k.load([bh, n0, 0]).reshape(BN, D)
+        s = tl.dot(q, k.T)
+        if PART == 2:
+            s = s * qk_scale + tl.where(offs_m[:, None] >= n0 + offs_n[None, :], 0, -1.0e6)
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            s -= m_new[:, None]
+        else:
+            if not EVEN:
+                s = tl.where(n0 + offs_n[None, :] < S, s, -1.0e6)
+            m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+            s = s * qk_scale - m_new[:, None]
+        p = tl.math.exp2(s)
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        v = desc_v.load([bh, n0, 0]).reshape(BN, D)
+        acc = tl.dot(p.to(tl.bfloat16), v, acc)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+def _attention_tma_src(desc_q, desc_k, desc_v, desc_o, S, qk_scale, BM: tl.constexpr, BN: tl.constexpr,
+                       D: tl.constexpr, CAUSAL: tl.constexpr, EVEN: tl.constexpr, WS: tl.constexpr):
+    # The structure of Triton's fused-attention tutorial (python/tutorials/06-fused-attention.py,
+    # its tensor-descriptor kernel for Hopper): Q, K, V, O through TMA descriptors, the causal key
+    # loop split into an unmasked part and the diagonal block, optional warp specialization of the
+    # loop (Triton's tl.range(..., warp_specialize=True)). Descriptors are 3-D ([batch * heads, S,
+    # D], block [1, rows, D]) so a ragged S reads zeros past a head's end, not the next head.
+    start_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    offs_m = start_m * BM + tl.arange(0, BM)
+    offs_n = tl.arange(0, BN)
+    m_i = tl.full([BM], float("-inf"), tl.float32)
+    l_i = tl.zeros([BM], tl.float32)
+    acc = tl.zeros([BM, D], tl.float32)
+    q = desc_q.load([bh, start_m * BM, 0]).reshape(BM, D)
+    if CAUSAL:
+        acc, l_i, m_i = _attn_tma_inner(acc, l_i, m_i, q, desc_k, desc_v, bh, start_m, S, qk_scale, offs_m, offs_n,
+                                        BM, BN, D, 1, EVEN, WS)
+        acc, l_i, m_i = _attn_tma_inner(acc, l_i, m_i, q, desc_k, desc_v, bh, start_m, S, qk_scale, offs_m, offs_n,
+                                        BM, BN, D, 2, EVEN, WS)
+    else:
+        acc, l_i, m_i = _attn_tma_inner(acc, l_i, m_i, q, desc_k, desc_v, bh, start_m, S, qk_scale, offs_m, offs_n,
+                                        BM, BN, D, 3, EVEN, WS)
+    out = acc / l_i[:, None]
+    desc_o.store([bh, start_m * BM, 0], out.to(tl.bfloat16).reshape(1, BM, D))
+
+
+# The tutorial's Hopper autotuning list (BM in 64, 128; BN in 32, 64, 128; stages 2, 3, 4, 6;
+# warps 4, 8; on sm_90 no 8-warp config below 128 x 128 elements), BN <= BM (the causal split
+# needs BM a multiple of BN), each also with the loop warp-specialized. Configs that fail to
+# compile (e.g. warp specialization where this Triton lacks it) are skipped and reported.
+ATTENTION_TMA_CONFIGS = [(bm, bn, w, s, ws) for bm in (64, 128) for bn in (32, 64, 128) for s in (2, 3, 4, 6)
+                         for w in (4, 8) for ws in (False, True)
+                         if bn <= bm and not (bm * bn < 128 * 128 and w == 8)]
+
+
 ATTENTION_CONFIGS = [(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3)]  # BM, BN, warps, stages
 
 
@@ -814,9 +889,47 @@ def group_attention(tm):
                         config="FlashAttention-2 forward in Triton (as tle's example), best of BM, BN, warps, "
                                "stages = %s" % (ATTENTION_CONFIGS,) + ": %s" % (best[2],))
 
+            def triton_tma_case():
+                # Triton's fused-attention tutorial kernel (Hopper form), autotuned over its list.
+                from triton.tools.tensor_descriptor import TensorDescriptor
+                shape3, strides3 = [batch * heads, S, D], [S * D, D, 1]
+                best, failed = None, []
+                for BM, BN, warps, stages, ws in ATTENTION_TMA_CONFIGS:
+                    dq = TensorDescriptor(q, shape3, strides3, [1, BM, D])
+                    dk = TensorDescriptor(k, shape3, strides3, [1, BN, D])
+                    dv = TensorDescriptor(v, shape3, strides3, [1, BN, D])
+                    do = TensorDescriptor(o, shape3, strides3, [1, BM, D])
+                    grid = (triton.cdiv(S, BM), batch * heads)
+                    f = (lambda dq=dq, dk=dk, dv=dv, do=do, BM=BM, BN=BN, warps=warps, stages=stages, ws=ws, grid=grid:
+                         tk().attention_tma[grid](dq, dk, dv, do, S, sm_scale * 1.4426950408889634, BM=BM, BN=BN, D=D,
+                                                  # causal rows never meet keys past S (the kernel's PART 2)
+                                                  CAUSAL=causal, EVEN=causal or S % BN == 0, WS=ws,
+                                                  num_warps=warps, num_stages=stages))
+                    try:
+                        o.zero_()
+                        f()
+                        torch.cuda.synchronize()
+                        check(o, "triton tutorial attention")
+                    except Exception as e:  # noqa: BLE001 - a config that does not compile or fit is skipped
+                        failed.append("%s: %s" % ((BM, BN, warps, stages, ws), str(e).splitlines()[0][:120] if str(e) else type(e).__name__))
+                        continue
+                    t = tm.time(f, reps=3)["ms"]
+                    if best is None or t < best[0]:
+                        best = (t, f, (BM, BN, warps, stages, ws))
+                if failed:
+                    print("peers.py: %s triton_tma: %d of %d configs skipped, e.g. %s" % (case, len(failed), len(ATTENTION_TMA_CONFIGS), failed[0]),
+                          file=sys.stderr)
+                if best is None:
+                    raise RuntimeError("no Triton tutorial attention config compiled and passed the check")
+                emit_ok(case, "triton_tma", tm.time(best[1]),
+                        config="Triton fused-attention tutorial (06) structure on tensor descriptors, autotuned over "
+                               "%d configs (%d skipped); best (BM, BN, warps, stages, warp_specialize) = %s"
+                               % (len(ATTENTION_TMA_CONFIGS), len(failed), best[2]))
+
             guarded(case, "torch", lambda: sdpa("torch"))
             guarded(case, "torch_flash", lambda: sdpa("torch_flash"))
             guarded(case, "triton", triton_case)
+            guarded(case, "triton_tma", triton_tma_case)
         del q, k, v, o
         torch.cuda.empty_cache()
 
