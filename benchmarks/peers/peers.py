@@ -893,7 +893,7 @@ def group_attention(tm):
                 # Triton's fused-attention tutorial kernel (Hopper form), autotuned over its list.
                 from triton.tools.tensor_descriptor import TensorDescriptor
                 shape3, strides3 = [batch * heads, S, D], [S * D, D, 1]
-                best, failed = None, []
+                best, failed, t0 = None, [], time.time()
                 for BM, BN, warps, stages, ws in ATTENTION_TMA_CONFIGS:
                     dq = TensorDescriptor(q, shape3, strides3, [1, BM, D])
                     dk = TensorDescriptor(k, shape3, strides3, [1, BN, D])
@@ -916,9 +916,9 @@ def group_attention(tm):
                     t = tm.time(f, reps=3)["ms"]
                     if best is None or t < best[0]:
                         best = (t, f, (BM, BN, warps, stages, ws))
-                if failed:
-                    print("peers.py: %s triton_tma: %d of %d configs skipped, e.g. %s" % (case, len(failed), len(ATTENTION_TMA_CONFIGS), failed[0]),
-                          file=sys.stderr)
+                print("peers.py: %s triton_tma: %d configs compiled and screened in %.1f s, %d skipped%s"
+                      % (case, len(ATTENTION_TMA_CONFIGS), time.time() - t0, len(failed),
+                         ", e.g. " + failed[0] if failed else ""), file=sys.stderr)
                 if best is None:
                     raise RuntimeError("no Triton tutorial attention config compiled and passed the check")
                 emit_ok(case, "triton_tma", tm.time(best[1]),
