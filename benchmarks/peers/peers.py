@@ -895,6 +895,9 @@ def group_attention(tm):
                 shape3, strides3 = [batch * heads, S, D], [S * D, D, 1]
                 best, failed, t0 = None, [], time.time()
                 for BM, BN, warps, stages, ws in ATTENTION_TMA_CONFIGS:
+                    if (2 * stages * BN + BM) * D * 2 > 227 * 1024:  # k and v rings + q: over sm_90's shared memory
+                        failed.append("%s: shared memory" % ((BM, BN, warps, stages, ws),))
+                        continue
                     dq = TensorDescriptor(q, shape3, strides3, [1, BM, D])
                     dk = TensorDescriptor(k, shape3, strides3, [1, BN, D])
                     dv = TensorDescriptor(v, shape3, strides3, [1, BN, D])
