@@ -534,15 +534,15 @@ template <class T, bool Overlap = false> auto make_attention_tma() {
     Tile<T> tq = q.load({row0 + start_m, 0});
     Tile<float> m_i = full<float>({BM}, -INFINITY), l_i = zeros<float>({BM});
     Tile<float> acc = zeros<float>({BM, D});
-    // Key blocks below `full` need no mask (left of the causal diagonal, or wholly inside S); the
-    // rest, up to `hi`, are masked in a loop of their own (as Triton's fused-attention tutorial
-    // splits its loop).
+    // Key blocks below `unmasked_hi` need no mask (left of the causal diagonal, or wholly inside
+    // S); the rest, up to `hi`, are masked in a loop of their own (as Triton's fused-attention
+    // tutorial splits its loop).
     Tile<int32_t> hi = CAUSAL ? minimum(start_m + BM, S) : S;
-    Tile<int32_t> full = CAUSAL ? start_m - start_m % BN : S - S % BN;
+    Tile<int32_t> unmasked_hi = CAUSAL ? start_m - start_m % BN : S - S % BN;
     if constexpr (Overlap) {
       Tile<float> s = dot(tq, trans(k.load({row0, 0})));  // key block 0
       for (int masked = 0; masked < 2; ++masked)
-        for (auto n0 : range(masked ? full : Tile<int32_t>(0), masked ? hi : full, BN)) {
+        for (auto n0 : range(masked ? unmasked_hi : Tile<int32_t>(0), masked ? hi : unmasked_hi, BN)) {
           Tile<float> s_next = dot(tq, trans(k.load({row0 + n0 + BN, 0})));
           attention_block<T>(s, qk_scale, rm, n0 + arange(0, BN), S, CAUSAL, m_i, l_i, acc,
                              [&] { return v.load({row0 + n0, 0}); }, masked);
@@ -550,7 +550,7 @@ template <class T, bool Overlap = false> auto make_attention_tma() {
         }
     } else {
       for (int masked = 0; masked < 2; ++masked)
-        for (auto n0 : range(masked ? full : Tile<int32_t>(0), masked ? hi : full, BN)) {
+        for (auto n0 : range(masked ? unmasked_hi : Tile<int32_t>(0), masked ? hi : unmasked_hi, BN)) {
           Tile<int32_t> rn = n0 + arange(0, BN);
           attention_block<T>(dot(tq, trans(k.load({row0 + n0, 0}))), qk_scale, rm, rn, S, CAUSAL, m_i, l_i, acc,
                              [&] { return v.load({row0 + n0, 0}); }, masked);
