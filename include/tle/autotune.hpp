@@ -210,11 +210,14 @@ struct AutotuneOptions {
   uint64_t seed = 42;          ///< the search is deterministic for a seed
   /// Early stop of a search ranked by the model (trained on this device's stored measurements:
   /// other shapes or kernels tuned before): its final local search ends after this many
-  /// measurements in a row none of which was more than 1 % faster than the best so far, so a
-  /// kernel tuned before at other shapes measures fewer configs than `budget`. -1 (default):
-  /// max(4, budget / 8); 0: never (spend the budget). A search without a model (the first
-  /// tuning on a device, or no libxgboost) always spends its budget (or ends at a local optimum
-  /// every measured config of which has been climbed from).
+  /// measurements in a row that did not beat, by more than 1 %, the best as it stood at its last
+  /// such gain, so a kernel tuned before at other shapes measures fewer configs than `budget`.
+  /// Negative (default -1): max(4, B / 8) with B the budget in effect (after `budget = 0` is
+  /// resolved); 0: never (spend the budget). A search without a model (the first tuning on a
+  /// device, or no libxgboost) always spends its budget (or ends at a local optimum every
+  /// measured config of which has been climbed from). Where the model misleads (a shape unlike
+  /// those it learned from) the early stop can keep a config a few % slower than the full search
+  /// finds (docs/autotune.md, "Search"): raise it, or set 0, where a tuned config lives long.
   int patience = -1;
   /// Triton's early_config_prune: gets the valid configs of the space (for spaces of at most
   /// exhaustive_limit valid configs; larger spaces are pruned by their constraints only) and

@@ -29,6 +29,7 @@ struct SearchOptions {
   /// was more than min_gain faster than the best before it (-1: max(4, budget / 8); 0: never).
   /// Without a model: never (AutotuneOptions::patience).
   int patience = -1;
+  /// The early stop's notion of a gain: a time below (1 - min_gain) x the best at the last gain.
   double min_gain = 0.01;
   /// Pre-computed valid configs (from prune); when set the search measures them all.
   std::optional<std::vector<Config>> candidates;
