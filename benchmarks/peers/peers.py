@@ -748,18 +748,22 @@ def _attention_kernel_src(Q, K, V, O, S, qk_scale, BM: tl.constexpr, BN: tl.cons
 
 def _attn_tma_inner_src(acc, l_i, m_i, q, desc_k, desc_v, bh, start_m, S, qk_scale, offs_m, offs_n,
                         BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr, PART: tl.constexpr,
-                        EVEN: tl.constexpr, WS: tl.constexpr):
+                        WS: tl.constexpr):
     # One part of the key loop of the Triton fused-attention tutorial's Hopper form (tutorial 06,
     # tensor descriptors): PART 1 = the key blocks left of the causal diagonal (no mask), PART 2 =
-    # the diagonal block (causal mask), PART 3 = every key (non-causal; masked by n < S only when
-    # S is not a multiple of BN). Scores are scaled after the max, in base 2, as the tutorial does.
+    # the diagonal block (causal mask), PART 3 = every whole key block (non-causal, no mask),
+    # PART 4 = the partial last block when S is not a multiple of BN (masked by n < S; tle's
+    # kernel splits its loop the same way). Scores are scaled after the max, in base 2, as the
+    # tutorial does.
     if PART == 1:
         lo, hi = 0, start_m * BM
     elif PART == 2:
         lo, hi = start_m * BM, tl.minimum((start_m + 1) * BM, S)
         lo = tl.multiple_of(lo, BM)
+    elif PART == 3:
+        lo, hi = 0, (S // BN) * BN
     else:
-        lo, hi = 0, S
+        lo, hi = (S // BN) * BN, S
     for n0 in tl.range(lo, hi, BN, warp_specialize=WS):
         k = desc_k.load([bh, n0, 0]).reshape(BN, D)
         s = tl.dot(q, k.T)
@@ -768,7 +772,7 @@ def _attn_tma_inner_src(acc, l_i, m_i, q, desc_k, desc_v, bh, start_m, S, qk_sca
             m_new = tl.maximum(m_i, tl.max(s, 1))
             s -= m_new[:, None]
         else:
-            if not EVEN:
+            if PART == 4:
                 s = tl.where(n0 + offs_n[None, :] < S, s, -1.0e6)
             m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
             s = s * qk_scale - m_new[:, None]
@@ -799,23 +803,26 @@ def _attention_tma_src(desc_q, desc_k, desc_v, desc_o, S, qk_scale, BM: tl.const
     q = desc_q.load([bh, start_m * BM, 0]).reshape(BM, D)
     if CAUSAL:
         acc, l_i, m_i = _attn_tma_inner(acc, l_i, m_i, q, desc_k, desc_v, bh, start_m, S, qk_scale, offs_m, offs_n,
-                                        BM, BN, D, 1, EVEN, WS)
+                                        BM, BN, D, 1, WS)
         acc, l_i, m_i = _attn_tma_inner(acc, l_i, m_i, q, desc_k, desc_v, bh, start_m, S, qk_scale, offs_m, offs_n,
-                                        BM, BN, D, 2, EVEN, WS)
+                                        BM, BN, D, 2, WS)
     else:
         acc, l_i, m_i = _attn_tma_inner(acc, l_i, m_i, q, desc_k, desc_v, bh, start_m, S, qk_scale, offs_m, offs_n,
-                                        BM, BN, D, 3, EVEN, WS)
+                                        BM, BN, D, 3, WS)
+        if not EVEN:
+            acc, l_i, m_i = _attn_tma_inner(acc, l_i, m_i, q, desc_k, desc_v, bh, start_m, S, qk_scale, offs_m,
+                                            offs_n, BM, BN, D, 4, WS)
     out = acc / l_i[:, None]
     desc_o.store([bh, start_m * BM, 0], out.to(tl.bfloat16).reshape(1, BM, D))
 
 
 # The tutorial's Hopper autotuning list (BM in 64, 128; BN in 32, 64, 128; stages 2, 3, 4, 6;
-# warps 4, 8; on sm_90 no 8-warp config below 128 x 128 elements), BN <= BM (the causal split
-# needs BM a multiple of BN), each also with the loop warp-specialized. Configs that fail to
-# compile (e.g. warp specialization where this Triton lacks it) are skipped and reported.
+# warps 4, 8; on sm_90 no 8-warp config below 128 x 128 elements), each also with the loop
+# warp-specialized; causal cases leave out BN > BM (the diagonal block is BM keys). Configs that
+# fail to compile (e.g. warp specialization where this Triton lacks it) are skipped and reported.
 ATTENTION_TMA_CONFIGS = [(bm, bn, w, s, ws) for bm in (64, 128) for bn in (32, 64, 128) for s in (2, 3, 4, 6)
                          for w in (4, 8) for ws in (False, True)
-                         if bn <= bm and not (bm * bn < 128 * 128 and w == 8)]
+                         if not (bm * bn < 128 * 128 and w == 8)]
 
 
 ATTENTION_CONFIGS = [(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3)]  # BM, BN, warps, stages
@@ -833,7 +840,8 @@ def group_attention(tm):
             case = "attention/bf16/%dx%dx%dx%d%s" % (batch, heads, S, D, "/causal" if causal else "")
             # Reference on 64 query rows of 4 heads, in f32.
             hsel = [0, 37 % heads, 71 % heads, heads - 1]
-            rows = torch.arange(0, S, max(1, S // 16), device="cuda")[:16]
+            rows = torch.cat([torch.arange(0, S, max(1, S // 16), device="cuda")[:16],
+                              torch.tensor([S - 1], device="cuda")])  # and the last row (a partial row block)
 
             def reference():
                 qs, ks, vs = q[0, hsel].float(), k[0, hsel].float(), v[0, hsel].float()
@@ -894,7 +902,8 @@ def group_attention(tm):
                 from triton.tools.tensor_descriptor import TensorDescriptor
                 shape3, strides3 = [batch * heads, S, D], [S * D, D, 1]
                 best, failed, t0 = None, [], time.time()
-                for BM, BN, warps, stages, ws in ATTENTION_TMA_CONFIGS:
+                configs = [c for c in ATTENTION_TMA_CONFIGS if not (causal and c[1] > c[0])]
+                for BM, BN, warps, stages, ws in configs:
                     if (2 * stages * BN + BM) * D * 2 > 227 * 1024:  # k and v rings + q: over sm_90's shared memory
                         failed.append("%s: shared memory" % ((BM, BN, warps, stages, ws),))
                         continue
@@ -919,15 +928,15 @@ def group_attention(tm):
                     t = tm.time(f, reps=3)["ms"]
                     if best is None or t < best[0]:
                         best = (t, f, (BM, BN, warps, stages, ws))
-                print("peers.py: %s triton_tma: %d configs compiled and screened in %.1f s, %d skipped%s"
-                      % (case, len(ATTENTION_TMA_CONFIGS), time.time() - t0, len(failed),
-                         ", e.g. " + failed[0] if failed else ""), file=sys.stderr)
+                print("peers.py: %s triton_tma: %d configs tried in %.1f s, %d skipped:%s"
+                      % (case, len(configs), time.time() - t0, len(failed), "".join("\n  " + f for f in failed)),
+                      file=sys.stderr)
                 if best is None:
                     raise RuntimeError("no Triton tutorial attention config compiled and passed the check")
                 emit_ok(case, "triton_tma", tm.time(best[1]),
                         config="Triton fused-attention tutorial (06) structure on tensor descriptors, autotuned over "
                                "%d configs (%d skipped); best (BM, BN, warps, stages, warp_specialize) = %s"
-                               % (len(ATTENTION_TMA_CONFIGS), len(failed), best[2]))
+                               % (len(configs), len(failed), best[2]))
 
             guarded(case, "torch", lambda: sdpa("torch"))
             guarded(case, "torch_flash", lambda: sdpa("torch_flash"))
