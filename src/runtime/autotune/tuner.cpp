@@ -106,9 +106,17 @@ class CompileAhead {
     cv_.notify_all();
     worker_.join();
   }
+  /// Queues the search's next batch. It supersedes the configs still waiting (not yet compiling):
+  /// the search has moved on (a local-search step announces its next few neighbours and drops the
+  /// rest when it moves); any of them it measures later compiles then.
   void enqueue(const std::vector<Config>& cs) {
     {
       std::lock_guard lk(m_);
+      std::set<std::string> batch;
+      for (auto& c : cs) batch.insert(c.str());
+      for (auto it = queue_.begin(); it != queue_.end();)
+        if (!batch.count(it->str())) queued_.erase(it->str()), it = queue_.erase(it);
+        else ++it;
       for (auto& c : cs)
         if (!done_.count(c.str()) && !queued_.count(c.str())) queue_.push_back(c), queued_.insert(c.str());
     }
