@@ -96,13 +96,7 @@ int main(int argc, char** argv) {
   std::printf("tune_replay: %s, %zu landscapes, seeds %llu-%llu, libxgboost %s\n", csv.c_str(), ls.size(),
               (unsigned long long)first_seed, (unsigned long long)(first_seed + seeds - 1),
               tune::xgboost() ? "loaded" : tune::why_no_xgboost().c_str());
-  auto options = [&](const tune::Landscape& l, uint64_t seed) {
-    tune::SearchOptions o;
-    o.exhaustive_limit = 0;  // tune_study's searches: always the search, never the whole space
-    o.budget = budget ? budget : std::max<uint64_t>(1, l.ms.size() / 20);
-    o.seed = seed;
-    return o;
-  };
+  auto options = [&](const tune::Landscape& l, uint64_t seed) { return tune::replay_options(l, seed, budget); };
   // The whole landscapes as "searches" (warm*'s training data).
   std::vector<tune::SearchResult> whole(ls.size());
   for (size_t i = 0; i < ls.size(); ++i)

@@ -591,14 +591,6 @@ std::vector<tune::Landscape> recorded_landscapes() {
   return tune::load_landscapes(path);
 }
 
-tune::SearchOptions replay_options(const tune::Landscape& l, uint64_t seed) {
-  tune::SearchOptions o;
-  o.exhaustive_limit = 0;  // always the search
-  o.budget = l.ms.size() / 20;
-  o.seed = seed;
-  return o;
-}
-
 /// Over seeds 1..n: the mean configs measured, the mean best / landscape best, the seeds within 3 %.
 struct ReplayStats {
   double measured = 0, ratio = 0, worst = 0;
@@ -621,7 +613,7 @@ TEST_CASE("autotune replay: the recorded H100 landscapes load, and a replay is d
   CHECK(ls[0].space.enumerate().size() == 192);  // valid = recorded
   CHECK(ls[0].best_ms == Approx(0.0436).epsilon(0.01));
   CHECK(std::isinf(ls[0].time(Config({{"BLOCK", 8192}, {"num_warps", 32}, {"stages", 1}, {"maxnreg", 128}}))));
-  const auto a = tune::replay(ls[3], replay_options(ls[3], 5)), b = tune::replay(ls[3], replay_options(ls[3], 5));
+  const auto a = tune::replay(ls[3], tune::replay_options(ls[3], 5)), b = tune::replay(ls[3], tune::replay_options(ls[3], 5));
   REQUIRE(a.measured.size() == b.measured.size());
   for (size_t i = 0; i < a.measured.size(); ++i) CHECK(a.measured[i].first == b.measured[i].first);
 }
@@ -641,7 +633,7 @@ TEST_CASE("autotune replay: cold searches at 5 % of the recorded spaces get with
   for (size_t i = 0; i < ls.size(); ++i) {
     ReplayStats st;
     for (uint64_t seed = 1; seed <= 20; ++seed) {
-      const tune::SearchResult r = tune::replay(ls[i], replay_options(ls[i], seed));
+      const tune::SearchResult r = tune::replay(ls[i], tune::replay_options(ls[i], seed));
       CHECK(r.measured.size() == ls[i].ms.size() / 20);  // a cold search spends its budget
       const double q = r.best_time / ls[i].best_ms;
       st.ratio += q / 20, st.worst = std::max(st.worst, q), st.within += q <= 1.03;
@@ -665,9 +657,9 @@ TEST_CASE("autotune replay: a model trained on another shape's search makes the 
   auto warm = [&](size_t i, size_t j) {
     ReplayStats st;
     for (uint64_t seed = 1; seed <= 20; ++seed) {
-      const tune::SearchResult prior = tune::replay(ls[j], replay_options(ls[j], seed));
+      const tune::SearchResult prior = tune::replay(ls[j], tune::replay_options(ls[j], seed));
       bool used = false;
-      const tune::SearchResult r = tune::replay(ls[i], replay_options(ls[i], seed), {{&ls[j], &prior}}, &used);
+      const tune::SearchResult r = tune::replay(ls[i], tune::replay_options(ls[i], seed), {{&ls[j], &prior}}, &used);
       const double q = r.best_time / ls[i].best_ms;
       st.measured += double(r.measured.size()) / 20, st.ratio += q / 20, st.worst = std::max(st.worst, q);
       st.within += q <= 1.03, st.model += used;

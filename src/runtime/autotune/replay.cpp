@@ -117,6 +117,14 @@ std::vector<Landscape> load_landscapes(const std::string& path) {
   return out;
 }
 
+SearchOptions replay_options(const Landscape& l, uint64_t seed, uint64_t budget) {
+  SearchOptions o;
+  o.exhaustive_limit = 0;
+  o.budget = budget ? budget : std::max<uint64_t>(1, l.ms.size() / 20);
+  o.seed = seed;
+  return o;
+}
+
 SearchResult replay(const Landscape& l, const SearchOptions& o,
                     const std::vector<std::pair<const Landscape*, const SearchResult*>>& prior, bool* used_model) {
   // The model as tuner.cpp trains it: one ranking group per stored entry (the finite measurements

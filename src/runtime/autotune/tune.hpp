@@ -168,6 +168,10 @@ struct Landscape {
 /// read or a line is malformed.
 std::vector<Landscape> load_landscapes(const std::string& path);
 
+/// The options of tune_study's searches on l: always the search (never the whole space), the
+/// budget `budget` or, when 0, 5 % of l's valid configs (at least 1), the seed.
+SearchOptions replay_options(const Landscape& l, uint64_t seed, uint64_t budget = 0);
+
 /// search() on a landscape, each measurement a lookup of the recorded time. `prior` lists earlier
 /// searches (landscape, result) of the same kernel at other shapes: as the tuner trains its ranking
 /// model on the measurements stored for the device, their finite measurements train the model
