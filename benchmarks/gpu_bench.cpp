@@ -966,6 +966,9 @@ void group_attention(bench::Timer& tm) {
         // TLE-Struct at BN 64 with a deeper ring (4 slots: 128 KB of key and value blocks beside q)
         cfgs.push_back({128, 64, 12, 4, false, true, false, false});
         cfgs.push_back({128, 64, 12, 4, false, true, false, true});
+        // FlashAttention-3's ping-pong on the overlapped consumers (one turn per key block)
+        cfgs.push_back({128, 128, 12, 2, false, true, true, true});
+        cfgs.push_back({128, 64, 12, 4, false, true, true, true});
         std::string errors, sweep, how;
         auto launch = [&](const Cfg& cfg, void* st) {
           const int64_t rows = int64_t(BH) * S;
@@ -1619,9 +1622,13 @@ int ptx_check(const std::string& dir) {
           return ex::make_attention_ws<bf16>().ptx(90, Grid(32, 128), tq, tk, tk, h, 4096, 0.1f, 128, causal, 2, pingpong);
         });
     for (bool causal : {false, true})
-      one(std::string("attention_ws overlap BM=128 BN=128 D=128 stages=2") + (causal ? " causal" : ""), [&] {
-        return ex::make_attention_ws<bf16, true>().ptx(90, Grid(32, 128), tq, tk, tk, h, 4096, 0.1f, 128, causal, 2, false);
-      });
+      for (bool pingpong : {false, true})
+        one(std::string("attention_ws overlap BM=128 BN=128 D=128 stages=2") + (pingpong ? " ping-pong" : "") +
+                (causal ? " causal" : ""),
+            [&] {
+              return ex::make_attention_ws<bf16, true>().ptx(90, Grid(32, 128), tq, tk, tk, h, 4096, 0.1f, 128, causal, 2,
+                                                             pingpong);
+            });
     const TensorDescriptor<bf16, 2> tk64(g.data(), {4096, 128}, {128, 1}, {64, 64});
     for (bool overlap : {false, true})
       one(std::string("attention_ws") + (overlap ? " overlap" : "") + " BM=128 BN=64 D=128 stages=4", [&] {

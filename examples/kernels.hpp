@@ -454,10 +454,13 @@ template <class TO = tle::bf16, int GM = 8> auto make_gemm_ws() {
 /// output acc with the value block load_v() returns ([BN, D] T; loaded where this step needs it):
 /// m_new = max(m, rowmax s * qk_scale); alpha = 2^(m - m_new); p = 2^(s * qk_scale - m_new) (one
 /// fma per score); l = l * alpha + rowsum p; acc = dot(p, v, acc * alpha).
-template <class T, class LoadV>
-void attention_block(tle::Tile<float> s, tle::Tile<float> qk_scale, tle::Tile<int32_t> rm, tle::Tile<int32_t> rn,
-                     tle::Tile<int32_t> S, bool causal, tle::Tile<float>& m_i, tle::Tile<float>& l_i,
-                     tle::Tile<float>& acc, LoadV load_v, bool masked = true) {
+/// The softmax half of attention_block: masks s as there, updates m_i and l_i, sets alpha
+/// (2^(m_old - m_new), the factor acc must be scaled by) and returns p = 2^(s * qk_scale - m_new)
+/// in T, the left operand of the block's dot(p, v).
+template <class T>
+tle::Tile<T> attention_softmax(tle::Tile<float> s, tle::Tile<float> qk_scale, tle::Tile<int32_t> rm,
+                               tle::Tile<int32_t> rn, tle::Tile<int32_t> S, bool causal, tle::Tile<float>& m_i,
+                               tle::Tile<float>& l_i, tle::Tile<float>& alpha, bool masked = true) {
   using namespace tle;
   if (masked) {
     Tile<bool> keep = expand_dims(rn < S, 0);
@@ -465,13 +468,22 @@ void attention_block(tle::Tile<float> s, tle::Tile<float> qk_scale, tle::Tile<in
     s = where(keep, s, -INFINITY);
   }
   Tile<float> m_new = maximum(m_i, max(s, 1) * qk_scale);
-  Tile<float> alpha = exp2(m_i - m_new);
+  alpha = exp2(m_i - m_new);
   Tile<float> p = exp2(fma(s, qk_scale, -expand_dims(m_new, 1)));
   l_i = l_i * alpha + sum(p, 1);
-  Tile<T> pt = cast<T>(p);
+  m_i = m_new;
+  return cast<T>(p);
+}
+
+template <class T, class LoadV>
+void attention_block(tle::Tile<float> s, tle::Tile<float> qk_scale, tle::Tile<int32_t> rm, tle::Tile<int32_t> rn,
+                     tle::Tile<int32_t> S, bool causal, tle::Tile<float>& m_i, tle::Tile<float>& l_i,
+                     tle::Tile<float>& acc, LoadV load_v, bool masked = true) {
+  using namespace tle;
+  Tile<float> alpha;
+  Tile<T> pt = attention_softmax<T>(s, qk_scale, rm, rn, S, causal, m_i, l_i, alpha, masked);
   Tile<float> scaled = acc * expand_dims(alpha, 1);
   acc = dot(pt, load_v(), scaled);  // (load_v may wait: the math above runs before it)
-  m_i = m_new;
 }
 
 /// Attention forward, FlashAttention-2 structure (Dao 2023, Algorithm 1) as a user writes it in
@@ -587,7 +599,9 @@ template <class T, bool Overlap = false> auto make_attention_tma() {
 /// Overlap = true adds FlashAttention-3's intra-warpgroup overlap (section 3.2 of the paper): a
 /// consumer issues the next key block's s = q k^T before the softmax of the current block, and
 /// on sm_90a that wgmma is waited for only at the end of the iteration (where the value slot is
-/// released), so the softmax runs under it; PINGPONG is then ignored (no turns are taken).
+/// released), so the softmax runs under it. Overlap with PINGPONG: FlashAttention-3's schedule
+/// with one turn per key block: a consumer issues s_j = q k_j^T and acc += p_{j-1} v_{j-1} in its
+/// turn, then runs block j's softmax while the other consumer's two dots run.
 template <class T, bool Overlap = false> auto make_attention_ws() {
   using namespace tle;
   return jit(Overlap ? "attention_ws_overlap" : "attention_ws", [](TensorDescriptor<T, 2> qd, TensorDescriptor<T, 2> kd,
@@ -653,11 +667,44 @@ template <class T, bool Overlap = false> auto make_attention_ws() {
           pass_turn();
           vr.release(j);
         };
-        if constexpr (Overlap) {
-          auto scores = [&](const Tile<int32_t>& j) {  // s of key block j (in flight until first read)
-            auto k_slot = kr.wait(j);
-            return dot(q_tile(), load(gpu::local_ptr(k_slot.buffer(), {kk / 64, kn, kk % 64})));
+        auto scores = [&](const Tile<int32_t>& j) {  // s of key block j (in flight until first read)
+          auto k_slot = kr.wait(j);
+          return dot(q_tile(), load(gpu::local_ptr(k_slot.buffer(), {kk / 64, kn, kk % 64})));
+        };
+        if (Overlap && PINGPONG) {
+          // FlashAttention-3's schedule (Shah et al. 2024, Algorithm 2 with the ping-pong of
+          // section 3.1): in its turn a consumer issues s_j = q k_j^T and acc += p_{j-1} v_{j-1}
+          // back to back, passes the turn once they are done, and runs block j's softmax while the
+          // other consumer's two dots run; acc is then scaled by block j's alpha (acc_j = (acc_{j-1}
+          // + p_{j-1} v_{j-1}) alpha_j: the same sums as attention_block's order).
+          auto value = [&](const Tile<int32_t>& j) {
+            auto v_slot = vr.wait(j);
+            return load(gpu::local_ptr(v_slot.buffer(), {cols / 64, vn, cols % 64}));
           };
+          Tile<int32_t> last = blocks - 1, first_masked = maximum(unmasked, Tile<int32_t>(1));
+          my_turn(0);
+          Tile<float> s0 = scores(0);
+          pass_turn();
+          Tile<float> alpha0;
+          Tile<T> p = attention_softmax<T>(s0, qk_scale, rm, arange(0, BN), S, CAUSAL, m_i, l_i, alpha0);  // (acc is 0)
+          kr.release(0);
+          for (int masked = 0; masked < 2; ++masked)
+            for (auto j : range(masked ? first_masked : Tile<int32_t>(1), masked ? blocks : first_masked)) {
+              my_turn(j);
+              Tile<float> sc = scores(j);
+              acc = dot(p, value(j - 1), acc);
+              pass_turn();  // (the arrival waits for both dots: the other consumer's run next)
+              Tile<float> alpha;
+              p = attention_softmax<T>(sc, qk_scale, rm, j * BN + arange(0, BN), S, CAUSAL, m_i, l_i, alpha, masked);
+              kr.release(j);
+              vr.release(j - 1);
+              acc = acc * expand_dims(alpha, 1);
+            }
+          my_turn(blocks);
+          acc = dot(p, value(last), acc);
+          pass_turn();
+          vr.release(last);
+        } else if constexpr (Overlap) {
           auto block = [&](const Tile<int32_t>& j, const Tile<float>& sc, bool masked) {
             attention_block<T>(sc, qk_scale, rm, j * BN + arange(0, BN), S, CAUSAL, m_i, l_i, acc, [&] {
               auto v_slot = vr.wait(j);

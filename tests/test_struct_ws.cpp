@@ -273,7 +273,7 @@ std::string attention_ws_diffs(int BH, int S, int D, int BN, bool causal, int st
       vd(v.data(), {rows, D}, {D, 1}, {BN, 64});
   const Grid grid((S + 127) / 128, BH);
   const float qk_scale = float(sm_scale * 1.4426950408889634);
-  if (overlap) ex::make_attention_ws<bf16, true>()(grid, qd, kd, vd, o.data(), S, qk_scale, D, causal, stages, false);
+  if (overlap) ex::make_attention_ws<bf16, true>()(grid, qd, kd, vd, o.data(), S, qk_scale, D, causal, stages, pingpong);
   else ex::make_attention_ws<bf16>()(grid, qd, kd, vd, o.data(), S, qk_scale, D, causal, stages, pingpong);
   synchronize();
   std::vector<float> got, want;
@@ -304,6 +304,20 @@ TEST_CASE("ops: TLE-Struct attention with the next block's scores issued before 
     for (bool causal : {false, true}) {
       INFO("BH " << BH << " S " << S << " D " << D << " BN " << BN << " stages " << stages << (causal ? " causal" : ""));
       CHECK(attention_ws_diffs(BH, S, D, BN, causal, stages, false, true) == "");
+    }
+  }
+}
+
+TEST_CASE("ops: TLE-Struct attention in FlashAttention-3's ping-pong schedule (make_attention_ws<T, true> with "
+          "PINGPONG), ragged S, causal and not",
+          "[ops][struct]") {
+  // One turn per key block: s_j and acc += p_{j-1} v_{j-1} issued together, block j's softmax
+  // after; one key block (S 77), a partial last one, masked blocks after unmasked ones (causal).
+  for (auto [BH, S, D, BN, stages] : {std::tuple{2, 77, 64, 128, 2}, std::tuple{1, 300, 128, 128, 2},
+                                      std::tuple{3, 129, 64, 64, 3}, std::tuple{1, 700, 64, 64, 2}}) {
+    for (bool causal : {false, true}) {
+      INFO("BH " << BH << " S " << S << " D " << D << " BN " << BN << " stages " << stages << (causal ? " causal" : ""));
+      CHECK(attention_ws_diffs(BH, S, D, BN, causal, stages, true, true) == "");
     }
   }
 }
