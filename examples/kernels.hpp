@@ -447,14 +447,7 @@ template <class TO = tle::bf16, int GM = 8> auto make_gemm_ws() {
   });
 }
 
-/// One key block of the attention loop (make_attention, make_attention_tma, make_attention_ws):
-/// the scores s [BM, BN] (q k^T, unscaled) of the keys at rn are masked to the keys below S (and,
-/// when causal, at or before each query row rm) unless `masked` is false (a block known to need
-/// no mask), then folded into the running row maximum m_i (of the scaled scores), row sum l_i and
-/// output acc with the value block load_v() returns ([BN, D] T; loaded where this step needs it):
-/// m_new = max(m, rowmax s * qk_scale); alpha = 2^(m - m_new); p = 2^(s * qk_scale - m_new) (one
-/// fma per score); l = l * alpha + rowsum p; acc = dot(p, v, acc * alpha).
-/// The softmax half of attention_block: masks s as there, updates m_i and l_i, sets alpha
+/// The softmax half of attention_block (below): masks s as it does, updates m_i and l_i, sets alpha
 /// (2^(m_old - m_new), the factor acc must be scaled by) and returns p = 2^(s * qk_scale - m_new)
 /// in T, the left operand of the block's dot(p, v).
 template <class T>
@@ -475,6 +468,13 @@ tle::Tile<T> attention_softmax(tle::Tile<float> s, tle::Tile<float> qk_scale, tl
   return cast<T>(p);
 }
 
+/// One key block of the attention loop (make_attention, make_attention_tma, make_attention_ws):
+/// the scores s [BM, BN] (q k^T, unscaled) of the keys at rn are masked to the keys below S (and,
+/// when causal, at or before each query row rm) unless `masked` is false (a block known to need
+/// no mask), then folded into the running row maximum m_i (of the scaled scores), row sum l_i and
+/// output acc with the value block load_v() returns ([BN, D] T; loaded where this step needs it):
+/// m_new = max(m, rowmax s * qk_scale); alpha = 2^(m - m_new); p = 2^(s * qk_scale - m_new) (one
+/// fma per score); l = l * alpha + rowsum p; acc = dot(p, v, acc * alpha).
 template <class T, class LoadV>
 void attention_block(tle::Tile<float> s, tle::Tile<float> qk_scale, tle::Tile<int32_t> rm, tle::Tile<int32_t> rn,
                      tle::Tile<int32_t> S, bool causal, tle::Tile<float>& m_i, tle::Tile<float>& l_i,
