@@ -929,7 +929,7 @@ def group_attention(tm):
                     if best is None or t < best[0]:
                         best = (t, f, (BM, BN, warps, stages, ws))
                 print("peers.py: %s triton_tma: %d configs tried in %.1f s, %d skipped:%s"
-                      % (case, len(configs), time.time() - t0, len(failed), "".join("\n  " + f for f in failed)),
+                      % (case, len(configs), time.time() - t0, len(failed), "".join("\n  " + why for why in failed)),
                       file=sys.stderr)
                 if best is None:
                     raise RuntimeError("no Triton tutorial attention config compiled and passed the check")
