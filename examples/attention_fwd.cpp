@@ -22,6 +22,9 @@ static bool run(tle::Backend backend, int batch, int heads, int S, int D, bool c
   std::vector<bf16> o(n);
   const double sm_scale = 1.0 / std::sqrt(double(D));
   const float qk_scale = float(sm_scale * 1.4426950408889634);  // base-2 exponentials
+  // PINGPONG = false: on an H100 the consumers running side by side (1.93 ms at 4x32x4096x128) beat
+  // taking a turn per dot (2.53 ms): benchmarks/RESULTS.md, 2026-12-07.
+  constexpr bool pingpong = false;
   auto attn = ex::make_attention_ws<bf16>();
   const Grid grid(cdiv(S, BM), BH);
   double ms;
@@ -29,12 +32,12 @@ static bool run(tle::Backend backend, int batch, int heads, int S, int D, bool c
     DeviceBuffer<bf16> dq(q), dk(k), dv(v), dout(n);
     const TensorDescriptor<bf16, 2> tq(dq, {rows, D}, {D, 1}, {64, 64}), tk(dk, {rows, D}, {D, 1}, {BN, 64}),
         tv(dv, {rows, D}, {D, 1}, {BN, 64});
-    ms = ex::time_gpu_ms([&] { attn(grid, tq, tk, tv, dout, S, qk_scale, D, causal, stages, true); }, 5);
+    ms = ex::time_gpu_ms([&] { attn(grid, tq, tk, tv, dout, S, qk_scale, D, causal, stages, pingpong); }, 5);
     dout.copy_to_host(o.data(), n);
   } else {
     const TensorDescriptor<bf16, 2> tq(q.data(), {rows, D}, {D, 1}, {64, 64}),
         tk(k.data(), {rows, D}, {D, 1}, {BN, 64}), tv(v.data(), {rows, D}, {D, 1}, {BN, 64});
-    ms = ex::time_ms([&] { attn(grid, tq, tk, tv, o.data(), S, qk_scale, D, causal, stages, true); }, 1);
+    ms = ex::time_ms([&] { attn(grid, tq, tk, tv, o.data(), S, qk_scale, D, causal, stages, pingpong); }, 1);
   }
   std::vector<float> got, want;  // every row, or 512 sampled (head, row) pairs
   ex::attention_rows(q.data(), k.data(), v.data(), o.data(), BH, S, D, causal, sm_scale, sampled, got, want);
