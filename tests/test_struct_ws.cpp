@@ -295,30 +295,19 @@ TEST_CASE("ops: attention written with TLE-Struct (examples' make_attention_ws),
 }
 
 TEST_CASE("ops: TLE-Struct attention with the next block's scores issued before the softmax (make_attention_ws<T, "
-          "true>), ragged S, causal and not",
+          "true>), and in FlashAttention-3's ping-pong schedule, ragged S, causal and not",
           "[ops][struct]") {
   // One key block (S 77), a partial last block, several blocks with masked ones after the
-  // unmasked (causal), BN 64 and 128.
+  // unmasked (causal), BN 64 and 128. PINGPONG: one turn per key block, s_j and acc += p_{j-1}
+  // v_{j-1} issued together, block j's softmax after.
   for (auto [BH, S, D, BN, stages] : {std::tuple{2, 77, 64, 128, 2}, std::tuple{1, 300, 128, 128, 2},
                                       std::tuple{3, 129, 64, 64, 3}, std::tuple{1, 700, 64, 64, 2}}) {
-    for (bool causal : {false, true}) {
-      INFO("BH " << BH << " S " << S << " D " << D << " BN " << BN << " stages " << stages << (causal ? " causal" : ""));
-      CHECK(attention_ws_diffs(BH, S, D, BN, causal, stages, false, true) == "");
-    }
-  }
-}
-
-TEST_CASE("ops: TLE-Struct attention in FlashAttention-3's ping-pong schedule (make_attention_ws<T, true> with "
-          "PINGPONG), ragged S, causal and not",
-          "[ops][struct]") {
-  // One turn per key block: s_j and acc += p_{j-1} v_{j-1} issued together, block j's softmax
-  // after; one key block (S 77), a partial last one, masked blocks after unmasked ones (causal).
-  for (auto [BH, S, D, BN, stages] : {std::tuple{2, 77, 64, 128, 2}, std::tuple{1, 300, 128, 128, 2},
-                                      std::tuple{3, 129, 64, 64, 3}, std::tuple{1, 700, 64, 64, 2}}) {
-    for (bool causal : {false, true}) {
-      INFO("BH " << BH << " S " << S << " D " << D << " BN " << BN << " stages " << stages << (causal ? " causal" : ""));
-      CHECK(attention_ws_diffs(BH, S, D, BN, causal, stages, true, true) == "");
-    }
+    for (bool causal : {false, true})
+      for (bool pingpong : {false, true}) {
+        INFO("BH " << BH << " S " << S << " D " << D << " BN " << BN << " stages " << stages << (causal ? " causal" : "")
+                   << (pingpong ? " ping-pong" : ""));
+        CHECK(attention_ws_diffs(BH, S, D, BN, causal, stages, pingpong, true) == "");
+      }
   }
 }
 
