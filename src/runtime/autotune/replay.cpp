@@ -11,7 +11,6 @@
 #include <fstream>
 #include <memory>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 
 #include "runtime/autotune/tune.hpp"
@@ -25,15 +24,6 @@ double Landscape::time(const Config& c) const {
 
 namespace {
 
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::string cur;
-  std::istringstream in(s);
-  while (std::getline(in, cur, sep)) out.push_back(cur);
-  if (!s.empty() && s.back() == sep) out.emplace_back();
-  return out;
-}
-
 /// "BLOCK=1024 num_warps=1" -> {{"BLOCK", 1024}, {"num_warps", 1}}; nullopt when malformed.
 std::optional<std::vector<std::pair<std::string, int64_t>>> parse_config(const std::string& s) {
   std::vector<std::pair<std::string, int64_t>> v;
@@ -41,9 +31,8 @@ std::optional<std::vector<std::pair<std::string, int64_t>>> parse_config(const s
     if (kv.empty()) continue;
     const size_t eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) return std::nullopt;
-    char* end = nullptr;
-    const long long x = std::strtoll(kv.c_str() + eq + 1, &end, 10);
-    if (!end || *end) return std::nullopt;
+    int64_t x;
+    if (!parse_i64(kv.substr(eq + 1), x)) return std::nullopt;
     v.emplace_back(kv.substr(0, eq), x);
   }
   if (v.empty()) return std::nullopt;

@@ -26,7 +26,8 @@ struct SearchOptions {
   int offspring = 8;    ///< children measured per generation (FlagTune: 10)
   double mutation = 0.3;  ///< per-knob mutation probability (FlagTune: 0.3)
   /// With a model: the local search stops after this many measurements in a row none of which
-  /// was more than min_gain faster than the best before it (-1: max(4, budget / 8); 0: never).
+  /// was more than min_gain faster than the best at its last gain (negative: max(4, budget / 8);
+  /// 0: never).
   /// Without a model: never (AutotuneOptions::patience).
   int patience = -1;
   /// The early stop's notion of a gain: a time below (1 - min_gain) x the best at the last gain.
@@ -115,6 +116,11 @@ class Model {
 Ranker model_ranker(const Model& m, std::vector<float> ir, std::vector<int64_t> key_numbers, const Space& space);
 
 // ---- the tuning cache (tune_cache.cpp)
+
+/// s cut at every `sep`: "" -> {}, "a,,b" -> {"a", "", "b"}, "a," -> {"a", ""}.
+std::vector<std::string> split(const std::string& s, char sep);
+/// s as a whole base-10 int64 into v; false when empty, malformed or out of range.
+bool parse_i64(const std::string& s, int64_t& v);
 
 /// TLE_QUIET=1: no progress line, no notices.
 bool quiet();

@@ -47,24 +47,6 @@ std::string values_of(const Entry& e, const Config& c) {
   for (auto& k : e.knobs) v.push_back(c.get(k, 0));
   return join_nums(v);
 }
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  if (s.empty()) return out;
-  size_t p = 0;
-  for (;;) {
-    const size_t e = s.find(sep, p);
-    out.push_back(s.substr(p, e == std::string::npos ? std::string::npos : e - p));
-    if (e == std::string::npos) return out;
-    p = e + 1;
-  }
-}
-bool parse_i64(const std::string& s, int64_t& v) {
-  if (s.empty()) return false;
-  char* end = nullptr;
-  errno = 0;
-  v = std::strtoll(s.c_str(), &end, 10);
-  return errno == 0 && end && *end == 0;
-}
 bool parse_double(const std::string& s, double& v) {
   if (s.empty()) return false;
   char* end = nullptr;
@@ -93,6 +75,26 @@ void notice_once(const std::string& msg) {
   std::fprintf(stderr, "tle: autotune: %s\n", msg.c_str());
 }
 }  // namespace
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  if (s.empty()) return out;
+  size_t p = 0;
+  for (;;) {
+    const size_t e = s.find(sep, p);
+    out.push_back(s.substr(p, e == std::string::npos ? std::string::npos : e - p));
+    if (e == std::string::npos) return out;
+    p = e + 1;
+  }
+}
+
+bool parse_i64(const std::string& s, int64_t& v) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  v = std::strtoll(s.c_str(), &end, 10);
+  return errno == 0 && end && *end == 0;
+}
 
 bool quiet() {
   const char* q = std::getenv("TLE_QUIET");
