@@ -73,6 +73,7 @@
 // pointer on the GPU backend, misalignment) are UserErrors at the caller's line too.
 #pragma once
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -546,9 +547,7 @@ inline bool resident_fits(int64_t n, int64_t k, int elem_bytes, Backend backend)
 inline int64_t auto_programs_per_row(int64_t rows, int64_t n, int64_t units) {
   const int64_t want =
       std::clamp<int64_t>(units / std::max<int64_t>(rows, 1), 1, std::max<int64_t>(1, n / (2 * kBlock)));
-  int64_t ppr = 1;
-  while (ppr * 2 <= want) ppr *= 2;
-  return ppr;
+  return int64_t(std::bit_floor(uint64_t(want)));
 }
 
 inline Plan plan(int64_t rows, int64_t n, int64_t k, int elem_bytes, int requested, Backend backend) {
