@@ -81,6 +81,28 @@ TEST_CASE("vector add: coalesced, vectorized, no conversions", "[gpu-layout]") {
   CHECK(l.num_warps() == 4);
 }
 
+TEST_CASE("axis info: minimum / maximum of multiples is a multiple (a slice's end masks whole vectors)",
+          "[gpu-layout]") {
+  // hi = minimum(lo + slice, n) with n and slice multiples of 16 (the launch specialization): the
+  // mask offs < hi is uniform over each 4-element vector; with maximum the same; with an operand
+  // not known to be a multiple (n + 1) it is not.
+  auto k = [](Ptr<float> x, Ptr<float> out, Tile<int32_t> n, Tile<int32_t> slice, Constexpr<int> MODE) {
+    Tile<int32_t> lo = program_id(0) * slice;
+    Tile<int32_t> hi = MODE == 0 ? minimum(lo + slice, n) : MODE == 1 ? maximum(lo, n) : minimum(lo + slice, n + 1);
+    Tile<int32_t> offs = lo + arange(0, 1024);
+    store(out + offs, load(x + offs, offs < hi), offs < hi);
+  };
+  for (int mode : {0, 1, 2}) {
+    INFO("mode " << mode);
+    auto f = tracetest::trace("slice", k, {mode}, /*ptrs_div16=*/true, /*ints_div16=*/true);
+    assign(*f);
+    for (auto* op : ops_of(*f, ir::OpKind::Load)) {
+      CHECK(op->int_attr("vec") == 4);
+      CHECK(op->int_attr("mask_vec") == (mode == 2 ? 1 : 4));
+    }
+  }
+}
+
 TEST_CASE("vector add: unaligned pointers or 8 warps", "[gpu-layout]") {
   auto k = [](Ptr<float> x, Ptr<float> out, Constexpr<int> BLOCK) {
     Tile<int32_t> offs = program_id(0) * BLOCK + arange(0, BLOCK);

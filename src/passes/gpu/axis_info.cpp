@@ -446,6 +446,12 @@ class Analysis {
         }
         return i;
       }
+      case ir::BinaryOp::Min:
+      case ir::BinaryOp::Max:
+        // One of the operands, element by element: a multiple of what both are multiples of
+        // (e.g. a slice's end, minimum(lo + slice, n)); runs are not kept.
+        for (int d = 0; d < r; ++d) i.div[d] = std::min(eff_div(a, d, 1), eff_div(b, d, 1));
+        return i;
       case ir::BinaryOp::Xor: {
         // Common low zero bits stay zero.
         for (int d = 0; d < r; ++d) i.div[d] = std::min(eff_div(a, d, 1), eff_div(b, d, 1));
