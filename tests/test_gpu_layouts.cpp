@@ -103,6 +103,30 @@ TEST_CASE("axis info: minimum / maximum of multiples is a multiple (a slice's en
   }
 }
 
+TEST_CASE("a compaction's scattered store does not make the row's load one element per thread", "[gpu-layout]") {
+  // A stream compaction (topk's filter): the row is loaded contiguously, the kept elements are
+  // stored at cumsum positions (not contiguous). The load keeps its 16-byte vectors; the store
+  // takes the load's layout. With only scattered accesses of a shape, the one-element layout stays.
+  auto f = trace("compact", [](Ptr<bf16> x, Ptr<int32_t> out, Constexpr<int> BLOCK) {
+    Tile<int32_t> offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    Tile<bf16> v = load(x + offs);
+    Tile<bool> keep = v > 0.5f;
+    Tile<int32_t> pos = cumsum(keep.to<int32_t>(), 0) - 1;
+    store(out + pos, offs, keep);
+  }, {2048});
+  assign(*f, 8);
+  auto loads = ops_of(*f, ir::OpKind::Load);
+  REQUIRE(loads.size() == 1);
+  CHECK(loads[0]->int_attr("vec") == 8);
+  auto g = trace("scatter_only", [](Ptr<int32_t> idx, Ptr<int32_t> out, Constexpr<int> BLOCK) {
+    Tile<int32_t> a = arange(0, BLOCK);
+    Tile<int32_t> i = load(idx + load(idx + a * 3));
+    store(out + i * 2, a);
+  }, {2048});
+  assign(*g, 8);
+  for (auto* op : ops_of(*g, ir::OpKind::Store)) CHECK(layout::blocked({2048}, {1}, {32}, {8}, {0}) == lay(op->operands[1]));
+}
+
 TEST_CASE("vector add: unaligned pointers or 8 warps", "[gpu-layout]") {
   auto k = [](Ptr<float> x, Ptr<float> out, Constexpr<int> BLOCK) {
     Tile<int32_t> offs = program_id(0) * BLOCK + arange(0, BLOCK);

@@ -359,8 +359,20 @@ class Assigner {
     // Only anchors contiguous along the same dim are merged (a transpose keeps both coalesced).
     using Key = std::pair<ir::Shape, int>;
     auto key = [&](Op* op) { return Key(op->operands[0]->type.shape, fastest_dim(anchors_.at(op).layout)); };
+    // A scattered access (its pointers not contiguous along that dim: a compaction's store at
+    // cumsum positions, a gather) is served as well by any layout, so it votes only where no
+    // contiguous access of that shape does (otherwise it would make a row's loads one element
+    // per thread: 4-byte accesses, and for 16-bit types no cp.async pipelining).
+    auto scattered = [&](Op* op) {
+      const Anchor& a = anchors_.at(op);
+      return a.ptr.contig[fastest_dim(a.layout)] <= 1;
+    };
+    std::set<Key> has_contiguous;
+    for (Op* op : mem)
+      if (!scattered(op)) has_contiguous.insert(key(op));
     std::map<Key, const LL*> shortest;
     for (Op* op : mem) {
+      if (scattered(op) && has_contiguous.count(key(op))) continue;
       const LL& l = anchors_.at(op).layout;
       auto [it, fresh] = shortest.emplace(key(op), &l);
       if (!fresh && contiguous_run(l) < contiguous_run(*it->second)) it->second = &l;
