@@ -55,13 +55,30 @@ void ref_topk(const Buf<T>& x, int64_t rows, int64_t n, int64_t k, bool largest,
 }
 
 /// Data: 0 uniform in [-1000, 1000], 1 a small pool with NaN of both signs, +-inf, +-0.0 and
-/// repeated values, 2 all equal (-0.0 and +0.0 mixed).
-template <class T> Buf<T> topk_data(size_t count, unsigned seed, int mode) {
+/// repeated values, 2 all equal (-0.0 and +0.0 mixed), 3 (rows of n) per row 1024 distinct values
+/// (exact in f16 and bf16, in [2, 510]) 4 times each at random columns, above the rest of the row
+/// (50 values, -1 to -50, repeated): the k largest with k a multiple of 4 up to 4096 end with a
+/// whole group of ties, others cut one; 4 as 3 with the largest value twice only (so that a
+/// multiple of 4 cuts a group in two).
+template <class T> Buf<T> topk_data(size_t count, unsigned seed, int mode, size_t n = 0) {
   std::mt19937_64 g(seed);
   Buf<T> b(count);
   const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
   const double pool[] = {nan, -nan, inf, -inf, 0.0, -0.0, 1.0, -1.0, 0.5, -2.0, 3.0, 1e-3, 7.0, -7.0};
   std::uniform_real_distribution<double> d(-1000, 1000);
+  if (mode == 3 || mode == 4) {
+    std::vector<size_t> perm(n);
+    for (size_t r = 0; r < count / n; ++r) {
+      std::iota(perm.begin(), perm.end(), size_t(0));
+      std::shuffle(perm.begin(), perm.end(), g);
+      for (size_t j = 0; j < n; ++j) {
+        const size_t q = (perm[j] + (mode == 4 ? 2 : 0)) / 4;
+        const size_t t = 1023 - q;  // group 0 the largest
+        b[r * n + j] = from_d<T>(q < 1024 ? std::ldexp(double(128 + t % 128), int(t / 128) - 6) : -1.0 - double(q % 50));
+      }
+    }
+    return b;
+  }
   for (size_t i = 0; i < count; ++i) {
     if (mode == 0) b[i] = from_d<T>(d(g));
     else if (mode == 1) b[i] = from_d<T>(pool[g() % 14]);
@@ -82,7 +99,7 @@ template <class T>
 void check_topk(int64_t rows, int64_t n, int64_t k, bool largest, int mode, int ppr, unsigned seed, int warps = 0) {
   INFO("rows " << rows << " n " << n << " k " << k << " largest " << largest << " mode " << mode
                 << " programs_per_row " << ppr << " num_warps " << warps);
-  Buf<T> x = topk_data<T>(size_t(rows * n), seed, mode);
+  Buf<T> x = topk_data<T>(size_t(rows * n), seed, mode, size_t(n));
   Buf<T> vals(size_t(rows * k));
   Buf<int32_t> idx(size_t(rows * k), -1);
   ops::TopkOptions o;
@@ -165,6 +182,63 @@ TEST_CASE("ops library: topk f16 and bf16", "[ops][ops-library]") {
         check_topk<bf16>(3, 1000, 7, largest, mode, ppr, seed++);
         check_topk<bf16>(2, 20000, 2048, largest, mode, ppr, seed++);
       }
+}
+
+TEST_CASE("ops library: topk cooperative tail at 2, 3, 32 and 256 programs a row, ties at the k-th key",
+          "[ops][ops-library]") {
+  // The tail kernel reads the candidates of every slice in one [PS, 2048 / PS] tile (PS: ppr
+  // rounded up to a power of two, at most 256): 2 and 3 slices (PS 2, 4), 32, 256, and 1000 asked
+  // for on a row of 525000 (clamped to 256, rounded to 129 slices of 4096: PS 256). Ties at
+  // k = 2048: data mode 3 ends the k largest with a whole group of 4 equal keys (E == krem > 1,
+  // placed in the unordered loop), mode 4 cuts one in two (E > krem: the ordered loop over the
+  // slices), so do mode 1 (a pool of 14 values) and 2 (all equal); mode 0 f32 has no ties (E ==
+  // krem == 1). One k keeps the kernels compiled few.
+  namespace tk = ops::detail_topk;
+  const bool slow = interp_mode();
+  auto slices = [](int64_t rows, int64_t n, int64_t k, int elem_bytes, int ppr) {
+    const tk::Plan p = tk::plan(rows, n, k, elem_bytes, ppr, default_backend());
+    return p.mode == tk::Plan::Coop ? p.ppr : int64_t(-1);
+  };
+  // Mode 3 and 4 rows as described: the ties at the k-th (2048-th largest) element of a row.
+  auto ties = [](int mode, int64_t n, unsigned seed) {
+    Buf<bf16> x = topk_data<bf16>(size_t(n), seed, mode, size_t(n));
+    std::vector<bf16> v;
+    std::vector<int32_t> i;
+    ref_topk(x, 1, n, 2048, true, v, i);
+    const double kth = to_d(v[2047]);
+    int64_t e = 0, krem = 0;
+    for (int64_t j = 0; j < n; ++j) e += to_d(x[size_t(j)]) == kth;
+    for (int64_t j = 0; j < 2048; ++j) krem += to_d(v[size_t(j)]) == kth;
+    return std::pair<int64_t, int64_t>(e, krem);
+  };
+  CHECK(ties(3, 5000, 1) == std::pair<int64_t, int64_t>(4, 4));
+  CHECK(ties(4, 65000, 2) == std::pair<int64_t, int64_t>(4, 2));
+  struct Case { int64_t rows, n; int ppr; int64_t slices; };
+  std::vector<Case> cases = {{2, 5000, 2, 2}, {3, 5000, 3, 3}, {1, 65000, 32, 32}};
+  if (!slow) cases.push_back({1, 523000, 256, 256}), cases.push_back({1, 525000, 1000, 129});
+  unsigned seed = 500;
+  for (const Case& c : cases) {
+    CAPTURE(c.rows, c.n, c.ppr);
+    REQUIRE(slices(c.rows, c.n, 2048, 4, c.ppr) == c.slices);
+    REQUIRE(slices(c.rows, c.n, 2048, 2, c.ppr) == c.slices);
+    for (int mode : {0, 1, 2, 3, 4}) {
+      check_topk<float>(c.rows, c.n, 2048, true, mode, c.ppr, seed++);
+      check_topk<bf16>(c.rows, c.n, 2048, true, mode, c.ppr, seed++);
+    }
+  }
+  for (int mode : {3, 4}) check_topk<f16>(2, 5000, 2048, true, mode, 2, seed++);
+  check_topk<bf16>(2, 5000, 2048, false, 1, 2, seed++);
+  // One program per row on the cooperative path (PS 1): the plan's own choice when the rows fill
+  // the machine and the matrix is 4 MB or more.
+  if (!slow) {
+    const int64_t units = default_backend() == Backend::CPU ? std::max(1u, std::thread::hardware_concurrency()) : 600;
+    const int64_t rows = std::max<int64_t>(units, 27), n = 40000;
+    CAPTURE(rows, n);
+    if (slices(rows, n, 2048, 4, 0) == 1)
+      for (int mode : {1, 3}) check_topk<float>(rows, n, 2048, true, mode, 0, seed++);
+    else
+      WARN("the plan takes another path for " << rows << " rows of " << n);
+  }
 }
 
 TEST_CASE("errors: tle::ops::topk refuses k outside 1..n at the caller's line", "[errors][ops-library]") {
@@ -385,9 +459,9 @@ TEST_CASE("gpu: tle::ops::topk and moe_align_block_size on DeviceBuffers and a s
 }
 
 TEST_CASE("ops library: topk's own choice of programs per row (cooperative path)", "[ops-library]") {
-  // A power of two, within the machine's units shared by the rows and one program per 4096
-  // elements of a row (tuner sweep on an H100: 4 per row beat 5 on 64 x 131072, 32 beat 16 on one
-  // row of 131072); the slices cover the row.
+  // A power of two, within the machine's units shared by the rows, one program per 4096
+  // elements of a row and 256 (tuner sweep on an H100: 4 per row beat 5 on 64 x 131072, 32 beat
+  // 16 on one row of 131072); the slices cover the row.
   namespace tk = ops::detail_topk;
   const int64_t units = std::max(1u, std::thread::hardware_concurrency());
   for (int64_t rows : {1, 2, 3, 7, 64})
@@ -408,6 +482,16 @@ TEST_CASE("ops library: topk's own choice of programs per row (cooperative path)
   CHECK(tk::auto_programs_per_row(64, 129280, 264) == 4);
   CHECK(tk::auto_programs_per_row(3, 70000, 264) == 16);
   CHECK(tk::auto_programs_per_row(300, 131072, 264) == 1);
+  // At most 256 programs per row (the tail reads every slice's candidates in one tile), asked for
+  // or chosen.
+  CHECK(tk::auto_programs_per_row(1, int64_t(1) << 24, 4096) == 256);
+  for (int requested : {256, 257, 1000}) {
+    CAPTURE(requested);
+    const tk::Plan p = tk::plan(1, int64_t(1) << 21, 2048, 4, requested, Backend::CPU);
+    CHECK(p.mode == tk::Plan::Coop);
+    CHECK(p.ppr == 256);
+    CHECK(p.slice == 8192);
+  }
 }
 
 TEST_CASE("ptx: topk's resident kernel compiles for sm_90a wherever the plan picks it", "[ptx][ops-library]") {

@@ -56,14 +56,17 @@
 //     back of the slice's part of the workspace and then copied into `indices` (positions reserved
 //     with one atomic per program), those with its first digit (the candidates; for random data
 //     about n / 2048 per row) are copied with their keys, in index order, to the front of it and,
-//     after the loop, histogrammed by the second digit; the remaining passes and the gather
-//     read only the candidates (the elements equal to the k-th key take positions after those of
-//     the lower slices, counted by the stored per-slice histograms of the last pass); then the
-//     sort kernel. Every program recomputes the digits found so far from the row's histograms.
-//     f32: six launches (zero, 3 passes, gather, sort), f16/bf16: five.
+//     after the loop, histogrammed by the second digit. Then one program per row (the tail, 16
+//     warps) reads only the candidates, those of all slices at once (one tile of 2048 spans up to
+//     256 slices): f32's third pass, then the survivors into a shared table of (key, ~index) u64s
+//     as above - the elements above the first digit from `indices`, the candidates above the k-th
+//     key, and those equal to it (all of them where they fit, else the lowest-index ones, ranked
+//     in a second pass over the candidates) - sorted, and values and indices written. Every program recomputes
+//     the digits found so far from the row's histograms. Four launches (zero, pass 0, pass 1,
+//     tail), for every dtype; at most 256 programs per row.
 //
 // Workspace: the cooperative path needs topk_workspace_size(rows, n, k, options) int32 elements
-// (about rows * (2n + 5000)), on the backend's memory. Pass it as TopkOptions::workspace; without
+// (at most rows * (2n + 4400)), on the backend's memory. Pass it as TopkOptions::workspace; without
 // it, topk allocates one for the call (on the GPU a DeviceBuffer, and the call then waits for its
 // stream before freeing it, so it is synchronous). Its contents need not be initialized.
 //
@@ -100,12 +103,13 @@ struct TopkOptions {
   /// 4096 elements of a row; rows of n <= 256 in one tile, rows that fit in shared memory one
   /// program each); 1 forces one program per row (the row in shared memory where it fits, else
   /// streamed); more takes the cooperative path with that many slices per row (capped at one
-  /// slice per 2048 elements). Results do not depend on it.
+  /// slice per 2048 elements and at 256 slices). Results do not depend on it.
   int programs_per_row = 0;
   /// GPU: warps of each program (1, 2, 4, 8, 16 or 32; 0: the kernels' own - 16 for one program
-  /// per row, 8 for the cooperative path, 4 for rows of n <= 256). More warps hide more of the
-  /// row passes' shared-memory and atomic latency per program; a tuner's knob beside
-  /// programs_per_row. Results do not depend on it.
+  /// per row and the cooperative path's tail, 8 for its programs on slices, 4 for rows of
+  /// n <= 256). More warps hide more of the row passes' shared-memory and atomic latency per
+  /// program; a tuner's knob beside programs_per_row (it sets every kernel's warps). Results do
+  /// not depend on it.
   int num_warps = 0;
   /// Workspace of the cooperative path: topk_workspace_size(...) int32 elements (or null).
   int32_t* workspace = nullptr;
@@ -119,10 +123,14 @@ constexpr int kRadixBits = 11;
 constexpr int kBlock = 2048;        // elements per tile in the row loops
 constexpr int64_t kDirectMaxN = 256;  // rows up to this length: one kernel, the whole row in one tile (sorted)
 constexpr int64_t kMaxK = 8192;     // the sort of the survivors must fit a GPU program's shared memory
-constexpr int kCounterSlots = 16;   // workspace row: [counter, pad..][pass histograms][per-slice last histograms]
+constexpr int kCounterSlots = 16;   // workspace row: [counter, pad..][pass 0, 1 histograms][per-slice parts]
 constexpr int64_t kResidentRowBytes = 128 << 10;  // rows up to this size may be held in shared memory
 constexpr int kResidentChunk = 2048;               // elements a step in the resident kernel's loops
 constexpr int kResidentWarps = 16;                 // its warps (and the one-program-per-row kernels')
+constexpr int kLoopStages = 3;  // the row loops over global memory: loads pipelined this deep (cp.async)
+// Slices of a row on the cooperative path at most: the tail kernel reads the candidates of every
+// slice in one tile of kBlock elements, at least 8 columns of each.
+constexpr int64_t kMaxProgramsPerRow = 256;
 
 constexpr int key_bits(int elem_bytes) { return elem_bytes * 8; }
 constexpr int num_passes(int kb) { return (kb + kRadixBits - 1) / kRadixBits; }
@@ -152,20 +160,20 @@ template <class T> Tile<uint32_t> radix_key(const Tile<T>& x, bool largest) {
   return key;
 }
 
-/// The histogram of pass `pass`'s digit over the elements [lo, hi) whose higher digits equal
-/// `prefix`, `block` elements a step, each element's key from key_at(offsets, mask): counted with
-/// atomic adds into a shared-memory table (no barrier per step), read once at the end. In the
-/// kernel's body only (it allocates the table).
-template <int kb, class KeyAt>
-Tile<int32_t> digit_hist(KeyAt key_at, const Tile<int32_t>& lo, const Tile<int32_t>& hi, const Tile<uint32_t>& prefix,
-                         int pass, int block) {
+/// The histogram of pass `pass`'s digit over the elements of the steps i of range(lo, hi, step)
+/// whose higher digits equal `prefix`, step i's keys from keys_at(i, m) (which sets m, the mask of
+/// the step's elements): counted with atomic adds into a shared-memory table (no barrier per step),
+/// read once at the end; the loop's loads pipelined `stages` deep (0: not hinted - keys_at reads
+/// shared memory). In the kernel's body only (it allocates the table).
+template <int kb, class KeysAt>
+Tile<int32_t> digit_hist_steps(KeysAt keys_at, const Tile<int32_t>& lo, const Tile<int32_t>& hi, int step,
+                               const Tile<uint32_t>& prefix, int pass, int stages) {
   const int w = pass_bits(kb, pass), sh = pass_shift(kb, pass);
   auto table = gpu::alloc<int32_t>({int64_t(1) << w}, gpu::scope::shared);
   table.store(0);
-  for (auto i : range(lo, hi, block)) {
-    Tile<int32_t> offs = i + arange(0, block);
-    Tile<bool> m = offs < hi;
-    Tile<uint32_t> key = key_at(offs, m);
+  for (auto i : range(lo, hi, step, {.num_stages = stages})) {
+    Tile<bool> m;
+    Tile<uint32_t> key = keys_at(i, m);
     if (pass > 0) m = m & ((key >> pass_shift(kb, pass - 1)) == prefix);
     Tile<int32_t> d = ((key >> sh) & ((1u << w) - 1u)).template to<int32_t>();
     atomic_add(gpu::local_ptr(table, {d}), 1, m);
@@ -173,12 +181,25 @@ Tile<int32_t> digit_hist(KeyAt key_at, const Tile<int32_t>& lo, const Tile<int32
   return table.load();
 }
 
+/// digit_hist_steps over the elements [lo, hi), `block` a step, each element's key from
+/// key_at(offsets, mask).
+template <int kb, class KeyAt>
+Tile<int32_t> digit_hist(KeyAt key_at, const Tile<int32_t>& lo, const Tile<int32_t>& hi, const Tile<uint32_t>& prefix,
+                         int pass, int block, int stages) {
+  auto keys_at = [&](const Tile<int32_t>& i, Tile<bool>& m) {
+    Tile<int32_t> offs = i + arange(0, block);
+    m = offs < hi;
+    return key_at(offs, m);
+  };
+  return digit_hist_steps<kb>(keys_at, lo, hi, block, prefix, pass, stages);
+}
+
 /// digit_hist over the elements [lo, hi) of a row in global memory.
 template <class T>
 Tile<int32_t> hist_pass(const Ptr<T>& xrow, const Tile<int32_t>& lo, const Tile<int32_t>& hi,
                         const Tile<uint32_t>& prefix, int pass, bool largest) {
   auto key_at = [&](const Tile<int32_t>& offs, const Tile<bool>& m) { return radix_key(load(xrow + offs, m), largest); };
-  return digit_hist<key_bits(sizeof(T))>(key_at, lo, hi, prefix, pass, kBlock);
+  return digit_hist<key_bits(sizeof(T))>(key_at, lo, hi, prefix, pass, kBlock, kLoopStages);
 }
 
 /// From a pass's histogram h (2^w bins) and the rank krem (1-based, counted from the largest) of
@@ -198,7 +219,7 @@ template <class T>
 void gather_survivors(const Ptr<T>& xrow, const Tile<int32_t>& n, const Tile<uint32_t>& kth, Tile<int32_t> base_eq,
                       const Tile<int32_t>& k, const Ptr<int32_t>& irow, bool largest) {
   Tile<int32_t> base_gt = 0;
-  for (auto i : range(0, n, kBlock)) {
+  for (auto i : range(0, n, kBlock, {.num_stages = kLoopStages})) {
     Tile<int32_t> offs = i + arange(0, kBlock);
     Tile<bool> m = offs < n;
     Tile<uint32_t> key = radix_key(load(xrow + offs, m), largest);
@@ -285,7 +306,7 @@ template <class T> const auto& resident_kernel() {
     Tile<int32_t> zero = 0, krem = kk;
     Tile<uint32_t> kth = 0u;
     for (int p = 0; p < num_passes(kb); ++p)
-      select_digit(digit_hist<kb>(key_at, zero, n, kth, p, ch), pass_bits(kb, p), krem, kth);
+      select_digit(digit_hist<kb>(key_at, zero, n, kth, p, ch, 0), pass_bits(kb, p), krem, kth);
     // The survivors: keys above the k-th at [0, K - krem), then keys equal to it while within K
     // (in index order: the lowest indices are kept). One scan counts both (above in the low 16
     // bits, equal in the high; a chunk has at most kResidentChunk elements).
@@ -313,15 +334,24 @@ template <class T> const auto& resident_kernel() {
   return k;
 }
 
+/// Passes whose row histograms the cooperative path keeps in the workspace (the first two; the
+/// tail counts f32's third digit itself, over the candidates).
+constexpr int kCoopWsPasses = 2;
+/// int32 elements at the front of a cooperative workspace row that the zero kernel clears: the
+/// counters and the row histograms of passes 0 and 1.
+constexpr int coop_header(int kb) { return hist_offset(kb, kCoopWsPasses); }
+/// int32 elements at the end of a cooperative workspace row that only the tail's loads read (they
+/// round a slice's candidate count up to a multiple of 4).
+constexpr int kWsPad = 16;
+
 /// The cooperative path's view of one workspace row (row `row`, slice `s` of `ppr`): trace-time
 /// offsets of the counters and pass histograms, run-time offsets of the per-slice parts.
-/// Layout: [0, 16) counters (slot 0: the output positions of the elements above the k-th key);
-/// the totals of every pass's histogram; the per-slice histograms of the last pass [ppr][2^w];
-/// the per-slice candidate counts [ppr]; candidate keys [n] and indices [n] (slice s's at s * slice).
+/// Layout: [0, 16) counters (slot 0: the output positions of the elements above the k-th key's
+/// first digit); the row histograms of passes 0 and 1; the per-slice candidate counts
+/// [kMaxProgramsPerRow] (the first ppr used); candidate keys [n] and indices [n] (slice s's at
+/// s * slice); kWsPad elements the tail's loads may read past the last slice's candidates.
 template <class T> struct CoopRow {
   static constexpr int kb = key_bits(sizeof(T));
-  static constexpr int last = num_passes(kb) - 1;
-  static constexpr int wl = pass_bits(kb, last);
   Tile<int32_t> row, s, lo, hi;
   Ptr<int32_t> wrow, counts, keys, idx;
   CoopRow(const Ptr<int32_t>& ws, const Tile<int32_t>& n, const Tile<int32_t>& ppr, const Tile<int32_t>& slice,
@@ -332,23 +362,17 @@ template <class T> struct CoopRow {
     lo = s * slice;
     hi = minimum(lo + slice, n);
     wrow = ws + row.to<int64_t>() * ws_row;
-    counts = wrow + hist_offset(kb, last + 1) + ppr * (1 << wl);
-    keys = counts + ppr + lo;
-    idx = counts + ppr + n + lo;
-  }
-  /// Slice `slice_index`'s histogram of the last pass.
-  Ptr<int32_t> partial(const Tile<int32_t>& slice_index) const {
-    return wrow + hist_offset(kb, last + 1) + slice_index * (1 << wl);
+    counts = wrow + coop_header(kb);
+    keys = counts + kMaxProgramsPerRow + lo;
+    idx = counts + kMaxProgramsPerRow + n + lo;
   }
 };
 
-/// Adds a slice's histogram of pass `pass` to the row's (atomically) and, for the last pass,
-/// stores it as the slice's own.
+/// Adds a slice's histogram of pass `pass` to the row's (atomically).
 template <class T> void publish_hist(const CoopRow<T>& c, const Tile<int32_t>& h, int pass) {
   constexpr int kb = key_bits(sizeof(T));
   Tile<int32_t> bins = arange(0, int64_t(1) << pass_bits(kb, pass));
   atomic_add(c.wrow + hist_offset(kb, pass) + bins, h, h != 0);
-  if (pass == num_passes(kb) - 1) store(c.partial(c.s) + bins, h);
 }
 
 /// The histogram of pass `pass`'s digit (pass >= 1) over the slice's candidates [0, count) in the
@@ -356,7 +380,7 @@ template <class T> void publish_hist(const CoopRow<T>& c, const Tile<int32_t>& h
 template <class T>
 Tile<int32_t> candidate_hist(const CoopRow<T>& c, const Tile<int32_t>& count, const Tile<uint32_t>& prefix, int pass) {
   auto key_at = [&](const Tile<int32_t>& offs, const Tile<bool>& m) { return bitcast<uint32_t>(load(c.keys + offs, m)); };
-  return digit_hist<key_bits(sizeof(T))>(key_at, Tile<int32_t>(0), count, prefix, pass, kBlock);
+  return digit_hist<key_bits(sizeof(T))>(key_at, Tile<int32_t>(0), count, prefix, pass, kBlock, kLoopStages);
 }
 
 /// Cooperative pass 0: the slice's histogram of the first digit.
@@ -391,7 +415,7 @@ template <class T> const auto& coop_filter_kernel() {
     // the slice). One scan counts both: candidates in the low 16 bits, elements above in the high.
     Tile<int32_t> count = 0, above = 0;
     Tile<int32_t> back = c.hi - c.lo - 1;
-    for (auto i : range(c.lo, c.hi, kBlock)) {
+    for (auto i : range(c.lo, c.hi, kBlock, {.num_stages = kLoopStages})) {
       Tile<int32_t> offs = i + arange(0, kBlock);
       Tile<bool> m = offs < c.hi;
       Tile<uint32_t> key = radix_key(load(xrow + offs, m), LARGEST);
@@ -422,55 +446,117 @@ template <class T> const auto& coop_filter_kernel() {
   return k;
 }
 
-/// Cooperative passes 2..: the histogram of pass PASS's digit over the slice's candidates that
-/// match the digits found so far.
-template <class T> const auto& coop_cand_hist_kernel() {
-  static const auto k = jit("tle_ops_topk_cand_hist", [](Ptr<int32_t> ws, Tile<int32_t> n, Tile<int32_t> kk,
-                                                        Tile<int32_t> ppr, Tile<int32_t> slice, Tile<int32_t> ws_row,
-                                                        Constexpr<int> PASS) {
-    CoopRow<T> c(ws, n, ppr, slice, ws_row);
-    Tile<int32_t> krem;
-    Tile<uint32_t> prefix;
-    digits_from_workspace<T>(c.wrow, PASS, kk, krem, prefix);
-    publish_hist(c, candidate_hist(c, load(c.counts + c.s), prefix, PASS), PASS);
-  });
-  return k;
-}
-
-/// Cooperative gather: the slice's candidates above the k-th key (positions from the row's
-/// counter) and those equal to it, after the equal ones of the lower slices, while within k.
-template <class T> const auto& coop_gather_kernel() {
-  static const auto k = jit("tle_ops_topk_gather", [](Ptr<int32_t> ind, Ptr<int32_t> ws, Tile<int32_t> n,
-                                                     Tile<int32_t> kk, Tile<int32_t> ppr, Tile<int32_t> slice,
-                                                     Tile<int32_t> ws_row) {
+/// The cooperative tail, one program per row (after the filter: the row histograms of passes 0
+/// and 1 complete, the indices of the elements above the k-th key's first digit in indices[row,
+/// 0..A), each slice's candidates in the workspace): the remaining pass (f32's third digit) over
+/// the candidates of every slice at once, the survivors gathered into a shared [K] table of (key,
+/// ~index) u64s - unique, so a descending sort of them is the result's order - sorted, and the
+/// row's indices and values written.
+/// The candidates of all slices are read as one [PS, kBlock / PS] tile a step: PS (a power of two
+/// >= ppr, at most kMaxProgramsPerRow) slices of kBlock / PS columns, the next columns of every
+/// slice a step further. That loses the order across slices, which matters only for the elements
+/// equal to the k-th key: when all E of them survive (E == krem) they are placed in that same loop;
+/// when only the lowest-index krem of them do, a second loop over the same tiles places them by
+/// their rank in index order (the equal ones of the lower slices, counted by the first loop, then
+/// those before them in their slice) and keeps those within K. The loads' masks are rounded up to whole 4-element vectors (a load reads up to 3
+/// elements past a slice's candidates; the workspace row has room after the last one) so the loops
+/// can be pipelined with 16-byte copies; the elements past the count are masked off after the load.
+template <class T> const auto& coop_tail_kernel() {
+  static const auto k = jit("tle_ops_topk_tail", [](Ptr<T> x, Ptr<T> vals, Ptr<int32_t> ind, Ptr<int32_t> ws,
+                                                   Tile<int32_t> n, Tile<int32_t> ppr, Tile<int32_t> slice,
+                                                   Tile<int32_t> ws_row, Constexpr<int> K, Constexpr<int> PS,
+                                                   Constexpr<bool> LARGEST) {
     constexpr int kb = key_bits(sizeof(T));
-    CoopRow<T> c(ws, n, ppr, slice, ws_row);
-    Ptr<int32_t> irow = ind + c.row.template to<int64_t>() * kk;
-    Tile<int32_t> krem;
-    Tile<uint32_t> kth;
-    digits_from_workspace<T>(c.wrow, CoopRow<T>::last + 1, kk, krem, kth);
-    // Elements equal to the k-th key in the lower slices: the k-th key's last-digit bin of their
-    // last-pass histograms.
-    Tile<int32_t> dl = (kth & ((1u << CoopRow<T>::wl) - 1u)).template to<int32_t>();
-    Tile<int32_t> base_eq = kk - krem;
-    for (auto q0 : range(0, c.s, 256)) {  // 256 slices a step: one load each, no chain of loads
-      Tile<int32_t> q = q0 + arange(0, 256);
-      base_eq = base_eq + sum(load(c.partial(q) + dl, q < c.s, 0), 0);
+    constexpr int passes = num_passes(kb), wl = pass_bits(kb, passes - 1);
+    const int kk = K, ps = PS, cb = kBlock / ps;
+    Tile<int64_t> row = program_id(0).to<int64_t>();
+    Ptr<T> xrow = x + row * n;
+    Ptr<int32_t> irow = ind + row * kk;
+    Ptr<int32_t> wrow = ws + row * ws_row;
+    Ptr<int32_t> counts = wrow + coop_header(kb);
+    Ptr<int32_t> keys = counts + kMaxProgramsPerRow, idxs = keys + n;
+    auto up4 = [](const Tile<int32_t>& c) { return multiple_of((c + 3) & ~3, 4); };
+    // The [PS, CB] tile: slice sl (its candidates at keys + start), column j + col at step j.
+    Tile<int32_t> sl = arange(0, ps), col = expand_dims(arange(0, cb), 0);
+    Tile<int32_t> cnt1 = load(counts + sl, sl < ppr, 0);  // each slice's candidates (0 past ppr)
+    Tile<int32_t> maxc = max(cnt1, 0);
+    Tile<int32_t> cnt = expand_dims(cnt1, 1), cnt4 = up4(cnt);
+    Tile<int32_t> start = expand_dims(where(sl < ppr, sl * slice, 0), 1);
+    // Step j's keys (and its mask, m) and indices.
+    auto cand_keys = [&](const Tile<int32_t>& j, Tile<bool>& m) {
+      Tile<int32_t> c = j + col;
+      m = c < cnt;
+      return bitcast<uint32_t>(load(keys + (start + c), c < cnt4));
+    };
+    auto cand_idx = [&](const Tile<int32_t>& j) {
+      Tile<int32_t> c = j + col;
+      return load(idxs + (start + c), c < cnt4);
+    };
+    // The digits of the k-th key: passes 0 and 1 from the row's histograms, the rest over the
+    // candidates. E (eq_total): the elements equal to the k-th key, its bin of the last histogram.
+    Tile<int32_t> krem = kk, above = 0, hl;
+    Tile<uint32_t> kth = 0u;
+    for (int p = 0; p < passes; ++p) {
+      const int w = pass_bits(kb, p);
+      Tile<int32_t> h;
+      if (p < kCoopWsPasses) h = load(wrow + hist_offset(kb, p) + arange(0, int64_t(1) << w));
+      else h = digit_hist_steps<kb>(cand_keys, Tile<int32_t>(0), maxc, cb, kth, p, kLoopStages);
+      select_digit(h, w, krem, kth);
+      if (p == 0) above = kk - krem;  // the elements the filter wrote to indices[row, 0..above)
+      hl = h;
     }
-    Tile<int32_t> count = load(c.counts + c.s);
-    for (auto i : range(0, count, kBlock)) {
+    Tile<int32_t> dl = (kth & ((1u << wl) - 1u)).template to<int32_t>();
+    Tile<int32_t> eq_total = sum(where(arange(0, int64_t(1) << wl) == dl, hl, 0), 0);
+    Tile<bool> all_eq = eq_total == krem;
+    auto comp = [](const Tile<uint32_t>& key, const Tile<int32_t>& index) {
+      return (key.to<uint64_t>() << 32) | (~index.to<uint32_t>()).to<uint64_t>();
+    };
+    auto surv = gpu::alloc<uint64_t>({int64_t(kk)}, gpu::scope::shared);
+    // The elements above the k-th key's first digit, at [0, above).
+    for (auto i : range(0, above, kBlock)) {
       Tile<int32_t> offs = i + arange(0, kBlock);
-      Tile<bool> m = offs < count;
-      Tile<uint32_t> key = bitcast<uint32_t>(load(c.keys + offs, m));
-      Tile<int32_t> index = load(c.idx + offs, m);
-      Tile<int32_t> gt = (m & (key > kth)).to<int32_t>();
-      Tile<int32_t> eq = (m & (key == kth)).to<int32_t>();
-      Tile<int32_t> first = atomic_add(c.wrow, sum(gt, 0));
-      store(irow + (first + cumsum(gt, 0) - 1), index, gt != 0);
-      Tile<int32_t> pe = base_eq + cumsum(eq, 0) - 1;
-      store(irow + pe, index, (eq != 0) & (pe < kk));
-      base_eq = base_eq + sum(eq, 0);
+      Tile<bool> m = offs < above;
+      Tile<int32_t> index = load(irow + offs, m);
+      store(gpu::local_ptr(surv, {offs}), comp(radix_key(load(xrow + index, m), LARGEST), index), m);
     }
+    // The candidates above the k-th key at [above, K - krem), and, when all of them survive, those
+    // equal to it at [K - krem, K). One scan counts both (above in the low 16 bits, equal in the
+    // high): along each slice's columns, then over the slices' totals. eq_seen: each slice's
+    // elements equal to the k-th key.
+    Tile<int32_t> base_gt = above, base_eq = kk - krem, eq_seen = zeros<int32_t>({ps});
+    for (auto j : range(0, maxc, cb, {.num_stages = kLoopStages})) {
+      Tile<bool> m;
+      Tile<uint32_t> key = cand_keys(j, m);
+      Tile<int32_t> index = cand_idx(j);
+      Tile<bool> gt = m & (key > kth), eq = m & (key == kth);
+      Tile<int32_t> both = gt.to<int32_t>() + (eq.to<int32_t>() << 16);
+      Tile<int32_t> per_slice = sum(both, 1);
+      Tile<int32_t> inc = cumsum(both, 1) + expand_dims(cumsum(per_slice, 0) - per_slice, 1);
+      Tile<int32_t> pos = where(gt, base_gt + (inc & 0xFFFF) - 1, base_eq + (inc >> 16) - 1);
+      store(gpu::local_ptr(surv, {pos}), comp(key, index), gt | (eq & all_eq & (pos < kk)));
+      Tile<int32_t> total = sum(per_slice, 0);
+      base_gt = base_gt + (total & 0xFFFF);
+      base_eq = base_eq + (total >> 16);
+      eq_seen = eq_seen + (per_slice >> 16);
+    }
+    // Ties across the boundary (E > krem): the lowest-index krem of the elements equal to the k-th
+    // key. A slice's candidates are in index order and the slices are, so an equal element's
+    // position is (K - krem) + the equal ones of the lower slices + those before it in its slice;
+    // those below K are kept. Every slice at once again, the loop only run when needed.
+    Tile<int32_t> eq_base = (kk - krem) + cumsum(eq_seen, 0) - eq_seen;
+    for (auto j : range(0, where(all_eq, 0, maxc), cb, {.num_stages = kLoopStages})) {
+      Tile<bool> m;
+      Tile<uint32_t> key = cand_keys(j, m);
+      Tile<int32_t> index = cand_idx(j);
+      Tile<int32_t> eq = (m & (key == kth)).to<int32_t>();
+      Tile<int32_t> pos = expand_dims(eq_base, 1) + cumsum(eq, 1) - 1;
+      store(gpu::local_ptr(surv, {pos}), comp(key, index), (eq != 0) & (pos < kk));
+      eq_base = eq_base + sum(eq, 1);
+    }
+    Tile<int32_t> idx = (~sort(surv.load(), 0, /*descending=*/true).template to<uint32_t>()).template to<int32_t>();
+    Tile<int32_t> o = arange(0, kk);
+    store(irow + o, idx);
+    store(vals + row * kk + o, load(xrow + idx));
   });
   return k;
 }
@@ -540,22 +626,23 @@ inline bool resident_fits(int64_t n, int64_t k, int elem_bytes, Backend backend)
 }
 
 /// The cooperative path's own programs per row for `units` programs in flight on the machine:
-/// the largest power of two within units / rows and one program per two tiles (4096 elements) of
-/// a row. (H100, 2026-12-07, the tuner's sweep: 4 programs per row beat 5 - rounding units / rows
-/// up - by 10-13 % on 64 rows of 129280-131072, and 32 beat 16 - one per 8192 elements - by 9 %
-/// on one row of 131072.)
+/// the largest power of two within units / rows, one program per two tiles (4096 elements) of a
+/// row and kMaxProgramsPerRow. (H100, 2026-12-07, the tuner's sweep: 4 programs per row beat 5 -
+/// rounding units / rows up - by 10-13 % on 64 rows of 129280-131072, and 32 beat 16 - one per
+/// 8192 elements - by 9 % on one row of 131072.)
 inline int64_t auto_programs_per_row(int64_t rows, int64_t n, int64_t units) {
   const int64_t want =
-      std::clamp<int64_t>(units / std::max<int64_t>(rows, 1), 1, std::max<int64_t>(1, n / (2 * kBlock)));
+      std::clamp<int64_t>(units / std::max<int64_t>(rows, 1), 1,
+                          std::clamp<int64_t>(n / (2 * kBlock), 1, kMaxProgramsPerRow));
   return int64_t(std::bit_floor(uint64_t(want)));
 }
 
 inline Plan plan(int64_t rows, int64_t n, int64_t k, int elem_bytes, int requested, Backend backend) {
   Plan p;
   if (n <= kDirectMaxN && requested == 0) return p;
-  const int64_t max_ppr = std::max<int64_t>(1, (n + kBlock - 1) / kBlock);
+  const int64_t max_ppr = std::clamp<int64_t>((n + kBlock - 1) / kBlock, 1, kMaxProgramsPerRow);
   // A row that fits in shared memory: one program per row holding it, forced (1) or chosen (0:
-  // one launch and one read of x beat the cooperative path's six even when the rows do not fill
+  // one launch and one read of x beat the cooperative path's four even when the rows do not fill
   // the GPU).
   if (requested <= 1 && resident_fits(n, k, elem_bytes, backend)) {
     p.mode = Plan::Resident;
@@ -593,9 +680,8 @@ inline Plan plan(int64_t rows, int64_t n, int64_t k, int elem_bytes, int request
 }
 
 /// int32 elements of one workspace row of the cooperative path (CoopRow's layout).
-inline int64_t ws_row_size(int elem_bytes, int64_t ppr, int64_t n) {
-  const int kb = key_bits(elem_bytes), last = num_passes(kb) - 1;
-  return hist_offset(kb, last + 1) + ppr * (int64_t(1) << pass_bits(kb, last)) + ppr + 2 * n;
+inline int64_t ws_row_size(int elem_bytes, int64_t n) {
+  return coop_header(key_bits(elem_bytes)) + kMaxProgramsPerRow + 2 * n + kWsPad;
 }
 
 inline void check_shape(int64_t rows, int64_t n, int64_t k, const TopkOptions& o, const SrcLoc& l) {
@@ -620,15 +706,15 @@ inline void check_shape(int64_t rows, int64_t n, int64_t k, const TopkOptions& o
 
 /// The number of int32 elements of workspace that topk needs for this shape and these options:
 /// 0 when it needs none (one program per row: rows of n <= 256, rows that fit in shared memory,
-/// programs_per_row = 1), else about rows * (2n + 5000)
-/// (the cooperative path's candidates and histograms). Same errors as topk.
+/// programs_per_row = 1), else at most rows * (2n + 4400)
+/// (the cooperative path's candidates, counters and histograms). Same errors as topk.
 template <class T>
 size_t topk_workspace_size(int64_t rows, int64_t n, int64_t k, const TopkOptions& o = {}, loc_t l = loc_t::current()) {
   using namespace detail_topk;
   check_shape(rows, n, k, o, l);
   const Plan p = plan(rows, n, k, sizeof(T), o.programs_per_row, o.backend ? *o.backend : default_backend());
   if (p.mode != Plan::Coop) return 0;
-  return static_cast<size_t>(rows * ws_row_size(sizeof(T), p.ppr, n));
+  return static_cast<size_t>(rows * ws_row_size(sizeof(T), n));
 }
 
 /// The k largest (smallest) elements of each row of the row-major [rows, n] matrix x and their
@@ -667,7 +753,7 @@ void topk(const T* x, int64_t rows, int64_t n, int64_t k, T* values, int32_t* in
     sort_kernel<T>()(grid(rows, kResidentWarps), x, values, indices, N32, K, o.largest);
     return;
   }
-  const int64_t row_ws = ws_row_size(sizeof(T), p.ppr, n), total = rows * row_ws;
+  const int64_t row_ws = ws_row_size(sizeof(T), n), total = rows * row_ws;
   if (rows * p.ppr > std::numeric_limits<int32_t>::max() || row_ws > std::numeric_limits<int32_t>::max())
     throw UserError(l, "tle::ops::topk: rows * programs_per_row or the workspace row is too large; use fewer "
                        "programs per row or shorter rows");
@@ -686,13 +772,11 @@ void topk(const T* x, int64_t rows, int64_t n, int64_t k, T* values, int32_t* in
   constexpr int kb = key_bits(sizeof(T));
   const int P = static_cast<int>(p.ppr), S = static_cast<int>(p.slice), R = static_cast<int>(row_ws);
   const int64_t programs = rows * p.ppr;
-  zero_kernel()(grid(rows, 4), ws, hist_offset(kb, num_passes(kb)), R);
+  zero_kernel()(grid(rows, 4), ws, coop_header(kb), R);
   coop_hist0_kernel<T>()(grid(programs, 8), x, ws, N32, P, S, R, o.largest);
   coop_filter_kernel<T>()(grid(programs, 8), x, indices, ws, N32, K, P, S, R, o.largest);
-  for (int pass = 2; pass < num_passes(kb); ++pass)
-    coop_cand_hist_kernel<T>()(grid(programs, 8), ws, N32, K, P, S, R, pass);
-  coop_gather_kernel<T>()(grid(programs, 8), indices, ws, N32, K, P, S, R);
-  sort_kernel<T>()(grid(rows, 8), x, values, indices, N32, K, o.largest);
+  coop_tail_kernel<T>()(grid(rows, kResidentWarps), x, values, indices, ws, N32, P, S, R, K,
+                        static_cast<int>(std::bit_ceil(uint64_t(p.ppr))), o.largest);
   if (!dev_ws.empty()) Stream::wrap(o.stream).synchronize();
 }
 
