@@ -125,6 +125,16 @@ TEST_CASE("a compaction's scattered store does not make the row's load one eleme
   }, {2048});
   assign(*g, 8);
   for (auto* op : ops_of(*g, ir::OpKind::Store)) CHECK(layout::blocked({2048}, {1}, {32}, {8}, {0}) == lay(op->operands[1]));
+  // A one-element tile (its layout moves along no dim) beside them: neither scattered nor
+  // contiguous (the vote's check once indexed its pointer facts at dim -1; an ASan build sees it).
+  auto h = trace("one_element", [](Ptr<int32_t> x, Ptr<int32_t> out) {
+    Tile<int32_t> a = arange(0, 1);
+    store(out + a, load(x + a) + 1);
+    Tile<int32_t> b = arange(0, 256);
+    store(out + load(x + b * 2), b);
+  }, {});
+  assign(*h, 4);
+  CHECK(ops_of(*h, ir::OpKind::Load).size() == 2);
 }
 
 TEST_CASE("vector add: unaligned pointers or 8 warps", "[gpu-layout]") {

@@ -363,9 +363,11 @@ class Assigner {
     // cumsum positions, a gather) is served as well by any layout, so it votes only where no
     // contiguous access of that shape does (otherwise it would make a row's loads one element
     // per thread: 4-byte accesses, and for 16-bit types no cp.async pipelining).
+    // (A tile of one element, whose layout moves along no dim, is not scattered.)
     auto scattered = [&](Op* op) {
       const Anchor& a = anchors_.at(op);
-      return a.ptr.contig[fastest_dim(a.layout)] <= 1;
+      const int fd = fastest_dim(a.layout);
+      return fd >= 0 && a.ptr.contig[static_cast<size_t>(fd)] <= 1;
     };
     std::set<Key> has_contiguous;
     for (Op* op : mem)
