@@ -187,7 +187,8 @@ TEST_CASE("ops library: topk f16 and bf16", "[ops][ops-library]") {
 TEST_CASE("ops library: topk cooperative tail at 2, 3, 32 and 256 programs a row, ties at the k-th key",
           "[ops][ops-library]") {
   // The tail kernel reads the candidates of every slice in one [PS, 2048 / PS] tile (PS: ppr
-  // rounded up to a power of two, at most 256): 2 and 3 slices (PS 2, 4), 32, 256, and 1000 asked
+  // rounded up to a power of two, at most 256): 2 and 3 slices (PS 2, 4; also on an odd n, whose
+  // rows and candidate regions are not 16-byte aligned), 32, 256, and 1000 asked
   // for on a row of 525000 (clamped to 256, rounded to 129 slices of 4096: PS 256). Ties at
   // k = 2048: data mode 3 ends the k largest with a whole group of 4 equal keys (E == krem > 1,
   // placed in the unordered loop), mode 4 cuts one in two (E > krem: the ordered loop over the
@@ -214,7 +215,7 @@ TEST_CASE("ops library: topk cooperative tail at 2, 3, 32 and 256 programs a row
   CHECK(ties(3, 5000, 1) == std::pair<int64_t, int64_t>(4, 4));
   CHECK(ties(4, 65000, 2) == std::pair<int64_t, int64_t>(4, 2));
   struct Case { int64_t rows, n; int ppr; int64_t slices; };
-  std::vector<Case> cases = {{2, 5000, 2, 2}, {3, 5000, 3, 3}, {1, 65000, 32, 32}};
+  std::vector<Case> cases = {{2, 5000, 2, 2}, {3, 5000, 3, 3}, {2, 5001, 3, 3}, {1, 65000, 32, 32}};
   if (!slow) cases.push_back({1, 523000, 256, 256}), cases.push_back({1, 525000, 1000, 129});
   unsigned seed = 500;
   for (const Case& c : cases) {
