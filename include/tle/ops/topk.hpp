@@ -61,9 +61,9 @@
 //     256 slices): f32's third pass, then the survivors into a shared table of (key, ~index) u64s
 //     as above - the elements above the first digit from `indices`, the candidates above the k-th
 //     key, and those equal to it (all of them where they fit, else the lowest-index ones, ranked
-//     in a second pass over the candidates) - sorted, and values and indices written. Every program recomputes
-//     the digits found so far from the row's histograms. Four launches (zero, pass 0, pass 1,
-//     tail), for every dtype; at most 256 programs per row.
+//     in a second pass over the candidates) - sorted, and values and indices written. Every
+//     program recomputes the digits found so far from the row's histograms. Four launches (zero,
+//     pass 0, pass 1, tail), for every dtype; at most 256 programs per row.
 //
 // Workspace: the cooperative path needs topk_workspace_size(rows, n, k, options) int32 elements
 // (at most rows * (2n + 4400)), on the backend's memory. Pass it as TopkOptions::workspace; without
@@ -380,7 +380,8 @@ template <class T> void publish_hist(const CoopRow<T>& c, const Tile<int32_t>& h
 template <class T>
 Tile<int32_t> candidate_hist(const CoopRow<T>& c, const Tile<int32_t>& count, const Tile<uint32_t>& prefix, int pass) {
   auto key_at = [&](const Tile<int32_t>& offs, const Tile<bool>& m) { return bitcast<uint32_t>(load(c.keys + offs, m)); };
-  return digit_hist<key_bits(sizeof(T))>(key_at, Tile<int32_t>(0), count, prefix, pass, kBlock, kLoopStages);
+  return digit_hist<key_bits(sizeof(T))>(key_at, Tile<int32_t>(0), count, prefix, pass, kBlock,
+                                         kLoopStages);
 }
 
 /// Cooperative pass 0: the slice's histogram of the first digit.
@@ -458,9 +459,10 @@ template <class T> const auto& coop_filter_kernel() {
 /// equal to the k-th key: when all E of them survive (E == krem) they are placed in that same loop;
 /// when only the lowest-index krem of them do, a second loop over the same tiles places them by
 /// their rank in index order (the equal ones of the lower slices, counted by the first loop, then
-/// those before them in their slice) and keeps those within K. The loads' masks are rounded up to whole 4-element vectors (a load reads up to 3
-/// elements past a slice's candidates; the workspace row has room after the last one) so the loops
-/// can be pipelined with 16-byte copies; the elements past the count are masked off after the load.
+/// those before them in their slice) and keeps those within K. The loads' masks are rounded up to
+/// whole 4-element vectors (a load reads up to 3 elements past a slice's candidates; the workspace
+/// row has room after the last one) so the loops can be pipelined with 16-byte copies; the elements
+/// past the count are masked off after the load.
 template <class T> const auto& coop_tail_kernel() {
   static const auto k = jit("tle_ops_topk_tail", [](Ptr<T> x, Ptr<T> vals, Ptr<int32_t> ind, Ptr<int32_t> ws,
                                                    Tile<int32_t> n, Tile<int32_t> ppr, Tile<int32_t> slice,
