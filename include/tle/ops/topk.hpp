@@ -202,6 +202,16 @@ Tile<int32_t> hist_pass(const Ptr<T>& xrow, const Tile<int32_t>& lo, const Tile<
   return digit_hist<key_bits(sizeof(T))>(key_at, lo, hi, prefix, pass, kBlock, kLoopStages);
 }
 
+/// A survivor as one u64: its key above its inverted index. The codes of a row are unique and a
+/// descending sort of them is the result's order (key descending, then index ascending).
+inline Tile<uint64_t> survivor_code(const Tile<uint32_t>& key, const Tile<int32_t>& index) {
+  return (key.to<uint64_t>() << 32) | (~index.to<uint32_t>()).to<uint64_t>();
+}
+/// The indices of survivor codes in the result's order: sorted descending, the low halves inverted.
+inline Tile<int32_t> sorted_indices(const Tile<uint64_t>& codes) {
+  return (~sort(codes, 0, /*descending=*/true).to<uint32_t>()).to<int32_t>();
+}
+
 /// From a pass's histogram h (2^w bins) and the rank krem (1-based, counted from the largest) of
 /// the wanted element among the elements it counts: appends the digit holding it to `prefix` and
 /// makes krem its rank among the elements with that digit.
@@ -320,13 +330,12 @@ template <class T> const auto& resident_kernel() {
       Tile<int32_t> both = gt.to<int32_t>() + (eq.to<int32_t>() << 16);
       Tile<int32_t> inc = cumsum(both, 0);
       Tile<int32_t> pos = where(gt, base_gt + (inc & 0xFFFF) - 1, base_eq + (inc >> 16) - 1);
-      Tile<uint64_t> comp = (key.to<uint64_t>() << 32) | (~offs.to<uint32_t>()).to<uint64_t>();
-      store(gpu::local_ptr(surv, {pos}), comp, gt | (eq & (pos < kk)));
+      store(gpu::local_ptr(surv, {pos}), survivor_code(key, offs), gt | (eq & (pos < kk)));
       Tile<int32_t> total = sum(both, 0);
       base_gt = base_gt + (total & 0xFFFF);
       base_eq = base_eq + (total >> 16);
     }
-    Tile<int32_t> idx = (~sort(surv.load(), 0, /*descending=*/true).to<uint32_t>()).to<int32_t>();
+    Tile<int32_t> idx = sorted_indices(surv.load());
     Tile<int32_t> o = arange(0, kk);
     store(ind + row * kk + o, idx);
     store(vals + row * kk + o, load(gpu::local_ptr(buf, {idx})));
@@ -510,16 +519,13 @@ template <class T> const auto& coop_tail_kernel() {
     Tile<int32_t> dl = (kth & ((1u << wl) - 1u)).template to<int32_t>();
     Tile<int32_t> eq_total = sum(where(arange(0, int64_t(1) << wl) == dl, hl, 0), 0);
     Tile<bool> all_eq = eq_total == krem;
-    auto comp = [](const Tile<uint32_t>& key, const Tile<int32_t>& index) {
-      return (key.to<uint64_t>() << 32) | (~index.to<uint32_t>()).to<uint64_t>();
-    };
     auto surv = gpu::alloc<uint64_t>({int64_t(kk)}, gpu::scope::shared);
     // The elements above the k-th key's first digit, at [0, above).
     for (auto i : range(0, above, kBlock)) {
       Tile<int32_t> offs = i + arange(0, kBlock);
       Tile<bool> m = offs < above;
       Tile<int32_t> index = load(irow + offs, m);
-      store(gpu::local_ptr(surv, {offs}), comp(radix_key(load(xrow + index, m), LARGEST), index), m);
+      store(gpu::local_ptr(surv, {offs}), survivor_code(radix_key(load(xrow + index, m), LARGEST), index), m);
     }
     // The candidates above the k-th key at [above, K - krem), and, when all of them survive, those
     // equal to it at [K - krem, K). One scan counts both (above in the low 16 bits, equal in the
@@ -535,7 +541,7 @@ template <class T> const auto& coop_tail_kernel() {
       Tile<int32_t> per_slice = sum(both, 1);
       Tile<int32_t> inc = cumsum(both, 1) + expand_dims(cumsum(per_slice, 0) - per_slice, 1);
       Tile<int32_t> pos = where(gt, base_gt + (inc & 0xFFFF) - 1, base_eq + (inc >> 16) - 1);
-      store(gpu::local_ptr(surv, {pos}), comp(key, index), gt | (eq & all_eq & (pos < kk)));
+      store(gpu::local_ptr(surv, {pos}), survivor_code(key, index), gt | (eq & all_eq & (pos < kk)));
       Tile<int32_t> total = sum(per_slice, 0);
       base_gt = base_gt + (total & 0xFFFF);
       base_eq = base_eq + (total >> 16);
@@ -552,10 +558,10 @@ template <class T> const auto& coop_tail_kernel() {
       Tile<int32_t> index = cand_idx(j);
       Tile<int32_t> eq = (m & (key == kth)).to<int32_t>();
       Tile<int32_t> pos = expand_dims(eq_base, 1) + cumsum(eq, 1) - 1;
-      store(gpu::local_ptr(surv, {pos}), comp(key, index), (eq != 0) & (pos < kk));
+      store(gpu::local_ptr(surv, {pos}), survivor_code(key, index), (eq != 0) & (pos < kk));
       eq_base = eq_base + sum(eq, 1);
     }
-    Tile<int32_t> idx = (~sort(surv.load(), 0, /*descending=*/true).template to<uint32_t>()).template to<int32_t>();
+    Tile<int32_t> idx = sorted_indices(surv.load());
     Tile<int32_t> o = arange(0, kk);
     store(irow + o, idx);
     store(vals + row * kk + o, load(xrow + idx));
@@ -570,10 +576,8 @@ template <class T> const auto& sort_kernel() {
     Tile<int32_t> a = arange(0, K);
     Tile<int32_t> idx = load(ind + row * int(K) + a);
     Tile<T> v = load(x + row * n + idx);
-    // Key descending, then index ascending: one u64 per survivor (unique: it holds the index),
-    // sorted descending as keys alone; the index comes back from its low half, the value from x.
-    Tile<uint64_t> comp = (radix_key(v, LARGEST).template to<uint64_t>() << 32) | (~idx.to<uint32_t>()).to<uint64_t>();
-    Tile<int32_t> sorted_idx = (~sort(comp, 0, /*descending=*/true).template to<uint32_t>()).template to<int32_t>();
+    // Key descending, then index ascending (survivor_code); the value comes back from x.
+    Tile<int32_t> sorted_idx = sorted_indices(survivor_code(radix_key(v, LARGEST), idx));
     store(ind + row * int(K) + a, sorted_idx);
     store(vals + row * int(K) + a, load(x + row * n + sorted_idx));
   });
