@@ -7,7 +7,8 @@
 # --groups, default copy,softmax,layernorm,attention,topk,moe_align), BENCH_REPS (default 20),
 # GPU_BENCH_TIMEOUT (seconds per group, default 240), BASE_ENV / NEW_ENV (variable assignments for
 # that side's gpu_bench, e.g. BASE_ENV=TLE_REORDER_LOADS=0 with one bundle given twice: a compiler
-# switch on and off); writes into $OUT/compare (or /tmp/tle-compare).
+# switch on and off), GPU_BENCH_ARGS (more gpu_bench arguments for both sides, e.g. "--case 131072");
+# writes into $OUT/compare (or /tmp/tle-compare).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 base=$1 new=$2 rounds=${3:-2}
@@ -27,7 +28,7 @@ for r in $(seq 1 "$rounds"); do
     # one side's tuned configs to the other. Later rounds reuse their side's.
     # shellcheck disable=SC2086 # the assignments are split on purpose
     env TLE_CACHE_DIR="$out/$side/cache" ${!side_env:-} "$out/$side/bundle/bin/gpu_bench" --reps "${BENCH_REPS:-20}" --timeout "${GPU_BENCH_TIMEOUT:-240}" \
-      --groups "$groups" > "$out/$side.$r.jsonl" || rc=1
+      --groups "$groups" ${GPU_BENCH_ARGS:-} > "$out/$side.$r.jsonl" || rc=1
   done
 done
 python3 "$root/benchmarks/compare_bundles.py" "$out" "$rounds" || rc=1
