@@ -359,8 +359,27 @@ bool bitwise_scan(Lowerer& L, const ir::Op& op, Accum& acc, int axis, bool rever
   std::vector<int64_t> buf[2];  // warp steps: a slot per (warp, lane, distinct total) and state component, twice
   int64_t per_thread = 0;
   int parity = 0;
+  // Integer sums (exact: associative and commutative): a lane or warp step adds the partner
+  // block's total to each register of the upper block. Instead, over a run of lane and warp steps,
+  // each group of registers sharing a block total keeps one pending offset, added to its registers
+  // when the run ends (before a register step, or at the end): two instructions a step, not two
+  // per register (8 elements a thread at 8 warps, 2 groups: 8 steps x 8 registers x (select + add)
+  // become 8 x 2 x 2 + 8).
+  const bool deferred = acc.kind == ir::ReduceKind::Sum && !is_float(acc.ds[0]);
+  bool grouped = false;  // deferred, in a run: mine / id hold the run's groups, pend their offsets
+  std::vector<Values> mine, pend;
+  std::vector<size_t> id(tot.size());
+  auto end_run = [&] {
+    if (!grouped) return;
+    for (size_t i = 0; i < incl.size(); ++i) {
+      if (!pend[id[i]].empty()) incl[i] = acc.combine(pend[id[i]], incl[i]);
+      tot[i] = mine[id[i]];
+    }
+    grouped = false;
+  };
   for (const Bit& bt : bits) {
     if (bt.kind == 0) {
+      end_run();
       const int m = 1 << bt.bit;
       std::map<std::pair<Values, Values>, Values> joined;  // one new total per pair of blocks (emitted in register order)
       for (int i = 0; i < nregs; ++i) {
@@ -376,11 +395,16 @@ bool bitwise_scan(Lowerer& L, const ir::Op& op, Accum& acc, int axis, bool rever
     }
     // The distinct block totals of this thread (in register order: the code is deterministic),
     // and the partner's total for each.
-    std::vector<Values> mine;
-    std::vector<size_t> id(tot.size());
-    for (size_t i = 0; i < tot.size(); ++i) {
-      id[i] = static_cast<size_t>(std::find(mine.begin(), mine.end(), tot[i]) - mine.begin());
-      if (id[i] == mine.size()) mine.push_back(tot[i]);
+    if (!grouped) {
+      mine.clear();
+      for (size_t i = 0; i < tot.size(); ++i) {
+        id[i] = static_cast<size_t>(std::find(mine.begin(), mine.end(), tot[i]) - mine.begin());
+        if (id[i] == mine.size()) mine.push_back(tot[i]);
+      }
+      if (deferred) {
+        grouped = true;
+        pend.assign(mine.size(), {});
+      }
     }
     std::vector<Values> other(mine.size());
     Value* upper;
@@ -429,6 +453,15 @@ bool bitwise_scan(Lowerer& L, const ir::Op& op, Accum& acc, int axis, bool rever
     // This thread's block comes second in scan order: it holds the higher coordinates (the lower
     // ones for a reverse scan).
     Value* second = reverse ? B.CreateNot(upper) : upper;
+    if (deferred) {
+      for (size_t u = 0; u < mine.size(); ++u) {
+        Values add;
+        for (Value* o : other[u]) add.push_back(B.CreateSelect(second, o, llvm::Constant::getNullValue(o->getType())));
+        pend[u] = pend[u].empty() ? add : acc.combine(add, pend[u]);
+        mine[u] = acc.combine(mine[u], other[u]);
+      }
+      continue;
+    }
     std::vector<Values> next;
     for (size_t u = 0; u < mine.size(); ++u)
       next.push_back(acc.combine(select(second, other[u], mine[u]), select(second, mine[u], other[u])));
@@ -438,6 +471,7 @@ bool bitwise_scan(Lowerer& L, const ir::Op& op, Accum& acc, int axis, bool rever
     }
   }
   if (!buf[0].empty()) L.barrier();
+  end_run();
   out.assign(op.results.size(), {});
   for (const Values& s : incl) {
     Values v = acc.final(s);
