@@ -7,7 +7,8 @@
 // last). A bitonic sorting network (Batcher 1968; the line length n is a power of two on
 // the GPU) then sorts each line's (key, index) pairs, the CTA's threads sharing the n/2
 // compare-exchanges of every line in each step, with a barrier between steps (the steps at
-// distances below a small segment run in registers, barrier-free). Comparing the pair
+// distances below a small segment run in registers, and those within a warp's segments by
+// shuffles, barrier-free). Comparing the pair
 // and not the key alone makes the order total, so the network's result is the stable order, as
 // the CPU's merge sort gives. Each result register then reads its index at its sorted position
 // (positions 0..k-1 for topk) and the element from the copy of x at that index. An integer sort
@@ -73,10 +74,13 @@ void Lowerer::lower_sort(const ir::Op& op) {
   // 2. the bitonic network: for stage size 2^(s+1), s = 0..log2(n)-1, and distance 2^(s-t),
   // t = 0..s, position i (bit log2(distance) clear) and i + distance are exchanged when out of
   // order: ascending where bit s+1 of i is clear, descending where it is set. Exchanges at a
-  // distance below `seg` stay inside an aligned segment of seg positions: one thread loads its
-  // segments into registers and does all such steps of a stage (all of stages 0..log2(seg)-1 at
-  // once) without a barrier; each larger distance is one step shared by the CTA's threads, with a
-  // barrier after it.
+  // distance below `seg` stay inside an aligned segment of seg positions, and those below
+  // seg * lanes (up to 32 segments of a line side by side in a warp's lanes, where every thread
+  // holds the same number of segments) inside a warp: one thread loads its segments into
+  // registers and does all such steps of a stage (all of the first stages at once), the ones
+  // across segments by warp shuffles, without a barrier; each larger distance is one step shared
+  // by the CTA's threads through shared memory, with a barrier after it (2048 elements at 16
+  // warps: 14 barriers, not 54).
   if (n > 1) {
     int logn = 0;
     while ((int64_t(1) << logn) < n) ++logn;
@@ -94,8 +98,17 @@ void Lowerer::lower_sort(const ir::Op& op) {
                             : B.CreateOr(B.CreateICmpUGT(klo, khi), B.CreateAnd(B.CreateICmpEQ(klo, khi), B.CreateICmpSGT(ilo, ihi)));
       return B.CreateXor(gt, B.CreateICmpNE(B.CreateAnd(i, size), i32c(0)));
     };
-    // In registers, on each segment: stages 0 .. whole-1 entirely (s_runtime null), or stage
-    // s_runtime's distances seg/2 .. 1.
+    // Segments a warp's lanes hold side by side in one line: where every thread holds the same
+    // number of segments (segs a multiple of the CTA's threads), segment p is thread p mod nthreads's,
+    // so the segment at p ^ m (m < 32, m < the line's segments) is lane ^ m's, in the same register:
+    // distances from seg to seg * lanes - 1 are exchanged by shuffles, without shared memory or a
+    // barrier. Else lanes = 1 (distances below seg only).
+    int lg = 0;  // log2(lanes)
+    if (segs % nthreads == 0)
+      while (lg < 5 && (seg << (lg + 1)) <= n) ++lg;
+    const int G = g + lg;  // distances below 2^G stay in registers
+    // In registers, on each thread's segments: stages 0 .. whole-1 entirely (s_runtime null), or
+    // stage s_runtime's distances 2^(G-1) .. 1.
     auto local = [&](int whole, Value* s_runtime) {
       for_each_item(segs, [&](Value* p) {
         Value* line = B.CreateUDiv(p, i32c(n / seg));
@@ -109,17 +122,35 @@ void Lowerer::lower_sort(const ir::Op& op) {
           x[e] = keys_only ? i32c(0) : smem_load(DType::i32, idx_at, at[e]);
         }
         auto stage = [&](Value* size, int top) {  // distances 2^top .. 1
-          for (int jb = top; jb >= 0; --jb)
+          for (int jb = top; jb >= 0; --jb) {
+            const int64_t dist = int64_t(1) << jb;
+            if (dist >= seg) {
+              // The partner element is lane ^ (dist / seg)'s register e; both threads decide the
+              // same swap, each keeps its side.
+              Value* lower = B.CreateICmpEQ(B.CreateAnd(off, i32c(dist)), i32c(0));
+              for (int64_t e = 0; e < seg; ++e) {
+                Value* pk = shuffle_xor(k[e], static_cast<int>(dist / seg));
+                Value* px = keys_only ? i32c(0) : shuffle_xor(x[e], static_cast<int>(dist / seg));
+                Value* klo = B.CreateSelect(lower, k[e], pk), *khi = B.CreateSelect(lower, pk, k[e]);
+                Value* ilo = B.CreateSelect(lower, x[e], px), *ihi = B.CreateSelect(lower, px, x[e]);
+                Value* i = B.CreateAnd(pos[e], i32c(~dist));
+                Value* swap = out_of_order(klo, khi, ilo, ihi, i, size);
+                k[e] = B.CreateSelect(swap, pk, k[e]);
+                x[e] = B.CreateSelect(swap, px, x[e]);
+              }
+              continue;
+            }
             for (int64_t e = 0; e < seg; ++e) {
-              const int64_t f = e + (int64_t(1) << jb);
-              if (e & (int64_t(1) << jb)) continue;
+              const int64_t f = e + dist;
+              if (e & dist) continue;
               Value* swap = out_of_order(k[e], k[f], x[e], x[f], pos[e], size);
               Value* ke = B.CreateSelect(swap, k[f], k[e]), *kf = B.CreateSelect(swap, k[e], k[f]);
               Value* xe = B.CreateSelect(swap, x[f], x[e]), *xf = B.CreateSelect(swap, x[e], x[f]);
               k[e] = ke, k[f] = kf, x[e] = xe, x[f] = xf;
             }
+          }
         };
-        if (s_runtime) stage(B.CreateShl(i32c(2), s_runtime), g - 1);
+        if (s_runtime) stage(B.CreateShl(i32c(2), s_runtime), G - 1);
         else
           for (int st = 0; st < whole; ++st) stage(i32c(int64_t(2) << st), st);
         for (int64_t e = 0; e < seg; ++e) {
@@ -129,12 +160,12 @@ void Lowerer::lower_sort(const ir::Op& op) {
       });
       barrier();
     };
-    local(g, nullptr);
-    if (logn > g)
-      counted_loop(i32c(logn - g), {}, [&](Value* s_off, const std::vector<Value*>&) {
-        Value* s = B.CreateAdd(s_off, i32c(g));
+    local(G, nullptr);
+    if (logn > G)
+      counted_loop(i32c(logn - G), {}, [&](Value* s_off, const std::vector<Value*>&) {
+        Value* s = B.CreateAdd(s_off, i32c(G));
         Value* size = B.CreateShl(i32c(2), s);
-        // distances 2^s .. seg: t = 0 .. s - g, one CTA-wide step each
+        // distances 2^s .. 2^G: t = 0 .. s - G, one CTA-wide step each
         counted_loop(B.CreateAdd(s_off, i32c(1)), {}, [&](Value* t, const std::vector<Value*>&) {
           Value* jb = B.CreateSub(s, t);
           Value* dist = B.CreateShl(i32c(1), jb);
