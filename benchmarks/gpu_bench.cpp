@@ -1651,17 +1651,18 @@ int ptx_check(const std::string& dir) {
     namespace tk = ops::detail_topk;
     namespace mk = ops::detail_moe;
     alignas(256) static int32_t ii[64];
+    auto* wc = reinterpret_cast<uint64_t*>(ii);
     one("topk select f32", [&] { return tk::select_kernel<float>().ptx(90, 8, f, ii, 131072, 2048, true); });
-    one("topk hist0 f32", [&] { return tk::coop_hist0_kernel<float>().ptx(90, 8, f, ii, 131072, 16, 8192, 300000, true); });
-    one("topk filter f32", [&] { return tk::coop_filter_kernel<float>().ptx(90, 8, f, ii, ii, 131072, 2048, 16, 8192, 300000, true); });
-    one("topk filter bf16", [&] { return tk::coop_filter_kernel<bf16>().ptx(90, 8, h, ii, ii, 131072, 2048, 16, 8192, 300000, true); });
+    one("topk hist0 f32", [&] { return tk::coop_hist0_kernel<float>().ptx(90, 8, f, ii, wc, 131072, 16, 8192, 300000, true); });
+    one("topk filter f32", [&] { return tk::coop_filter_kernel<float>().ptx(90, 8, f, ii, wc, 131072, 2048, 16, 8192, 300000, true); });
+    one("topk filter bf16", [&] { return tk::coop_filter_kernel<bf16>().ptx(90, 8, h, ii, wc, 131072, 2048, 16, 8192, 300000, true); });
     // The tail: 1 row of 131072 at 32 slices of 4096 (PS = 32), 64 rows at 4 (PS = 4), 256 slices.
     const int wsf = int(tk::ws_row_size(4, 131072)), wsh = int(tk::ws_row_size(2, 131072));
-    one("topk tail f32 PS=32 K=2048", [&] { return tk::coop_tail_kernel<float>().ptx(90, tk::kResidentWarps, f, f, ii, ii, 131072, 32, 4096, wsf, 2048, 32, true); });
-    one("topk tail f32 PS=4 K=2048", [&] { return tk::coop_tail_kernel<float>().ptx(90, tk::kResidentWarps, f, f, ii, ii, 131072, 4, 32768, wsf, 2048, 4, true); });
-    one("topk tail f32 PS=256 K=8192", [&] { return tk::coop_tail_kernel<float>().ptx(90, tk::kResidentWarps, f, f, ii, ii, 524288, 256, 2048, int(tk::ws_row_size(4, 524288)), 8192, 256, false); });
-    one("topk tail bf16 PS=32 K=2048", [&] { return tk::coop_tail_kernel<bf16>().ptx(90, tk::kResidentWarps, h, h, ii, ii, 131072, 32, 4096, wsh, 2048, 32, true); });
-    one("topk tail bf16 PS=1 K=1000", [&] { return tk::coop_tail_kernel<bf16>().ptx(90, tk::kResidentWarps, h, h, ii, ii, 131072, 1, 131072, wsh, 1000, 1, true); });
+    one("topk tail f32 PS=32 K=2048", [&] { return tk::coop_tail_kernel<float>().ptx(90, tk::kResidentWarps, f, f, ii, ii, wc, 131072, 32, 4096, wsf, 2048, 32, true); });
+    one("topk tail f32 PS=4 K=2048", [&] { return tk::coop_tail_kernel<float>().ptx(90, tk::kResidentWarps, f, f, ii, ii, wc, 131072, 4, 32768, wsf, 2048, 4, true); });
+    one("topk tail f32 PS=256 K=8192", [&] { return tk::coop_tail_kernel<float>().ptx(90, tk::kResidentWarps, f, f, ii, ii, wc, 524288, 256, 2048, int(tk::ws_row_size(4, 524288)), 8192, 256, false); });
+    one("topk tail bf16 PS=32 K=2048", [&] { return tk::coop_tail_kernel<bf16>().ptx(90, tk::kResidentWarps, h, h, ii, ii, wc, 131072, 32, 4096, wsh, 2048, 32, true); });
+    one("topk tail bf16 PS=1 K=1000", [&] { return tk::coop_tail_kernel<bf16>().ptx(90, tk::kResidentWarps, h, h, ii, ii, wc, 131072, 1, 131072, wsh, 1000, 1, true); });
     one("topk sort f32 K=2048", [&] { return tk::sort_kernel<float>().ptx(90, 8, f, f, ii, 131072, 2048, true); });
     one("topk resident f32 n=32768 K=2048", [&] { return tk::resident_kernel<float>().ptx(90, 8, f, f, ii, 32768, 32768, 2048, 2048, true); });
     one("topk resident bf16 n=1000 K=32", [&] { return tk::resident_kernel<bf16>().ptx(90, 8, h, h, ii, 1000, 1024, 1024, 32, true); });

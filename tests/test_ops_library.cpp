@@ -266,6 +266,22 @@ TEST_CASE("errors: tle::ops::topk refuses k outside 1..n at the caller's line", 
                                {"num_warps = " + std::to_string(warps) + " is not 0", "power of two from 1 to 32"},
                                "test_ops_library.cpp", line);
   }
+  // The cooperative path's workspace holds u64 codes: a 4-byte aligned one is refused before any
+  // launch (and the output is untouched).
+  {
+    Buf<float> cx(4 * 8192), cv(4 * 64);
+    Buf<int32_t> ci(4 * 64, -1);
+    ops::TopkOptions o;
+    o.programs_per_row = 2;
+    o.backend = Backend::CPU;
+    const size_t wsn = ops::topk_workspace_size<float>(4, 8192, 64, o);
+    REQUIRE(wsn > 0);
+    Buf<int32_t> ws(wsn + 2);
+    o.workspace = ws.data() + 1;  // Buf is 64-byte aligned
+    errtest::expect_user_error([&] { line = __LINE__; ops::topk(cx.data(), 4, 8192, 64, cv.data(), ci.data(), o); },
+                               {"TopkOptions::workspace is not 8-byte aligned"}, "test_ops_library.cpp", line);
+    CHECK(ci[0] == -1);
+  }
 }
 
 TEST_CASE("ops library: topk on DLPack tensors", "[ops][ops-library]") {

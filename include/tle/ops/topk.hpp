@@ -52,28 +52,29 @@
 //     takes a slice of its row and the programs of a row meet in global memory (the workspace).
 //     A kernel zeroes the counters and histograms; pass 0 histograms the first digit (each
 //     program adds its slice's to the row's with atomic_add); pass 1 reads the row a second and
-//     last time: the indices of elements whose first digit is above the k-th's are gathered at the
-//     back of the slice's part of the workspace and then copied into `indices` (positions reserved
-//     with one atomic per program), those with its first digit (the candidates; for random data
-//     about n / 2048 per row) are copied with their keys, in index order, to the front of it and,
-//     after the loop, histogrammed by the second digit. Then one program per row (the tail, 16
-//     warps) reads only the candidates, those of all slices at once (one tile of 2048 spans up to
-//     256 slices): f32's third pass, then the survivors into a shared table of (key, ~index) u64s
-//     as above - the elements above the first digit from `indices`, the candidates above the k-th
-//     key, and those equal to it (all of them where they fit, else the lowest-index ones, ranked
-//     in a second pass over the candidates) - sorted, and values and indices written. Every
-//     program recomputes the digits found so far from the row's histograms. Four launches (zero,
-//     pass 0, pass 1, tail), for every dtype; at most 256 programs per row.
+//     last time: the elements whose first digit is at or above the k-th's (at most k - 1 above
+//     it, and those with it, the candidates: for random data a few n / 2048 per row) go, as
+//     (key, ~index) u64 codes in index order, to the slice's part of the workspace (one 8-byte
+//     store each), and the candidates are then histogrammed by the second digit. Then one program
+//     per row (the tail, 16 warps) reads only those codes, those of all slices at once (one tile
+//     of 2048 spans up to 256 slices): f32's third pass, then the survivors into a shared table of
+//     codes as above - those above the k-th key, and those equal to it (all of them where they fit,
+//     else the lowest-index ones, ranked in a second pass over the codes) - sorted, and values and
+//     indices written. Every program recomputes the digits found so far from the row's
+//     histograms. Four launches (zero, pass 0, pass 1, tail), for every dtype; at most 256
+//     programs per row.
 //
 // Workspace: the cooperative path needs topk_workspace_size(rows, n, k, options) int32 elements
-// (at most rows * (2n + 4400)), on the backend's memory. Pass it as TopkOptions::workspace; without
-// it, topk allocates one for the call (on the GPU a DeviceBuffer, and the call then waits for its
-// stream before freeing it, so it is synchronous). Its contents need not be initialized.
+// (at most rows * (2n + 4400)), 8-byte aligned, on the backend's memory. Pass it as
+// TopkOptions::workspace; without it, topk allocates one for the call (on the GPU a DeviceBuffer,
+// and the call then waits for its stream before freeing it, so it is synchronous). Its contents
+// need not be initialized.
 //
 // Errors (tle::UserError at the caller's line): k < 1, k > n, k > 8192, n < 1 or n > 2^30,
 // rows < 0, a null pointer while rows > 0, programs_per_row < 0, num_warps not 0 or a power of
-// two up to 32, a DeviceBuffer smaller than the matrix it should hold. Launch errors (a host
-// pointer on the GPU backend, misalignment) are UserErrors at the caller's line too.
+// two up to 32, a DeviceBuffer smaller than the matrix it should hold, a workspace not 8-byte
+// aligned. Launch errors (a host pointer on the GPU backend, misalignment) are UserErrors at the
+// caller's line too.
 #pragma once
 #include <algorithm>
 #include <bit>
@@ -111,7 +112,8 @@ struct TopkOptions {
   /// program; a tuner's knob beside programs_per_row (it sets every kernel's warps). Results do
   /// not depend on it.
   int num_warps = 0;
-  /// Workspace of the cooperative path: topk_workspace_size(...) int32 elements (or null).
+  /// Workspace of the cooperative path: topk_workspace_size(...) int32 elements, 8-byte aligned
+  /// (or null).
   int32_t* workspace = nullptr;
   /// The backend to run on (unset: tle::default_backend()).
   std::optional<Backend> backend;
@@ -123,7 +125,7 @@ constexpr int kRadixBits = 11;
 constexpr int kBlock = 2048;        // elements per tile in the row loops
 constexpr int64_t kDirectMaxN = 256;  // rows up to this length: one kernel, the whole row in one tile (sorted)
 constexpr int64_t kMaxK = 8192;     // the sort of the survivors must fit a GPU program's shared memory
-constexpr int kCounterSlots = 16;   // workspace row: [counter, pad..][pass 0, 1 histograms][per-slice parts]
+constexpr int kCounterSlots = 16;   // workspace row: [16 unused][pass 0, 1 histograms][per-slice parts]
 constexpr int64_t kResidentRowBytes = 128 << 10;  // rows up to this size may be held in shared memory
 constexpr int kResidentChunk = 2048;               // elements a step in the resident kernel's loops
 constexpr int kResidentWarps = 16;                 // its warps (and the one-program-per-row kernels')
@@ -352,19 +354,25 @@ constexpr int coop_header(int kb) { return hist_offset(kb, kCoopWsPasses); }
 /// int32 elements at the end of a cooperative workspace row that only the tail's loads read (they
 /// round a slice's candidate count up to a multiple of 4).
 constexpr int kWsPad = 16;
+/// The u64 offset of a workspace row's candidate codes (ws_row a multiple of 16: ws_row_size).
+inline Tile<int64_t> codes_offset(int kb, const Tile<int32_t>& row, const Tile<int32_t>& ws_row) {
+  return (row.to<int64_t>() * ws_row + (coop_header(kb) + kMaxProgramsPerRow)) / 2;
+}
 
 /// The cooperative path's view of one workspace row (row `row`, slice `s` of `ppr`): trace-time
 /// offsets of the counters and pass histograms, run-time offsets of the per-slice parts.
-/// Layout: [0, 16) counters (slot 0: the output positions of the elements above the k-th key's
-/// first digit); the row histograms of passes 0 and 1; the per-slice candidate counts
-/// [kMaxProgramsPerRow] (the first ppr used); candidate keys [n] and indices [n] (slice s's at
-/// s * slice); kWsPad elements the tail's loads may read past the last slice's candidates.
+/// Layout: [0, 16) counters (unused, zeroed); the row histograms of passes 0 and 1; the per-slice
+/// candidate counts [kMaxProgramsPerRow] (the first ppr used); the candidates' survivor codes, u64
+/// [n] (slice s's at s * slice; 8-byte aligned: every offset before it and ws_row are even);
+/// kWsPad int32 the tail's loads may read past the last slice's candidates. The kernels take the
+/// workspace twice, as int32 (ws) and as u64 (wc, the same address).
 template <class T> struct CoopRow {
   static constexpr int kb = key_bits(sizeof(T));
   Tile<int32_t> row, s, lo, hi;
-  Ptr<int32_t> wrow, counts, keys, idx;
-  CoopRow(const Ptr<int32_t>& ws, const Tile<int32_t>& n, const Tile<int32_t>& ppr, const Tile<int32_t>& slice,
-          const Tile<int32_t>& ws_row) {
+  Ptr<int32_t> wrow, counts;
+  Ptr<uint64_t> codes;
+  CoopRow(const Ptr<int32_t>& ws, const Ptr<uint64_t>& wc, const Tile<int32_t>& n, const Tile<int32_t>& ppr,
+          const Tile<int32_t>& slice, const Tile<int32_t>& ws_row) {
     Tile<int32_t> pid = program_id(0);
     row = pid / ppr;
     s = pid % ppr;
@@ -372,8 +380,7 @@ template <class T> struct CoopRow {
     hi = minimum(lo + slice, n);
     wrow = ws + row.to<int64_t>() * ws_row;
     counts = wrow + coop_header(kb);
-    keys = counts + kMaxProgramsPerRow + lo;
-    idx = counts + kMaxProgramsPerRow + n + lo;
+    codes = wc + codes_offset(kb, row, ws_row) + lo;
   }
 };
 
@@ -384,128 +391,115 @@ template <class T> void publish_hist(const CoopRow<T>& c, const Tile<int32_t>& h
   atomic_add(c.wrow + hist_offset(kb, pass) + bins, h, h != 0);
 }
 
+/// The key of a survivor code.
+inline Tile<uint32_t> code_key(const Tile<uint64_t>& code) { return (code >> 32).to<uint32_t>(); }
+/// The index of a survivor code.
+inline Tile<int32_t> code_index(const Tile<uint64_t>& code) { return (~code.to<uint32_t>()).to<int32_t>(); }
+
 /// The histogram of pass `pass`'s digit (pass >= 1) over the slice's candidates [0, count) in the
-/// workspace whose higher digits equal `prefix`.
+/// workspace whose higher digits equal `prefix`. Its steps are kBlock / 2 codes: a tile shape of
+/// its own, so that its 16-byte (2-code) loads do not make the row loops' [kBlock] tiles (loaded
+/// 4 elements a thread) 2 a thread (the layout pass gives the memory accesses of one shape one
+/// layout).
 template <class T>
 Tile<int32_t> candidate_hist(const CoopRow<T>& c, const Tile<int32_t>& count, const Tile<uint32_t>& prefix, int pass) {
-  auto key_at = [&](const Tile<int32_t>& offs, const Tile<bool>& m) { return bitcast<uint32_t>(load(c.keys + offs, m)); };
-  return digit_hist<key_bits(sizeof(T))>(key_at, Tile<int32_t>(0), count, prefix, pass, kBlock,
+  auto key_at = [&](const Tile<int32_t>& offs, const Tile<bool>& m) { return code_key(load(c.codes + offs, m)); };
+  return digit_hist<key_bits(sizeof(T))>(key_at, Tile<int32_t>(0), count, prefix, pass, kBlock / 2,
                                          kLoopStages);
 }
 
 /// Cooperative pass 0: the slice's histogram of the first digit.
 template <class T> const auto& coop_hist0_kernel() {
-  static const auto k = jit("tle_ops_topk_hist0", [](Ptr<T> x, Ptr<int32_t> ws, Tile<int32_t> n, Tile<int32_t> ppr,
-                                                    Tile<int32_t> slice, Tile<int32_t> ws_row,
+  static const auto k = jit("tle_ops_topk_hist0", [](Ptr<T> x, Ptr<int32_t> ws, Ptr<uint64_t> wc, Tile<int32_t> n,
+                                                    Tile<int32_t> ppr, Tile<int32_t> slice, Tile<int32_t> ws_row,
                                                     Constexpr<bool> LARGEST) {
-    CoopRow<T> c(ws, n, ppr, slice, ws_row);
+    CoopRow<T> c(ws, wc, n, ppr, slice, ws_row);
     Ptr<T> xrow = x + c.row.template to<int64_t>() * n;
     publish_hist(c, hist_pass(xrow, c.lo, c.hi, Tile<uint32_t>(0u), 0, LARGEST), 0);
   });
   return k;
 }
 
-/// Cooperative pass 1, the last read of the row: elements whose first digit is above the k-th's are
-/// in the result (their indices go straight to the output, positions from the row's counter); those
-/// with its first digit are the candidates, copied (key, index) in index order to the slice's part
-/// of the workspace and counted by the second digit.
+/// Cooperative pass 1, the last read of the row: the elements whose first digit is at or above
+/// the k-th key's - those above it are in the result, those with it the candidates - go as survivor
+/// codes, in index order, to the slice's part of the workspace (one compaction, one 8-byte store
+/// each; at most k - 1 of a row are above, and the tail places them with the candidates above the
+/// k-th key), and the candidates are counted by the second digit.
 template <class T> const auto& coop_filter_kernel() {
-  static const auto k = jit("tle_ops_topk_filter", [](Ptr<T> x, Ptr<int32_t> ind, Ptr<int32_t> ws, Tile<int32_t> n,
+  static const auto k = jit("tle_ops_topk_filter", [](Ptr<T> x, Ptr<int32_t> ws, Ptr<uint64_t> wc, Tile<int32_t> n,
                                                      Tile<int32_t> kk, Tile<int32_t> ppr, Tile<int32_t> slice,
                                                      Tile<int32_t> ws_row, Constexpr<bool> LARGEST) {
     constexpr int kb = key_bits(sizeof(T));
-    CoopRow<T> c(ws, n, ppr, slice, ws_row);
+    CoopRow<T> c(ws, wc, n, ppr, slice, ws_row);
     Ptr<T> xrow = x + c.row.template to<int64_t>() * n;
-    Ptr<int32_t> irow = ind + c.row.template to<int64_t>() * kk;
     Tile<int32_t> krem;
     Tile<uint32_t> d0;
     digits_from_workspace<T>(c.wrow, 1, kk, krem, d0);
-    // The loop only reads, flags and writes: candidates (key, index) from the front of the slice's
-    // part of the workspace, the indices of the elements above from its back (count + above <=
-    // the slice). One scan counts both: candidates in the low 16 bits, elements above in the high.
-    Tile<int32_t> count = 0, above = 0;
-    Tile<int32_t> back = c.hi - c.lo - 1;
+    Tile<int32_t> count = 0;
     for (auto i : range(c.lo, c.hi, kBlock, {.num_stages = kLoopStages})) {
       Tile<int32_t> offs = i + arange(0, kBlock);
       Tile<bool> m = offs < c.hi;
       Tile<uint32_t> key = radix_key(load(xrow + offs, m), LARGEST);
-      Tile<uint32_t> top = key >> pass_shift(kb, 0);
-      Tile<bool> gt = m & (top > d0), cand = m & (top == d0);
-      Tile<int32_t> both = cand.to<int32_t>() + (gt.to<int32_t>() << 16);
-      Tile<int32_t> inc = cumsum(both, 0);
-      Tile<int32_t> pc = count + (inc & 0xFFFF) - 1;
-      store(c.keys + pc, bitcast<int32_t>(key), cand);
-      store(c.idx + pc, offs, cand);
-      store(c.idx + (back - (above + (inc >> 16) - 1)), offs, gt);
-      Tile<int32_t> total = sum(both, 0);
-      count = count + (total & 0xFFFF);
-      above = above + (total >> 16);
+      Tile<bool> keep = m & ((key >> pass_shift(kb, 0)) >= d0);
+      Tile<int32_t> one = keep.to<int32_t>();
+      store(c.codes + (count + cumsum(one, 0) - 1), survivor_code(key, offs), keep);
+      count = count + sum(one, 0);
     }
     store(c.counts + c.s, count);
     gpu::sync();  // the stores above are seen by every thread of the program
-    // The elements above go to the output, at positions reserved with one atomic.
-    Tile<int32_t> first = atomic_add(c.wrow, above);
-    for (auto j : range(0, above, kBlock)) {
-      Tile<int32_t> offs = j + arange(0, kBlock);
-      Tile<bool> m = offs < above;
-      store(irow + (first + offs), load(c.idx + (back - offs), m), m);
-    }
-    // The candidates' histogram of the second digit (their first digit is d0).
+    // The candidates' histogram of the second digit (their first digit is d0; those above it fail
+    // the prefix test).
     publish_hist(c, candidate_hist(c, count, d0, 1), 1);
   });
   return k;
 }
 
 /// The cooperative tail, one program per row (after the filter: the row histograms of passes 0
-/// and 1 complete, the indices of the elements above the k-th key's first digit in indices[row,
-/// 0..A), each slice's candidates in the workspace): the remaining pass (f32's third digit) over
-/// the candidates of every slice at once, the survivors gathered into a shared [K] table of (key,
-/// ~index) u64s - unique, so a descending sort of them is the result's order - sorted, and the
-/// row's indices and values written.
-/// The candidates of all slices are read as one [PS, kBlock / PS] tile a step: PS (a power of two
+/// and 1 complete, each slice's survivor codes - its elements at or above the k-th key's first
+/// digit - in the workspace): the remaining pass (f32's third digit) over the codes of every slice
+/// at once, the survivors placed into a shared [K] table of codes - unique, so a descending sort of
+/// them is the result's order - sorted, and the row's indices and values written.
+/// The codes of all slices are read as one [PS, kBlock / PS] tile a step: PS (a power of two
 /// >= ppr, at most kMaxProgramsPerRow) slices of kBlock / PS columns, the next columns of every
 /// slice a step further. That loses the order across slices, which matters only for the elements
 /// equal to the k-th key: when all E of them survive (E == krem) they are placed in that same loop;
 /// when only the lowest-index krem of them do, a second loop over the same tiles places them by
 /// their rank in index order (the equal ones of the lower slices, counted by the first loop, then
 /// those before them in their slice) and keeps those within K. The loads' masks are rounded up to
-/// whole 4-element vectors (a load reads up to 3 elements past a slice's candidates; the workspace
-/// row has room after the last one) so the loops can be pipelined with 16-byte copies; the elements
-/// past the count are masked off after the load.
+/// whole 2-code (16-byte) vectors (a load reads up to one code past a slice's; the workspace row
+/// has room after the last one) so the loops can be pipelined with 16-byte copies; the codes past
+/// the count are masked off after the load.
 template <class T> const auto& coop_tail_kernel() {
   static const auto k = jit("tle_ops_topk_tail", [](Ptr<T> x, Ptr<T> vals, Ptr<int32_t> ind, Ptr<int32_t> ws,
-                                                   Tile<int32_t> n, Tile<int32_t> ppr, Tile<int32_t> slice,
-                                                   Tile<int32_t> ws_row, Constexpr<int> K, Constexpr<int> PS,
-                                                   Constexpr<bool> LARGEST) {
+                                                   Ptr<uint64_t> wc, Tile<int32_t> n, Tile<int32_t> ppr,
+                                                   Tile<int32_t> slice, Tile<int32_t> ws_row, Constexpr<int> K,
+                                                   Constexpr<int> PS, Constexpr<bool> LARGEST) {
     constexpr int kb = key_bits(sizeof(T));
     constexpr int passes = num_passes(kb), wl = pass_bits(kb, passes - 1);
     const int kk = K, ps = PS, cb = kBlock / ps;
-    Tile<int64_t> row = program_id(0).to<int64_t>();
+    Tile<int32_t> row32 = program_id(0);
+    Tile<int64_t> row = row32.to<int64_t>();
     Ptr<T> xrow = x + row * n;
-    Ptr<int32_t> irow = ind + row * kk;
     Ptr<int32_t> wrow = ws + row * ws_row;
     Ptr<int32_t> counts = wrow + coop_header(kb);
-    Ptr<int32_t> keys = counts + kMaxProgramsPerRow, idxs = keys + n;
-    auto up4 = [](const Tile<int32_t>& c) { return multiple_of((c + 3) & ~3, 4); };
-    // The [PS, CB] tile: slice sl (its candidates at keys + start), column j + col at step j.
+    Ptr<uint64_t> codes = wc + codes_offset(kb, row32, ws_row);
+    auto up2 = [](const Tile<int32_t>& c) { return multiple_of((c + 1) & ~1, 2); };
+    // The [PS, CB] tile: slice sl (its codes at codes + start), column j + col at step j.
     Tile<int32_t> sl = arange(0, ps), col = expand_dims(arange(0, cb), 0);
-    Tile<int32_t> cnt1 = load(counts + sl, sl < ppr, 0);  // each slice's candidates (0 past ppr)
+    Tile<int32_t> cnt1 = load(counts + sl, sl < ppr, 0);  // each slice's codes (0 past ppr)
     Tile<int32_t> maxc = max(cnt1, 0);
-    Tile<int32_t> cnt = expand_dims(cnt1, 1), cnt4 = up4(cnt);
+    Tile<int32_t> cnt = expand_dims(cnt1, 1), cnt2 = up2(cnt);
     Tile<int32_t> start = expand_dims(where(sl < ppr, sl * slice, 0), 1);
-    // Step j's keys (and its mask, m) and indices.
-    auto cand_keys = [&](const Tile<int32_t>& j, Tile<bool>& m) {
+    // Step j's codes and their mask, m.
+    auto cand = [&](const Tile<int32_t>& j, Tile<bool>& m) {
       Tile<int32_t> c = j + col;
       m = c < cnt;
-      return bitcast<uint32_t>(load(keys + (start + c), c < cnt4));
+      return load(codes + (start + c), c < cnt2);
     };
-    auto cand_idx = [&](const Tile<int32_t>& j) {
-      Tile<int32_t> c = j + col;
-      return load(idxs + (start + c), c < cnt4);
-    };
+    auto cand_keys = [&](const Tile<int32_t>& j, Tile<bool>& m) { return code_key(cand(j, m)); };
     // The digits of the k-th key: passes 0 and 1 from the row's histograms, the rest over the
-    // candidates. E (eq_total): the elements equal to the k-th key, its bin of the last histogram.
-    Tile<int32_t> krem = kk, above = 0, hl;
+    // codes. E (eq_total): the elements equal to the k-th key, its bin of the last histogram.
+    Tile<int32_t> krem = kk, hl;
     Tile<uint32_t> kth = 0u;
     for (int p = 0; p < passes; ++p) {
       const int w = pass_bits(kb, p);
@@ -513,57 +507,48 @@ template <class T> const auto& coop_tail_kernel() {
       if (p < kCoopWsPasses) h = load(wrow + hist_offset(kb, p) + arange(0, int64_t(1) << w));
       else h = digit_hist_steps<kb>(cand_keys, Tile<int32_t>(0), maxc, cb, kth, p, kLoopStages);
       select_digit(h, w, krem, kth);
-      if (p == 0) above = kk - krem;  // the elements the filter wrote to indices[row, 0..above)
       hl = h;
     }
     Tile<int32_t> dl = (kth & ((1u << wl) - 1u)).template to<int32_t>();
     Tile<int32_t> eq_total = sum(where(arange(0, int64_t(1) << wl) == dl, hl, 0), 0);
     Tile<bool> all_eq = eq_total == krem;
     auto surv = gpu::alloc<uint64_t>({int64_t(kk)}, gpu::scope::shared);
-    // The elements above the k-th key's first digit, at [0, above).
-    for (auto i : range(0, above, kBlock)) {
-      Tile<int32_t> offs = i + arange(0, kBlock);
-      Tile<bool> m = offs < above;
-      Tile<int32_t> index = load(irow + offs, m);
-      store(gpu::local_ptr(surv, {offs}), survivor_code(radix_key(load(xrow + index, m), LARGEST), index), m);
-    }
-    // The candidates above the k-th key at [above, K - krem), and, when all of them survive, those
+    // The survivors above the k-th key at [0, K - krem), and, when all of them survive, those
     // equal to it at [K - krem, K). One scan counts both (above in the low 16 bits, equal in the
     // high): along each slice's columns, then over the slices' totals. eq_seen: each slice's
     // elements equal to the k-th key.
-    Tile<int32_t> base_gt = above, base_eq = kk - krem, eq_seen = zeros<int32_t>({ps});
+    Tile<int32_t> base_gt = 0, base_eq = kk - krem, eq_seen = zeros<int32_t>({ps});
     for (auto j : range(0, maxc, cb, {.num_stages = kLoopStages})) {
       Tile<bool> m;
-      Tile<uint32_t> key = cand_keys(j, m);
-      Tile<int32_t> index = cand_idx(j);
+      Tile<uint64_t> code = cand(j, m);
+      Tile<uint32_t> key = code_key(code);
       Tile<bool> gt = m & (key > kth), eq = m & (key == kth);
       Tile<int32_t> both = gt.to<int32_t>() + (eq.to<int32_t>() << 16);
       Tile<int32_t> per_slice = sum(both, 1);
       Tile<int32_t> inc = cumsum(both, 1) + expand_dims(cumsum(per_slice, 0) - per_slice, 1);
       Tile<int32_t> pos = where(gt, base_gt + (inc & 0xFFFF) - 1, base_eq + (inc >> 16) - 1);
-      store(gpu::local_ptr(surv, {pos}), survivor_code(key, index), gt | (eq & all_eq & (pos < kk)));
+      store(gpu::local_ptr(surv, {pos}), code, gt | (eq & all_eq & (pos < kk)));
       Tile<int32_t> total = sum(per_slice, 0);
       base_gt = base_gt + (total & 0xFFFF);
       base_eq = base_eq + (total >> 16);
       eq_seen = eq_seen + (per_slice >> 16);
     }
     // Ties across the boundary (E > krem): the lowest-index krem of the elements equal to the k-th
-    // key. A slice's candidates are in index order and the slices are, so an equal element's
-    // position is (K - krem) + the equal ones of the lower slices + those before it in its slice;
-    // those below K are kept. Every slice at once again, the loop only run when needed.
+    // key. A slice's codes are in index order and the slices are, so an equal element's position
+    // is (K - krem) + the equal ones of the lower slices + those before it in its slice; those
+    // below K are kept. Every slice at once again, the loop only run when needed.
     Tile<int32_t> eq_base = (kk - krem) + cumsum(eq_seen, 0) - eq_seen;
     for (auto j : range(0, where(all_eq, 0, maxc), cb, {.num_stages = kLoopStages})) {
       Tile<bool> m;
-      Tile<uint32_t> key = cand_keys(j, m);
-      Tile<int32_t> index = cand_idx(j);
-      Tile<int32_t> eq = (m & (key == kth)).to<int32_t>();
+      Tile<uint64_t> code = cand(j, m);
+      Tile<int32_t> eq = (m & (code_key(code) == kth)).to<int32_t>();
       Tile<int32_t> pos = expand_dims(eq_base, 1) + cumsum(eq, 1) - 1;
-      store(gpu::local_ptr(surv, {pos}), survivor_code(key, index), (eq != 0) & (pos < kk));
+      store(gpu::local_ptr(surv, {pos}), code, (eq != 0) & (pos < kk));
       eq_base = eq_base + sum(eq, 1);
     }
     Tile<int32_t> idx = sorted_indices(surv.load());
     Tile<int32_t> o = arange(0, kk);
-    store(irow + o, idx);
+    store(ind + row * kk + o, idx);
     store(vals + row * kk + o, load(xrow + idx));
   });
   return k;
@@ -685,9 +670,11 @@ inline Plan plan(int64_t rows, int64_t n, int64_t k, int elem_bytes, int request
   return p;
 }
 
-/// int32 elements of one workspace row of the cooperative path (CoopRow's layout).
+/// int32 elements of one workspace row of the cooperative path (CoopRow's layout), a multiple of
+/// 16 (64-byte rows: the codes' 16-byte loads stay aligned, and the kernels, specialized on it,
+/// know).
 inline int64_t ws_row_size(int elem_bytes, int64_t n) {
-  return coop_header(key_bits(elem_bytes)) + kMaxProgramsPerRow + 2 * n + kWsPad;
+  return (coop_header(key_bits(elem_bytes)) + kMaxProgramsPerRow + 2 * n + kWsPad + 15) / 16 * 16;
 }
 
 inline void check_shape(int64_t rows, int64_t n, int64_t k, const TopkOptions& o, const SrcLoc& l) {
@@ -766,6 +753,9 @@ void topk(const T* x, int64_t rows, int64_t n, int64_t k, T* values, int32_t* in
   std::vector<int32_t> host_ws;
   DeviceBuffer<int32_t> dev_ws;
   int32_t* ws = o.workspace;
+  if (reinterpret_cast<uintptr_t>(ws) % 8 != 0)
+    throw UserError(l, "tle::ops::topk: TopkOptions::workspace is not 8-byte aligned (it holds u64 codes); pass "
+                       "an 8-byte aligned allocation, e.g. a DeviceBuffer's data()");
   if (!ws) {
     if (b == Backend::GPU) {
       dev_ws = DeviceBuffer<int32_t>(static_cast<size_t>(total), l);
@@ -779,9 +769,10 @@ void topk(const T* x, int64_t rows, int64_t n, int64_t k, T* values, int32_t* in
   const int P = static_cast<int>(p.ppr), S = static_cast<int>(p.slice), R = static_cast<int>(row_ws);
   const int64_t programs = rows * p.ppr;
   zero_kernel()(grid(rows, 4), ws, coop_header(kb), R);
-  coop_hist0_kernel<T>()(grid(programs, 8), x, ws, N32, P, S, R, o.largest);
-  coop_filter_kernel<T>()(grid(programs, 8), x, indices, ws, N32, K, P, S, R, o.largest);
-  coop_tail_kernel<T>()(grid(rows, kResidentWarps), x, values, indices, ws, N32, P, S, R, K,
+  uint64_t* wc = reinterpret_cast<uint64_t*>(ws);  // the same memory, as u64 (the candidates' codes)
+  coop_hist0_kernel<T>()(grid(programs, 8), x, ws, wc, N32, P, S, R, o.largest);
+  coop_filter_kernel<T>()(grid(programs, 8), x, ws, wc, N32, K, P, S, R, o.largest);
+  coop_tail_kernel<T>()(grid(rows, kResidentWarps), x, values, indices, ws, wc, N32, P, S, R, K,
                         static_cast<int>(std::bit_ceil(uint64_t(p.ppr))), o.largest);
   if (!dev_ws.empty()) Stream::wrap(o.stream).synchronize();
 }
