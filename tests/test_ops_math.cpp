@@ -755,6 +755,49 @@ TEST_CASE("ops: exclusive cumsum of a masked 1-D block and its scalar total", "[
   }
 }
 
+TEST_CASE("ops: a compaction - cumsum positions and the sum of the same flags - over a ragged row", "[ops]") {
+  // The GPU lowering reuses the scan's line total for a later sum of the same 1-D integer tile in
+  // the same block (lower_reduce.cpp): the count must still be the sum, step after step, forward
+  // and reversed, with masked-off tails.
+  auto k = jit("compaction", [](Ptr<int32_t> x, Ptr<int32_t> out, Ptr<int32_t> rout, Ptr<int32_t> count,
+                                Tile<int32_t> n, Tile<int32_t> t, Constexpr<int> BLOCK) {
+    Tile<int32_t> c = 0, rc = 0;
+    for (auto i : range(0, n, int(BLOCK))) {
+      Tile<int32_t> offs = i + arange(0, BLOCK);
+      Tile<bool> m = offs < n;
+      Tile<int32_t> v = load(x + offs, m, 0);
+      Tile<int32_t> keep = (m & (v > t)).to<int32_t>();
+      store(out + (c + cumsum(keep, 0) - 1), v, keep != 0);
+      c = c + sum(keep, 0);
+      // reversed within the step: the kept elements of each step from its end
+      store(rout + (rc + cumsum(keep, 0, /*reverse=*/true) - 1), v, keep != 0);
+      rc = rc + sum(keep, 0);
+    }
+    store(count, c);
+    store(count + 1, rc);
+  });
+  for (int n : {1, 17, 1001, 4100}) {
+    for (int t : {-1, 0, 60}) {
+      CAPTURE(n, t);
+      Buf<int32_t> x = random_buf<int32_t>(n, 11 + n, -100, 100);
+      Buf<int32_t> out(n, -7), rout(n, -7), count(2, -1);
+      k(Grid(1), x.data(), out.data(), rout.data(), count.data(), n, t, 256);
+      std::vector<int32_t> want, rwant;
+      for (int i0 = 0; i0 < n; i0 += 256) {
+        std::vector<int32_t> step;
+        for (int i = i0; i < std::min(n, i0 + 256); ++i)
+          if (x[i] > t) want.push_back(x[i]), step.push_back(x[i]);
+        rwant.insert(rwant.end(), step.rbegin(), step.rend());
+      }
+      REQUIRE(count[0] == int32_t(want.size()));
+      REQUIRE(count[1] == int32_t(want.size()));
+      CHECK(std::vector<int32_t>(out.begin(), out.begin() + count[0]) == want);
+      CHECK(std::vector<int32_t>(rout.begin(), rout.begin() + count[1]) == rwant);
+      CHECK(std::all_of(out.begin() + count[0], out.end(), [](int32_t v) { return v == -7; }));
+    }
+  }
+}
+
 TEST_CASE("ops: associative_scan with a combine function", "[ops]") {
   auto k = jit("scan_combine", [](Ptr<int32_t> x, Ptr<float> xf, Ptr<int32_t> out, Ptr<float> outf,
                                   Constexpr<int> M, Constexpr<int> N) {

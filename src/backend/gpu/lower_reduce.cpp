@@ -472,6 +472,9 @@ bool bitwise_scan(Lowerer& L, const ir::Op& op, Accum& acc, int axis, bool rever
   }
   if (!buf[0].empty()) L.barrier();
   end_run();
+  // Every register's block is now the whole line: a 1-D integer sum of x may reuse the total.
+  if (deferred && x->type.rank() == 1 && op.operands.size() == 1 && acc.ds[0] == acc.d && !tot.empty())
+    L.scan_totals[x] = {op.parent, tot[0][0]};
   out.assign(op.results.size(), {});
   for (const Values& s : incl) {
     Values v = acc.final(s);
@@ -493,6 +496,14 @@ void Lowerer::lower_reduce(const ir::Op& op) {
   rshape.erase(rshape.begin() + axis);
   const LinearLayout* rl = rshape.empty() ? nullptr : layout_of(op.result());
   if (!rshape.empty() && !rl) fail(op, "a tile has no layout (the GPU layout pass did not run)");
+  // The integer sum of a 1-D tile cumsum'ed earlier in this block: the scan's total (exact, so the
+  // same value), no second pass over the lanes and warps.
+  if (auto t = scan_totals.find(x); t != scan_totals.end() && t->second.first == op.parent && rshape.empty() &&
+                                    acc.kind == ir::ReduceKind::Sum && nr == 1 && op.operands.size() == 1 &&
+                                    op.result()->type.dtype == acc.ds[0]) {
+    regs[op.result()] = {t->second.second};
+    return;
+  }
 
   // A user combine on a layout whose order the tree would not keep: the staged scan's last elements.
   std::vector<int32_t> high;  // reg axis bits combined last (separate partial states until then)
