@@ -524,8 +524,10 @@ template <class T> const auto& coop_tail_kernel() {
       Tile<uint32_t> key = code_key(code);
       Tile<bool> gt = m & (key > kth), eq = m & (key == kth);
       Tile<int32_t> both = gt.to<int32_t>() + (eq.to<int32_t>() << 16);
+      // (Each scan before the sum of the same tile: the GPU lowering reuses the scan's totals.)
+      Tile<int32_t> in_slice = cumsum(both, 1);
       Tile<int32_t> per_slice = sum(both, 1);
-      Tile<int32_t> inc = cumsum(both, 1) + expand_dims(cumsum(per_slice, 0) - per_slice, 1);
+      Tile<int32_t> inc = in_slice + expand_dims(cumsum(per_slice, 0) - per_slice, 1);
       Tile<int32_t> pos = where(gt, base_gt + (inc & 0xFFFF) - 1, base_eq + (inc >> 16) - 1);
       store(gpu::local_ptr(surv, {pos}), code, gt | (eq & all_eq & (pos < kk)));
       Tile<int32_t> total = sum(per_slice, 0);

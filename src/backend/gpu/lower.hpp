@@ -172,10 +172,16 @@ class Lowerer : public backend::ScalarEmitter {
   int64_t smem_reserved_ = 0;  // pipeline buffers of the largest pipelined loop
   int64_t smem_base_ = 0;
   std::unordered_map<const ir::Value*, std::vector<llvm::Value*>> regs;
-  /// The line total of a 1-D integer cumsum's operand, left by the bitwise scan (lower_reduce.cpp),
-  /// with the block it was lowered in: a sum of the same tile later in that block reuses it
-  /// instead of reducing again (a compaction's positions and count: one barrier-bound pass, not two).
-  std::unordered_map<const ir::Value*, std::pair<const ir::Block*, llvm::Value*>> scan_totals;
+  /// The line totals of an integer cumsum's operand, left by the bitwise scan (lower_reduce.cpp):
+  /// the block it was lowered in, its axis and each register's line total. A sum of the same tile
+  /// along that axis later in that block reuses them instead of reducing again (a compaction's
+  /// positions and count: one barrier-bound pass, not two).
+  struct ScanTotals {
+    const ir::Block* block;
+    int axis;
+    std::vector<llvm::Value*> per_reg;
+  };
+  std::unordered_map<const ir::Value*, ScanTotals> scan_totals;
   std::map<const ir::Value*, int> uses_;  // uses of every value of the kernel (ir::count_uses)
 
   static const layout::LinearLayout* layout_of(const ir::Value* v);

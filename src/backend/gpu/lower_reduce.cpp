@@ -472,9 +472,13 @@ bool bitwise_scan(Lowerer& L, const ir::Op& op, Accum& acc, int axis, bool rever
   }
   if (!buf[0].empty()) L.barrier();
   end_run();
-  // Every register's block is now the whole line: a 1-D integer sum of x may reuse the total.
-  if (deferred && x->type.rank() == 1 && op.operands.size() == 1 && acc.ds[0] == acc.d && !tot.empty())
-    L.scan_totals[x] = {op.parent, tot[0][0]};
+  // Every register's block is now its whole line: an integer sum of x along the axis may reuse
+  // the totals.
+  if (deferred && op.operands.size() == 1 && acc.ds[0] == acc.d) {
+    Lowerer::ScanTotals& st = L.scan_totals[x];
+    st = {op.parent, axis, {}};
+    for (const Values& t : tot) st.per_reg.push_back(t[0]);
+  }
   out.assign(op.results.size(), {});
   for (const Values& s : incl) {
     Values v = acc.final(s);
@@ -496,13 +500,34 @@ void Lowerer::lower_reduce(const ir::Op& op) {
   rshape.erase(rshape.begin() + axis);
   const LinearLayout* rl = rshape.empty() ? nullptr : layout_of(op.result());
   if (!rshape.empty() && !rl) fail(op, "a tile has no layout (the GPU layout pass did not run)");
-  // The integer sum of a 1-D tile cumsum'ed earlier in this block: the scan's total (exact, so the
-  // same value), no second pass over the lanes and warps.
-  if (auto t = scan_totals.find(x); t != scan_totals.end() && t->second.first == op.parent && rshape.empty() &&
+  // The integer sum of a tile cumsum'ed along this axis earlier in this block: the scan's line
+  // totals (exact, so the same values), no second pass over the lanes and warps. Result register
+  // q is the line of the operand's registers with its coordinates (the result's layout is the
+  // slice of the operand's).
+  if (auto t = scan_totals.find(x); t != scan_totals.end() && t->second.block == op.parent && t->second.axis == axis &&
                                     acc.kind == ir::ReduceKind::Sum && nr == 1 && op.operands.size() == 1 &&
                                     op.result()->type.dtype == acc.ds[0]) {
-    regs[op.result()] = {t->second.second};
-    return;
+    const auto& per_reg = t->second.per_reg;
+    if (!rl) {
+      regs[op.result()] = {per_reg.at(0)};
+      return;
+    }
+    std::map<std::vector<int32_t>, int> line_reg;
+    for (int i = 0; i < l->num_regs(); ++i) {
+      auto rc = reg_coords(*l, i);
+      rc.erase(rc.begin() + axis);
+      line_reg.emplace(rc, i);
+    }
+    std::vector<Value*> out;
+    for (int q = 0; q < rl->num_regs(); ++q) {
+      auto it = line_reg.find(reg_coords(*rl, q));
+      if (it == line_reg.end()) break;
+      out.push_back(per_reg.at(static_cast<size_t>(it->second)));
+    }
+    if (static_cast<int>(out.size()) == rl->num_regs()) {
+      regs[op.result()] = out;
+      return;
+    }
   }
 
   // A user combine on a layout whose order the tree would not keep: the staged scan's last elements.
