@@ -12,6 +12,7 @@
 
 #include "error_util.hpp"
 #include "ops_util.hpp"
+#include "ptxas_util.hpp"
 
 using namespace tle;
 using namespace opstest;
@@ -513,6 +514,38 @@ TEST_CASE("ops library: topk's own choice of programs per row (cooperative path)
     CHECK(p.ppr == 256);
     CHECK(p.slice == 8192);
   }
+}
+
+TEST_CASE("ptx: topk's resident kernel at 16 warps fits 64 registers with no spill where two programs share an SM",
+          "[ptx][ops-library]") {
+  // resident_maxnreg caps the registers where two programs' shared memory fits an SM (else one
+  // program runs per SM: 4096 rows of 8192 ran 1.3x slower); the cap must not spill.
+  namespace tk = ops::detail_topk;
+  CHECK(tk::resident_maxnreg(8192, 8, 4, 16) == 64);
+  CHECK(tk::resident_maxnreg(8192, 8, 4, 8) == 0);          // other warps: no cap
+  CHECK(tk::resident_maxnreg(32768, 2048, 4, 16) == 0);     // one program per SM by shared memory anyway
+  alignas(256) static float f[64];
+  alignas(256) static f16 h[64];
+  alignas(256) static int32_t ii[64];
+  auto check = [&](const std::string& what, int n, int k, int eb, auto&& ptx_of) {
+    CAPTURE(what, n, k);
+    REQUIRE(tk::resident_fits(n, k, eb, Backend::CPU));
+    const int cap = tk::resident_maxnreg(n, k, eb, 16);
+    REQUIRE(cap == 64);
+    Grid g(1);
+    g.with_warps(16).with_maxnreg(cap);
+    const std::string p = ptx_of(g, static_cast<int>(tk::resident_capacity(n)), tk::resident_chunk(n));
+    CHECK(ptxtest::count_of(p, ".maxnreg 64") == 1);
+    CHECK(ptxtest::spill_store_bytes(what, p) <= 0);  // -1: no ptxas on this machine
+  };
+  for (auto [n, k] : {std::pair{8192, 8}, std::pair{4096, 128}, std::pair{8192, 256}, std::pair{1000, 17}})
+    check("resident f32", n, k, 4, [&](const Grid& g, int cap, int ch) {
+      return tk::resident_kernel<float>().ptx(90, g, f, f, ii, n, cap, ch, k, true);
+    });
+  for (auto [n, k] : {std::pair{1024, 32}, std::pair{8192, 128}, std::pair{32768, 256}})
+    check("resident f16", n, k, 2, [&](const Grid& g, int cap, int ch) {
+      return tk::resident_kernel<f16>().ptx(90, g, h, h, ii, n, cap, ch, k, true);
+    });
 }
 
 TEST_CASE("ptx: topk's resident kernel compiles for sm_90a wherever the plan picks it", "[ptx][ops-library]") {

@@ -607,15 +607,27 @@ inline int64_t program_smem_limit(Backend backend) {
   }();
   return limit;
 }
-/// Whether resident_kernel fits: a row of at most kResidentRowBytes, and its shared memory within
-/// the program's limit - its buffers (the row and the survivors, each rounded up to 1 KB) and,
-/// after them, the sort's staging (the keys of the survivors padded to a power of two: 8 bytes
-/// each), with 32 KB for the three pass histograms (20 KB) and the scans' scratch.
-inline bool resident_fits(int64_t n, int64_t k, int elem_bytes, Backend backend) {
+/// resident_kernel's shared memory (a bound): its buffers (the row and the survivors, each rounded
+/// up to 1 KB) and, after them, the sort's staging (the keys of the survivors padded to a power of
+/// two: 8 bytes each), with 32 KB for the three pass histograms (20 KB) and the scans' scratch.
+inline int64_t resident_smem(int64_t n, int64_t k, int elem_bytes) {
   auto kb1 = [](int64_t bytes) { return (bytes + 1023) / 1024 * 1024; };
-  const int64_t row = resident_capacity(n) * elem_bytes;
-  return row <= kResidentRowBytes &&
-         kb1(row) + kb1(8 * k) + 8 * next_power_of_2(k) + (32 << 10) <= program_smem_limit(backend);
+  return kb1(resident_capacity(n) * elem_bytes) + kb1(8 * k) + 8 * next_power_of_2(k) + (32 << 10);
+}
+/// Whether resident_kernel fits: a row of at most kResidentRowBytes, and its shared memory within
+/// the program's limit.
+inline bool resident_fits(int64_t n, int64_t k, int elem_bytes, Backend backend) {
+  return resident_capacity(n) * elem_bytes <= kResidentRowBytes &&
+         resident_smem(n, k, elem_bytes) <= program_smem_limit(backend);
+}
+/// The register limit of resident_kernel at `warps` warps: where two programs of 16 warps fit in
+/// an SM's shared memory (227 KB on sm_90), 64 registers a thread, so that their registers fit too
+/// (65536 an SM).
+/// Left free the kernel takes 73-80 (ptxas, f32 rows of 8192, k = 8) and one program runs per SM:
+/// 4096 rows of 8192, 297 -> 392 us on the H100 (2026-12-07). With the limit ptxas fits it in 64
+/// with no spill (checked for the suite's resident shapes, f32/f16/bf16). 0: no limit.
+inline int resident_maxnreg(int64_t n, int64_t k, int elem_bytes, int warps) {
+  return warps == 16 && 2 * resident_smem(n, k, elem_bytes) <= 232448 ? 64 : 0;
 }
 
 /// The cooperative path's own programs per row for `units` programs in flight on the machine:
@@ -739,8 +751,10 @@ void topk(const T* x, int64_t rows, int64_t n, int64_t k, T* values, int32_t* in
     return;
   }
   if (p.mode == Plan::Resident) {
-    resident_kernel<T>()(grid(rows, kResidentWarps), x, values, indices, N32, static_cast<int>(resident_capacity(n)),
-                         resident_chunk(n), K, o.largest);
+    Grid g = grid(rows, kResidentWarps);
+    g.with_maxnreg(resident_maxnreg(n, k, sizeof(T), g.num_warps));
+    resident_kernel<T>()(g, x, values, indices, N32, static_cast<int>(resident_capacity(n)), resident_chunk(n), K,
+                         o.largest);
     return;
   }
   if (p.mode == Plan::Select) {
