@@ -1790,6 +1790,7 @@ bool run_child(const char* self, const Group& g, int timeout_s, const std::strin
   posix_spawn_file_actions_addclose(&fa, fds[1]);
   std::string reps = std::to_string(g_reps);
   std::vector<std::string> args = {self, "--only", g.name, "--reps", reps};
+  if (!g_case_filter.empty()) args.insert(args.end(), {"--case", g_case_filter});  // --groups with --case
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -1862,7 +1863,7 @@ bool run_child(const char* self, const Group& g, int timeout_s, const std::strin
 
 int usage() {
   std::fprintf(stderr,
-               "usage: gpu_bench [--groups g1,g2] [--reps N] [--timeout S]   (each group in a child process)\n"
+               "usage: gpu_bench [--groups g1,g2] [--reps N] [--timeout S] [--case SUBSTR]   (each group in a child process)\n"
                "       gpu_bench --only GROUP [--reps N] [--case SUBSTR]     (one group in this process; only cases\n"
                "                                                             whose name contains SUBSTR)\n"
                "       gpu_bench --list\n"
