@@ -7,7 +7,8 @@
 # --groups, default copy,softmax,layernorm,attention,topk,moe_align), BENCH_REPS (default 20),
 # GPU_BENCH_TIMEOUT (seconds per group, default 240), BASE_ENV / NEW_ENV (variable assignments for
 # that side's gpu_bench, e.g. BASE_ENV=TLE_REORDER_LOADS=0 with one bundle given twice: a compiler
-# switch on and off), GPU_BENCH_ARGS (more gpu_bench arguments for both sides, e.g. "--case 131072");
+# switch on and off), GPU_BENCH_ARGS (more gpu_bench arguments for both sides, e.g. "--case 131072";
+# a bundle older than dae20d6 ignores --case under --groups and runs every case of the group);
 # writes into $OUT/compare (or /tmp/tle-compare).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

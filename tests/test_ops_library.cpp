@@ -521,16 +521,16 @@ TEST_CASE("ptx: topk's resident kernel at 16 warps fits 64 registers with no spi
   // resident_maxnreg caps the registers where two programs' shared memory fits an SM (else one
   // program runs per SM: 4096 rows of 8192 ran 1.3x slower); the cap must not spill.
   namespace tk = ops::detail_topk;
-  CHECK(tk::resident_maxnreg(8192, 8, 4, 16) == 64);
-  CHECK(tk::resident_maxnreg(8192, 8, 4, 8) == 0);          // other warps: no cap
-  CHECK(tk::resident_maxnreg(32768, 2048, 4, 16) == 0);     // one program per SM by shared memory anyway
+  CHECK(tk::resident_maxnreg(8192, 8, 4, 16, Backend::CPU) == 64);
+  CHECK(tk::resident_maxnreg(8192, 8, 4, 8, Backend::CPU) == 0);          // other warps: no cap
+  CHECK(tk::resident_maxnreg(32768, 2048, 4, 16, Backend::CPU) == 0);     // one program per SM by shared memory anyway
   alignas(256) static float f[64];
   alignas(256) static f16 h[64];
   alignas(256) static int32_t ii[64];
   auto check = [&](const std::string& what, int n, int k, int eb, auto&& ptx_of) {
     CAPTURE(what, n, k);
     REQUIRE(tk::resident_fits(n, k, eb, Backend::CPU));
-    const int cap = tk::resident_maxnreg(n, k, eb, 16);
+    const int cap = tk::resident_maxnreg(n, k, eb, 16, Backend::CPU);
     REQUIRE(cap == 64);
     Grid g(1);
     g.with_warps(16).with_maxnreg(cap);
@@ -538,7 +538,8 @@ TEST_CASE("ptx: topk's resident kernel at 16 warps fits 64 registers with no spi
     CHECK(ptxtest::count_of(p, ".maxnreg 64") == 1);
     CHECK(ptxtest::spill_store_bytes(what, p) <= 0);  // -1: no ptxas on this machine
   };
-  for (auto [n, k] : {std::pair{8192, 8}, std::pair{4096, 128}, std::pair{8192, 256}, std::pair{1000, 17}})
+  for (auto [n, k] : {std::pair{8192, 8}, std::pair{4096, 128}, std::pair{8192, 256}, std::pair{1000, 17},
+                       std::pair{8192, 2048}, std::pair{16384, 512}})
     check("resident f32", n, k, 4, [&](const Grid& g, int cap, int ch) {
       return tk::resident_kernel<float>().ptx(90, g, f, f, ii, n, cap, ch, k, true);
     });

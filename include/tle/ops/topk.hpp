@@ -352,7 +352,7 @@ constexpr int kCoopWsPasses = 2;
 /// counters and the row histograms of passes 0 and 1.
 constexpr int coop_header(int kb) { return hist_offset(kb, kCoopWsPasses); }
 /// int32 elements at the end of a cooperative workspace row that only the tail's loads read (they
-/// round a slice's candidate count up to a multiple of 4).
+/// round a slice's code count up to a multiple of 2: one code past the last slice's).
 constexpr int kWsPad = 16;
 /// The u64 offset of a workspace row's candidate codes (ws_row a multiple of 16: ws_row_size).
 inline Tile<int64_t> codes_offset(int kb, const Tile<int32_t>& row, const Tile<int32_t>& ws_row) {
@@ -621,13 +621,13 @@ inline bool resident_fits(int64_t n, int64_t k, int elem_bytes, Backend backend)
          resident_smem(n, k, elem_bytes) <= program_smem_limit(backend);
 }
 /// The register limit of resident_kernel at `warps` warps: where two programs of 16 warps fit in
-/// an SM's shared memory (227 KB on sm_90), 64 registers a thread, so that their registers fit too
-/// (65536 an SM).
+/// an SM's shared memory (taken as one program's limit, program_smem_limit: 227 KB on sm_90), 64
+/// registers a thread, so that their registers fit too (65536 an SM).
 /// Left free the kernel takes 73-80 (ptxas, f32 rows of 8192, k = 8) and one program runs per SM:
 /// 4096 rows of 8192, 297 -> 392 us on the H100 (2026-12-07). With the limit ptxas fits it in 64
 /// with no spill (checked for the suite's resident shapes, f32/f16/bf16). 0: no limit.
-inline int resident_maxnreg(int64_t n, int64_t k, int elem_bytes, int warps) {
-  return warps == 16 && 2 * resident_smem(n, k, elem_bytes) <= 232448 ? 64 : 0;
+inline int resident_maxnreg(int64_t n, int64_t k, int elem_bytes, int warps, Backend backend) {
+  return warps == 16 && 2 * resident_smem(n, k, elem_bytes) <= program_smem_limit(backend) ? 64 : 0;
 }
 
 /// The cooperative path's own programs per row for `units` programs in flight on the machine:
@@ -752,7 +752,7 @@ void topk(const T* x, int64_t rows, int64_t n, int64_t k, T* values, int32_t* in
   }
   if (p.mode == Plan::Resident) {
     Grid g = grid(rows, kResidentWarps);
-    g.with_maxnreg(resident_maxnreg(n, k, sizeof(T), g.num_warps));
+    g.with_maxnreg(resident_maxnreg(n, k, sizeof(T), g.num_warps, b));
     resident_kernel<T>()(g, x, values, indices, N32, static_cast<int>(resident_capacity(n)), resident_chunk(n), K,
                          o.largest);
     return;

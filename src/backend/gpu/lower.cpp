@@ -501,6 +501,8 @@ llvm::Function* Lowerer::run(const std::string& name) {
 }
 
 void Lowerer::lower_block(const ir::Block& b, const std::unordered_set<const ir::Value*>* keep) {
+  // A block lowered again (a copy of it) must not reuse a previous copy's scan totals.
+  std::erase_if(scan_totals, [&](const auto& e) { return e.second.block == &b; });
   for (auto& op : b.ops)
     if (op->kind != ir::OpKind::Yield) {
       lower_op(*op);
