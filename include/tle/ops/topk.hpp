@@ -209,9 +209,13 @@ Tile<int32_t> hist_pass(const Ptr<T>& xrow, const Tile<int32_t>& lo, const Tile<
 inline Tile<uint64_t> survivor_code(const Tile<uint32_t>& key, const Tile<int32_t>& index) {
   return (key.to<uint64_t>() << 32) | (~index.to<uint32_t>()).to<uint64_t>();
 }
+/// The key of a survivor code.
+inline Tile<uint32_t> code_key(const Tile<uint64_t>& code) { return (code >> 32).to<uint32_t>(); }
+/// The index of a survivor code.
+inline Tile<int32_t> code_index(const Tile<uint64_t>& code) { return (~code.to<uint32_t>()).to<int32_t>(); }
 /// The indices of survivor codes in the result's order: sorted descending, the low halves inverted.
 inline Tile<int32_t> sorted_indices(const Tile<uint64_t>& codes) {
-  return (~sort(codes, 0, /*descending=*/true).to<uint32_t>()).to<int32_t>();
+  return code_index(sort(codes, 0, /*descending=*/true));
 }
 
 /// From a pass's histogram h (2^w bins) and the rank krem (1-based, counted from the largest) of
@@ -390,11 +394,6 @@ template <class T> void publish_hist(const CoopRow<T>& c, const Tile<int32_t>& h
   Tile<int32_t> bins = arange(0, int64_t(1) << pass_bits(kb, pass));
   atomic_add(c.wrow + hist_offset(kb, pass) + bins, h, h != 0);
 }
-
-/// The key of a survivor code.
-inline Tile<uint32_t> code_key(const Tile<uint64_t>& code) { return (code >> 32).to<uint32_t>(); }
-/// The index of a survivor code.
-inline Tile<int32_t> code_index(const Tile<uint64_t>& code) { return (~code.to<uint32_t>()).to<int32_t>(); }
 
 /// The histogram of pass `pass`'s digit (pass >= 1) over the slice's candidates [0, count) in the
 /// workspace whose higher digits equal `prefix`. Its steps are kBlock / 2 codes: a tile shape of
