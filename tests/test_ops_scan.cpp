@@ -3,7 +3,9 @@
 // and scans with a combine"): associative, not commutative combines whose result changes when the
 // order is wrong, on ragged shapes, at 1, 4 and 8 warps (the GPU's tree: registers, lanes, warps);
 // the GPU lowering assembled by ptxas ([ptx]). [ops] tests are mirrored on the GPU (ops_util.hpp).
+#include <algorithm>
 #include <array>
+#include <functional>
 #include <tuple>
 
 #include "../examples/kernels.hpp"
@@ -394,6 +396,21 @@ auto make_scan_before_ws_loop() {
     store(out + L + r, xb);
   });
 }
+/// A sort of L keys before a warp-specialized K loop: the sort's steps hand out items to threads
+/// (for_each_item), which the producer warps must not take too (they would redo a consumer's
+/// compare-exchange concurrently). out gets the keys sorted descending, c = a @ b.
+auto make_sort_before_ws_loop() {
+  return jit("sort_before_ws", [](Ptr<bf16> a, Ptr<bf16> b, Ptr<float> c, Ptr<uint32_t> keys, Ptr<uint32_t> out,
+                                  Tile<int32_t> M, Tile<int32_t> N, Tile<int32_t> K, Constexpr<int> BM,
+                                  Constexpr<int> BN, Constexpr<int> BK, Constexpr<int> L) {
+    Tile<int32_t> r = arange(0, L);
+    Tile<uint32_t> sorted = sort(load(keys + r), 0, /*descending=*/true);
+    Tile<int32_t> rm = arange(0, BM), rn = arange(0, BN);
+    Tile<float> acc = ex::matmul_block<bf16>(a, b, rm, rn, M, N, K, BM, BN, BK);
+    store(c + expand_dims(rm, 1) * N + expand_dims(rn, 0), acc);
+    store(out + r, sorted);
+  });
+}
 }  // namespace
 
 TEST_CASE("ptx: a tuple scan before a warp-specialized K loop assembles", "[ptx]") {
@@ -411,6 +428,19 @@ TEST_CASE("ptx: a tuple scan before a warp-specialized K loop assembles", "[ptx]
     CHECK(ptx.find(".reqntid " + std::to_string(32 * (warps + 4))) != std::string::npos);
     ptxtest::assemble("scan_before_ws", ptx, "sm_90a");
   }
+}
+
+TEST_CASE("ptx: a sort before a warp-specialized K loop assembles", "[ptx]") {
+  auto k = make_sort_before_ws_loop();
+  alignas(16) static char buf[64];
+  auto* pb = reinterpret_cast<bf16*>(buf);
+  auto* pf = reinterpret_cast<float*>(buf);
+  auto* pu = reinterpret_cast<uint32_t*>(buf);
+  Grid g(1, 1);
+  g.with_warps(4).with_stages(3);
+  const std::string ptx = k.ptx(90, g, pb, pb, pf, pu, pu, 128, 128, 256, 128, 128, 64, 4096);
+  CHECK(ptx.find(".reqntid 256") != std::string::npos);  // 4 producer warps beside the 4
+  ptxtest::assemble("sort_before_ws", ptx, "sm_90a");
 }
 
 TEST_CASE("gpu: a tuple scan before a warp-specialized K loop (its producer warps run the scan too)", "[.gpu]") {
@@ -447,5 +477,40 @@ TEST_CASE("gpu: a tuple scan before a warp-specialized K loop (its producer warp
     synchronize();
     CHECK(diffs(std::vector<uint32_t>(out.data(), out.data() + 2 * L), want) == "");
     CHECK(diffs(std::vector<float>(c.data(), c.data() + M * N), cw) == "");
+  }
+}
+
+TEST_CASE("gpu: a sort before a warp-specialized K loop (its producer warps take no sort items)", "[.gpu]") {
+  if (!gpu_info()) {
+    WARN("no usable GPU: [.gpu] case skipped");
+    return;
+  }
+  auto k = make_sort_before_ws_loop();
+  const int M = 128, N = 128, K = 256;
+  Buf<int32_t> ai = random_buf<int32_t>(size_t(M) * K, 75, -3, 3), bi = random_buf<int32_t>(size_t(K) * N, 76, -3, 3);
+  ManagedBuffer<bf16> a(size_t(M) * K), b(size_t(K) * N);
+  for (size_t t = 0; t < ai.size(); ++t) a.data()[t] = bf16(float(ai[t]));
+  for (size_t t = 0; t < bi.size(); ++t) b.data()[t] = bf16(float(bi[t]));
+  std::vector<float> cw(size_t(M) * N, 0.f);
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j)
+      for (int q = 0; q < K; ++q) cw[size_t(i) * N + j] += float(ai[size_t(i) * K + q] * bi[size_t(q) * N + j]);
+  for (int L : {1024, 4096}) {
+    Buf<uint32_t> kv = random_full<uint32_t>(size_t(L), 77 + L);
+    std::vector<uint32_t> want(kv.begin(), kv.end());
+    std::sort(want.begin(), want.end(), std::greater<uint32_t>());
+    ManagedBuffer<uint32_t> keys(static_cast<size_t>(L));
+    for (int i = 0; i < L; ++i) keys.data()[i] = kv[size_t(i)];
+    for (int warps : {4, 8}) {
+      CAPTURE(L, warps);
+      ManagedBuffer<float> c(size_t(M) * N, -1.f);
+      ManagedBuffer<uint32_t> out(size_t(L), 0);
+      Grid g(1, 1);
+      g.with_warps(warps).with_stages(3).backend(Backend::GPU);
+      k(g, a.data(), b.data(), c.data(), keys.data(), out.data(), M, N, K, 128, 128, 64, L);
+      synchronize();
+      CHECK(diffs(std::vector<uint32_t>(out.data(), out.data() + L), want) == "");
+      CHECK(diffs(std::vector<float>(c.data(), c.data() + M * N), cw) == "");
+    }
   }
 }

@@ -380,9 +380,14 @@ void Lowerer::when(Value* cond, const std::function<void()>& body) {
 
 void Lowerer::for_each_item(int64_t count, const std::function<void(Value* item)>& body) {
   const int64_t nthreads = 32 * num_warps;
+  // The threads past num_warps (the producer warps, which run the code before a warp-specialized
+  // loop too) take no item: theirs would be a consumer's item of the next round, done twice and
+  // concurrently (a race for a sort's compare-exchange steps).
+  Value* extra = launch_warps() > num_warps ? B.CreateICmpULT(tid, i32c(nthreads)) : nullptr;
   counted_loop(i32c((count + nthreads - 1) / nthreads), {}, [&](Value* round, const std::vector<Value*>&) {
     Value* item = B.CreateAdd(tid, B.CreateMul(round, i32c(nthreads)));
-    when(B.CreateICmpULT(item, i32c(count)), [&] { body(item); });
+    Value* in = B.CreateICmpULT(item, i32c(count));
+    when(extra ? B.CreateAnd(in, extra) : in, [&] { body(item); });
     return std::vector<Value*>{};
   });
 }
