@@ -1353,22 +1353,42 @@ void moe_case(bench::Timer& tm, int tokens, int topk, int experts, int block_siz
       start += padded;
     }
     DeviceBuffer<int32_t> dids(ids), sorted(s.sorted_token_ids), eids(s.expert_ids), post(1), ws(s.workspace);
-    ops::MoeAlignOptions o;
-    o.stream = tm.stream().handle();
-    o.backend = Backend::GPU;
-    o.workspace = ws.data();
-    auto run = [&] {
+    // num_warps (the kernels' own 0 = 4, then 8 to 32), tuned by tle::autotune; the winner checked
+    // against the reference.
+    Space space;
+    space.values("num_warps", {0, 8, 16, 32});
+    auto launch = [&](const Config& cfg, void* stream) {
+      ops::MoeAlignOptions o;
+      o.stream = stream;
+      o.backend = Backend::GPU;
+      o.workspace = ws.data();
+      o.num_warps = int(cfg["num_warps"]);
       ops::moe_align_block_size(dids.data(), tokens, topk, experts, block_size, sorted.data(), eids.data(), post.data(), o);
     };
-    run();
-    tm.stream().synchronize();
-    if (post.to_host()[0] != start) return emit_error(c, "wrong num_tokens_post_padded");
-    if (sorted.to_host() != want_sorted) return emit_error(c, "wrong sorted_token_ids");
-    if (eids.to_host() != want_experts) return emit_error(c, "wrong expert_ids");
+    auto reset = [&] {
+      sorted.fill_zero();
+      eids.fill_zero();
+      post.fill_zero();
+    };
+    auto check = [&]() -> std::string {
+      if (post.to_host()[0] != start) return "wrong num_tokens_post_padded";
+      if (sorted.to_host() != want_sorted) return "wrong sorted_token_ids";
+      if (eids.to_host() != want_experts) return "wrong expert_ids";
+      return "";
+    };
+    auto describe = [](const Config& cfg) {
+      return "w " + (cfg["num_warps"] ? std::to_string(cfg["num_warps"]) : std::string("auto"));
+    };
+    std::string errors, sweep, how;
+    const auto best = tune_case(tm, c.name, space, launch, reset, check, sweep, errors, &how, describe);
+    if (!best) return emit_error(c, "tuning: " + errors);
+    Timing t = tm.time([&] { launch(*best, tm.stream().handle()); });
     Json extra;
-    extra.num("chunks", double(s.chunks));
+    extra.num("chunks", double(s.chunks)).str("sweep", sweep);
     const bool fused = s.numel <= ops::detail_moe::kFusedMax;
-    emit_ok(c, tm.time(run), std::string(fused ? "1 kernel, " : "3 kernels, ") + std::to_string(s.chunks) + " programs",
+    emit_ok(c, t,
+            std::string(fused ? "1 kernel, " : "3 kernels, ") + std::to_string(s.chunks) + " programs, " +
+                describe(*best) + " (" + how + ")",
             Json(), extra);
   });
 }

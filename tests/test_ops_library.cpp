@@ -350,8 +350,9 @@ MoeRef ref_moe(const Buf<int32_t>& ids, int64_t numel, int64_t E, int64_t BS) {
 }
 
 /// mode 0 uniform experts, 1 every entry on expert E-1, 2 only even experts (odd ones empty).
-void check_moe(int64_t tokens, int64_t topk, int64_t E, int64_t BS, int mode, unsigned seed) {
-  INFO("tokens " << tokens << " topk " << topk << " experts " << E << " block_size " << BS << " mode " << mode);
+void check_moe(int64_t tokens, int64_t topk, int64_t E, int64_t BS, int mode, unsigned seed, int warps = 0) {
+  INFO("tokens " << tokens << " topk " << topk << " experts " << E << " block_size " << BS << " mode " << mode
+                 << " num_warps " << warps);
   std::mt19937 g(seed);
   const ops::MoeAlignSizes s = ops::moe_align_sizes(tokens, topk, E, BS);
   Buf<int32_t> ids(size_t(std::max<int64_t>(s.numel, 1)));
@@ -361,6 +362,7 @@ void check_moe(int64_t tokens, int64_t topk, int64_t E, int64_t BS, int mode, un
   Buf<int32_t> ws(size_t(s.workspace), 999), counts(size_t(E), -7);
   ops::MoeAlignOptions o;
   o.workspace = ws.data();
+  o.num_warps = warps;
   ops::moe_align_block_size(ids.data(), tokens, topk, E, BS, sorted.data(), experts.data(), post.data(), o);
   ops::expert_count(ids.data(), tokens, topk, E, counts.data(), o);
   MoeRef r = ref_moe(ids, s.numel, E, BS);
@@ -386,6 +388,17 @@ TEST_CASE("ops library: moe_align_block_size and expert_count against a plain lo
     if (!slow) check_moe(40000, 8, 512, 16, mode, seed++);  // 320000 entries: 313 chunks, 8 prefix programs
   }
   check_moe(3, 1, 1, 1, 0, seed++);
+}
+
+TEST_CASE("ops library: moe_align_block_size and expert_count at every num_warps", "[ops][ops-library]") {
+  // MoeAlignOptions::num_warps changes every kernel's warps (the CPU backend ignores it; the
+  // mirrored GPU run checks each): the one-kernel path, and the three kernels.
+  unsigned seed = 300;
+  for (int warps : {1, 2, 8, 16, 32}) {
+    check_moe(256, 8, 256, 64, 0, seed++, warps);
+    check_moe(1, 8, 256, 128, 0, seed++, warps);
+    check_moe(3001, 3, 7, 5, 2, seed++, warps);
+  }
 }
 
 TEST_CASE("ops library: moe_align_block_size with no tokens writes the empty result", "[ops][ops-library]") {
@@ -420,6 +433,19 @@ TEST_CASE("errors: tle::ops::moe_align_block_size refuses bad ids and sizes at t
                              {"topk = 0 must be at least 1"}, "test_ops_library.cpp", line);
   errtest::expect_user_error([&] { line = __LINE__; (void)ops::moe_align_sizes(10, 2, 0, 4); },
                              {"num_experts = 0 is outside 1..4096"}, "test_ops_library.cpp", line);
+  ids[2] = 2;
+  for (int warps : {3, 64, -4}) {
+    ops::MoeAlignOptions o;
+    o.num_warps = warps;
+    const std::string want = "num_warps = " + std::to_string(warps) + " is not 0";
+    errtest::expect_user_error(
+        [&] {
+          line = __LINE__; ops::moe_align_block_size(ids.data(), 2, 2, 8, 4, sorted.data(), experts.data(), post.data(), o);
+        },
+        {"moe_align_block_size: " + want, "power of two from 1 to 32"}, "test_ops_library.cpp", line);
+    errtest::expect_user_error([&] { line = __LINE__; ops::expert_count(ids.data(), 4, 1, 8, counts.data(), o); },
+                               {"expert_count: " + want}, "test_ops_library.cpp", line);
+  }
 }
 
 // ---------------------------------------------------------------- GPU: device memory and a stream

@@ -57,7 +57,8 @@
 //
 // num_tokens = 0 writes the empty result (num_tokens_post_padded = 0, every slot the sentinel 0,
 // every block -1). Errors (UserError at the caller's line): num_tokens < 0, topk < 1, num_experts
-// outside 1..4096, block_size < 1, numel + num_experts * (block_size - 1) >= 2^31, a null pointer.
+// outside 1..4096, block_size < 1, numel + num_experts * (block_size - 1) >= 2^31, a null pointer,
+// MoeAlignOptions::num_warps not 0 or a power of two up to 32.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -77,6 +78,11 @@ struct MoeAlignOptions {
   void* stream = nullptr;
   /// moe_align_sizes(...).workspace int32 elements on the backend's memory, or null.
   int32_t* workspace = nullptr;
+  /// GPU: warps of each program of every kernel (1, 2, 4, 8, 16 or 32; 0: the kernels' own, 4).
+  /// Fewer registers a thread with more warps: the one-kernel path's tiles (its [E, 16] padding
+  /// stores, its 1024-entry placement tiles) unroll into fewer instructions per thread. A tuner's
+  /// knob; results do not depend on it (the CPU backend ignores it).
+  int num_warps = 0;
   /// The backend to run on (unset: tle::default_backend()).
   std::optional<Backend> backend;
 };
@@ -98,6 +104,7 @@ constexpr int kPrefixTile = 4096;  // elements of the prefix kernel's [rows, exp
 constexpr int kFill = 4096;      // sentinel stores per tile
 
 constexpr int64_t kFusedMax = 8192;  // up to this many entries: one kernel (each program counts all)
+constexpr int kWarps = 4;            // warps of every program (MoeAlignOptions::num_warps = 0)
 
 inline int pad_tile(int64_t num_experts, int64_t block_size) {  // slots per [E, JB] tile of the padding fill
   const int64_t fit = std::max<int64_t>(1, 4096 / next_power_of_2(num_experts));
@@ -248,6 +255,14 @@ inline PrefixShape prefix_shape(int64_t chunks, int64_t num_experts) {
   return {R, EB, (num_experts + EB - 1) / EB};
 }
 
+/// The options' num_warps: 0 or a power of two up to 32, else a UserError at the caller's line.
+inline int checked_warps(const MoeAlignOptions& o, const char* fn, const SrcLoc& l) {
+  if (o.num_warps != 0 && (o.num_warps < 0 || o.num_warps > 32 || (o.num_warps & (o.num_warps - 1)) != 0))
+    throw UserError(l, std::string("tle::ops::") + fn + ": num_warps = " + std::to_string(o.num_warps) +
+                           " is not 0 (the kernels' own) or a power of two from 1 to 32");
+  return o.num_warps ? o.num_warps : kWarps;
+}
+
 /// CPU backend and interpreter: the first entry outside [0, num_experts) is a UserError.
 inline void check_ids(const int32_t* ids, int64_t numel, int64_t num_experts, Backend b, const SrcLoc& l) {
   if (b == Backend::GPU) return;
@@ -318,11 +333,12 @@ inline void moe_align_block_size(const int32_t* topk_ids, int64_t num_tokens, in
     throw UserError(l, "tle::ops::moe_align_block_size: a null pointer (topk_ids, sorted_token_ids, expert_ids or "
                        "num_tokens_post_padded)");
   const Backend b = o.backend ? *o.backend : default_backend();
+  const int warps = checked_warps(o, "moe_align_block_size", l);
   check_ids(topk_ids, s.numel, num_experts, b, l);
   Workspace ws(o.workspace, s.numel <= kFusedMax ? 0 : s.workspace, b, l);
   auto grid = [&](int64_t programs) {
     Grid g(programs, 1, 1, l);
-    g.on_stream(o.stream).backend(b);
+    g.on_stream(o.stream).backend(b).with_warps(warps);
     return g;
   };
   const int E = static_cast<int>(num_experts), BS = static_cast<int>(block_size);
@@ -353,11 +369,12 @@ inline void expert_count(const int32_t* topk_ids, int64_t num_tokens, int64_t to
   if ((!topk_ids && s.numel) || !counts)
     throw UserError(l, "tle::ops::expert_count: a null pointer (topk_ids or counts)");
   const Backend b = o.backend ? *o.backend : default_backend();
+  const int warps = checked_warps(o, "expert_count", l);
   check_ids(topk_ids, s.numel, num_experts, b, l);
   Workspace ws(o.workspace, s.workspace, b, l);
   auto grid = [&](int64_t programs) {
     Grid g(programs, 1, 1, l);
-    g.on_stream(o.stream).backend(b);
+    g.on_stream(o.stream).backend(b).with_warps(warps);
     return g;
   };
   const int E = static_cast<int>(num_experts), C = static_cast<int>(s.chunks);
