@@ -1365,10 +1365,13 @@ void moe_case(bench::Timer& tm, int tokens, int topk, int experts, int block_siz
       o.num_warps = int(cfg["num_warps"]);
       ops::moe_align_block_size(dids.data(), tokens, topk, experts, block_size, sorted.data(), eids.data(), post.data(), o);
     };
+    // Before the winner's checked run: every output poisoned with a value no right answer holds
+    // (0 is one: the first entry's slot, expert 0's blocks).
+    const std::vector<int32_t> poison_sorted(want_sorted.size(), -7), poison_experts(want_experts.size(), -7);
     auto reset = [&] {
-      sorted.fill_zero();
-      eids.fill_zero();
-      post.fill_zero();
+      sorted.copy_from_host(poison_sorted);
+      eids.copy_from_host(poison_experts);
+      post.copy_from_host(std::vector<int32_t>{-7});
     };
     auto check = [&]() -> std::string {
       if (post.to_host()[0] != start) return "wrong num_tokens_post_padded";

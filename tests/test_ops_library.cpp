@@ -446,6 +446,20 @@ TEST_CASE("errors: tle::ops::moe_align_block_size refuses bad ids and sizes at t
     errtest::expect_user_error([&] { line = __LINE__; ops::expert_count(ids.data(), 4, 1, 8, counts.data(), o); },
                                {"expert_count: " + want}, "test_ops_library.cpp", line);
   }
+  // On the GPU the placing kernel keeps a counter per expert for each warp in shared memory: 32
+  // warps for 4096 experts do not fit sm_90's 227 KB (refused before any launch or allocation, so
+  // this runs without a GPU too).
+  {
+    ops::MoeAlignOptions o;
+    o.num_warps = 32;
+    o.backend = Backend::GPU;
+    errtest::expect_user_error(
+        [&] {
+          line = __LINE__; ops::moe_align_block_size(ids.data(), 2, 2, 4096, 4, sorted.data(), experts.data(), post.data(), o);
+        },
+        {"num_warps = 32 needs 565248 bytes of shared memory per program for 4096 experts", "use at most 8 warps"},
+        "test_ops_library.cpp", line);
+  }
 }
 
 // ---------------------------------------------------------------- GPU: device memory and a stream

@@ -68,6 +68,7 @@
 
 #include "tle/device.hpp"
 #include "tle/kernel.hpp"
+#include "tle/ops/limits.hpp"
 #include "tle/struct.hpp"
 
 namespace tle::ops {
@@ -80,8 +81,10 @@ struct MoeAlignOptions {
   int32_t* workspace = nullptr;
   /// GPU: warps of each program of every kernel (1, 2, 4, 8, 16 or 32; 0: the kernels' own, 4).
   /// Fewer registers a thread with more warps: the one-kernel path's tiles (its [E, 16] padding
-  /// stores, its 1024-entry placement tiles) unroll into fewer instructions per thread. A tuner's
-  /// knob; results do not depend on it (the CPU backend ignores it).
+  /// stores, its 1024-entry placement tiles) unroll into fewer instructions per thread. The
+  /// placing kernel keeps a counter per expert for each warp in shared memory: 16 warps fit up to
+  /// about 3100 experts, 32 up to about 1600 on sm_90 (more is a UserError naming the most that
+  /// fit). A tuner's knob; results do not depend on it (the CPU backend ignores it).
   int num_warps = 0;
   /// The backend to run on (unset: tle::default_backend()).
   std::optional<Backend> backend;
@@ -255,12 +258,34 @@ inline PrefixShape prefix_shape(int64_t chunks, int64_t num_experts) {
   return {R, EB, (num_experts + EB - 1) / EB};
 }
 
-/// The options' num_warps: 0 or a power of two up to 32, else a UserError at the caller's line.
-inline int checked_warps(const MoeAlignOptions& o, const char* fn, const SrcLoc& l) {
+/// The align kernel's shared memory at `warps` warps for E experts (bytes, as the GPU backend plans
+/// it): histogram_ranks' staging of a kSub tile (values and ranks) and its counter per expert for
+/// each warp, and the kernel's own tables (the one-kernel path's counts, 2E, which the starts, E,
+/// then reuse; the starts alone otherwise).
+inline int64_t align_smem(int64_t E, int warps, bool fused) {
+  return 8 * int64_t(kSub) + 4 * int64_t(warps) * E + (fused ? 8 : 4) * E;
+}
+
+/// The options' num_warps (0: kWarps), checked: a power of two up to 32, and - for the align kernel
+/// (align_experts > 0) on the GPU - within the program's shared memory; else a UserError at the
+/// caller's line.
+inline int checked_warps(const MoeAlignOptions& o, const char* fn, Backend b, int64_t align_experts, bool fused,
+                         const SrcLoc& l) {
   if (o.num_warps != 0 && (o.num_warps < 0 || o.num_warps > 32 || (o.num_warps & (o.num_warps - 1)) != 0))
     throw UserError(l, std::string("tle::ops::") + fn + ": num_warps = " + std::to_string(o.num_warps) +
                            " is not 0 (the kernels' own) or a power of two from 1 to 32");
-  return o.num_warps ? o.num_warps : kWarps;
+  const int warps = o.num_warps ? o.num_warps : kWarps;
+  const int64_t limit = detail::program_smem_limit(b);
+  if (b == Backend::GPU && align_experts > 0 && align_smem(align_experts, warps, fused) > limit) {
+    int most = warps;
+    while (most > 1 && align_smem(align_experts, most, fused) > limit) most /= 2;
+    throw UserError(l, std::string("tle::ops::") + fn + ": num_warps = " + std::to_string(warps) + " needs " +
+                           std::to_string(align_smem(align_experts, warps, fused)) +
+                           " bytes of shared memory per program for " + std::to_string(align_experts) +
+                           " experts (a counter per expert for each warp), more than the GPU's " +
+                           std::to_string(limit) + "; use at most " + std::to_string(most) + " warps here");
+  }
+  return warps;
 }
 
 /// CPU backend and interpreter: the first entry outside [0, num_experts) is a UserError.
@@ -333,7 +358,7 @@ inline void moe_align_block_size(const int32_t* topk_ids, int64_t num_tokens, in
     throw UserError(l, "tle::ops::moe_align_block_size: a null pointer (topk_ids, sorted_token_ids, expert_ids or "
                        "num_tokens_post_padded)");
   const Backend b = o.backend ? *o.backend : default_backend();
-  const int warps = checked_warps(o, "moe_align_block_size", l);
+  const int warps = checked_warps(o, "moe_align_block_size", b, num_experts, s.numel <= kFusedMax, l);
   check_ids(topk_ids, s.numel, num_experts, b, l);
   Workspace ws(o.workspace, s.numel <= kFusedMax ? 0 : s.workspace, b, l);
   auto grid = [&](int64_t programs) {
@@ -369,7 +394,7 @@ inline void expert_count(const int32_t* topk_ids, int64_t num_tokens, int64_t to
   if ((!topk_ids && s.numel) || !counts)
     throw UserError(l, "tle::ops::expert_count: a null pointer (topk_ids or counts)");
   const Backend b = o.backend ? *o.backend : default_backend();
-  const int warps = checked_warps(o, "expert_count", l);
+  const int warps = checked_warps(o, "expert_count", b, 0, false, l);
   check_ids(topk_ids, s.numel, num_experts, b, l);
   Workspace ws(o.workspace, s.workspace, b, l);
   auto grid = [&](int64_t programs) {
