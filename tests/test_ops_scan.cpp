@@ -436,11 +436,15 @@ TEST_CASE("ptx: a sort before a warp-specialized K loop assembles", "[ptx]") {
   auto* pb = reinterpret_cast<bf16*>(buf);
   auto* pf = reinterpret_cast<float*>(buf);
   auto* pu = reinterpret_cast<uint32_t*>(buf);
-  Grid g(1, 1);
-  g.with_warps(4).with_stages(3);
-  const std::string ptx = k.ptx(90, g, pb, pb, pf, pu, pu, 128, 128, 256, 128, 128, 64, 4096);
-  CHECK(ptx.find(".reqntid 256") != std::string::npos);  // 4 producer warps beside the 4
-  ptxtest::assemble("sort_before_ws", ptx, "sm_90a");
+  for (int warps : {4, 8}) {
+    CAPTURE(warps);
+    Grid g(1, 1);
+    g.with_warps(warps).with_stages(3);
+    const std::string ptx = k.ptx(90, g, pb, pb, pf, pu, pu, 128, 128, 256, 128, 128, 64, 4096);
+    // 4 producer warps beside the `warps` compute warps, which alone take the sort's items
+    CHECK(ptx.find(".reqntid " + std::to_string(32 * (warps + 4))) != std::string::npos);
+    ptxtest::assemble("sort_before_ws", ptx, "sm_90a");
+  }
 }
 
 TEST_CASE("gpu: a tuple scan before a warp-specialized K loop (its producer warps run the scan too)", "[.gpu]") {

@@ -27,8 +27,8 @@
 // search runs without the model (one notice on stderr).
 //
 // Measurement: on the GPU, CUDA events on a private stream, `warmup` runs, then `repeats` timed
-// runs each after an L2 flush (a 256 MB memset), the median (the first timing of a process after 30
-// ms of flushes, so the clocks have ramped up from idle); a config whose fastest run is
+// runs each after an L2 flush (a 256 MB memset), the median (a timing after 100 ms without one
+// starts with 30 ms of flushes, so the clocks have ramped up from idle); a config whose fastest run is
 // `abort_ratio` times slower than the best median so far stops early. On the CPU backend and the
 // interpreter, wall-clock time of the same calls (no flush). Before any timing every config is
 // compiled (its launches are compiled, not run); a config whose compile throws (UserError,

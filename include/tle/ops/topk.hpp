@@ -89,6 +89,7 @@
 #include "tle/device.hpp"
 #include "tle/dlpack.hpp"
 #include "tle/kernel.hpp"
+#include "tle/ops/limits.hpp"
 #include "tle/struct.hpp"
 
 namespace tle::ops {
@@ -483,6 +484,12 @@ template <class T> const auto& coop_tail_kernel() {
     Ptr<int32_t> counts = wrow + coop_header(kb);
     Ptr<uint64_t> codes = wc + codes_offset(kb, row32, ws_row);
     auto up2 = [](const Tile<int32_t>& c) { return multiple_of((c + 1) & ~1, 2); };
+    // The row's histograms of passes 0 and 1 and the slices' code counts, loaded together before
+    // the first reduction (its barriers keep later loads from being issued earlier): one wait for
+    // the three, not three in a row.
+    Tile<int32_t> ws_hist[kCoopWsPasses];
+    for (int p = 0; p < kCoopWsPasses && p < passes; ++p)
+      ws_hist[p] = load(wrow + hist_offset(kb, p) + arange(0, int64_t(1) << pass_bits(kb, p)));
     // The [PS, CB] tile: slice sl (its codes at codes + start), column j + col at step j.
     Tile<int32_t> sl = arange(0, ps), col = expand_dims(arange(0, cb), 0);
     Tile<int32_t> cnt1 = load(counts + sl, sl < ppr, 0);  // each slice's codes (0 past ppr)
@@ -503,7 +510,7 @@ template <class T> const auto& coop_tail_kernel() {
     for (int p = 0; p < passes; ++p) {
       const int w = pass_bits(kb, p);
       Tile<int32_t> h;
-      if (p < kCoopWsPasses) h = load(wrow + hist_offset(kb, p) + arange(0, int64_t(1) << w));
+      if (p < kCoopWsPasses) h = ws_hist[p];
       else h = digit_hist_steps<kb>(cand_keys, Tile<int32_t>(0), maxc, cb, kth, p, kLoopStages);
       select_digit(h, w, krem, kth);
       hl = h;
@@ -595,17 +602,7 @@ inline int64_t resident_capacity(int64_t n) {
   const int64_t ch = resident_chunk(n);
   return (n + ch - 1) / ch * ch;
 }
-/// The shared memory one program may have on `backend` (GPU 0's opt-in limit, read once: on a
-/// machine whose GPUs differ, launch on the smallest; 227 KB, sm_90's, elsewhere, as the CPU
-/// backend and the interpreter run whatever fits on sm_90).
-inline int64_t program_smem_limit(Backend backend) {
-  if (backend != Backend::GPU) return 232448;
-  static const int64_t limit = [] {
-    auto info = gpu_info(0);
-    return info && info->shared_mem_per_block_optin ? static_cast<int64_t>(info->shared_mem_per_block_optin) : 232448;
-  }();
-  return limit;
-}
+using detail::program_smem_limit;  // tle/ops/limits.hpp
 /// resident_kernel's shared memory (a bound): its buffers (the row and the survivors, each rounded
 /// up to 1 KB) and, after them, the sort's staging (the keys of the survivors padded to a power of
 /// two: 8 bytes each), with 32 KB for the three pass histograms (20 KB) and the scans' scratch.

@@ -235,8 +235,9 @@ class Lowerer : public backend::ScalarEmitter {
   /// Emits `for (k = 0; k < n; ++k)` with loop-carried values; body returns the next values.
   /// Emits `if (cond) body();`; code after it runs on every thread.
   void when(llvm::Value* cond, const std::function<void()>& body);
-  /// The CTA's threads take the items [0, count) in turn (thread t: t, t + threads, ...):
-  /// body(item) for each. No barrier.
+  /// The num_warps * 32 compute threads take the items [0, count) in turn (thread t: t, t +
+  /// threads, ...): body(item) for each; the producer warps of a warp-specialized loop, which run
+  /// the code before it too, take none. No barrier.
   void for_each_item(int64_t count, const std::function<void(llvm::Value* item)>& body);
   std::vector<llvm::Value*> counted_loop(llvm::Value* n, std::vector<llvm::Value*> init,
                                          const std::function<std::vector<llvm::Value*>(llvm::Value* k,

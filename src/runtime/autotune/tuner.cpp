@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -35,7 +34,8 @@ using tune::kFailed;
 using tune::quiet;
 
 constexpr size_t kFlushBytes = size_t(256) << 20;  // larger than any GPU's L2 (H200: 50 MB)
-constexpr double kClockWarmMs = 30;  // warm_clocks: wall time of the first warm-up (ms)
+constexpr double kClockWarmMs = 30;  // warm_clocks: wall time of a warm-up (ms)
+constexpr double kIdleMs = 100;      // warm_clocks: a GPU not timed for this long is warmed up again (ms)
 
 /// The progress line on stderr (only when stderr is a terminal and TLE_QUIET is not 1).
 class Progress {
@@ -460,20 +460,30 @@ class TunerCore {
     return median(ts);
   }
 
-  /// Once per process, before the first timed run: L2 flushes (memsets) for kClockWarmMs of
-  /// wall time, so that the first config is not timed while the GPU's clocks ramp up from idle (a
-  /// fresh process once timed its first config at 120 us and the same kernels at 72.6 us a few
-  /// configs later, H100, 2026-12-07; Triton's do_bench warms up for 25 ms likewise).
+  /// Before timing on a GPU that has been idle (no timing by this process in the last
+  /// kIdleMs - its first, or after the host worked for a while, e.g. a benchmark computing its
+  /// references): L2 flushes (memsets) for kClockWarmMs of wall time, so that the config is not
+  /// timed while the clocks ramp up from idle (a fresh process once timed its first config at 120
+  /// us and the same kernels at 72.6 us a few configs later, H100, 2026-12-07; Triton's do_bench
+  /// warms up for 25 ms likewise).
   void warm_clocks(const cuda::Driver& d) {
-    static std::atomic<bool> warmed{false};
-    if (warmed.exchange(true)) return;
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() <
-                    kClockWarmMs;
-         ++i) {
+    using clock = std::chrono::steady_clock;
+    static std::mutex mu;
+    static clock::time_point last{};
+    std::lock_guard<std::mutex> lock(mu);
+    const auto ms_since = [](clock::time_point t) {
+      return std::chrono::duration<double, std::milli>(clock::now() - t).count();
+    };
+    if (last != clock::time_point{} && ms_since(last) < kIdleMs) {
+      last = clock::now();
+      return;
+    }
+    const auto t0 = clock::now();
+    for (int i = 0; ms_since(t0) < kClockWarmMs; ++i) {
       check_cu(d.cuMemsetD8Async(flush, static_cast<unsigned char>(i), kFlushBytes, stream), "cuMemsetD8Async");
       check_cu(d.cuStreamSynchronize(stream), "cuStreamSynchronize");
     }
+    last = clock::now();
   }
 
   double time_gpu(const Config& c, const std::function<void(const Config&)>& run, double best) {
