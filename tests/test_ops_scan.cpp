@@ -413,38 +413,51 @@ auto make_sort_before_ws_loop() {
 }
 }  // namespace
 
-TEST_CASE("ptx: a tuple scan before a warp-specialized K loop assembles", "[ptx]") {
-  auto k = make_scan_before_ws_loop();
-  alignas(16) static char buf[64];
-  auto* pb = reinterpret_cast<bf16*>(buf);
-  auto* pf = reinterpret_cast<float*>(buf);
-  auto* pu = reinterpret_cast<uint32_t*>(buf);
+namespace {
+/// The PTX of a kernel whose K loop is warp-specialized (ptx_of(grid) at 4 and 8 compute warps, 3
+/// stages): 4 producer warps beside the compute warps, assembled by ptxas for sm_90a.
+void check_before_ws_ptx(const char* name, const std::function<std::string(const Grid&)>& ptx_of) {
   for (int warps : {4, 8}) {
-    CAPTURE(warps);
+    CAPTURE(name, warps);
     Grid g(1, 1);
     g.with_warps(warps).with_stages(3);
-    const std::string ptx = k.ptx(90, g, pb, pb, pf, pu, pu, pu, 128, 128, 256, 128, 128, 64, 2048);
-    // the loop is warp-specialized: 4 producer warps beside the `warps` compute warps
+    const std::string ptx = ptx_of(g);
     CHECK(ptx.find(".reqntid " + std::to_string(32 * (warps + 4))) != std::string::npos);
-    ptxtest::assemble("scan_before_ws", ptx, "sm_90a");
+    ptxtest::assemble(name, ptx, "sm_90a");
   }
 }
 
-TEST_CASE("ptx: a sort before a warp-specialized K loop assembles", "[ptx]") {
-  auto k = make_sort_before_ws_loop();
+/// Inputs of the M x N x K = 128 x 128 x 256 bf16 matmul beside the op under test (small
+/// integers, exact in bf16 and f32) and its result c_want.
+struct WsMatmul {
+  static constexpr int M = 128, N = 128, K = 256;
+  ManagedBuffer<bf16> a{size_t(M) * K}, b{size_t(K) * N};
+  std::vector<float> c_want = std::vector<float>(size_t(M) * N, 0.f);
+  WsMatmul(unsigned seed_a, unsigned seed_b) {
+    Buf<int32_t> ai = random_buf<int32_t>(size_t(M) * K, seed_a, -3, 3), bi = random_buf<int32_t>(size_t(K) * N, seed_b, -3, 3);
+    for (size_t t = 0; t < ai.size(); ++t) a.data()[t] = bf16(float(ai[t]));
+    for (size_t t = 0; t < bi.size(); ++t) b.data()[t] = bf16(float(bi[t]));
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j)
+        for (int q = 0; q < K; ++q) c_want[size_t(i) * N + j] += float(ai[size_t(i) * K + q] * bi[size_t(q) * N + j]);
+  }
+};
+}  // namespace
+
+TEST_CASE("ptx: a tuple scan and a sort before a warp-specialized K loop assemble", "[ptx]") {
   alignas(16) static char buf[64];
   auto* pb = reinterpret_cast<bf16*>(buf);
   auto* pf = reinterpret_cast<float*>(buf);
   auto* pu = reinterpret_cast<uint32_t*>(buf);
-  for (int warps : {4, 8}) {
-    CAPTURE(warps);
-    Grid g(1, 1);
-    g.with_warps(warps).with_stages(3);
-    const std::string ptx = k.ptx(90, g, pb, pb, pf, pu, pu, 128, 128, 256, 128, 128, 64, 4096);
-    // 4 producer warps beside the `warps` compute warps, which alone take the sort's items
-    CHECK(ptx.find(".reqntid " + std::to_string(32 * (warps + 4))) != std::string::npos);
-    ptxtest::assemble("sort_before_ws", ptx, "sm_90a");
-  }
+  auto scan = make_scan_before_ws_loop();
+  check_before_ws_ptx("scan_before_ws", [&](const Grid& g) {
+    return scan.ptx(90, g, pb, pb, pf, pu, pu, pu, 128, 128, 256, 128, 128, 64, 2048);
+  });
+  // The sort's items are taken by the compute warps alone (for_each_item).
+  auto sort = make_sort_before_ws_loop();
+  check_before_ws_ptx("sort_before_ws", [&](const Grid& g) {
+    return sort.ptx(90, g, pb, pb, pf, pu, pu, 128, 128, 256, 128, 128, 64, 4096);
+  });
 }
 
 TEST_CASE("gpu: a tuple scan before a warp-specialized K loop (its producer warps run the scan too)", "[.gpu]") {
@@ -453,7 +466,8 @@ TEST_CASE("gpu: a tuple scan before a warp-specialized K loop (its producer warp
     return;
   }
   auto k = make_scan_before_ws_loop();
-  const int M = 128, N = 128, K = 256, L = 2048;
+  const WsMatmul mm(73, 74);
+  const int M = mm.M, N = mm.N, K = mm.K, L = 2048;
   Buf<uint32_t> ra = random_full<uint32_t>(L, 71), rb = random_full<uint32_t>(L, 72);
   std::vector<uint32_t> want(2 * size_t(L));
   std::pair<uint32_t, uint32_t> st{ra[0], rb[0]};
@@ -461,26 +475,18 @@ TEST_CASE("gpu: a tuple scan before a warp-specialized K loop (its producer warp
     if (i) st = rec(st, {ra[size_t(i)], rb[size_t(i)]});
     want[size_t(i)] = st.first, want[size_t(L + i)] = st.second;
   }
-  Buf<int32_t> ai = random_buf<int32_t>(size_t(M) * K, 73, -3, 3), bi = random_buf<int32_t>(size_t(K) * N, 74, -3, 3);
-  ManagedBuffer<bf16> a(size_t(M) * K), b(size_t(K) * N);
   ManagedBuffer<uint32_t> sa(L), sb(L);
-  for (size_t t = 0; t < ai.size(); ++t) a.data()[t] = bf16(float(ai[t]));
-  for (size_t t = 0; t < bi.size(); ++t) b.data()[t] = bf16(float(bi[t]));
   for (int i = 0; i < L; ++i) sa.data()[i] = ra[size_t(i)], sb.data()[i] = rb[size_t(i)];
-  std::vector<float> cw(size_t(M) * N, 0.f);
-  for (int i = 0; i < M; ++i)
-    for (int j = 0; j < N; ++j)
-      for (int q = 0; q < K; ++q) cw[size_t(i) * N + j] += float(ai[size_t(i) * K + q] * bi[size_t(q) * N + j]);
   for (int warps : {4, 8}) {
     CAPTURE(warps);
     ManagedBuffer<float> c(size_t(M) * N, -1.f);
     ManagedBuffer<uint32_t> out(2 * size_t(L), 0);
     Grid g(1, 1);
     g.with_warps(warps).with_stages(3).backend(Backend::GPU);
-    k(g, a.data(), b.data(), c.data(), sa.data(), sb.data(), out.data(), M, N, K, 128, 128, 64, L);
+    k(g, mm.a.data(), mm.b.data(), c.data(), sa.data(), sb.data(), out.data(), M, N, K, 128, 128, 64, L);
     synchronize();
     CHECK(diffs(std::vector<uint32_t>(out.data(), out.data() + 2 * L), want) == "");
-    CHECK(diffs(std::vector<float>(c.data(), c.data() + M * N), cw) == "");
+    CHECK(diffs(std::vector<float>(c.data(), c.data() + M * N), mm.c_want) == "");
   }
 }
 
@@ -490,15 +496,8 @@ TEST_CASE("gpu: a sort before a warp-specialized K loop (its producer warps take
     return;
   }
   auto k = make_sort_before_ws_loop();
-  const int M = 128, N = 128, K = 256;
-  Buf<int32_t> ai = random_buf<int32_t>(size_t(M) * K, 75, -3, 3), bi = random_buf<int32_t>(size_t(K) * N, 76, -3, 3);
-  ManagedBuffer<bf16> a(size_t(M) * K), b(size_t(K) * N);
-  for (size_t t = 0; t < ai.size(); ++t) a.data()[t] = bf16(float(ai[t]));
-  for (size_t t = 0; t < bi.size(); ++t) b.data()[t] = bf16(float(bi[t]));
-  std::vector<float> cw(size_t(M) * N, 0.f);
-  for (int i = 0; i < M; ++i)
-    for (int j = 0; j < N; ++j)
-      for (int q = 0; q < K; ++q) cw[size_t(i) * N + j] += float(ai[size_t(i) * K + q] * bi[size_t(q) * N + j]);
+  const WsMatmul mm(75, 76);
+  const int M = mm.M, N = mm.N, K = mm.K;
   for (int L : {1024, 4096}) {
     Buf<uint32_t> kv = random_full<uint32_t>(size_t(L), 77 + L);
     std::vector<uint32_t> want(kv.begin(), kv.end());
@@ -511,10 +510,10 @@ TEST_CASE("gpu: a sort before a warp-specialized K loop (its producer warps take
       ManagedBuffer<uint32_t> out(size_t(L), 0);
       Grid g(1, 1);
       g.with_warps(warps).with_stages(3).backend(Backend::GPU);
-      k(g, a.data(), b.data(), c.data(), keys.data(), out.data(), M, N, K, 128, 128, 64, L);
+      k(g, mm.a.data(), mm.b.data(), c.data(), keys.data(), out.data(), M, N, K, 128, 128, 64, L);
       synchronize();
       CHECK(diffs(std::vector<uint32_t>(out.data(), out.data() + L), want) == "");
-      CHECK(diffs(std::vector<float>(c.data(), c.data() + M * N), cw) == "");
+      CHECK(diffs(std::vector<float>(c.data(), c.data() + M * N), mm.c_want) == "");
     }
   }
 }
