@@ -271,9 +271,7 @@ inline int64_t align_smem(int64_t E, int warps, bool fused) {
 /// caller's line.
 inline int checked_warps(const MoeAlignOptions& o, const char* fn, Backend b, int64_t align_experts, bool fused,
                          const SrcLoc& l) {
-  if (o.num_warps != 0 && (o.num_warps < 0 || o.num_warps > 32 || (o.num_warps & (o.num_warps - 1)) != 0))
-    throw UserError(l, std::string("tle::ops::") + fn + ": num_warps = " + std::to_string(o.num_warps) +
-                           " is not 0 (the kernels' own) or a power of two from 1 to 32");
+  detail::check_num_warps(o.num_warps, fn, l);
   const int warps = o.num_warps ? o.num_warps : kWarps;
   const int64_t limit = detail::program_smem_limit(b);
   if (b == Backend::GPU && align_experts > 0 && align_smem(align_experts, warps, fused) > limit) {

@@ -700,9 +700,7 @@ inline void check_shape(int64_t rows, int64_t n, int64_t k, const TopkOptions& o
                            "shared memory); split the selection or use a full sort");
   if (o.programs_per_row < 0)
     throw UserError(l, "tle::ops::topk: programs_per_row = " + std::to_string(o.programs_per_row) + " is negative");
-  if (o.num_warps != 0 && (o.num_warps < 0 || o.num_warps > 32 || (o.num_warps & (o.num_warps - 1)) != 0))
-    throw UserError(l, "tle::ops::topk: num_warps = " + std::to_string(o.num_warps) +
-                           " is not 0 (the kernels' own) or a power of two from 1 to 32");
+  detail::check_num_warps(o.num_warps, "topk", l);
 }
 
 }  // namespace detail_topk
