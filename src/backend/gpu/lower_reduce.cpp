@@ -233,13 +233,9 @@ std::vector<int64_t> staged_scan(Lowerer& L, const ir::Op& op, Accum& acc, int a
     chunked_scan(L, acc, base, len, inner, nlines, tpl, reverse);
     return base;
   }
-  const int64_t rounds = (nlines + nthreads - 1) / nthreads;
-  L.counted_loop(B.getInt32(static_cast<uint32_t>(rounds)), {}, [&](Value* j, const Values&) {
-    Value* line = B.CreateAdd(L.tid, B.CreateMul(j, L.i32c(nthreads)));
-    auto* work = llvm::BasicBlock::Create(L.ctx, "scan.line", L.kernel);
-    auto* next = llvm::BasicBlock::Create(L.ctx, "scan.next", L.kernel);
-    B.CreateCondBr(B.CreateICmpULT(line, L.i32c(nlines)), work, next);
-    B.SetInsertPoint(work);
+  // One thread a line (the compute threads only: a line scanned in place by two threads at once
+  // would read partly scanned values).
+  L.for_each_item(nlines, [&](Value* line) {
     Value* outer = B.CreateUDiv(line, L.i32c(inner));
     Value* in = B.CreateURem(line, L.i32c(inner));
     Value* start = B.CreateAdd(B.CreateMul(outer, L.i32c(len * inner)), in);
@@ -258,9 +254,6 @@ std::vector<int64_t> staged_scan(Lowerer& L, const ir::Op& op, Accum& acc, int a
       for (size_t c = 0; c < ns; ++c) L.smem_store(acc.ds[c], base[c], idx, s[c]);
       return s;
     });
-    B.CreateBr(next);
-    B.SetInsertPoint(next);
-    return Values{};
   });
   L.barrier();
   return base;
@@ -779,19 +772,7 @@ void Lowerer::lower_histogram(const ir::Op& op) {
   const ir::Value* r = op.result();
   const int64_t bins = op.int_attr("bins");
   need_smem(bins * 4);
-  const int64_t nthreads = 32 * num_warps;
-  // zero the counters
-  counted_loop(i32c((bins + nthreads - 1) / nthreads), {}, [&](Value* j, const std::vector<Value*>&) {
-    Value* i = B.CreateAdd(tid, B.CreateMul(j, i32c(nthreads)));
-    auto* on = llvm::BasicBlock::Create(ctx, "hist.z", kernel);
-    auto* next = llvm::BasicBlock::Create(ctx, "hist.zn", kernel);
-    B.CreateCondBr(B.CreateICmpULT(i, i32c(bins)), on, next);
-    B.SetInsertPoint(on);
-    smem_store(DType::i32, 0, i, B.getInt32(0));
-    B.CreateBr(next);
-    B.SetInsertPoint(next);
-    return std::vector<Value*>{};
-  });
+  for_each_item(bins, [&](Value* i) { smem_store(DType::i32, 0, i, B.getInt32(0)); });  // zero the counters
   barrier();
   const LinearLayout* l = layout_of(x);
   Value* own = owner(l);
