@@ -164,6 +164,51 @@ TEST_CASE("ops: atomics return the old values (0 where masked off)", "[ops]") {
   }
 }
 
+// Old values as slots: the lanes adding 1 to one counter get distinct old values, a compaction in
+// some order (the GPU may aggregate a warp's adds to one address: one add of the count, each lane's
+// old value the leader's plus its rank), through global counters shared by the programs and a
+// shared-memory counter of each program.
+TEST_CASE("ops: atomic_add old values are distinct slots (compaction through a counter)", "[ops]") {
+  auto k = jit("atomic_slots", [](Ptr<int32_t> ctr, Ptr<int32_t> out, Ptr<int32_t> local_out, Tile<int32_t> n,
+                                  Tile<int32_t> cap, Constexpr<int> BLOCK, Constexpr<int> NC) {
+    Tile<int32_t> offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    Tile<bool> keep = (offs < n) & ((offs * 7 + offs / 5) % 3 != 0);
+    Tile<int32_t> c = offs % NC;
+    Tile<int32_t> slot = atomic_add(ctr + c, 1, keep);
+    store(out + (c * cap + slot), offs, keep);
+    auto lc = gpu::alloc<int32_t>({1}, gpu::scope::shared);
+    lc.store(zeros<int32_t>({1}));
+    Tile<int32_t> pos = atomic_add(gpu::local_ptr(lc, {zeros<int32_t>({BLOCK})}), 1, keep);
+    store(local_out + (program_id(0) * BLOCK + pos), offs, keep);
+  });
+  for (int n : kSizes) {
+    for (int block : {32, 256}) {
+      CAPTURE(n, block);
+      const int NC = 3, grid = int(cdiv(n, block)), cap = n;
+      Buf<int32_t> ctr(NC, 0), out(size_t(NC) * cap, -1), local_out(size_t(grid) * block, -1);
+      k(Grid(grid), ctr.data(), out.data(), local_out.data(), n, cap, block, NC);
+      std::vector<std::vector<int32_t>> want(NC), got(NC);
+      for (int i = 0; i < n; ++i)
+        if ((i * 7 + i / 5) % 3 != 0) want[i % NC].push_back(i);
+      for (int c = 0; c < NC; ++c) {
+        CHECK(ctr[c] == int32_t(want[c].size()));
+        for (int s = 0; s < std::min<int>(ctr[c], cap); ++s) got[c].push_back(out[size_t(c) * cap + s]);
+        std::sort(got[c].begin(), got[c].end());
+        CHECK(got[c] == want[c]);
+      }
+      for (int p = 0; p < grid; ++p) {
+        std::vector<int32_t> w, g;
+        for (int i = p * block; i < std::min(n, (p + 1) * block); ++i)
+          if ((i * 7 + i / 5) % 3 != 0) w.push_back(i);
+        for (size_t s = 0; s < w.size(); ++s) g.push_back(local_out[size_t(p) * block + s]);
+        std::sort(g.begin(), g.end());
+        CHECK(g == w);
+        for (int s = int(w.size()); s < block; ++s) CHECK(local_out[size_t(p) * block + s] == -1);
+      }
+    }
+  }
+}
+
 TEST_CASE("ops: atomic_max / atomic_min from many programs (i32, u32, f32, i64)", "[ops]") {
   auto k = jit("atomic_mm", [](Ptr<int32_t> x, Ptr<float> xf, Ptr<uint32_t> xu, Ptr<int64_t> xl, Ptr<int32_t> ri,
                                Ptr<float> rf, Ptr<uint32_t> ru, Ptr<int64_t> rl, Tile<int32_t> n,
