@@ -109,10 +109,7 @@ constexpr int kFill = 4096;      // sentinel stores per tile
 constexpr int64_t kFusedMax = 8192;  // up to this many entries: one kernel (each program counts all)
 constexpr int kWarps = 4;            // warps of every program (MoeAlignOptions::num_warps = 0)
 
-inline int pad_tile(int64_t num_experts, int64_t block_size) {  // slots per [E, JB] tile of the padding fill
-  const int64_t fit = std::max<int64_t>(1, 4096 / next_power_of_2(num_experts));
-  return static_cast<int>(std::min<int64_t>({16, block_size, fit}));
-}
+constexpr int kPadTile = 1024;        // slots per [rows, columns] tile of the one-kernel path's padding fill
 
 inline const auto& count_kernel() {
   static const auto k = jit("tle_ops_moe_count", [](Ptr<int32_t> ids, Ptr<int32_t> partial, Ptr<int32_t> sorted,
@@ -146,7 +143,7 @@ inline const auto& align_kernel() {
                                                    Tile<int32_t> numel, Tile<int32_t> chunk, Tile<int32_t> chunks,
                                                    Tile<int32_t> num_blocks, Tile<int32_t> block_share,
                                                    Tile<int32_t> slots, Constexpr<int> E, Constexpr<int> BS,
-                                                   Constexpr<int> JB, Constexpr<bool> FUSED) {
+                                                   Constexpr<bool> FUSED) {
     Tile<int32_t> c = program_id(0);
     Tile<int32_t> ae = arange(0, E);
     Tile<int32_t> total = zeros<int32_t>({int64_t(E)});
@@ -177,12 +174,25 @@ inline const auto& align_kernel() {
     starts.store(start);
     store(post_pad, total_padded, c == 0);
     if (FUSED) {
-      // The sentinel in the slots no entry takes: each expert's padding (expert e by program
-      // e % chunks) and the tail after total_padded (strided over the programs).
-      Tile<bool> mine = expand_dims(ae % chunks == c, 1);  // [E, 1]
-      for (auto j : range(0, int(BS), int(JB))) {
-        Tile<int32_t> pos = expand_dims(total, 1) + expand_dims(j + arange(0, JB), 0);  // [E, JB]
-        store(sorted + (expand_dims(start, 1) + pos), numel, mine & (pos < expand_dims(padded, 1)));
+      // The sentinel in the slots no entry takes: each expert's padding (the experts
+      // e = c + chunks * q by program c, RB of them a step, each step's starts and counts read
+      // from shared memory: per-row bases in registers across a loop made LLVM's loop strength
+      // reduction search for seconds to minutes) and the tail after total_padded (strided over
+      // the programs).
+      auto totals = gpu::alloc<int32_t>({int64_t(E)}, gpu::scope::shared);
+      totals.store(total);
+      const int64_t bsp = std::min<int64_t>(next_power_of_2(int64_t(BS)), kPadTile);
+      const int rb = static_cast<int>(kPadTile / bsp), cb = static_cast<int>(bsp);
+      for (auto q : range(0, (int(E) - c + chunks - 1) / chunks, rb)) {
+        Tile<int32_t> e = c + chunks * (q + arange(0, rb));  // [RB]
+        Tile<bool> ein = e < int(E);
+        Tile<int32_t> ec = minimum(e, int(E) - 1);
+        Tile<int32_t> st = load(gpu::local_ptr(starts, {ec})), tot = load(gpu::local_ptr(totals, {ec}));
+        Tile<int32_t> pad = (tot + (int(BS) - 1)) / int(BS) * int(BS);
+        for (auto j : range(0, int(BS), cb)) {
+          Tile<int32_t> pos = expand_dims(tot, 1) + expand_dims(j + arange(0, cb), 0);  // [RB, CB]
+          store(sorted + (expand_dims(st, 1) + pos), numel, expand_dims(ein, 1) & (pos < expand_dims(pad, 1)));
+        }
       }
       for (auto t : range(total_padded + c * kFill, slots, chunks * kFill)) {
         Tile<int32_t> offs = t + arange(0, kFill);
@@ -260,8 +270,8 @@ inline PrefixShape prefix_shape(int64_t chunks, int64_t num_experts) {
 
 /// The align kernel's shared memory at `warps` warps for E experts (bytes, as the GPU backend plans
 /// it): histogram_ranks' staging of a kSub tile (values and ranks) and its counter per expert for
-/// each warp, and the kernel's own tables (the one-kernel path's counts, 2E, which the starts, E,
-/// then reuse; the starts alone otherwise).
+/// each warp, and the kernel's own tables (the one-kernel path's counts, 2E, whose bytes its starts
+/// and totals, E each, then reuse; the starts alone otherwise).
 inline int64_t align_smem(int64_t E, int warps, bool fused) {
   return 8 * int64_t(kSub) + 4 * int64_t(warps) * E + (fused ? 8 : 4) * E;
 }
@@ -378,7 +388,7 @@ inline void moe_align_block_size(const int32_t* topk_ids, int64_t num_tokens, in
   }
   align_kernel()(grid(C), ids, fused ? sorted_token_ids : ws.p, sorted_token_ids, expert_ids, num_tokens_post_padded,
                  int32_t(s.numel), int32_t(s.chunk), C, int32_t(s.expert_ids), int32_t(block_share),
-                 int32_t(s.sorted_token_ids), E, BS, pad_tile(num_experts, block_size), fused);
+                 int32_t(s.sorted_token_ids), E, BS, fused);
   if (!ws.dev.empty()) Stream::wrap(o.stream).synchronize();
 }
 
