@@ -462,6 +462,36 @@ TEST_CASE("errors: tle::ops::moe_align_block_size refuses bad ids and sizes at t
   }
 }
 
+TEST_CASE("ptx: moe_align's placing kernel compiles within shared memory wherever its warps are admitted",
+          "[ptx][ops-library]") {
+  // checked_warps admits (num_warps, num_experts) by align_smem's estimate of the placing kernel's
+  // shared memory; an estimate below what the GPU lowering plans would let a launch fail. Every
+  // admitted pair at the largest expert counts (and a ragged one) compiles for sm_90a, the
+  // one-kernel path too (whose padding fill once took LLVM minutes to compile at 2048 experts).
+  namespace mk = ops::detail_moe;
+  alignas(256) static int32_t ii[64];
+  const int64_t limit = ops::detail::program_smem_limit(Backend::GPU);
+  int admitted = 0, refused = 0;
+  for (int E : {256, 1000, 2048, 4096}) {
+    for (int warps : {4, 8, 16, 32}) {
+      for (bool fused : {false, true}) {
+        CAPTURE(E, warps, fused);
+        if (mk::align_smem(E, warps, fused) > limit) {
+          ++refused;
+          continue;
+        }
+        ++admitted;
+        const int numel = fused ? 8192 : 131072, chunk = fused ? 1024 : 2048, chunks = numel / chunk;
+        const int slots = numel + E * 63, blocks = (slots + 63) / 64;
+        CHECK_NOTHROW(mk::align_kernel().ptx(90, warps, ii, ii, ii, ii, ii, numel, chunk, chunks, blocks,
+                                             (blocks + chunks - 1) / chunks, slots, E, 64, fused));
+      }
+    }
+  }
+  CHECK(admitted >= 20);
+  CHECK(refused >= 2);
+}
+
 // ---------------------------------------------------------------- GPU: device memory and a stream
 
 TEST_CASE("gpu: tle::ops::topk and moe_align_block_size on DeviceBuffers and a stream", "[.gpu]") {

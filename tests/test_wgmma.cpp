@@ -375,9 +375,12 @@ TEST_CASE("wgmma attention: q read in place at BN = 128 (from registers at BN = 
       ptxtest::assemble("attention", ptx, "sm_90a");
       CHECK(ptxtest::spill_store_bytes("attention", ptx) <= 0);
       // BN = 128: 206 / 227 registers (full / causal) with q resident and its K steps' descriptors
-      // computed in the loop; 234 / 237 when LLVM hoisted all of them, 245 / 249 with q in registers.
+      // computed in the loop while LLVM's loop strength reduction ran; since the NVPTX pipeline
+      // skips it (nvptx.cpp: its search took minutes on other kernels) ptxas takes 251 / 235, still
+      // one program of 8 warps per SM and no spill (checked above). q read in place is checked by
+      // the instruction count above; the register count only bounds it below the 255 cap.
       const int regs = bn == 128 ? ptxtest::registers("attention", ptx) : 0;
-      if (regs > 0) CHECK(regs <= (causal ? 231 : 216));
+      if (regs > 0) CHECK(regs <= (causal ? 240 : 253));
     }
 }
 

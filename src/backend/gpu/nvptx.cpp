@@ -6,6 +6,7 @@
 #include <llvm/IR/DiagnosticInfo.h>
 #include <llvm/IR/DiagnosticPrinter.h>
 #include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/OptBisect.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Linker/Linker.h>
 #include <llvm/MC/TargetRegistry.h>
@@ -95,6 +96,18 @@ void link_libdevice(llvm::Module& m) {
   }
 }
 
+/// The gate the NVPTX code generator runs under (set on the kernel's own LLVMContext, so the CPU
+/// back end, on other contexts, keeps every pass): Loop Strength Reduction is skipped. On tile
+/// loops - every register's address and mask an induction-variable user, with bases that differ
+/// per register - its formula search ran for seconds to minutes (moe_align's one-kernel path at 4
+/// warps: 9 s for 256 experts, over two minutes for 2048); ptxas strength-reduces loops itself.
+/// The suite's kernels keep their SASS size and registers within a few %, except the plain
+/// attention kernel at BN = 128 (206 -> 251 registers, still one program per SM, no spill).
+struct NoLoopStrengthReduction final : llvm::OptPassGate {
+  bool shouldRunPass(const llvm::StringRef pass, llvm::StringRef) override { return pass != "Loop Strength Reduction"; }
+  bool isEnabled() const override { return true; }
+};
+
 }  // namespace
 
 void configure_module(llvm::Module& m, const Target& t) {
@@ -137,6 +150,8 @@ std::string emit_ptx(llvm::Module& m, const Target& t) {
 
     llvm::SmallString<0> ptx;
     llvm::raw_svector_ostream os(ptx);
+    static NoLoopStrengthReduction gate;  // stateless; outlives every context it is set on
+    m.getContext().setOptPassGate(gate);
     llvm::legacy::PassManager pm;
     if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::AssemblyFile)) {
       cannot_emit = true;
