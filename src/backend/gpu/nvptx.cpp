@@ -100,7 +100,9 @@ void link_libdevice(llvm::Module& m) {
 /// back end, on other contexts, keeps every pass): Loop Strength Reduction is skipped. On tile
 /// loops - every register's address and mask an induction-variable user, with bases that differ
 /// per register - its formula search ran for seconds to minutes (moe_align's one-kernel path at 4
-/// warps: 9 s for 256 experts, over two minutes for 2048); ptxas strength-reduces loops itself.
+/// warps: 9 s for 256 experts, over two minutes for 2048). The name is the legacy pass's
+/// registered one (INITIALIZE_PASS "loop-reduce"); the gate replaces the context's bisect gate, so
+/// -opt-bisect-limit does not reach NVPTX code generation.
 /// The suite's kernels keep their SASS size and registers within a few %, except the plain
 /// attention kernel at BN = 128 (206 -> 251 registers, still one program per SM, no spill).
 struct NoLoopStrengthReduction final : llvm::OptPassGate {
@@ -150,7 +152,7 @@ std::string emit_ptx(llvm::Module& m, const Target& t) {
 
     llvm::SmallString<0> ptx;
     llvm::raw_svector_ostream os(ptx);
-    static NoLoopStrengthReduction gate;  // stateless; outlives every context it is set on
+    static auto& gate = *new NoLoopStrengthReduction;  // stateless; never destroyed
     m.getContext().setOptPassGate(gate);
     llvm::legacy::PassManager pm;
     if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::AssemblyFile)) {
