@@ -80,7 +80,7 @@ struct MoeAlignOptions {
   /// moe_align_sizes(...).workspace int32 elements on the backend's memory, or null.
   int32_t* workspace = nullptr;
   /// GPU: warps of each program of every kernel (1, 2, 4, 8, 16 or 32; 0: the kernels' own, 4).
-  /// Fewer registers a thread with more warps: the one-kernel path's tiles (its [E, 16] padding
+  /// Fewer registers a thread with more warps: the one-kernel path's tiles (its 1024-slot padding
   /// stores, its 1024-entry placement tiles) unroll into fewer instructions per thread. The
   /// placing kernel keeps a counter per expert for each warp in shared memory: 16 warps fit up to
   /// about 3100 experts, 32 up to about 1600 on sm_90 (more is a UserError naming the most that
@@ -177,11 +177,9 @@ inline const auto& align_kernel() {
     starts.store(start);
     store(post_pad, total_padded, c == 0);
     if (FUSED) {
-      // The sentinel in the slots no entry takes (none when BS is 1): each expert's padding (the experts
-      // e = c + chunks * q by program c, RB of them a step, each step's starts and counts read
-      // from shared memory: per-row bases in registers across a loop made LLVM's loop strength
-      // reduction search for seconds to minutes) and the tail after total_padded (strided over
-      // the programs).
+      // The sentinel in the slots no entry takes: each expert's padding (none when BS is 1; the
+      // experts e = c + chunks * q by program c, RB of them a step, their starts and counts read
+      // from shared memory) and the tail after total_padded (strided over the programs).
       auto totals = gpu::alloc<int32_t>({int64_t(E)}, gpu::scope::shared);
       totals.store(total);
       const int64_t bsp = std::min<int64_t>(next_power_of_2(int64_t(BS)), kPadTile);

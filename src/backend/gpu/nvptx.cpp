@@ -100,11 +100,11 @@ void link_libdevice(llvm::Module& m) {
 /// back end, on other contexts, keeps every pass): Loop Strength Reduction is skipped. On tile
 /// loops - every register's address and mask an induction-variable user, with bases that differ
 /// per register - its formula search ran for seconds to minutes (moe_align's one-kernel path at 4
-/// warps: 9 s for 256 experts, over two minutes for 2048). The name is the legacy pass's
-/// registered one (INITIALIZE_PASS "loop-reduce"); the gate replaces the context's bisect gate, so
-/// -opt-bisect-limit does not reach NVPTX code generation.
-/// The suite's kernels keep their SASS size and registers within a few %, except the plain
-/// attention kernel at BN = 128 (206 -> 251 registers, still one program per SM, no spill).
+/// warps: 9 s for 256 experts, over two minutes for 2048). Without it matmul, attention, topk and
+/// moe_align ran within the spread on an H100 (benchmarks/RESULTS.md, 2026-12-08); the plain
+/// attention kernel at BN = 128 takes 251 registers instead of 206 (one program per SM either way).
+/// The name is the legacy pass's registered one (INITIALIZE_PASS "loop-reduce"); the gate replaces
+/// the context's bisect gate, so -opt-bisect-limit does not reach NVPTX code generation.
 struct NoLoopStrengthReduction final : llvm::OptPassGate {
   bool shouldRunPass(const llvm::StringRef pass, llvm::StringRef) override { return pass != "Loop Strength Reduction"; }
   bool isEnabled() const override { return true; }
